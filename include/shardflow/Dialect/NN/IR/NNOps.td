@@ -1,0 +1,517 @@
+//===- NNOps.td - nn dialect operations --------------------*- tablegen -*-===//
+//
+// One op per supported ONNX operator. Semantics follow the ONNX operator
+// specification (opsets 13 to 23); where ONNX takes a constant input that
+// decides a shape (axes, sizes, bounds), the op takes an attribute instead.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SHARDFLOW_DIALECT_NN_NNOPS_TD
+#define SHARDFLOW_DIALECT_NN_NNOPS_TD
+
+include "shardflow/Dialect/NN/IR/NNBase.td"
+
+//===----------------------------------------------------------------------===//
+// Sources: constants and weights
+//===----------------------------------------------------------------------===//
+
+def NN_ConstantOp : NN_Op<"constant", [ConstantLike,
+                                        AllTypesMatch<["value", "result"]>]> {
+  let summary = "A small constant tensor held in the IR (ONNX Constant)";
+  let description = [{
+    Shape tensors, scalars and small initializers. Larger initializers are
+    `nn.weight` ops and never held in the IR.
+  }];
+  let arguments = (ins ElementsAttr:$value);
+  let results = (outs NN_Tensor:$result);
+  let assemblyFormat = "attr-dict $value";
+  let hasFolder = 1;
+  let builders = [OpBuilder<(ins "::mlir::ElementsAttr":$value), [{
+    build($_builder, $_state, value.getType(), value);
+  }]>];
+}
+
+def NN_WeightOp : NN_Op<"weight"> {
+  let summary = "A named model weight whose bytes live outside the IR";
+  let description = [{
+    Refers to an ONNX initializer by name, type and location. `storage` says
+    where the bytes are:
+    - `external`: ONNX external data, `file` (relative to the model's folder)
+      holds `size` bytes at `offset`, little-endian.
+    - `embedded`: raw little-endian bytes inside the model file itself at
+      `offset`.
+    - `protobuf`: in the model, but not byte-addressable (varint-encoded
+      fields, or a model read from ONNX text); the runtime converts it once.
+
+    ```mlir
+    %w = nn.weight "h.0.mlp.fc.weight" {storage = "external", file = "gpt.data",
+                                         offset = 4096 : i64, size = 65536 : i64}
+                                        : tensor<128x128xf32>
+    ```
+  }];
+  let arguments = (ins StrAttr:$name,
+                       StrAttr:$storage,
+                       OptionalAttr<StrAttr>:$file,
+                       OptionalAttr<I64Attr>:$offset,
+                       OptionalAttr<I64Attr>:$size);
+  let results = (outs NN_Tensor:$result);
+  let assemblyFormat = "$name attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+def NN_AddOp : NN_BinaryOp<"add", "Add", [Commutative]> { let hasFolder = 1; }
+def NN_SubOp : NN_BinaryOp<"sub", "Sub"> { let hasFolder = 1; }
+def NN_MulOp : NN_BinaryOp<"mul", "Mul", [Commutative]> { let hasFolder = 1; }
+def NN_DivOp : NN_BinaryOp<"div", "Div"> {
+  let description = [{ Integer division truncates toward zero, as in ONNX. }];
+  let hasFolder = 1;
+}
+def NN_PowOp : NN_BinaryOp<"pow", "Pow"> {
+  let description = [{ The result has the element type of `lhs` (the base). }];
+}
+def NN_MinOp : NN_BinaryOp<"min", "Min", [Commutative]> {
+  let description = [{ ONNX's variadic Min is imported as a chain of these. }];
+  let hasFolder = 1;
+}
+def NN_MaxOp : NN_BinaryOp<"max", "Max", [Commutative]> {
+  let description = [{ ONNX's variadic Max is imported as a chain of these. }];
+  let hasFolder = 1;
+}
+def NN_EqualOp : NN_CompareOp<"equal", "Equal"> { let hasFolder = 1; }
+def NN_LessOp : NN_CompareOp<"less", "Less"> { let hasFolder = 1; }
+def NN_GreaterOp : NN_CompareOp<"greater", "Greater"> { let hasFolder = 1; }
+
+def NN_AndOp : NN_InferredOp<"and", [Commutative]> {
+  let summary = "ONNX And: logical and with broadcasting";
+  let arguments = (ins NN_BoolTensor:$lhs, NN_BoolTensor:$rhs);
+  let results = (outs NN_BoolTensor:$result);
+}
+
+def NN_WhereOp : NN_InferredOp<"where"> {
+  let summary = "ONNX Where: select with three-way broadcasting";
+  let arguments = (ins NN_BoolTensor:$condition, NN_Tensor:$x, NN_Tensor:$y);
+  let results = (outs NN_Tensor:$result);
+  let hasFolder = 1;
+}
+
+def NN_SqrtOp : NN_UnaryOp<"sqrt", "Sqrt">;
+def NN_ExpOp : NN_UnaryOp<"exp", "Exp">;
+def NN_LogOp : NN_UnaryOp<"log", "Log">;
+def NN_TanhOp : NN_UnaryOp<"tanh", "Tanh">;
+def NN_SigmoidOp : NN_UnaryOp<"sigmoid", "Sigmoid">;
+def NN_ErfOp : NN_UnaryOp<"erf", "Erf">;
+def NN_ReciprocalOp : NN_UnaryOp<"reciprocal", "Reciprocal">;
+def NN_ReluOp : NN_UnaryOp<"relu", "Relu", NN_NumericTensor>;
+def NN_NegOp : NN_UnaryOp<"neg", "Neg", NN_NumericTensor> { let hasFolder = 1; }
+def NN_AbsOp : NN_UnaryOp<"abs", "Abs", NN_NumericTensor>;
+def NN_NotOp : NN_UnaryOp<"not", "Not", NN_BoolTensor>;
+def NN_IdentityOp : NN_UnaryOp<"identity", "Identity", NN_Tensor> {
+  let hasFolder = 1;
+}
+
+def NN_LeakyReluOp : NN_UnaryOp<"leaky_relu", "LeakyRelu"> {
+  let arguments = (ins NN_FloatTensor:$input,
+                       DefaultValuedAttr<F32Attr, "0.01f">:$alpha);
+}
+
+def NN_GeluOp : NN_UnaryOp<"gelu", "Gelu (opset 20)"> {
+  let description = [{
+    `approximate = "none"`: x * Phi(x) with the exact normal CDF;
+    `approximate = "tanh"`: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+  }];
+  let arguments = (ins NN_FloatTensor:$input,
+                       DefaultValuedAttr<StrAttr, "\"none\"">:$approximate);
+  let hasVerifier = 1;
+}
+
+def NN_ClipOp : NN_UnaryOp<"clip", "Clip", NN_NumericTensor> {
+  let description = [{
+    Clamps to [`min`, `max`]; an absent bound does not clamp. ONNX passes the
+    bounds as inputs; the importer requires them to be constants.
+  }];
+  let arguments = (ins NN_NumericTensor:$input, OptionalAttr<F64Attr>:$min,
+                       OptionalAttr<F64Attr>:$max);
+}
+
+def NN_DropoutOp : NN_UnaryOp<"dropout", "Dropout (inference)"> {
+  let description = [{
+    Inference-mode dropout: the identity on values. Kept as an op so that
+    sequence-parallel strategies can find the dropout regions; `ratio` is
+    recorded for training.
+  }];
+  let arguments = (ins NN_FloatTensor:$input,
+                       DefaultValuedAttr<F32Attr, "0.5f">:$ratio);
+}
+
+def NN_CastOp : NN_InferredOp<"cast"> {
+  let summary = "ONNX Cast: convert the element type";
+  let arguments = (ins NN_Tensor:$input, TypeAttr:$to);
+  let results = (outs NN_Tensor:$result);
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Normalizations and softmax
+//===----------------------------------------------------------------------===//
+
+def NN_SoftmaxOp : NN_InferredOp<"softmax"> {
+  let summary = "ONNX Softmax (opset 13): normalize along one axis";
+  let arguments = (ins NN_FloatTensor:$input, DefaultValuedAttr<I64Attr, "-1">:$axis);
+  let results = (outs NN_FloatTensor:$result);
+}
+
+def NN_LogSoftmaxOp : NN_InferredOp<"log_softmax"> {
+  let summary = "ONNX LogSoftmax (opset 13): log of softmax along one axis";
+  let arguments = (ins NN_FloatTensor:$input, DefaultValuedAttr<I64Attr, "-1">:$axis);
+  let results = (outs NN_FloatTensor:$result);
+}
+
+def NN_BatchNormalizationOp : NN_InferredOp<"batch_normalization"> {
+  let summary = "ONNX BatchNormalization in inference mode";
+  let description = [{
+    y = scale * (x - mean) / sqrt(var + epsilon) + bias, per channel (dim 1).
+  }];
+  let arguments = (ins NN_FloatTensor:$input, NN_FloatTensor:$scale,
+                       NN_FloatTensor:$bias, NN_FloatTensor:$mean,
+                       NN_FloatTensor:$variance,
+                       DefaultValuedAttr<F32Attr, "1e-5f">:$epsilon);
+  let results = (outs NN_FloatTensor:$result);
+}
+
+def NN_LayerNormalizationOp : NN_InferredOp<"layer_normalization"> {
+  let summary = "ONNX LayerNormalization (opset 17)";
+  let description = [{
+    Normalizes over dimensions [axis, rank): (x - mean) / sqrt(var + eps),
+    then multiplies by `scale` and adds `bias` (optional), both
+    unidirectionally broadcast to the normalized shape.
+  }];
+  let arguments = (ins NN_FloatTensor:$input, NN_FloatTensor:$scale,
+                       Optional<NN_FloatTensor>:$bias,
+                       DefaultValuedAttr<I64Attr, "-1">:$axis,
+                       DefaultValuedAttr<F32Attr, "1e-5f">:$epsilon);
+  let results = (outs NN_FloatTensor:$result);
+}
+
+def NN_RMSNormalizationOp : NN_InferredOp<"rms_normalization"> {
+  let summary = "ONNX RMSNormalization (opset 23)";
+  let description = [{
+    x / sqrt(mean(x^2 over [axis, rank)) + eps) * scale; `scale` is
+    unidirectionally broadcast to the normalized shape.
+  }];
+  let arguments = (ins NN_FloatTensor:$input, NN_FloatTensor:$scale,
+                       DefaultValuedAttr<I64Attr, "-1">:$axis,
+                       DefaultValuedAttr<F32Attr, "1e-5f">:$epsilon);
+  let results = (outs NN_FloatTensor:$result);
+}
+
+//===----------------------------------------------------------------------===//
+// Contractions
+//===----------------------------------------------------------------------===//
+
+def NN_MatMulOp : NN_InferredOp<"matmul"> {
+  let summary = "ONNX MatMul: numpy matmul with batch broadcasting";
+  let description = [{
+    1-D operands are promoted (a leading or trailing 1 is added) and the
+    added dimension removed from the result; batch dimensions broadcast.
+  }];
+  let arguments = (ins NN_NumericTensor:$lhs, NN_NumericTensor:$rhs);
+  let results = (outs NN_NumericTensor:$result);
+}
+
+def NN_GemmOp : NN_InferredOp<"gemm"> {
+  let summary = "ONNX Gemm: alpha * op(A) * op(B) + beta * C";
+  let description = [{
+    A and B are 2-D, transposed first when `trans_a`/`trans_b`; C is
+    optional and unidirectionally broadcast to [M, N].
+  }];
+  let arguments = (ins NN_FloatTensor:$a, NN_FloatTensor:$b,
+                       Optional<NN_FloatTensor>:$c,
+                       DefaultValuedAttr<F32Attr, "1.0f">:$alpha,
+                       DefaultValuedAttr<F32Attr, "1.0f">:$beta,
+                       DefaultValuedAttr<BoolAttr, "false">:$trans_a,
+                       DefaultValuedAttr<BoolAttr, "false">:$trans_b);
+  let results = (outs NN_FloatTensor:$result);
+}
+
+def NN_EinsumOp : NN_InferredOp<"einsum"> {
+  let summary = "ONNX Einsum";
+  let description = [{
+    The equation uses lowercase or uppercase letters, an optional `...` for
+    broadcast dimensions, and an explicit (`->`) or implicit output.
+  }];
+  let arguments = (ins Variadic<NN_NumericTensor>:$inputs, StrAttr:$equation);
+  let results = (outs NN_NumericTensor:$result);
+}
+
+def NN_ConvOp : NN_InferredOp<"conv"> {
+  let summary = "ONNX Conv, 1-D and 2-D, with groups";
+  let description = [{
+    `input` is [N, C, spatial...], `weight` is [M, C/group, kernel...],
+    `bias` is [M]. `pads` holds the begin pads then the end pads (ONNX
+    order); the importer resolves `auto_pad` into explicit pads.
+  }];
+  let arguments = (ins NN_FloatTensor:$input, NN_FloatTensor:$weight,
+                       Optional<NN_FloatTensor>:$bias,
+                       DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
+                       DenseI64ArrayAttr:$dilations,
+                       DefaultValuedAttr<I64Attr, "1">:$group);
+  let results = (outs NN_FloatTensor:$result);
+}
+
+def NN_AttentionOp : NN_InferredOp<"attention"> {
+  let summary = "ONNX Attention (opset 23): scaled dot-product attention";
+  let description = [{
+    softmax(scale * Q K^T + bias) V per head, where the bias combines the
+    optional `mask` (i1: keep where true; float: added) and, with
+    `is_causal`, a lower-triangular mask. Q is [B, Hq, Sq, D] and K, V are
+    [B, Hkv, Skv, D] / [B, Hkv, Skv, Dv] with Hq a multiple of Hkv
+    (grouped-query attention); or all three are 3-D [B, S, H*D] with
+    `q_num_heads` and `kv_num_heads` set. `scale` defaults to 1/sqrt(D);
+    `softcap` > 0 applies softcap * tanh(scores / softcap) before the mask.
+    A fully masked row yields zeros.
+  }];
+  let arguments = (ins NN_FloatTensor:$query, NN_FloatTensor:$key,
+                       NN_FloatTensor:$value, Optional<NN_Tensor>:$mask,
+                       DefaultValuedAttr<BoolAttr, "false">:$is_causal,
+                       DefaultValuedAttr<I64Attr, "0">:$q_num_heads,
+                       DefaultValuedAttr<I64Attr, "0">:$kv_num_heads,
+                       OptionalAttr<F32Attr>:$scale,
+                       DefaultValuedAttr<F32Attr, "0.0f">:$softcap);
+  let results = (outs NN_FloatTensor:$result);
+}
+
+def NN_RotaryEmbeddingOp : NN_InferredOp<"rotary_embedding"> {
+  let summary = "ONNX RotaryEmbedding (opset 23)";
+  let description = [{
+    Rotates the first `rotary_embedding_dim` (0: all) features of each head
+    of `input` ([B, H, S, D], or [B, S, H*D] with `num_heads`) by the angles
+    in `cos_cache`/`sin_cache`, gathered by `position_ids` [B, S] when
+    given (caches [P, R/2]) or used as is (caches [B, S, R/2]). Halves are
+    rotated, or pairs when `interleaved`.
+  }];
+  let arguments = (ins NN_FloatTensor:$input, NN_FloatTensor:$cos_cache,
+                       NN_FloatTensor:$sin_cache, Optional<NN_IndexTensor>:$position_ids,
+                       DefaultValuedAttr<BoolAttr, "false">:$interleaved,
+                       DefaultValuedAttr<I64Attr, "0">:$num_heads,
+                       DefaultValuedAttr<I64Attr, "0">:$rotary_embedding_dim);
+  let results = (outs NN_FloatTensor:$result);
+}
+
+//===----------------------------------------------------------------------===//
+// Pooling
+//===----------------------------------------------------------------------===//
+
+def NN_MaxPoolOp : NN_InferredOp<"max_pool"> {
+  let summary = "ONNX MaxPool, 1-D and 2-D";
+  let arguments = (ins NN_NumericTensor:$input, DenseI64ArrayAttr:$kernel_shape,
+                       DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
+                       DenseI64ArrayAttr:$dilations,
+                       DefaultValuedAttr<BoolAttr, "false">:$ceil_mode);
+  let results = (outs NN_NumericTensor:$result);
+}
+
+def NN_AveragePoolOp : NN_InferredOp<"average_pool"> {
+  let summary = "ONNX AveragePool, 1-D and 2-D";
+  let arguments = (ins NN_FloatTensor:$input, DenseI64ArrayAttr:$kernel_shape,
+                       DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
+                       DenseI64ArrayAttr:$dilations,
+                       DefaultValuedAttr<BoolAttr, "false">:$ceil_mode,
+                       DefaultValuedAttr<BoolAttr, "false">:$count_include_pad);
+  let results = (outs NN_FloatTensor:$result);
+}
+
+def NN_GlobalAveragePoolOp : NN_InferredOp<"global_average_pool"> {
+  let summary = "ONNX GlobalAveragePool: mean over all spatial dimensions";
+  let arguments = (ins NN_FloatTensor:$input);
+  let results = (outs NN_FloatTensor:$result);
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions and scans
+//===----------------------------------------------------------------------===//
+
+def NN_ReduceMeanOp : NN_ReduceOp<"reduce_mean", "ReduceMean">;
+def NN_ReduceSumOp : NN_ReduceOp<"reduce_sum", "ReduceSum">;
+def NN_ReduceMaxOp : NN_ReduceOp<"reduce_max", "ReduceMax">;
+
+def NN_CumSumOp : NN_InferredOp<"cumsum"> {
+  let summary = "ONNX CumSum along a constant axis";
+  let arguments = (ins NN_NumericTensor:$input, I64Attr:$axis,
+                       DefaultValuedAttr<BoolAttr, "false">:$exclusive,
+                       DefaultValuedAttr<BoolAttr, "false">:$reverse);
+  let results = (outs NN_NumericTensor:$result);
+}
+
+def NN_TopKOp : NN_InferredOp<"topk"> {
+  let summary = "ONNX TopK with a constant k";
+  let arguments = (ins NN_NumericTensor:$input, I64Attr:$k,
+                       DefaultValuedAttr<I64Attr, "-1">:$axis,
+                       DefaultValuedAttr<BoolAttr, "true">:$largest,
+                       DefaultValuedAttr<BoolAttr, "true">:$sorted);
+  let results = (outs NN_NumericTensor:$values, NN_I64Tensor:$indices);
+}
+
+//===----------------------------------------------------------------------===//
+// Shape and data movement
+//===----------------------------------------------------------------------===//
+
+def NN_ReshapeOp : NN_Op<"reshape"> {
+  let summary = "ONNX Reshape to the static result type";
+  let description = [{
+    The importer resolves ONNX's 0 and -1 entries; the result type is the
+    target shape and must hold the same number of elements.
+  }];
+  let arguments = (ins NN_Tensor:$input);
+  let results = (outs NN_Tensor:$result);
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def NN_TransposeOp : NN_InferredOp<"transpose"> {
+  let summary = "ONNX Transpose: result dim i is input dim perm[i]";
+  let arguments = (ins NN_Tensor:$input, DenseI64ArrayAttr:$perm);
+  let results = (outs NN_Tensor:$result);
+}
+
+def NN_FlattenOp : NN_InferredOp<"flatten"> {
+  let summary = "ONNX Flatten: to 2-D at `axis`";
+  let arguments = (ins NN_Tensor:$input, DefaultValuedAttr<I64Attr, "1">:$axis);
+  let results = (outs NN_Tensor:$result);
+}
+
+def NN_SqueezeOp : NN_InferredOp<"squeeze"> {
+  let summary = "ONNX Squeeze of explicit size-1 axes";
+  let arguments = (ins NN_Tensor:$input, DenseI64ArrayAttr:$axes);
+  let results = (outs NN_Tensor:$result);
+  let hasFolder = 1;
+}
+
+def NN_UnsqueezeOp : NN_InferredOp<"unsqueeze"> {
+  let summary = "ONNX Unsqueeze: insert size-1 axes (positions in the result)";
+  let arguments = (ins NN_Tensor:$input, DenseI64ArrayAttr:$axes);
+  let results = (outs NN_Tensor:$result);
+  let hasFolder = 1;
+}
+
+def NN_ConcatOp : NN_InferredOp<"concat"> {
+  let summary = "ONNX Concat along `axis`";
+  let arguments = (ins Variadic<NN_Tensor>:$inputs, I64Attr:$axis);
+  let results = (outs NN_Tensor:$result);
+  let hasFolder = 1;
+}
+
+def NN_SplitOp : NN_InferredOp<"split"> {
+  let summary = "ONNX Split along `axis` into pieces of the given sizes";
+  let arguments = (ins NN_Tensor:$input, I64Attr:$axis, DenseI64ArrayAttr:$sizes);
+  let results = (outs Variadic<NN_Tensor>:$results);
+}
+
+def NN_SliceOp : NN_InferredOp<"slice"> {
+  let summary = "ONNX Slice with constant bounds";
+  let description = [{
+    For each entry of `axes`: elements `starts[i]`, `starts[i] + steps[i]`,
+    ... up to (excluding) `ends[i]`, with ONNX's rules for negative and
+    out-of-range bounds. Axes not listed are taken whole.
+  }];
+  let arguments = (ins NN_Tensor:$input, DenseI64ArrayAttr:$starts,
+                       DenseI64ArrayAttr:$ends, DenseI64ArrayAttr:$axes,
+                       DenseI64ArrayAttr:$steps);
+  let results = (outs NN_Tensor:$result);
+  let hasFolder = 1;
+}
+
+def NN_PadOp : NN_InferredOp<"pad"> {
+  let summary = "ONNX Pad with constant pads";
+  let description = [{
+    `pads` holds the begin pads of every dimension then the end pads;
+    `mode` is `constant` (with `value`), `reflect`, `edge` or `wrap`.
+  }];
+  let arguments = (ins NN_NumericTensor:$input, DenseI64ArrayAttr:$pads,
+                       DefaultValuedAttr<StrAttr, "\"constant\"">:$mode,
+                       DefaultValuedAttr<F64Attr, "0.0">:$value);
+  let results = (outs NN_NumericTensor:$result);
+}
+
+def NN_GatherOp : NN_InferredOp<"gather"> {
+  let summary = "ONNX Gather: take slices along `axis` at `indices`";
+  let description = [{
+    Result shape: input.shape[:axis] + indices.shape + input.shape[axis+1:].
+    Negative indices count from the end.
+  }];
+  let arguments = (ins NN_Tensor:$input, NN_IndexTensor:$indices,
+                       DefaultValuedAttr<I64Attr, "0">:$axis);
+  let results = (outs NN_Tensor:$result);
+  let hasFolder = 1;
+}
+
+def NN_GatherElementsOp : NN_InferredOp<"gather_elements"> {
+  let summary = "ONNX GatherElements: per-element gather along `axis`";
+  let arguments = (ins NN_Tensor:$input, NN_IndexTensor:$indices,
+                       DefaultValuedAttr<I64Attr, "0">:$axis);
+  let results = (outs NN_Tensor:$result);
+}
+
+def NN_ScatterNDOp : NN_InferredOp<"scatter_nd"> {
+  let summary = "ONNX ScatterND";
+  let description = [{
+    Copies `input` and writes `updates` at the index tuples in `indices`
+    (last dimension), combining with `reduction` (none, add, mul, max, min).
+  }];
+  let arguments = (ins NN_Tensor:$input, NN_I64Tensor:$indices, NN_Tensor:$updates,
+                       DefaultValuedAttr<StrAttr, "\"none\"">:$reduction);
+  let results = (outs NN_Tensor:$result);
+}
+
+def NN_ExpandOp : NN_Op<"expand"> {
+  let summary = "ONNX Expand: broadcast to the static result type";
+  let description = [{
+    The result shape is the broadcast of the input shape and ONNX's shape
+    input; the verifier checks that the input broadcasts to it.
+  }];
+  let arguments = (ins NN_Tensor:$input);
+  let results = (outs NN_Tensor:$result);
+  let hasVerifier = 1;
+}
+
+def NN_TriluOp : NN_InferredOp<"trilu"> {
+  let summary = "ONNX Trilu: keep the upper or lower triangle of the last two dims";
+  let arguments = (ins NN_Tensor:$input, DefaultValuedAttr<BoolAttr, "true">:$upper,
+                       DefaultValuedAttr<I64Attr, "0">:$k);
+  let results = (outs NN_Tensor:$result);
+}
+
+def NN_RangeOp : NN_Op<"range"> {
+  let summary = "ONNX Range with constant start, limit and delta";
+  let description = [{
+    start, start + delta, ... while below `limit` (above, for a negative
+    delta); the result length is max(ceil((limit - start) / delta), 0).
+  }];
+  let arguments = (ins F64Attr:$start, F64Attr:$limit, F64Attr:$delta);
+  let results = (outs NN_NumericTensor:$result);
+  let assemblyFormat = "attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def NN_ShapeOp : NN_InferredOp<"shape"> {
+  let summary = "ONNX Shape: the input's dimensions [start, end) as i64";
+  let description = [{ Always folds to a constant: shapes are static. }];
+  let arguments = (ins NN_Tensor:$input, DefaultValuedAttr<I64Attr, "0">:$start,
+                       OptionalAttr<I64Attr>:$end);
+  let results = (outs NN_I64Tensor:$result);
+  let hasFolder = 1;
+}
+
+def NN_ConstantOfShapeOp : NN_Op<"constant_of_shape"> {
+  let summary = "ONNX ConstantOfShape: a tensor of the result type filled with `value`";
+  let arguments = (ins TypedAttrInterface:$value);
+  let results = (outs NN_Tensor:$result);
+  let assemblyFormat = "$value attr-dict `:` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+#endif // SHARDFLOW_DIALECT_NN_NNOPS_TD

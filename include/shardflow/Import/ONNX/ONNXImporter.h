@@ -1,0 +1,57 @@
+//===- ONNXImporter.h - ONNX models into the nn dialect -------*- C++ -*-===//
+//
+// Imports an ONNX model (binary protobuf with optional external data, or
+// ONNX text) into a module holding one `func.func @main` of nn ops. Shapes
+// come out static: symbolic input dims are pinned by the caller and the
+// shape arithmetic exporters emit is folded on the way in. Errors are
+// reported as diagnostics that name the ONNX node (name, op type, opset).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SHARDFLOW_IMPORT_ONNX_ONNXIMPORTER_H
+#define SHARDFLOW_IMPORT_ONNX_ONNXIMPORTER_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <string>
+
+namespace shardflow {
+
+struct ONNXImportOptions {
+  /// Shapes that replace the declared shapes of graph inputs, by name.
+  llvm::StringMap<llvm::SmallVector<int64_t>> inputShapes;
+  /// Initializers of at most this many bytes become nn.constant; larger ones
+  /// become nn.weight references.
+  int64_t embedLimitBytes = 1024;
+};
+
+/// Parses one `--input-shape` value, `name=d0,d1,...` (also `name=d0xd1`),
+/// into `options`. Returns an error message, or an empty string.
+std::string parseInputShapeSpec(llvm::StringRef spec, ONNXImportOptions &options);
+
+/// The supported default-domain opset range.
+constexpr int64_t kMinOpset = 13;
+constexpr int64_t kMaxOpset = 23;
+
+/// Imports a `.onnx` (binary) or `.onnxtxt` (ONNX text) file. The format is
+/// chosen by content: text starts with '<' after optional whitespace or
+/// comments. Returns null after emitting diagnostics on failure.
+mlir::OwningOpRef<mlir::ModuleOp>
+importONNXFile(mlir::MLIRContext *context, llvm::StringRef path,
+               const ONNXImportOptions &options);
+
+/// Imports from bytes already in memory; `path` names the model for
+/// diagnostics and locates external data files (its directory).
+mlir::OwningOpRef<mlir::ModuleOp>
+importONNXBuffer(mlir::MLIRContext *context, llvm::StringRef bytes,
+                 llvm::StringRef path, const ONNXImportOptions &options);
+
+/// Registers the dialects the importer creates ops of.
+void registerImportDialects(mlir::MLIRContext &context);
+
+} // namespace shardflow
+
+#endif // SHARDFLOW_IMPORT_ONNX_ONNXIMPORTER_H

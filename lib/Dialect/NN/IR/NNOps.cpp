@@ -1,0 +1,1553 @@
+//===- NNOps.cpp - nn op type inference, verifiers and folders -------------===//
+//
+// Result types follow ONNX's shape inference, written once per op in
+// inferReturnTypes; the InferTypeOpInterface verifier then checks every op
+// against it, so a wrong result type and a malformed op are reported by the
+// same code. Folders cover what exporters' shape arithmetic needs
+// (Shape -> Gather -> Concat -> Reshape and friends) on small constants.
+//
+//===----------------------------------------------------------------------===//
+
+#include "shardflow/Dialect/NN/IR/NNOps.h"
+
+#include "mlir/Dialect/Traits.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/Matchers.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/APSInt.h"
+#include "llvm/ADT/SmallSet.h"
+#include "llvm/ADT/StringExtras.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace shardflow::nn;
+
+//===----------------------------------------------------------------------===//
+// Element types
+//===----------------------------------------------------------------------===//
+
+int64_t shardflow::nn::getElementStorageBytes(Type type) {
+  if (type.isInteger(1))
+    return 1; // ONNX stores bool as one byte.
+  return (type.getIntOrFloatBitWidth() + 7) / 8;
+}
+
+std::optional<int64_t> shardflow::nn::getTensorStorageBytes(ShapedType type) {
+  if (!type.hasStaticShape() || !type.getElementType().isIntOrFloat())
+    return std::nullopt;
+  return type.getNumElements() * getElementStorageBytes(type.getElementType());
+}
+
+//===----------------------------------------------------------------------===//
+// Helpers for inference
+//===----------------------------------------------------------------------===//
+
+namespace {
+// Emits "'nn.x' op <message>" at the location, when there is one.
+struct InferError {
+  std::optional<Location> loc;
+  StringRef opName;
+  template <typename... Args> LogicalResult operator()(Args &&...args) const {
+    return emitOptionalError(loc, "'", opName, "' op ",
+                             std::forward<Args>(args)...);
+  }
+};
+} // namespace
+
+static RankedTensorType rankedType(Value v) {
+  return v ? dyn_cast<RankedTensorType>(v.getType()) : RankedTensorType();
+}
+
+static std::string shapeStr(ArrayRef<int64_t> shape) {
+  std::string s = "[";
+  for (auto [i, d] : llvm::enumerate(shape))
+    s += (i ? "," : "") + std::to_string(d);
+  return s + "]";
+}
+
+/// Normalizes an axis in [-rank, rank) to [0, rank).
+static std::optional<int64_t> normalizeAxis(int64_t axis, int64_t rank) {
+  if (axis < -rank || axis >= rank)
+    return std::nullopt;
+  return axis < 0 ? axis + rank : axis;
+}
+
+static LogicalResult checkAxis(const InferError &err, int64_t axis,
+                               int64_t rank, StringRef what, int64_t &out) {
+  auto n = normalizeAxis(axis, rank);
+  if (!n)
+    return err(what, " ", axis, " is out of range for rank ", rank);
+  out = *n;
+  return success();
+}
+
+static LogicalResult broadcast(const InferError &err, ArrayRef<int64_t> a,
+                               ArrayRef<int64_t> b,
+                               SmallVectorImpl<int64_t> &out) {
+  out.clear();
+  if (!OpTrait::util::getBroadcastedShape(a, b, out))
+    return err("operand shapes ", shapeStr(a), " and ", shapeStr(b),
+               " are not broadcast-compatible");
+  return success();
+}
+
+/// True if `from` broadcasts to `to` without changing `to` (ONNX's
+/// unidirectional broadcasting).
+static bool broadcastsTo(ArrayRef<int64_t> from, ArrayRef<int64_t> to) {
+  if (from.size() > to.size())
+    return false;
+  for (size_t i = 0; i < from.size(); ++i) {
+    int64_t f = from[from.size() - 1 - i], t = to[to.size() - 1 - i];
+    if (f != t && f != 1)
+      return false;
+  }
+  return true;
+}
+
+template <typename Adaptor>
+static LogicalResult inferBinary(const InferError &err, Adaptor adaptor,
+                                 SmallVectorImpl<Type> &types,
+                                 Type resultElement, bool sameElements) {
+  auto lhs = rankedType(adaptor.getLhs()), rhs = rankedType(adaptor.getRhs());
+  if (!lhs || !rhs)
+    return err("operands must be ranked tensors");
+  if (sameElements && lhs.getElementType() != rhs.getElementType())
+    return err("operand element types differ: ", lhs.getElementType(), " vs ",
+               rhs.getElementType());
+  SmallVector<int64_t> shape;
+  if (failed(broadcast(err, lhs.getShape(), rhs.getShape(), shape)))
+    return failure();
+  types.push_back(RankedTensorType::get(
+      shape, resultElement ? resultElement : lhs.getElementType()));
+  return success();
+}
+
+#define NN_INFER(OP)                                                           \
+  LogicalResult OP::inferReturnTypes(                                          \
+      MLIRContext *context, std::optional<Location> location, Adaptor adaptor, \
+      SmallVectorImpl<Type> &types)
+
+#define NN_ERR InferError err{location, getOperationName()};
+
+#define NN_BINARY(OP)                                                          \
+  NN_INFER(OP) {                                                               \
+    NN_ERR;                                                                    \
+    return inferBinary(err, adaptor, types, Type(), true);                     \
+  }
+NN_BINARY(AddOp)
+NN_BINARY(SubOp)
+NN_BINARY(MulOp)
+NN_BINARY(DivOp)
+NN_BINARY(MinOp)
+NN_BINARY(MaxOp)
+#undef NN_BINARY
+
+NN_INFER(PowOp) {
+  NN_ERR;
+  return inferBinary(err, adaptor, types, Type(), false);
+}
+
+#define NN_COMPARE(OP)                                                         \
+  NN_INFER(OP) {                                                               \
+    NN_ERR;                                                                    \
+    return inferBinary(err, adaptor, types, IntegerType::get(context, 1),      \
+                       true);                                                  \
+  }
+NN_COMPARE(EqualOp)
+NN_COMPARE(LessOp)
+NN_COMPARE(GreaterOp)
+NN_COMPARE(AndOp)
+#undef NN_COMPARE
+
+NN_INFER(WhereOp) {
+  NN_ERR;
+  auto c = rankedType(adaptor.getCondition()), x = rankedType(adaptor.getX()),
+       y = rankedType(adaptor.getY());
+  if (!c || !x || !y)
+    return err("operands must be ranked tensors");
+  if (x.getElementType() != y.getElementType())
+    return err("x and y element types differ: ", x.getElementType(), " vs ",
+               y.getElementType());
+  SmallVector<int64_t> s1, s2;
+  if (failed(broadcast(err, c.getShape(), x.getShape(), s1)) ||
+      failed(broadcast(err, s1, y.getShape(), s2)))
+    return failure();
+  types.push_back(RankedTensorType::get(s2, x.getElementType()));
+  return success();
+}
+
+// Unary elementwise ops: the result has the operand's type.
+#define NN_UNARY(OP)                                                           \
+  NN_INFER(OP) {                                                               \
+    types.push_back(adaptor.getInput().getType());                             \
+    return success();                                                          \
+  }
+NN_UNARY(SqrtOp)
+NN_UNARY(ExpOp)
+NN_UNARY(LogOp)
+NN_UNARY(TanhOp)
+NN_UNARY(SigmoidOp)
+NN_UNARY(ErfOp)
+NN_UNARY(ReciprocalOp)
+NN_UNARY(ReluOp)
+NN_UNARY(NegOp)
+NN_UNARY(AbsOp)
+NN_UNARY(NotOp)
+NN_UNARY(IdentityOp)
+NN_UNARY(LeakyReluOp)
+NN_UNARY(GeluOp)
+NN_UNARY(DropoutOp)
+#undef NN_UNARY
+
+NN_INFER(ClipOp) {
+  NN_ERR;
+  auto min = adaptor.getMin(), max = adaptor.getMax();
+  if (min && max && min->convertToDouble() > max->convertToDouble())
+    return err("min ", min->convertToDouble(), " exceeds max ",
+               max->convertToDouble());
+  types.push_back(adaptor.getInput().getType());
+  return success();
+}
+
+NN_INFER(CastOp) {
+  NN_ERR;
+  auto in = rankedType(adaptor.getInput());
+  Type to = adaptor.getTo();
+  if (!in)
+    return err("operand must be a ranked tensor");
+  if (!to || !to.isIntOrFloat())
+    return err("target type ", to, " is not an integer or float type");
+  types.push_back(RankedTensorType::get(in.getShape(), to));
+  return success();
+}
+
+LogicalResult GeluOp::verify() {
+  if (getApproximate() != "none" && getApproximate() != "tanh")
+    return emitOpError("approximate must be \"none\" or \"tanh\", got \"")
+           << getApproximate() << "\"";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Softmax and normalizations
+//===----------------------------------------------------------------------===//
+
+template <typename Adaptor>
+static LogicalResult inferSoftmax(const InferError &err, Adaptor adaptor,
+                                  SmallVectorImpl<Type> &types) {
+  auto in = rankedType(adaptor.getInput());
+  int64_t axis;
+  if (!in || failed(checkAxis(err, static_cast<int64_t>(adaptor.getAxis()),
+                              std::max<int64_t>(in.getRank(), 1), "axis",
+                              axis)))
+    return failure();
+  types.push_back(in);
+  return success();
+}
+NN_INFER(SoftmaxOp) {
+  NN_ERR;
+  return inferSoftmax(err, adaptor, types);
+}
+NN_INFER(LogSoftmaxOp) {
+  NN_ERR;
+  return inferSoftmax(err, adaptor, types);
+}
+
+NN_INFER(BatchNormalizationOp) {
+  NN_ERR;
+  auto in = rankedType(adaptor.getInput());
+  if (!in || in.getRank() < 2)
+    return err("input must have rank >= 2 ([N, C, ...])");
+  int64_t channels = in.getDimSize(1);
+  for (auto [name, v] :
+       {std::pair<StringRef, Value>{"scale", adaptor.getScale()},
+        {"bias", adaptor.getBias()},
+        {"mean", adaptor.getMean()},
+        {"variance", adaptor.getVariance()}}) {
+    auto t = rankedType(v);
+    if (!t || t.getRank() != 1 || t.getDimSize(0) != channels)
+      return err(name, " must have shape [", channels, "] (the channel count)");
+  }
+  types.push_back(in);
+  return success();
+}
+
+/// Normalizations over [axis, rank) whose parameters broadcast to that shape.
+static LogicalResult inferNormalization(const InferError &err, Value input,
+                                        int64_t axisAttr,
+                                        ArrayRef<std::pair<StringRef, Value>> params,
+                                        SmallVectorImpl<Type> &types) {
+  auto in = rankedType(input);
+  if (!in || in.getRank() < 1)
+    return err("input must have rank >= 1");
+  int64_t axis;
+  if (failed(checkAxis(err, axisAttr, in.getRank(), "axis", axis)))
+    return failure();
+  ArrayRef<int64_t> normalized = in.getShape().drop_front(axis);
+  for (auto [name, v] : params) {
+    if (!v)
+      continue;
+    auto t = rankedType(v);
+    if (!t || !broadcastsTo(t.getShape(), normalized))
+      return err(name, " shape ", shapeStr(t ? t.getShape() : ArrayRef<int64_t>{}),
+                 " does not broadcast to the normalized shape ",
+                 shapeStr(normalized));
+    if (t.getElementType() != in.getElementType())
+      return err(name, " element type ", t.getElementType(),
+                 " differs from the input's ", in.getElementType());
+  }
+  types.push_back(in);
+  return success();
+}
+
+NN_INFER(LayerNormalizationOp) {
+  NN_ERR;
+  return inferNormalization(
+      err, adaptor.getInput(), static_cast<int64_t>(adaptor.getAxis()),
+      {{"scale", adaptor.getScale()}, {"bias", adaptor.getBias()}}, types);
+}
+
+NN_INFER(RMSNormalizationOp) {
+  NN_ERR;
+  return inferNormalization(err, adaptor.getInput(),
+                            static_cast<int64_t>(adaptor.getAxis()),
+                            {{"scale", adaptor.getScale()}}, types);
+}
+
+//===----------------------------------------------------------------------===//
+// Contractions
+//===----------------------------------------------------------------------===//
+
+NN_INFER(MatMulOp) {
+  NN_ERR;
+  auto lhs = rankedType(adaptor.getLhs()), rhs = rankedType(adaptor.getRhs());
+  if (!lhs || !rhs || lhs.getRank() < 1 || rhs.getRank() < 1)
+    return err("operands must have rank >= 1");
+  if (lhs.getElementType() != rhs.getElementType())
+    return err("operand element types differ: ", lhs.getElementType(), " vs ",
+               rhs.getElementType());
+  SmallVector<int64_t> a(lhs.getShape()), b(rhs.getShape());
+  bool lhsVector = a.size() == 1, rhsVector = b.size() == 1;
+  if (lhsVector)
+    a.insert(a.begin(), 1);
+  if (rhsVector)
+    b.push_back(1);
+  int64_t m = a[a.size() - 2], k = a.back(), k2 = b[b.size() - 2], n = b.back();
+  if (k != k2)
+    return err("contraction dimensions differ: lhs ", shapeStr(lhs.getShape()),
+               " has ", k, ", rhs ", shapeStr(rhs.getShape()), " has ", k2);
+  SmallVector<int64_t> batch;
+  if (failed(broadcast(err, ArrayRef<int64_t>(a).drop_back(2),
+                       ArrayRef<int64_t>(b).drop_back(2), batch)))
+    return failure();
+  if (!lhsVector)
+    batch.push_back(m);
+  if (!rhsVector)
+    batch.push_back(n);
+  types.push_back(RankedTensorType::get(batch, lhs.getElementType()));
+  return success();
+}
+
+NN_INFER(GemmOp) {
+  NN_ERR;
+  auto a = rankedType(adaptor.getA()), b = rankedType(adaptor.getB());
+  if (!a || !b || a.getRank() != 2 || b.getRank() != 2)
+    return err("A and B must be 2-D");
+  if (a.getElementType() != b.getElementType())
+    return err("A and B element types differ");
+  int64_t m = a.getDimSize(adaptor.getTransA() ? 1 : 0),
+          k = a.getDimSize(adaptor.getTransA() ? 0 : 1),
+          k2 = b.getDimSize(adaptor.getTransB() ? 1 : 0),
+          n = b.getDimSize(adaptor.getTransB() ? 0 : 1);
+  if (k != k2)
+    return err("contraction dimensions differ: A gives ", k, ", B gives ", k2);
+  if (auto c = rankedType(adaptor.getC())) {
+    if (!broadcastsTo(c.getShape(), {m, n}))
+      return err("C shape ", shapeStr(c.getShape()), " does not broadcast to [",
+                 m, ",", n, "]");
+    if (c.getElementType() != a.getElementType())
+      return err("C element type differs from A's");
+  }
+  types.push_back(RankedTensorType::get({m, n}, a.getElementType()));
+  return success();
+}
+
+FailureOr<EinsumEquation> shardflow::nn::parseEinsumEquation(StringRef eq,
+                                                             size_t numInputs,
+                                                             std::string &why) {
+  EinsumEquation result;
+  std::string s;
+  for (char c : eq)
+    if (c != ' ')
+      s.push_back(c);
+  StringRef text(s);
+  auto [lhs, rhs] = text.split("->");
+  bool explicitOutput = text.contains("->");
+  SmallVector<StringRef> terms;
+  lhs.split(terms, ',');
+  if (terms.size() != numInputs) {
+    why = "equation has " + std::to_string(terms.size()) + " input terms for " +
+          std::to_string(numInputs) + " inputs";
+    return failure();
+  }
+  // Ellipsis is encoded as '.' in the per-term label lists.
+  auto parseTerm = [&](StringRef term, std::string &labels) -> bool {
+    size_t dots = term.find("...");
+    if (dots != StringRef::npos) {
+      if (term.substr(dots + 3).contains('.'))
+        return false;
+      labels = (term.substr(0, dots) + "." + term.substr(dots + 3)).str();
+    } else {
+      labels = term.str();
+    }
+    for (char c : labels)
+      if (c != '.' && !llvm::isAlpha(c))
+        return false;
+    return llvm::count(labels, '.') <= 1;
+  };
+  for (StringRef term : terms) {
+    std::string labels;
+    if (!parseTerm(term, labels)) {
+      why = "malformed term '" + term.str() + "'";
+      return failure();
+    }
+    result.inputs.push_back(labels);
+  }
+  if (explicitOutput) {
+    if (!parseTerm(rhs, result.output)) {
+      why = "malformed output term '" + rhs.str() + "'";
+      return failure();
+    }
+  } else {
+    // Implicit output: ellipsis first, then labels used once, alphabetically.
+    std::map<char, int> counts;
+    bool anyEllipsis = false;
+    for (auto &in : result.inputs)
+      for (char c : in)
+        c == '.' ? (void)(anyEllipsis = true) : (void)++counts[c];
+    if (anyEllipsis)
+      result.output.push_back('.');
+    for (auto [c, n] : counts)
+      if (n == 1)
+        result.output.push_back(c);
+  }
+  return result;
+}
+
+NN_INFER(EinsumOp) {
+  NN_ERR;
+  std::string why;
+  auto eq = parseEinsumEquation(adaptor.getEquation(), adaptor.getInputs().size(),
+                                why);
+  if (failed(eq))
+    return err("invalid equation '", adaptor.getEquation(), "': ", why);
+  std::map<char, int64_t> sizes;
+  SmallVector<int64_t> ellipsis;
+  Type element;
+  for (auto [labels, v] : llvm::zip(eq->inputs, adaptor.getInputs())) {
+    auto t = rankedType(v);
+    if (!t)
+      return err("operands must be ranked tensors");
+    if (element && t.getElementType() != element)
+      return err("operand element types differ");
+    element = t.getElementType();
+    int64_t named = labels.size() - llvm::count(labels, '.');
+    bool hasEllipsis = labels.find('.') != std::string::npos;
+    if ((!hasEllipsis && t.getRank() != named) ||
+        (hasEllipsis && t.getRank() < named))
+      return err("term '", labels, "' does not match operand rank ",
+                 t.getRank());
+    int64_t ellipsisRank = t.getRank() - named, dim = 0;
+    for (char c : labels) {
+      if (c == '.') {
+        SmallVector<int64_t> merged;
+        auto part = t.getShape().slice(dim, ellipsisRank);
+        if (failed(broadcast(err, ellipsis, part, merged)))
+          return failure();
+        ellipsis = merged;
+        dim += ellipsisRank;
+        continue;
+      }
+      int64_t size = t.getDimSize(dim++);
+      auto [it, inserted] = sizes.try_emplace(c, size);
+      if (!inserted && it->second != size)
+        return err("label '", std::string(1, c), "' has sizes ", it->second,
+                   " and ", size);
+    }
+  }
+  SmallVector<int64_t> shape;
+  for (char c : eq->output) {
+    if (c == '.') {
+      shape.append(ellipsis.begin(), ellipsis.end());
+      continue;
+    }
+    auto it = sizes.find(c);
+    if (it == sizes.end())
+      return err("output label '", std::string(1, c),
+                 "' does not appear in any input");
+    shape.push_back(it->second);
+  }
+  types.push_back(RankedTensorType::get(shape, element));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Convolution and pooling
+//===----------------------------------------------------------------------===//
+
+/// Output size of a sliding window, as ONNX (and PyTorch) define it.
+static int64_t windowOutputSize(int64_t in, int64_t kernel, int64_t stride,
+                                int64_t padBegin, int64_t padEnd,
+                                int64_t dilation, bool ceilMode) {
+  int64_t span = dilation * (kernel - 1) + 1;
+  int64_t numer = in + padBegin + padEnd - span;
+  if (numer < 0)
+    return 0;
+  int64_t out = (ceilMode ? (numer + stride - 1) / stride : numer / stride) + 1;
+  // With ceil_mode the last window must start inside the input or left pad.
+  if (ceilMode && (out - 1) * stride >= in + padBegin)
+    --out;
+  return out;
+}
+
+static LogicalResult checkWindowAttrs(const InferError &err, int64_t spatial,
+                                      ArrayRef<int64_t> strides,
+                                      ArrayRef<int64_t> pads,
+                                      ArrayRef<int64_t> dilations) {
+  if (spatial < 1 || spatial > 2)
+    return err("only 1-D and 2-D windows are supported, got ", spatial,
+               " spatial dimensions");
+  if ((int64_t)strides.size() != spatial || (int64_t)dilations.size() != spatial ||
+      (int64_t)pads.size() != 2 * spatial)
+    return err("strides and dilations need ", spatial, " entries and pads ",
+               2 * spatial);
+  for (int64_t s : strides)
+    if (s < 1)
+      return err("strides must be positive");
+  for (int64_t d : dilations)
+    if (d < 1)
+      return err("dilations must be positive");
+  for (int64_t p : pads)
+    if (p < 0)
+      return err("pads must be non-negative");
+  return success();
+}
+
+NN_INFER(ConvOp) {
+  NN_ERR;
+  auto x = rankedType(adaptor.getInput()), w = rankedType(adaptor.getWeight());
+  if (!x || !w || x.getRank() < 3 || w.getRank() != x.getRank())
+    return err("input and weight must have the same rank >= 3");
+  int64_t spatial = x.getRank() - 2;
+  auto strides = adaptor.getStrides(), pads = adaptor.getPads(),
+       dilations = adaptor.getDilations();
+  if (failed(checkWindowAttrs(err, spatial, strides, pads, dilations)))
+    return failure();
+  int64_t group = static_cast<int64_t>(adaptor.getGroup());
+  int64_t c = x.getDimSize(1), m = w.getDimSize(0);
+  if (group < 1 || c % group || m % group)
+    return err("group ", group, " must divide the input channels ", c,
+               " and the output channels ", m);
+  if (w.getDimSize(1) * group != c)
+    return err("weight has ", w.getDimSize(1), " channels per group, input has ",
+               c, " channels in ", group, " groups");
+  if (auto b = rankedType(adaptor.getBias()))
+    if (b.getRank() != 1 || b.getDimSize(0) != m)
+      return err("bias must have shape [", m, "]");
+  SmallVector<int64_t> shape{x.getDimSize(0), m};
+  for (int64_t i = 0; i < spatial; ++i) {
+    int64_t o = windowOutputSize(x.getDimSize(2 + i), w.getDimSize(2 + i),
+                                 strides[i], pads[i], pads[spatial + i],
+                                 dilations[i], false);
+    if (o < 1)
+      return err("the kernel does not fit spatial dimension ", i);
+    shape.push_back(o);
+  }
+  types.push_back(RankedTensorType::get(shape, x.getElementType()));
+  return success();
+}
+
+template <typename Adaptor>
+static LogicalResult inferPool(const InferError &err, Adaptor adaptor,
+                               SmallVectorImpl<Type> &types) {
+  auto x = rankedType(adaptor.getInput());
+  if (!x || x.getRank() < 3)
+    return err("input must have rank >= 3 ([N, C, spatial...])");
+  int64_t spatial = x.getRank() - 2;
+  auto kernel = adaptor.getKernelShape();
+  if ((int64_t)kernel.size() != spatial)
+    return err("kernel_shape needs ", spatial, " entries");
+  if (failed(checkWindowAttrs(err, spatial, adaptor.getStrides(),
+                              adaptor.getPads(), adaptor.getDilations())))
+    return failure();
+  SmallVector<int64_t> shape{x.getDimSize(0), x.getDimSize(1)};
+  for (int64_t i = 0; i < spatial; ++i) {
+    if (kernel[i] < 1)
+      return err("kernel_shape entries must be positive");
+    int64_t o = windowOutputSize(x.getDimSize(2 + i), kernel[i],
+                                 adaptor.getStrides()[i], adaptor.getPads()[i],
+                                 adaptor.getPads()[spatial + i],
+                                 adaptor.getDilations()[i], adaptor.getCeilMode());
+    if (o < 1)
+      return err("the window does not fit spatial dimension ", i);
+    shape.push_back(o);
+  }
+  types.push_back(RankedTensorType::get(shape, x.getElementType()));
+  return success();
+}
+NN_INFER(MaxPoolOp) {
+  NN_ERR;
+  return inferPool(err, adaptor, types);
+}
+NN_INFER(AveragePoolOp) {
+  NN_ERR;
+  return inferPool(err, adaptor, types);
+}
+
+NN_INFER(GlobalAveragePoolOp) {
+  NN_ERR;
+  auto x = rankedType(adaptor.getInput());
+  if (!x || x.getRank() < 3)
+    return err("input must have rank >= 3 ([N, C, spatial...])");
+  SmallVector<int64_t> shape(x.getShape().take_front(2));
+  shape.append(x.getRank() - 2, 1);
+  types.push_back(RankedTensorType::get(shape, x.getElementType()));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Attention and rotary embedding
+//===----------------------------------------------------------------------===//
+
+NN_INFER(AttentionOp) {
+  NN_ERR;
+  auto q = rankedType(adaptor.getQuery()), k = rankedType(adaptor.getKey()),
+       v = rankedType(adaptor.getValue());
+  if (!q || !k || !v)
+    return err("query, key and value must be ranked tensors");
+  if (q.getRank() != k.getRank() || q.getRank() != v.getRank() ||
+      (q.getRank() != 3 && q.getRank() != 4))
+    return err("query, key and value must all be 3-D or all 4-D");
+  if (k.getElementType() != q.getElementType() ||
+      v.getElementType() != q.getElementType())
+    return err("query, key and value element types differ");
+  int64_t batch = q.getDimSize(0), hq, hkv, sq, skv, d, dk, dv;
+  int64_t qHeadsAttr = static_cast<int64_t>(adaptor.getQNumHeads());
+  int64_t kvHeadsAttr = static_cast<int64_t>(adaptor.getKvNumHeads());
+  if (q.getRank() == 3) {
+    if (qHeadsAttr <= 0 || kvHeadsAttr <= 0)
+      return err("3-D inputs need q_num_heads and kv_num_heads");
+    hq = qHeadsAttr;
+    hkv = kvHeadsAttr;
+    if (q.getDimSize(2) % hq || k.getDimSize(2) % hkv || v.getDimSize(2) % hkv)
+      return err("hidden sizes must divide by the head counts");
+    sq = q.getDimSize(1);
+    skv = k.getDimSize(1);
+    d = q.getDimSize(2) / hq;
+    dk = k.getDimSize(2) / hkv;
+    dv = v.getDimSize(2) / hkv;
+    if (v.getDimSize(1) != skv)
+      return err("key and value sequence lengths differ");
+  } else {
+    hq = q.getDimSize(1);
+    hkv = k.getDimSize(1);
+    sq = q.getDimSize(2);
+    skv = k.getDimSize(2);
+    d = q.getDimSize(3);
+    dk = k.getDimSize(3);
+    dv = v.getDimSize(3);
+    if (v.getDimSize(1) != hkv || v.getDimSize(2) != skv)
+      return err("key and value must agree on heads and sequence length");
+    if ((qHeadsAttr && qHeadsAttr != hq) || (kvHeadsAttr && kvHeadsAttr != hkv))
+      return err("q_num_heads/kv_num_heads disagree with the 4-D shapes");
+  }
+  if (k.getDimSize(0) != batch || v.getDimSize(0) != batch)
+    return err("batch sizes differ");
+  if (d != dk)
+    return err("query head size ", d, " differs from key head size ", dk);
+  if (hkv < 1 || hq % hkv)
+    return err("query heads ", hq, " must be a multiple of key/value heads ",
+               hkv);
+  if (adaptor.getSoftcap().convertToDouble() < 0)
+    return err("softcap must be non-negative");
+  if (auto mask = rankedType(adaptor.getMask())) {
+    Type me = mask.getElementType();
+    if (!me.isInteger(1) && me != q.getElementType())
+      return err("mask must be i1 or have the query's element type");
+    if (!broadcastsTo(mask.getShape(), {batch, hq, sq, skv}))
+      return err("mask shape ", shapeStr(mask.getShape()),
+                 " does not broadcast to [batch, q_heads, q_seq, kv_seq] = ",
+                 shapeStr({batch, hq, sq, skv}));
+  } else if (adaptor.getMask()) {
+    return err("mask must be a ranked tensor");
+  }
+  SmallVector<int64_t> shape =
+      q.getRank() == 3 ? SmallVector<int64_t>{batch, sq, hq * dv}
+                       : SmallVector<int64_t>{batch, hq, sq, dv};
+  types.push_back(RankedTensorType::get(shape, q.getElementType()));
+  return success();
+}
+
+NN_INFER(RotaryEmbeddingOp) {
+  NN_ERR;
+  auto x = rankedType(adaptor.getInput());
+  auto cosT = rankedType(adaptor.getCosCache()),
+       sinT = rankedType(adaptor.getSinCache());
+  if (!x || !cosT || !sinT)
+    return err("operands must be ranked tensors");
+  int64_t heads = static_cast<int64_t>(adaptor.getNumHeads());
+  int64_t batch = x.getDimSize(0), seq, headSize;
+  if (x.getRank() == 4) {
+    seq = x.getDimSize(2);
+    headSize = x.getDimSize(3);
+    if (heads && heads != x.getDimSize(1))
+      return err("num_heads ", heads, " differs from the input's ",
+                 x.getDimSize(1));
+  } else if (x.getRank() == 3) {
+    if (heads <= 0 || x.getDimSize(2) % heads)
+      return err("3-D input needs num_heads dividing the hidden size");
+    seq = x.getDimSize(1);
+    headSize = x.getDimSize(2) / heads;
+  } else {
+    return err("input must be 3-D or 4-D");
+  }
+  int64_t rot = static_cast<int64_t>(adaptor.getRotaryEmbeddingDim());
+  if (rot == 0)
+    rot = headSize;
+  if (rot < 0 || rot > headSize || rot % 2)
+    return err("rotary_embedding_dim ", rot,
+               " must be even and at most the head size ", headSize);
+  if (cosT.getShape() != sinT.getShape())
+    return err("cos_cache and sin_cache shapes differ");
+  if (cosT.getElementType() != x.getElementType() ||
+      sinT.getElementType() != x.getElementType())
+    return err("cache element types differ from the input's");
+  if (auto pos = rankedType(adaptor.getPositionIds())) {
+    if (pos.getShape() != ArrayRef<int64_t>{batch, seq})
+      return err("position_ids must have shape [batch, seq] = ",
+                 shapeStr({batch, seq}));
+    if (cosT.getRank() != 2 || cosT.getDimSize(1) != rot / 2)
+      return err("with position_ids the caches must be [max_position, ",
+                 rot / 2, "]");
+  } else if (cosT.getShape() != ArrayRef<int64_t>{batch, seq, rot / 2}) {
+    return err("without position_ids the caches must be [batch, seq, ",
+               rot / 2, "] = ", shapeStr({batch, seq, rot / 2}));
+  }
+  types.push_back(x);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions, scans, top-k
+//===----------------------------------------------------------------------===//
+
+template <typename Adaptor>
+static LogicalResult inferReduce(const InferError &err, Adaptor adaptor,
+                                 SmallVectorImpl<Type> &types) {
+  auto x = rankedType(adaptor.getInput());
+  if (!x)
+    return err("input must be a ranked tensor");
+  llvm::SmallSet<int64_t, 4> axes;
+  for (int64_t a : adaptor.getAxes()) {
+    int64_t n;
+    if (failed(checkAxis(err, a, x.getRank(), "axis", n)))
+      return failure();
+    if (!axes.insert(n).second)
+      return err("axis ", a, " is repeated");
+  }
+  SmallVector<int64_t> shape;
+  for (int64_t i = 0; i < x.getRank(); ++i) {
+    if (!axes.contains(i))
+      shape.push_back(x.getDimSize(i));
+    else if (adaptor.getKeepdims())
+      shape.push_back(1);
+  }
+  types.push_back(RankedTensorType::get(shape, x.getElementType()));
+  return success();
+}
+NN_INFER(ReduceMeanOp) {
+  NN_ERR;
+  return inferReduce(err, adaptor, types);
+}
+NN_INFER(ReduceSumOp) {
+  NN_ERR;
+  return inferReduce(err, adaptor, types);
+}
+NN_INFER(ReduceMaxOp) {
+  NN_ERR;
+  return inferReduce(err, adaptor, types);
+}
+
+NN_INFER(CumSumOp) {
+  NN_ERR;
+  auto x = rankedType(adaptor.getInput());
+  int64_t axis;
+  if (!x || failed(checkAxis(err, static_cast<int64_t>(adaptor.getAxis()),
+                             x.getRank(), "axis", axis)))
+    return failure();
+  types.push_back(x);
+  return success();
+}
+
+NN_INFER(TopKOp) {
+  NN_ERR;
+  auto x = rankedType(adaptor.getInput());
+  int64_t axis;
+  if (!x || failed(checkAxis(err, static_cast<int64_t>(adaptor.getAxis()),
+                             x.getRank(), "axis", axis)))
+    return failure();
+  int64_t k = static_cast<int64_t>(adaptor.getK());
+  if (k < 0 || k > x.getDimSize(axis))
+    return err("k ", k, " is outside [0, ", x.getDimSize(axis), "]");
+  SmallVector<int64_t> shape(x.getShape());
+  shape[axis] = k;
+  types.push_back(RankedTensorType::get(shape, x.getElementType()));
+  types.push_back(RankedTensorType::get(shape, IntegerType::get(context, 64)));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Shape and data movement
+//===----------------------------------------------------------------------===//
+
+LogicalResult ReshapeOp::verify() {
+  auto in = getInput().getType(), out = getResult().getType();
+  if (in.getElementType() != out.getElementType())
+    return emitOpError("element type changes from ")
+           << in.getElementType() << " to " << out.getElementType();
+  if (in.getNumElements() != out.getNumElements())
+    return emitOpError("cannot reshape ")
+           << shapeStr(in.getShape()) << " (" << in.getNumElements()
+           << " elements) to " << shapeStr(out.getShape()) << " ("
+           << out.getNumElements() << " elements)";
+  return success();
+}
+
+NN_INFER(TransposeOp) {
+  NN_ERR;
+  auto x = rankedType(adaptor.getInput());
+  if (!x)
+    return err("input must be a ranked tensor");
+  auto perm = adaptor.getPerm();
+  if ((int64_t)perm.size() != x.getRank())
+    return err("perm has ", perm.size(), " entries for rank ", x.getRank());
+  SmallVector<bool> seen(perm.size());
+  SmallVector<int64_t> shape;
+  for (int64_t p : perm) {
+    if (p < 0 || p >= x.getRank() || seen[p])
+      return err("perm ", shapeStr(perm), " is not a permutation");
+    seen[p] = true;
+    shape.push_back(x.getDimSize(p));
+  }
+  types.push_back(RankedTensorType::get(shape, x.getElementType()));
+  return success();
+}
+
+NN_INFER(FlattenOp) {
+  NN_ERR;
+  auto x = rankedType(adaptor.getInput());
+  if (!x)
+    return err("input must be a ranked tensor");
+  int64_t axis = static_cast<int64_t>(adaptor.getAxis());
+  if (axis < -x.getRank() || axis > x.getRank())
+    return err("axis ", axis, " is out of range for rank ", x.getRank());
+  if (axis < 0)
+    axis += x.getRank();
+  int64_t outer = 1, inner = 1;
+  for (int64_t i = 0; i < x.getRank(); ++i)
+    (i < axis ? outer : inner) *= x.getDimSize(i);
+  types.push_back(RankedTensorType::get({outer, inner}, x.getElementType()));
+  return success();
+}
+
+NN_INFER(SqueezeOp) {
+  NN_ERR;
+  auto x = rankedType(adaptor.getInput());
+  if (!x)
+    return err("input must be a ranked tensor");
+  llvm::SmallSet<int64_t, 4> axes;
+  for (int64_t a : adaptor.getAxes()) {
+    int64_t n;
+    if (failed(checkAxis(err, a, x.getRank(), "axis", n)))
+      return failure();
+    if (x.getDimSize(n) != 1)
+      return err("cannot squeeze axis ", a, " of size ", x.getDimSize(n));
+    if (!axes.insert(n).second)
+      return err("axis ", a, " is repeated");
+  }
+  SmallVector<int64_t> shape;
+  for (int64_t i = 0; i < x.getRank(); ++i)
+    if (!axes.contains(i))
+      shape.push_back(x.getDimSize(i));
+  types.push_back(RankedTensorType::get(shape, x.getElementType()));
+  return success();
+}
+
+NN_INFER(UnsqueezeOp) {
+  NN_ERR;
+  auto x = rankedType(adaptor.getInput());
+  if (!x)
+    return err("input must be a ranked tensor");
+  int64_t rank = x.getRank() + adaptor.getAxes().size();
+  llvm::SmallSet<int64_t, 4> axes;
+  for (int64_t a : adaptor.getAxes()) {
+    int64_t n;
+    if (failed(checkAxis(err, a, rank, "axis", n)))
+      return failure();
+    if (!axes.insert(n).second)
+      return err("axis ", a, " is repeated");
+  }
+  SmallVector<int64_t> shape;
+  int64_t next = 0;
+  for (int64_t i = 0; i < rank; ++i)
+    shape.push_back(axes.contains(i) ? 1 : x.getDimSize(next++));
+  types.push_back(RankedTensorType::get(shape, x.getElementType()));
+  return success();
+}
+
+NN_INFER(ConcatOp) {
+  NN_ERR;
+  auto inputs = adaptor.getInputs();
+  if (inputs.empty())
+    return err("needs at least one input");
+  auto first = rankedType(inputs[0]);
+  int64_t axis;
+  if (!first || failed(checkAxis(err, static_cast<int64_t>(adaptor.getAxis()),
+                                 first.getRank(), "axis", axis)))
+    return failure();
+  SmallVector<int64_t> shape(first.getShape());
+  for (Value v : inputs.drop_front()) {
+    auto t = rankedType(v);
+    if (!t || t.getRank() != first.getRank() ||
+        t.getElementType() != first.getElementType())
+      return err("inputs must share rank and element type");
+    for (int64_t i = 0; i < t.getRank(); ++i) {
+      if (i == axis)
+        shape[i] += t.getDimSize(i);
+      else if (t.getDimSize(i) != shape[i])
+        return err("input shapes ", shapeStr(first.getShape()), " and ",
+                   shapeStr(t.getShape()), " differ outside axis ", axis);
+    }
+  }
+  types.push_back(RankedTensorType::get(shape, first.getElementType()));
+  return success();
+}
+
+NN_INFER(SplitOp) {
+  NN_ERR;
+  auto x = rankedType(adaptor.getInput());
+  int64_t axis;
+  if (!x || failed(checkAxis(err, static_cast<int64_t>(adaptor.getAxis()),
+                             x.getRank(), "axis", axis)))
+    return failure();
+  int64_t total = 0;
+  for (int64_t s : adaptor.getSizes()) {
+    if (s < 0)
+      return err("split sizes must be non-negative");
+    total += s;
+  }
+  if (adaptor.getSizes().empty() || total != x.getDimSize(axis))
+    return err("split sizes ", shapeStr(adaptor.getSizes()), " do not add up to ",
+               x.getDimSize(axis), " (axis ", axis, ")");
+  for (int64_t s : adaptor.getSizes()) {
+    SmallVector<int64_t> shape(x.getShape());
+    shape[axis] = s;
+    types.push_back(RankedTensorType::get(shape, x.getElementType()));
+  }
+  return success();
+}
+
+/// ONNX Slice on one dimension: the clamped start and the element count.
+static std::pair<int64_t, int64_t> sliceRange(int64_t dim, int64_t start,
+                                              int64_t end, int64_t step) {
+  auto clampIndex = [&](int64_t i, bool forEnd) {
+    if (i < 0)
+      i += dim;
+    if (step > 0)
+      return std::clamp<int64_t>(i, 0, dim);
+    return std::clamp<int64_t>(i, -1, dim - 1);
+  };
+  int64_t s = clampIndex(start, false), e = clampIndex(end, true);
+  // Very large magnitudes (INT64_MAX / INT64_MIN sentinels) mean "to the end".
+  if (end <= -dim - 1 && step < 0)
+    e = -1;
+  int64_t count = step > 0 ? (e > s ? (e - s + step - 1) / step : 0)
+                           : (s > e ? (s - e + (-step) - 1) / (-step) : 0);
+  return {s, count};
+}
+
+NN_INFER(SliceOp) {
+  NN_ERR;
+  auto x = rankedType(adaptor.getInput());
+  if (!x)
+    return err("input must be a ranked tensor");
+  auto starts = adaptor.getStarts(), ends = adaptor.getEnds(),
+       axes = adaptor.getAxes(), steps = adaptor.getSteps();
+  if (starts.size() != ends.size() || starts.size() != axes.size() ||
+      starts.size() != steps.size())
+    return err("starts, ends, axes and steps must have the same length");
+  SmallVector<int64_t> shape(x.getShape());
+  llvm::SmallSet<int64_t, 4> seen;
+  for (size_t i = 0; i < axes.size(); ++i) {
+    int64_t axis;
+    if (failed(checkAxis(err, axes[i], x.getRank(), "axis", axis)))
+      return failure();
+    if (!seen.insert(axis).second)
+      return err("axis ", axes[i], " is repeated");
+    if (steps[i] == 0)
+      return err("steps must be non-zero");
+    shape[axis] = sliceRange(x.getDimSize(axis), starts[i], ends[i], steps[i]).second;
+  }
+  types.push_back(RankedTensorType::get(shape, x.getElementType()));
+  return success();
+}
+
+NN_INFER(PadOp) {
+  NN_ERR;
+  auto x = rankedType(adaptor.getInput());
+  if (!x)
+    return err("input must be a ranked tensor");
+  auto pads = adaptor.getPads();
+  if ((int64_t)pads.size() != 2 * x.getRank())
+    return err("pads needs ", 2 * x.getRank(), " entries, got ", pads.size());
+  StringRef mode = adaptor.getMode();
+  if (mode != "constant" && mode != "reflect" && mode != "edge" && mode != "wrap")
+    return err("mode must be constant, reflect, edge or wrap, got '", mode, "'");
+  SmallVector<int64_t> shape;
+  for (int64_t i = 0; i < x.getRank(); ++i) {
+    int64_t d = x.getDimSize(i) + pads[i] + pads[i + x.getRank()];
+    if (d < 0)
+      return err("pads make dimension ", i, " negative");
+    if (mode == "reflect" &&
+        (pads[i] >= x.getDimSize(i) || pads[i + x.getRank()] >= x.getDimSize(i)))
+      return err("reflect pads must be smaller than dimension ", i);
+    shape.push_back(d);
+  }
+  types.push_back(RankedTensorType::get(shape, x.getElementType()));
+  return success();
+}
+
+NN_INFER(GatherOp) {
+  NN_ERR;
+  auto x = rankedType(adaptor.getInput()), idx = rankedType(adaptor.getIndices());
+  int64_t axis;
+  if (!x || !idx || x.getRank() < 1 ||
+      failed(checkAxis(err, static_cast<int64_t>(adaptor.getAxis()),
+                       x.getRank(), "axis", axis)))
+    return failure();
+  SmallVector<int64_t> shape(x.getShape().take_front(axis));
+  shape.append(idx.getShape().begin(), idx.getShape().end());
+  shape.append(x.getShape().begin() + axis + 1, x.getShape().end());
+  types.push_back(RankedTensorType::get(shape, x.getElementType()));
+  return success();
+}
+
+NN_INFER(GatherElementsOp) {
+  NN_ERR;
+  auto x = rankedType(adaptor.getInput()), idx = rankedType(adaptor.getIndices());
+  int64_t axis;
+  if (!x || !idx || failed(checkAxis(err, static_cast<int64_t>(adaptor.getAxis()),
+                                     x.getRank(), "axis", axis)))
+    return failure();
+  if (idx.getRank() != x.getRank())
+    return err("indices rank ", idx.getRank(), " differs from input rank ",
+               x.getRank());
+  for (int64_t i = 0; i < x.getRank(); ++i)
+    if (i != axis && idx.getDimSize(i) > x.getDimSize(i))
+      return err("indices dimension ", i, " exceeds the input's");
+  types.push_back(RankedTensorType::get(idx.getShape(), x.getElementType()));
+  return success();
+}
+
+NN_INFER(ScatterNDOp) {
+  NN_ERR;
+  auto x = rankedType(adaptor.getInput()), idx = rankedType(adaptor.getIndices()),
+       upd = rankedType(adaptor.getUpdates());
+  if (!x || !idx || !upd || idx.getRank() < 1)
+    return err("operands must be ranked, indices of rank >= 1");
+  StringRef red = adaptor.getReduction();
+  if (red != "none" && red != "add" && red != "mul" && red != "max" && red != "min")
+    return err("reduction must be none, add, mul, max or min, got '", red, "'");
+  int64_t q = idx.getDimSize(idx.getRank() - 1);
+  if (q < 1 || q > x.getRank())
+    return err("indices' last dimension ", q, " must be in [1, ", x.getRank(), "]");
+  SmallVector<int64_t> expected(idx.getShape().drop_back());
+  expected.append(x.getShape().begin() + q, x.getShape().end());
+  if (upd.getShape() != ArrayRef<int64_t>(expected))
+    return err("updates shape ", shapeStr(upd.getShape()), " must be ",
+               shapeStr(expected));
+  if (upd.getElementType() != x.getElementType())
+    return err("updates element type differs from the input's");
+  types.push_back(x);
+  return success();
+}
+
+LogicalResult ExpandOp::verify() {
+  auto in = getInput().getType(), out = getResult().getType();
+  if (in.getElementType() != out.getElementType())
+    return emitOpError("element type changes from ")
+           << in.getElementType() << " to " << out.getElementType();
+  if (!broadcastsTo(in.getShape(), out.getShape()))
+    return emitOpError("input shape ")
+           << shapeStr(in.getShape()) << " does not broadcast to "
+           << shapeStr(out.getShape());
+  return success();
+}
+
+NN_INFER(TriluOp) {
+  NN_ERR;
+  auto x = rankedType(adaptor.getInput());
+  if (!x || x.getRank() < 2)
+    return err("input must have rank >= 2");
+  types.push_back(x);
+  return success();
+}
+
+LogicalResult RangeOp::verify() {
+  double start = getStart().convertToDouble(), limit = getLimit().convertToDouble(),
+         delta = getDelta().convertToDouble();
+  if (delta == 0 || !std::isfinite(delta) || !std::isfinite(start) ||
+      !std::isfinite(limit))
+    return emitOpError("start, limit and delta must be finite and delta non-zero");
+  int64_t count = std::max<int64_t>(
+      static_cast<int64_t>(std::ceil((limit - start) / delta)), 0);
+  auto type = getResult().getType();
+  if (type.getRank() != 1 || type.getDimSize(0) != count)
+    return emitOpError("result must be 1-D with ") << count << " elements";
+  return success();
+}
+
+NN_INFER(ShapeOp) {
+  NN_ERR;
+  auto x = rankedType(adaptor.getInput());
+  if (!x)
+    return err("input must be a ranked tensor");
+  int64_t rank = x.getRank();
+  auto clamp = [&](int64_t i) { return std::clamp<int64_t>(i < 0 ? i + rank : i, 0, rank); };
+  int64_t start = clamp(static_cast<int64_t>(adaptor.getStart()));
+  int64_t end = adaptor.getEnd() ? clamp(static_cast<int64_t>(*adaptor.getEnd())) : rank;
+  types.push_back(RankedTensorType::get({std::max<int64_t>(end - start, 0)},
+                                        IntegerType::get(context, 64)));
+  return success();
+}
+
+LogicalResult ConstantOfShapeOp::verify() {
+  if (getValue().getType() != getResult().getType().getElementType())
+    return emitOpError("value type ")
+           << getValue().getType() << " differs from the result element type "
+           << getResult().getType().getElementType();
+  return success();
+}
+
+LogicalResult WeightOp::verify() {
+  StringRef storage = getStorage();
+  if (storage != "external" && storage != "embedded" && storage != "protobuf")
+    return emitOpError("storage must be external, embedded or protobuf, got '")
+           << storage << "'";
+  if (getName().empty())
+    return emitOpError("needs a non-empty name");
+  if (storage != "protobuf" && (!getFile() || !getOffset()))
+    return emitOpError("storage '") << storage << "' needs a file and an offset";
+  if (getOffset() && static_cast<int64_t>(*getOffset()) < 0)
+    return emitOpError("offset must be non-negative");
+  auto bytes = getTensorStorageBytes(getResult().getType());
+  if (!bytes)
+    return emitOpError("weights must have an integer or float element type");
+  if (getSize() && static_cast<int64_t>(*getSize()) != *bytes)
+    return emitOpError("size ") << *getSize() << " bytes does not match the "
+                                << *bytes << " bytes of " << getResult().getType();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Folders
+//===----------------------------------------------------------------------===//
+
+// Folding materializes new constants; keep them small so the IR stays small.
+static constexpr int64_t kMaxFoldElements = 1 << 16;
+
+static DenseElementsAttr denseOf(Attribute a) {
+  auto d = dyn_cast_or_null<DenseElementsAttr>(a);
+  if (!d || d.getNumElements() > kMaxFoldElements)
+    return {};
+  return d;
+}
+
+/// Maps each result index of a broadcast to the flat index of an operand.
+static int64_t broadcastIndex(int64_t flat, ArrayRef<int64_t> outShape,
+                              ArrayRef<int64_t> inShape) {
+  int64_t index = 0, stride = 1;
+  for (int64_t i = outShape.size() - 1, j = inShape.size() - 1; i >= 0; --i, --j) {
+    int64_t coord = flat % outShape[i];
+    flat /= outShape[i];
+    if (j >= 0) {
+      if (inShape[j] != 1)
+        index += coord * stride;
+      stride *= inShape[j];
+    }
+  }
+  return index;
+}
+
+/// Folds an elementwise op over two dense constants with broadcasting.
+/// `intFn` and `floatFn` map two APInt (with signedness) or two APFloat values
+/// to an optional APInt or APFloat, matching the result element type.
+template <typename IntFn, typename FloatFn>
+static Attribute foldBinary(Attribute lhsAttr, Attribute rhsAttr,
+                            ShapedType resultType, IntFn intFn,
+                            FloatFn floatFn) {
+  auto lhs = denseOf(lhsAttr), rhs = denseOf(rhsAttr);
+  if (!lhs || !rhs || !resultType.hasStaticShape() ||
+      resultType.getNumElements() > kMaxFoldElements)
+    return {};
+  Type elem = lhs.getElementType();
+  ArrayRef<int64_t> outShape = resultType.getShape();
+  auto ls = lhs.getType().getShape(), rs = rhs.getType().getShape();
+  int64_t n = resultType.getNumElements();
+  auto apply = [&](auto lv, auto rv, auto fn) -> Attribute {
+    using R = typename decltype(fn(lv[0], rv[0]))::value_type;
+    SmallVector<R> out;
+    for (int64_t i = 0; i < n; ++i) {
+      auto r = fn(lv[broadcastIndex(i, outShape, ls)],
+                  rv[broadcastIndex(i, outShape, rs)]);
+      if (!r)
+        return {};
+      out.push_back(*r);
+    }
+    return DenseElementsAttr::get(resultType, out);
+  };
+  if (isa<IntegerType>(elem)) {
+    bool isUnsigned = elem.isUnsignedInteger();
+    return apply(llvm::to_vector(lhs.getValues<APInt>()),
+                 llvm::to_vector(rhs.getValues<APInt>()),
+                 [&](const APInt &a, const APInt &b) {
+                   return intFn(a, b, isUnsigned);
+                 });
+  }
+  if (isa<FloatType>(elem))
+    return apply(llvm::to_vector(lhs.getValues<APFloat>()),
+                 llvm::to_vector(rhs.getValues<APFloat>()), floatFn);
+  return {};
+}
+
+using OptInt = std::optional<APInt>;
+using OptFloat = std::optional<APFloat>;
+
+OpFoldResult AddOp::fold(FoldAdaptor adaptor) {
+  return foldBinary(
+      adaptor.getLhs(), adaptor.getRhs(), getType(),
+      [](const APInt &a, const APInt &b, bool) -> OptInt { return a + b; },
+      [](const APFloat &a, const APFloat &b) -> OptFloat { return a + b; });
+}
+OpFoldResult SubOp::fold(FoldAdaptor adaptor) {
+  return foldBinary(
+      adaptor.getLhs(), adaptor.getRhs(), getType(),
+      [](const APInt &a, const APInt &b, bool) -> OptInt { return a - b; },
+      [](const APFloat &a, const APFloat &b) -> OptFloat { return a - b; });
+}
+OpFoldResult MulOp::fold(FoldAdaptor adaptor) {
+  return foldBinary(
+      adaptor.getLhs(), adaptor.getRhs(), getType(),
+      [](const APInt &a, const APInt &b, bool) -> OptInt { return a * b; },
+      [](const APFloat &a, const APFloat &b) -> OptFloat { return a * b; });
+}
+OpFoldResult DivOp::fold(FoldAdaptor adaptor) {
+  return foldBinary(
+      adaptor.getLhs(), adaptor.getRhs(), getType(),
+      [](const APInt &a, const APInt &b, bool isUnsigned) -> OptInt {
+        if (b.isZero())
+          return std::nullopt; // Division by zero is left to run time.
+        return isUnsigned ? a.udiv(b) : a.sdiv(b);
+      },
+      [](const APFloat &a, const APFloat &b) -> OptFloat { return a / b; });
+}
+OpFoldResult MinOp::fold(FoldAdaptor adaptor) {
+  return foldBinary(
+      adaptor.getLhs(), adaptor.getRhs(), getType(),
+      [](const APInt &a, const APInt &b, bool u) -> OptInt {
+        return (u ? a.ult(b) : a.slt(b)) ? a : b;
+      },
+      [](const APFloat &a, const APFloat &b) -> OptFloat {
+        return llvm::minimum(a, b);
+      });
+}
+OpFoldResult MaxOp::fold(FoldAdaptor adaptor) {
+  return foldBinary(
+      adaptor.getLhs(), adaptor.getRhs(), getType(),
+      [](const APInt &a, const APInt &b, bool u) -> OptInt {
+        return (u ? a.ugt(b) : a.sgt(b)) ? a : b;
+      },
+      [](const APFloat &a, const APFloat &b) -> OptFloat {
+        return llvm::maximum(a, b);
+      });
+}
+
+static APInt boolInt(bool b) { return APInt(1, b ? 1 : 0); }
+
+OpFoldResult EqualOp::fold(FoldAdaptor adaptor) {
+  return foldBinary(
+      adaptor.getLhs(), adaptor.getRhs(), getType(),
+      [](const APInt &a, const APInt &b, bool) -> OptInt { return boolInt(a == b); },
+      [](const APFloat &a, const APFloat &b) -> OptInt {
+        return boolInt(a.compare(b) == APFloat::cmpEqual);
+      });
+}
+OpFoldResult LessOp::fold(FoldAdaptor adaptor) {
+  return foldBinary(
+      adaptor.getLhs(), adaptor.getRhs(), getType(),
+      [](const APInt &a, const APInt &b, bool u) -> OptInt {
+        return boolInt(u ? a.ult(b) : a.slt(b));
+      },
+      [](const APFloat &a, const APFloat &b) -> OptInt {
+        return boolInt(a.compare(b) == APFloat::cmpLessThan);
+      });
+}
+OpFoldResult GreaterOp::fold(FoldAdaptor adaptor) {
+  return foldBinary(
+      adaptor.getLhs(), adaptor.getRhs(), getType(),
+      [](const APInt &a, const APInt &b, bool u) -> OptInt {
+        return boolInt(u ? a.ugt(b) : a.sgt(b));
+      },
+      [](const APFloat &a, const APFloat &b) -> OptInt {
+        return boolInt(a.compare(b) == APFloat::cmpGreaterThan);
+      });
+}
+
+OpFoldResult NegOp::fold(FoldAdaptor adaptor) {
+  auto in = denseOf(adaptor.getInput());
+  if (!in)
+    return {};
+  if (isa<IntegerType>(in.getElementType()))
+    return in.mapValues(in.getElementType(), [](const APInt &v) { return -v; });
+  return in.mapValues(in.getElementType(), [](const APFloat &v) {
+    APFloat r = v;
+    r.changeSign();
+    return r.bitcastToAPInt();
+  });
+}
+
+OpFoldResult IdentityOp::fold(FoldAdaptor) { return getInput(); }
+
+OpFoldResult WhereOp::fold(FoldAdaptor adaptor) {
+  auto c = denseOf(adaptor.getCondition()), x = denseOf(adaptor.getX()),
+       y = denseOf(adaptor.getY());
+  auto type = getType();
+  if (!c || !x || !y || type.getNumElements() > kMaxFoldElements)
+    return {};
+  auto cv = llvm::to_vector(c.getValues<bool>());
+  auto xv = llvm::to_vector(x.getValues<Attribute>());
+  auto yv = llvm::to_vector(y.getValues<Attribute>());
+  SmallVector<Attribute> out;
+  for (int64_t i = 0, n = type.getNumElements(); i < n; ++i)
+    out.push_back(cv[broadcastIndex(i, type.getShape(), c.getType().getShape())]
+                      ? xv[broadcastIndex(i, type.getShape(), x.getType().getShape())]
+                      : yv[broadcastIndex(i, type.getShape(), y.getType().getShape())]);
+  return DenseElementsAttr::get(type, out);
+}
+
+OpFoldResult CastOp::fold(FoldAdaptor adaptor) {
+  auto in = denseOf(adaptor.getInput());
+  Type from = getInput().getType().getElementType(), to = getTo();
+  if (from == to)
+    return getInput();
+  if (!in)
+    return {};
+  auto type = getType();
+  if (isa<IntegerType>(from) && isa<IntegerType>(to)) {
+    unsigned w = to.getIntOrFloatBitWidth();
+    bool fromUnsigned = from.isUnsignedInteger() || from.isInteger(1);
+    return in.mapValues(to, [&](const APInt &v) {
+      if (to.isInteger(1))
+        return APInt(1, !v.isZero());
+      return fromUnsigned ? v.zextOrTrunc(w) : v.sextOrTrunc(w);
+    });
+  }
+  if (isa<IntegerType>(from) && isa<FloatType>(to)) {
+    SmallVector<APFloat> out;
+    bool isSigned = !(from.isUnsignedInteger() || from.isInteger(1));
+    for (const APInt &v : in.getValues<APInt>()) {
+      APFloat f(cast<FloatType>(to).getFloatSemantics());
+      f.convertFromAPInt(v, isSigned, APFloat::rmNearestTiesToEven);
+      out.push_back(f);
+    }
+    return DenseElementsAttr::get(type, out);
+  }
+  if (isa<FloatType>(from) && isa<FloatType>(to)) {
+    SmallVector<APFloat> out;
+    for (APFloat v : in.getValues<APFloat>()) {
+      bool lost;
+      v.convert(cast<FloatType>(to).getFloatSemantics(),
+                APFloat::rmNearestTiesToEven, &lost);
+      out.push_back(v);
+    }
+    return DenseElementsAttr::get(type, out);
+  }
+  if (isa<FloatType>(from) && isa<IntegerType>(to)) {
+    SmallVector<APInt> out;
+    for (const APFloat &v : in.getValues<APFloat>()) {
+      if (!v.isFinite())
+        return {};
+      if (to.isInteger(1)) {
+        out.push_back(APInt(1, !v.isZero()));
+        continue;
+      }
+      APSInt i(to.getIntOrFloatBitWidth(), to.isUnsignedInteger());
+      bool exact;
+      v.convertToInteger(i, APFloat::rmTowardZero, &exact);
+      out.push_back(i);
+    }
+    return DenseElementsAttr::get(type, out);
+  }
+  return {};
+}
+
+OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
+
+OpFoldResult ShapeOp::fold(FoldAdaptor) {
+  auto in = getInput().getType().getShape();
+  int64_t rank = in.size();
+  auto clamp = [&](int64_t i) { return std::clamp<int64_t>(i < 0 ? i + rank : i, 0, rank); };
+  int64_t start = clamp(getStart());
+  int64_t end = getEnd() ? clamp(*getEnd()) : rank;
+  SmallVector<int64_t> dims(in.begin() + start,
+                            in.begin() + std::max(start, end));
+  return DenseElementsAttr::get(getType(), ArrayRef<int64_t>(dims));
+}
+
+OpFoldResult ConstantOfShapeOp::fold(FoldAdaptor) {
+  return DenseElementsAttr::get(getType(), getValue());
+}
+
+OpFoldResult ReshapeOp::fold(FoldAdaptor adaptor) {
+  if (getInput().getType() == getType())
+    return getInput();
+  if (auto in = denseOf(adaptor.getInput()))
+    return in.reshape(getType());
+  return {};
+}
+OpFoldResult SqueezeOp::fold(FoldAdaptor adaptor) {
+  if (auto in = denseOf(adaptor.getInput()))
+    return in.reshape(getType());
+  return {};
+}
+OpFoldResult UnsqueezeOp::fold(FoldAdaptor adaptor) {
+  if (auto in = denseOf(adaptor.getInput()))
+    return in.reshape(getType());
+  return {};
+}
+
+/// Visits the coordinates of a static shape in row-major order.
+static void forEachIndex(ArrayRef<int64_t> shape,
+                         llvm::function_ref<void(ArrayRef<int64_t>)> fn) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  SmallVector<int64_t> idx(shape.size(), 0);
+  for (int64_t i = 0; i < n; ++i) {
+    fn(idx);
+    for (int64_t d = shape.size() - 1; d >= 0; --d) {
+      if (++idx[d] < shape[d])
+        break;
+      idx[d] = 0;
+    }
+  }
+}
+
+static int64_t flatIndex(ArrayRef<int64_t> idx, ArrayRef<int64_t> shape) {
+  int64_t flat = 0;
+  for (size_t i = 0; i < shape.size(); ++i)
+    flat = flat * shape[i] + idx[i];
+  return flat;
+}
+
+OpFoldResult ConcatOp::fold(FoldAdaptor adaptor) {
+  auto type = getType();
+  if (type.getNumElements() > kMaxFoldElements)
+    return {};
+  int64_t axis = *normalizeAxis(getAxis(), type.getRank());
+  SmallVector<DenseElementsAttr> ins;
+  for (Attribute a : adaptor.getInputs()) {
+    auto d = denseOf(a);
+    if (!d)
+      return {};
+    ins.push_back(d);
+  }
+  SmallVector<SmallVector<Attribute>> values;
+  for (auto d : ins)
+    values.push_back(llvm::to_vector(d.getValues<Attribute>()));
+  SmallVector<Attribute> out;
+  forEachIndex(type.getShape(), [&](ArrayRef<int64_t> idx) {
+    SmallVector<int64_t> local(idx);
+    for (auto [d, vals] : llvm::zip(ins, values)) {
+      int64_t size = d.getType().getDimSize(axis);
+      if (local[axis] < size) {
+        out.push_back(vals[flatIndex(local, d.getType().getShape())]);
+        return;
+      }
+      local[axis] -= size;
+    }
+  });
+  return DenseElementsAttr::get(type, out);
+}
+
+OpFoldResult GatherOp::fold(FoldAdaptor adaptor) {
+  auto data = denseOf(adaptor.getInput()), indices = denseOf(adaptor.getIndices());
+  auto type = getType();
+  if (!data || !indices || type.getNumElements() > kMaxFoldElements)
+    return {};
+  auto dataShape = data.getType().getShape();
+  int64_t axis = *normalizeAxis(getAxis(), dataShape.size());
+  int64_t idxRank = indices.getType().getRank();
+  auto idxVals = llvm::to_vector(indices.getValues<APInt>());
+  auto vals = llvm::to_vector(data.getValues<Attribute>());
+  SmallVector<Attribute> out;
+  bool ok = true;
+  forEachIndex(type.getShape(), [&](ArrayRef<int64_t> idx) {
+    if (!ok)
+      return;
+    SmallVector<int64_t> src(idx.take_front(axis));
+    int64_t i = idxVals[flatIndex(idx.slice(axis, idxRank),
+                                  indices.getType().getShape())]
+                    .getSExtValue();
+    if (i < 0)
+      i += dataShape[axis];
+    if (i < 0 || i >= dataShape[axis]) {
+      ok = false; // Out-of-range indices are reported at run time, not folded.
+      return;
+    }
+    src.push_back(i);
+    src.append(idx.begin() + axis + idxRank, idx.end());
+    out.push_back(vals[flatIndex(src, dataShape)]);
+  });
+  if (!ok)
+    return {};
+  return DenseElementsAttr::get(type, out);
+}
+
+OpFoldResult SliceOp::fold(FoldAdaptor adaptor) {
+  auto data = denseOf(adaptor.getInput());
+  auto type = getType();
+  if (!data)
+    return {};
+  auto shape = data.getType().getShape();
+  SmallVector<int64_t> start(shape.size(), 0), step(shape.size(), 1);
+  for (size_t i = 0; i < getAxes().size(); ++i) {
+    int64_t axis = *normalizeAxis(getAxes()[i], shape.size());
+    start[axis] = sliceRange(shape[axis], getStarts()[i], getEnds()[i],
+                             getSteps()[i]).first;
+    step[axis] = getSteps()[i];
+  }
+  auto vals = llvm::to_vector(data.getValues<Attribute>());
+  SmallVector<Attribute> out;
+  forEachIndex(type.getShape(), [&](ArrayRef<int64_t> idx) {
+    SmallVector<int64_t> src;
+    for (size_t d = 0; d < idx.size(); ++d)
+      src.push_back(start[d] + idx[d] * step[d]);
+    out.push_back(vals[flatIndex(src, shape)]);
+  });
+  return DenseElementsAttr::get(type, out);
+}
+
+#define GET_OP_CLASSES
+#include "shardflow/Dialect/NN/IR/NNOps.cpp.inc"

@@ -1,0 +1,1 @@
+"""Python helpers of Shardflow: test-model generators for the ONNX importer."""

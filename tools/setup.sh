@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Installs what a fresh Debian 12 machine lacks to build and test Shardflow:
+# Debian packages (LLVM/MLIR 22, libonnx, protobuf, OpenMPI, ninja, ccache, gtest)
+# and a Python virtual environment in .venv with the verification packages.
+# Idempotent: when everything is present it only checks, which takes a second or two.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+
+debian_packages=(
+  llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools
+  libonnx-dev protobuf-compiler libprotobuf-dev
+  libopenmpi-dev openmpi-bin
+  cmake ninja-build ccache g++ libgtest-dev
+  python3-venv
+)
+python_packages=(onnx onnxruntime numpy pytest)
+
+missing=()
+for p in "${debian_packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing Debian packages: ${missing[*]}"
+  sudo_cmd=()
+  [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+  "${sudo_cmd[@]}" apt-get update -q
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+# The venv is built from the python3 on PATH (Debian's or another); it is
+# recreated only when missing or broken.
+venv="$root/.venv"
+if ! "$venv/bin/python" -c 'import sys' >/dev/null 2>&1; then
+  echo "setup: creating Python venv in $venv"
+  rm -rf "$venv"
+  python3 -m venv "$venv"
+fi
+if ! "$venv/bin/python" -c 'import onnx, onnxruntime, numpy, pytest' >/dev/null 2>&1; then
+  echo "setup: installing Python packages: ${python_packages[*]}"
+  "$venv/bin/pip" install -q --disable-pip-version-check "${python_packages[@]}"
+fi

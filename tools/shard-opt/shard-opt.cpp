@@ -1,0 +1,208 @@
+//===- shard-opt.cpp - the Shardflow compiler driver and opt tool ----------===//
+//
+// An mlir-opt style tool with Shardflow's dialects and passes registered.
+// It also takes ONNX models directly: a `.onnx` or `.onnxtxt` input is
+// imported into the nn dialect first, then handed to the usual pass
+// pipeline and printer, so `shard-opt model.onnx` prints the imported IR.
+//
+//===----------------------------------------------------------------------===//
+
+#include "shardflow/Dialect/NN/IR/NNOps.h"
+#include "shardflow/Import/ONNX/ONNXImporter.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/AsmState.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Support/FileUtilities.h"
+#include "mlir/Tools/mlir-opt/MlirOptMain.h"
+#include "mlir/Transforms/Passes.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/ToolOutputFile.h"
+
+#include <chrono>
+#include <map>
+
+using namespace mlir;
+namespace cl = llvm::cl;
+
+static cl::OptionCategory importCategory(
+    "Shardflow ONNX import options (for .onnx and .onnxtxt inputs)");
+
+static cl::list<std::string> inputShapes(
+    "input-shape",
+    cl::desc("Pin the shape of a graph input: NAME=D0,D1,... (or D0xD1). "
+             "Needed for symbolic dims; repeat for several inputs"),
+    cl::value_desc("name=dims"), cl::cat(importCategory));
+
+static cl::opt<int64_t> embedLimitBytes(
+    "embed-limit-bytes",
+    cl::desc("Initializers up to this many bytes are embedded as nn.constant; "
+             "larger ones become nn.weight references (default 1024)"),
+    cl::init(1024), cl::cat(importCategory));
+
+static cl::opt<bool> printSummary(
+    "summary",
+    cl::desc("After import, print a one-line summary of the model to stderr "
+             "(ops, weights, inputs, outputs, import time)"),
+    cl::init(false), cl::cat(importCategory));
+
+static cl::opt<std::string> inputFormat(
+    "input-format",
+    cl::desc("How to read the input: auto (by extension), mlir, onnx"),
+    cl::init("auto"), cl::cat(importCategory));
+
+static std::string typeString(Type t) {
+  auto rt = cast<RankedTensorType>(t);
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << rt.getElementType() << "[";
+  llvm::interleave(rt.getShape(), os, ",");
+  os << "]";
+  return s;
+}
+
+static std::string summarize(ModuleOp module, StringRef path, double seconds) {
+  size_t ops = 0, constants = 0;
+  int64_t weightBytes = 0;
+  std::map<std::string, int> kinds, storage;
+  std::string ins, outs;
+  module.walk([&](Operation *op) {
+    if (auto w = dyn_cast<shardflow::nn::WeightOp>(op)) {
+      ++storage[w.getStorage().str()];
+      weightBytes += shardflow::nn::getTensorStorageBytes(w.getType()).value_or(0);
+    } else if (isa<shardflow::nn::ConstantOp>(op)) {
+      ++constants;
+    } else if (op->getDialect() &&
+               op->getDialect()->getNamespace() == "nn") {
+      ++ops;
+      ++kinds[op->getName().getStringRef().str()];
+    }
+  });
+  int weights = 0;
+  std::string storageText;
+  for (auto &[kind, n] : storage) {
+    weights += n;
+    storageText += (storageText.empty() ? "" : ", ") + std::to_string(n) + " " + kind;
+  }
+  module.walk([&](func::FuncOp f) {
+    for (unsigned i = 0; i < f.getNumArguments(); ++i) {
+      auto name = f.getArgAttrOfType<StringAttr>(i, "nn.name");
+      ins += (ins.empty() ? "" : ", ") + (name ? name.str() : "?") + " " +
+             typeString(f.getArgument(i).getType());
+    }
+    for (unsigned i = 0; i < f.getNumResults(); ++i) {
+      auto name = f.getResultAttrOfType<StringAttr>(i, "nn.name");
+      outs += (outs.empty() ? "" : ", ") + (name ? name.str() : "?") + " " +
+              typeString(f.getResultTypes()[i]);
+    }
+  });
+  auto opset = module->getAttrOfType<IntegerAttr>("nn.opset");
+  return llvm::formatv("summary: {0} (opset {1}): {2} ops of {3} kinds, {4} "
+                       "weights ({5:F2} MB{6}), {7} constants; inputs: {8}; "
+                       "outputs: {9}; imported in {10:F3} s",
+                       llvm::sys::path::filename(path),
+                       opset ? opset.getInt() : 0, ops, kinds.size(), weights,
+                       weightBytes / 1e6,
+                       storageText.empty() ? "" : ": " + storageText,
+                       constants, ins, outs, seconds)
+      .str();
+}
+
+int main(int argc, char **argv) {
+  DialectRegistry registry;
+  registry.insert<shardflow::nn::NNDialect, func::FuncDialect>();
+  mlir::registerTransformsPasses();
+
+  auto [inputFile, outputFile] = registerAndParseCLIOptions(
+      argc, argv,
+      "shard-opt: the Shardflow compiler driver and MLIR optimizer.\n\n"
+      "  shard-opt model.onnx [--input-shape x=1,128] [-o out.mlir]\n"
+      "      imports an ONNX model (binary, with external data, or ONNX\n"
+      "      text .onnxtxt) and prints its nn IR\n"
+      "  shard-opt in.mlir --pass-pipeline='...'\n"
+      "      runs passes over MLIR, as mlir-opt does\n",
+      registry);
+  MlirOptMainConfig config = MlirOptMainConfig::createFromCLOptions();
+
+  std::string error;
+  std::unique_ptr<llvm::MemoryBuffer> buffer;
+  StringRef ext = llvm::sys::path::extension(inputFile);
+  bool isONNX = inputFormat == "onnx" ||
+                (inputFormat == "auto" && (ext == ".onnx" || ext == ".onnxtxt"));
+  if (inputFormat != "auto" && inputFormat != "mlir" && inputFormat != "onnx") {
+    llvm::errs() << "shard-opt: --input-format must be auto, mlir or onnx, got '"
+                 << inputFormat << "'\n";
+    return 1;
+  }
+  if (isONNX) {
+    shardflow::ONNXImportOptions options;
+    options.embedLimitBytes = embedLimitBytes;
+    for (const std::string &spec : inputShapes) {
+      std::string msg = shardflow::parseInputShapeSpec(spec, options);
+      if (!msg.empty()) {
+        llvm::errs() << "shard-opt: " << msg << "\n";
+        return 1;
+      }
+    }
+    MLIRContext context(registry);
+    std::string displayPath = inputFile == "-" ? "<stdin>" : inputFile;
+    context.getDiagEngine().registerHandler([&](Diagnostic &diag) {
+      const char *kind = diag.getSeverity() == DiagnosticSeverity::Error
+                             ? "error"
+                             : diag.getSeverity() == DiagnosticSeverity::Warning
+                                   ? "warning"
+                                   : "note";
+      llvm::errs() << displayPath << ": " << kind << ": " << diag.str() << "\n";
+      for (Diagnostic &note : diag.getNotes())
+        llvm::errs() << displayPath << ": note: " << note.str() << "\n";
+      return success();
+    });
+    auto start = std::chrono::steady_clock::now();
+    OwningOpRef<ModuleOp> module;
+    if (inputFile == "-") {
+      auto in = openInputFile(inputFile, &error);
+      if (!in) {
+        llvm::errs() << "shard-opt: " << error << "\n";
+        return 1;
+      }
+      module = shardflow::importONNXBuffer(&context, in->getBuffer(), "<stdin>",
+                                           options);
+    } else {
+      module = shardflow::importONNXFile(&context, inputFile, options);
+    }
+    if (!module)
+      return 1;
+    double seconds = std::chrono::duration<double>(
+                         std::chrono::steady_clock::now() - start)
+                         .count();
+    if (printSummary)
+      llvm::errs() << summarize(*module, displayPath, seconds) << "\n";
+    // Hand the module to the opt pipeline as text; locations go along so
+    // later diagnostics still name the ONNX node.
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    module->print(os, OpPrintingFlags().enableDebugInfo(true, false));
+    buffer = llvm::MemoryBuffer::getMemBufferCopy(text, displayPath);
+  } else {
+    buffer = openInputFile(inputFile, &error);
+    if (!buffer) {
+      llvm::errs() << "shard-opt: " << error << "\n";
+      return 1;
+    }
+  }
+
+  auto output = openOutputFile(outputFile, &error);
+  if (!output) {
+    llvm::errs() << "shard-opt: " << error << "\n";
+    return 1;
+  }
+  if (failed(MlirOptMain(output->os(), std::move(buffer), registry, config)))
+    return 1;
+  output->keep();
+  return 0;
+}
