@@ -16,8 +16,9 @@ llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.shardflow_tools_dir, append_path=True)
 llvm_config.with_environment(
     "PYTHONPATH", os.path.join(config.shardflow_src_root, "python"), append_path=True)
-config.substitutions.append(("%python", config.python_executable))
+config.substitutions.append(("%sf-python", config.python_executable))
 config.substitutions.append(("%shardflow_src", config.shardflow_src_root))
+config.substitutions.append(("%shardflow_obj", config.shardflow_obj_root))
 llvm_config.add_tool_substitutions(
     ["shard-opt", "FileCheck", "not", "split-file", "count"],
     [config.shardflow_tools_dir, config.llvm_tools_dir])

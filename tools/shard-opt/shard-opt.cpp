@@ -129,7 +129,7 @@ int main(int argc, char **argv) {
       registry);
   MlirOptMainConfig config = MlirOptMainConfig::createFromCLOptions();
 
-  std::string error;
+  std::string error, summary;
   std::unique_ptr<llvm::MemoryBuffer> buffer;
   StringRef ext = llvm::sys::path::extension(inputFile);
   bool isONNX = inputFormat == "onnx" ||
@@ -181,7 +181,7 @@ int main(int argc, char **argv) {
                          std::chrono::steady_clock::now() - start)
                          .count();
     if (printSummary)
-      llvm::errs() << summarize(*module, displayPath, seconds) << "\n";
+      summary = summarize(*module, displayPath, seconds);
     // Hand the module to the opt pipeline as text; locations go along so
     // later diagnostics still name the ONNX node.
     std::string text;
@@ -204,5 +204,10 @@ int main(int argc, char **argv) {
   if (failed(MlirOptMain(output->os(), std::move(buffer), registry, config)))
     return 1;
   output->keep();
+  // After the IR, so that it is the last line a user sees.
+  if (!summary.empty()) {
+    output->os().flush();
+    llvm::errs() << summary << "\n";
+  }
   return 0;
 }

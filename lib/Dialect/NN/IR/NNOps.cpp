@@ -222,7 +222,90 @@ NN_INFER(CastOp) {
   return success();
 }
 
+/// Runs an op's own type inference, reporting why it fails.
+template <typename OpTy> static LogicalResult verifyByInference(OpTy op) {
+  SmallVector<Type> types;
+  if (failed(OpTy::inferReturnTypes(op->getContext(), op->getLoc(),
+                                    op->getOperands(), op->getAttrDictionary(),
+                                    op->getPropertiesStorage(),
+                                    op->getRegions(), types)))
+    return failure();
+  for (auto [i, inferred, actual] :
+       llvm::enumerate(types, op->getResultTypes()))
+    if (inferred != actual)
+      return op->emitOpError("result #")
+             << i << " has type " << actual << " but the operands give "
+             << inferred;
+  return success();
+}
+
+#define NN_VERIFY_BY_INFERENCE(OP)                                             \
+  LogicalResult OP::verify() { return verifyByInference(*this); }
+NN_VERIFY_BY_INFERENCE(AddOp)
+NN_VERIFY_BY_INFERENCE(SubOp)
+NN_VERIFY_BY_INFERENCE(MulOp)
+NN_VERIFY_BY_INFERENCE(DivOp)
+NN_VERIFY_BY_INFERENCE(PowOp)
+NN_VERIFY_BY_INFERENCE(MinOp)
+NN_VERIFY_BY_INFERENCE(MaxOp)
+NN_VERIFY_BY_INFERENCE(EqualOp)
+NN_VERIFY_BY_INFERENCE(LessOp)
+NN_VERIFY_BY_INFERENCE(GreaterOp)
+NN_VERIFY_BY_INFERENCE(AndOp)
+NN_VERIFY_BY_INFERENCE(WhereOp)
+NN_VERIFY_BY_INFERENCE(SqrtOp)
+NN_VERIFY_BY_INFERENCE(ExpOp)
+NN_VERIFY_BY_INFERENCE(LogOp)
+NN_VERIFY_BY_INFERENCE(TanhOp)
+NN_VERIFY_BY_INFERENCE(SigmoidOp)
+NN_VERIFY_BY_INFERENCE(ErfOp)
+NN_VERIFY_BY_INFERENCE(ReciprocalOp)
+NN_VERIFY_BY_INFERENCE(ReluOp)
+NN_VERIFY_BY_INFERENCE(NegOp)
+NN_VERIFY_BY_INFERENCE(AbsOp)
+NN_VERIFY_BY_INFERENCE(NotOp)
+NN_VERIFY_BY_INFERENCE(IdentityOp)
+NN_VERIFY_BY_INFERENCE(LeakyReluOp)
+NN_VERIFY_BY_INFERENCE(ClipOp)
+NN_VERIFY_BY_INFERENCE(DropoutOp)
+NN_VERIFY_BY_INFERENCE(CastOp)
+NN_VERIFY_BY_INFERENCE(SoftmaxOp)
+NN_VERIFY_BY_INFERENCE(LogSoftmaxOp)
+NN_VERIFY_BY_INFERENCE(BatchNormalizationOp)
+NN_VERIFY_BY_INFERENCE(LayerNormalizationOp)
+NN_VERIFY_BY_INFERENCE(RMSNormalizationOp)
+NN_VERIFY_BY_INFERENCE(MatMulOp)
+NN_VERIFY_BY_INFERENCE(GemmOp)
+NN_VERIFY_BY_INFERENCE(EinsumOp)
+NN_VERIFY_BY_INFERENCE(ConvOp)
+NN_VERIFY_BY_INFERENCE(AttentionOp)
+NN_VERIFY_BY_INFERENCE(RotaryEmbeddingOp)
+NN_VERIFY_BY_INFERENCE(MaxPoolOp)
+NN_VERIFY_BY_INFERENCE(AveragePoolOp)
+NN_VERIFY_BY_INFERENCE(GlobalAveragePoolOp)
+NN_VERIFY_BY_INFERENCE(ReduceMeanOp)
+NN_VERIFY_BY_INFERENCE(ReduceSumOp)
+NN_VERIFY_BY_INFERENCE(ReduceMaxOp)
+NN_VERIFY_BY_INFERENCE(CumSumOp)
+NN_VERIFY_BY_INFERENCE(TopKOp)
+NN_VERIFY_BY_INFERENCE(TransposeOp)
+NN_VERIFY_BY_INFERENCE(FlattenOp)
+NN_VERIFY_BY_INFERENCE(SqueezeOp)
+NN_VERIFY_BY_INFERENCE(UnsqueezeOp)
+NN_VERIFY_BY_INFERENCE(ConcatOp)
+NN_VERIFY_BY_INFERENCE(SplitOp)
+NN_VERIFY_BY_INFERENCE(SliceOp)
+NN_VERIFY_BY_INFERENCE(PadOp)
+NN_VERIFY_BY_INFERENCE(GatherOp)
+NN_VERIFY_BY_INFERENCE(GatherElementsOp)
+NN_VERIFY_BY_INFERENCE(ScatterNDOp)
+NN_VERIFY_BY_INFERENCE(TriluOp)
+NN_VERIFY_BY_INFERENCE(ShapeOp)
+#undef NN_VERIFY_BY_INFERENCE
+
 LogicalResult GeluOp::verify() {
+  if (failed(verifyByInference(*this)))
+    return failure();
   if (getApproximate() != "none" && getApproximate() != "tanh")
     return emitOpError("approximate must be \"none\" or \"tanh\", got \"")
            << getApproximate() << "\"";
@@ -398,6 +481,8 @@ FailureOr<EinsumEquation> shardflow::nn::parseEinsumEquation(StringRef eq,
       if (term.substr(dots + 3).contains('.'))
         return false;
       labels = (term.substr(0, dots) + "." + term.substr(dots + 3)).str();
+    } else if (term.contains('.')) {
+      return false; // A '.' outside "..." is no label.
     } else {
       labels = term.str();
     }
@@ -697,6 +782,8 @@ NN_INFER(RotaryEmbeddingOp) {
   if (!x || !cosT || !sinT)
     return err("operands must be ranked tensors");
   int64_t heads = static_cast<int64_t>(adaptor.getNumHeads());
+  if (x.getRank() != 3 && x.getRank() != 4)
+    return err("input must be 3-D or 4-D");
   int64_t batch = x.getDimSize(0), seq, headSize;
   if (x.getRank() == 4) {
     seq = x.getDimSize(2);
@@ -972,8 +1059,14 @@ static std::pair<int64_t, int64_t> sliceRange(int64_t dim, int64_t start,
   // Very large magnitudes (INT64_MAX / INT64_MIN sentinels) mean "to the end".
   if (end <= -dim - 1 && step < 0)
     e = -1;
-  int64_t count = step > 0 ? (e > s ? (e - s + step - 1) / step : 0)
-                           : (s > e ? (s - e + (-step) - 1) / (-step) : 0);
+  // Written so that huge steps (up to INT64_MIN) cannot overflow: the
+  // distance is at most dim + 1 and the step's magnitude is capped.
+  int64_t stride = step > 0 ? step
+                   : step == std::numeric_limits<int64_t>::min()
+                       ? std::numeric_limits<int64_t>::max()
+                       : -step;
+  int64_t distance = step > 0 ? e - s : s - e;
+  int64_t count = distance > 0 ? (distance - 1) / stride + 1 : 0;
   return {s, count};
 }
 
@@ -1032,8 +1125,11 @@ NN_INFER(GatherOp) {
   NN_ERR;
   auto x = rankedType(adaptor.getInput()), idx = rankedType(adaptor.getIndices());
   int64_t axis;
-  if (!x || !idx || x.getRank() < 1 ||
-      failed(checkAxis(err, static_cast<int64_t>(adaptor.getAxis()),
+  if (!x || !idx)
+    return err("operands must be ranked tensors");
+  if (x.getRank() < 1)
+    return err("input must have rank >= 1");
+  if (failed(checkAxis(err, static_cast<int64_t>(adaptor.getAxis()),
                        x.getRank(), "axis", axis)))
     return failure();
   SmallVector<int64_t> shape(x.getShape().take_front(axis));
@@ -1110,8 +1206,11 @@ LogicalResult RangeOp::verify() {
   if (delta == 0 || !std::isfinite(delta) || !std::isfinite(start) ||
       !std::isfinite(limit))
     return emitOpError("start, limit and delta must be finite and delta non-zero");
-  int64_t count = std::max<int64_t>(
-      static_cast<int64_t>(std::ceil((limit - start) / delta)), 0);
+  // Clamp in double: casting an out-of-range double to int64_t is undefined.
+  double steps = std::max(std::ceil((limit - start) / delta), 0.0);
+  if (!(steps < 0x1p62))
+    return emitOpError("range of ") << steps << " elements is absurdly long";
+  int64_t count = static_cast<int64_t>(steps);
   auto type = getResult().getType();
   if (type.getRank() != 1 || type.getDimSize(0) != count)
     return emitOpError("result must be 1-D with ") << count << " elements";

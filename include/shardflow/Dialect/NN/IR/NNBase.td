@@ -64,9 +64,13 @@ class NN_Op<string mnemonic, list<Trait> traits = []>
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
 }
 
-// Ops whose result types follow from operands and attributes.
+// Ops whose result types follow from operands and attributes. Their verifier
+// runs the inference first, so a malformed op is reported with the reason
+// inference gives rather than a bare "failed to infer" from the interface.
 class NN_InferredOp<string mnemonic, list<Trait> traits = []>
-    : NN_Op<mnemonic, !listconcat([InferTypeOpAdaptor], traits)>;
+    : NN_Op<mnemonic, !listconcat([InferTypeOpAdaptor], traits)> {
+  let hasVerifier = 1;
+}
 
 // Elementwise with ONNX multidirectional broadcasting.
 class NN_BinaryOp<string mnemonic, string onnxName, list<Trait> traits = []>
