@@ -1046,28 +1046,29 @@ NN_INFER(SplitOp) {
 }
 
 /// ONNX Slice on one dimension: the clamped start and the element count.
+/// Negative bounds count from the end; then, for a positive step, start and
+/// end clamp to [0, dim]; for a negative step, start clamps to [0, dim - 1]
+/// and end to [-1, dim - 1] (-1 meaning "through element 0").
 static std::pair<int64_t, int64_t> sliceRange(int64_t dim, int64_t start,
                                               int64_t end, int64_t step) {
-  auto clampIndex = [&](int64_t i, bool forEnd) {
-    if (i < 0)
-      i += dim;
-    if (step > 0)
-      return std::clamp<int64_t>(i, 0, dim);
-    return std::clamp<int64_t>(i, -1, dim - 1);
-  };
-  int64_t s = clampIndex(start, false), e = clampIndex(end, true);
-  // Very large magnitudes (INT64_MAX / INT64_MIN sentinels) mean "to the end".
-  if (end <= -dim - 1 && step < 0)
-    e = -1;
-  // Written so that huge steps (up to INT64_MIN) cannot overflow: the
-  // distance is at most dim + 1 and the step's magnitude is capped.
-  int64_t stride = step > 0 ? step
-                   : step == std::numeric_limits<int64_t>::min()
-                       ? std::numeric_limits<int64_t>::max()
-                       : -step;
-  int64_t distance = step > 0 ? e - s : s - e;
-  int64_t count = distance > 0 ? (distance - 1) / stride + 1 : 0;
-  return {s, count};
+  // Adding dim to INT64_MIN-like sentinels cannot overflow: dim >= 0.
+  if (start < 0)
+    start += dim;
+  if (end < 0)
+    end += dim;
+  int64_t s, e, count;
+  if (step > 0) {
+    s = std::clamp<int64_t>(start, 0, dim);
+    e = std::clamp<int64_t>(end, 0, dim);
+    count = e > s ? (e - s - 1) / step + 1 : 0;
+  } else {
+    s = std::clamp<int64_t>(start, 0, dim - 1);
+    e = std::clamp<int64_t>(end, -1, dim - 1);
+    // Unsigned magnitude: -step overflows for INT64_MIN.
+    uint64_t magnitude = 0 - static_cast<uint64_t>(step);
+    count = s > e ? int64_t(uint64_t(s - e - 1) / magnitude) + 1 : 0;
+  }
+  return {s, dim == 0 ? 0 : count};
 }
 
 NN_INFER(SliceOp) {
