@@ -1051,6 +1051,8 @@ NN_INFER(SplitOp) {
 /// and end to [-1, dim - 1] (-1 meaning "through element 0").
 static std::pair<int64_t, int64_t> sliceRange(int64_t dim, int64_t start,
                                               int64_t end, int64_t step) {
+  if (dim == 0)
+    return {0, 0};
   // Adding dim to INT64_MIN-like sentinels cannot overflow: dim >= 0.
   if (start < 0)
     start += dim;
@@ -1068,7 +1070,7 @@ static std::pair<int64_t, int64_t> sliceRange(int64_t dim, int64_t start,
     uint64_t magnitude = 0 - static_cast<uint64_t>(step);
     count = s > e ? int64_t(uint64_t(s - e - 1) / magnitude) + 1 : 0;
   }
-  return {s, dim == 0 ? 0 : count};
+  return {s, count};
 }
 
 NN_INFER(SliceOp) {
