@@ -17,6 +17,7 @@
 #include "llvm/ADT/APSInt.h"
 #include "llvm/ADT/SmallSet.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/MathExtras.h"
 
 #include <cmath>
 
@@ -586,10 +587,12 @@ static int64_t windowOutputSize(int64_t in, int64_t kernel, int64_t stride,
                                 int64_t padBegin, int64_t padEnd,
                                 int64_t dilation, bool ceilMode) {
   int64_t span = dilation * (kernel - 1) + 1;
+  // May be negative: with ceil_mode a window wider than the (padded) input
+  // still yields one output as long as it starts inside the input.
   int64_t numer = in + padBegin + padEnd - span;
-  if (numer < 0)
-    return 0;
-  int64_t out = (ceilMode ? (numer + stride - 1) / stride : numer / stride) + 1;
+  int64_t out = (ceilMode ? llvm::divideCeilSigned(numer, stride)
+                          : llvm::divideFloorSigned(numer, stride)) +
+                1;
   // With ceil_mode the last window must start inside the input or left pad.
   if (ceilMode && (out - 1) * stride >= in + padBegin)
     --out;
@@ -607,15 +610,17 @@ static LogicalResult checkWindowAttrs(const InferError &err, int64_t spatial,
       (int64_t)pads.size() != 2 * spatial)
     return err("strides and dilations need ", spatial, " entries and pads ",
                2 * spatial);
+  // Bounded so that window arithmetic cannot overflow on hostile input.
+  constexpr int64_t kLimit = int64_t(1) << 31;
   for (int64_t s : strides)
-    if (s < 1)
-      return err("strides must be positive");
+    if (s < 1 || s > kLimit)
+      return err("strides must be in [1, 2^31]");
   for (int64_t d : dilations)
-    if (d < 1)
-      return err("dilations must be positive");
+    if (d < 1 || d > kLimit)
+      return err("dilations must be in [1, 2^31]");
   for (int64_t p : pads)
-    if (p < 0)
-      return err("pads must be non-negative");
+    if (p < 0 || p > kLimit)
+      return err("pads must be in [0, 2^31]");
   return success();
 }
 
@@ -668,8 +673,8 @@ static LogicalResult inferPool(const InferError &err, Adaptor adaptor,
     return failure();
   SmallVector<int64_t> shape{x.getDimSize(0), x.getDimSize(1)};
   for (int64_t i = 0; i < spatial; ++i) {
-    if (kernel[i] < 1)
-      return err("kernel_shape entries must be positive");
+    if (kernel[i] < 1 || kernel[i] > (int64_t(1) << 31))
+      return err("kernel_shape entries must be in [1, 2^31]");
     int64_t o = windowOutputSize(x.getDimSize(2 + i), kernel[i],
                                  adaptor.getStrides()[i], adaptor.getPads()[i],
                                  adaptor.getPads()[spatial + i],
