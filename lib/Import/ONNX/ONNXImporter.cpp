@@ -41,6 +41,10 @@ namespace nn = shardflow::nn;
 
 // Tensors larger than this are refused as absurd (hostile or corrupt files).
 static constexpr int64_t kMaxElements = int64_t(1) << 40;
+// So are tensors of higher rank (numpy's limit; real models stay below 10).
+// Beyond it the MLIR text that shard-opt prints and re-parses grows slow
+// to parse (quadratically in the rank).
+static constexpr int64_t kMaxRank = 64;
 // ONNX bounds meaning "to the end" in Slice are often INT64_MAX/INT64_MIN.
 static constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
 
@@ -283,6 +287,10 @@ GraphImporter::tensorType(const onnx::TensorProto &t) {
   auto elem = elementType(t.data_type(), "initializer '" + t.name() + "'");
   if (failed(elem))
     return failure();
+  if (t.dims_size() > kMaxRank)
+    return fail("initializer '" + t.name() + "' has rank " +
+                std::to_string(t.dims_size()) +
+                ", above the supported maximum rank " + std::to_string(kMaxRank));
   SmallVector<int64_t> dims;
   int64_t n = 1;
   for (int64_t d : t.dims()) {
@@ -377,6 +385,17 @@ GraphImporter::tensorData(const onnx::TensorProto &t, RankedTensorType type) {
     raw = t.raw_data();
   } else {
     // Typed fields: widen or narrow each value to the element's storage.
+    // Compare the counts before allocating: the dims may claim far more
+    // values than the file holds.
+    int64_t have =
+        elem.isF32()   ? t.float_data_size()
+        : elem.isF64() ? t.double_data_size()
+        : elem.isInteger(64) && !elem.isUnsignedInteger() ? t.int64_data_size()
+        : elem.isUnsignedInteger(32) || elem.isUnsignedInteger(64)
+            ? t.uint64_data_size()
+            : t.int32_data_size();
+    if (have != n)
+      return mismatch(have);
     raw.resize(n * width);
     auto put = [&](int64_t i, uint64_t bits) {
       for (int64_t k = 0; k < width; ++k)
@@ -642,6 +661,12 @@ template <typename OpTy>
 FailureOr<Operation *>
 GraphImporter::buildTyped(TypeRange types, ValueRange operands,
                           ArrayRef<NamedAttribute> attrs) {
+  for (Type t : types)
+    if (auto ranked = dyn_cast<RankedTensorType>(t);
+        ranked && ranked.getRank() > kMaxRank)
+      return fail("result of rank " + std::to_string(ranked.getRank()) +
+                  " exceeds the supported maximum rank " +
+                  std::to_string(kMaxRank));
   auto op = OpTy::create(b, loc, types, operands, attrs);
   if (failed(mlir::verify(op))) {
     op->erase();
@@ -1052,6 +1077,10 @@ LogicalResult GraphImporter::reduce() {
     return failure();
   SmallVector<int64_t> axes;
   if (axesAsInput) {
+    // An old-style attribute would otherwise be ignored silently.
+    if (hasAttr("axes"))
+      return fail("attribute 'axes' was replaced by the axes input in opset " +
+                  std::to_string(AxesInputSince));
     if (hasInput(1)) {
       auto a = constInts(1, "axes");
       if (failed(a))
@@ -1168,6 +1197,8 @@ LogicalResult GraphImporter::importSqueeze() {
   Value x = input(0);
   if (!x)
     return failure();
+  if (hasAttr("axes"))
+    return fail("attribute 'axes' was replaced by the axes input in opset 13");
   SmallVector<int64_t> axes;
   if (hasInput(1)) {
     auto a = constInts(1, "axes");
@@ -1228,6 +1259,8 @@ LogicalResult GraphImporter::importSplit() {
   int64_t dim = typeOf(x).getDimSize(axis);
   SmallVector<int64_t> sizes;
   int64_t outputs = node->output_size();
+  if (hasAttr("split"))
+    return fail("attribute 'split' was replaced by the split input in opset 13");
   if (hasInput(1)) {
     auto s = constInts(1, "split");
     if (failed(s))
@@ -1338,6 +1371,26 @@ LogicalResult GraphImporter::importGather() {
   int64_t axis = attrInt("axis", 0);
   if (!x || !idx || attrFailed)
     return failure();
+  // Constant indices outside the data are an error in any ONNX runtime;
+  // report them here rather than leave an unfoldable Gather behind.
+  DenseElementsAttr indices;
+  int64_t rank = typeOf(x).getRank();
+  if (matchPattern(idx, m_Constant(&indices)) && axis >= -rank && axis < rank &&
+      (indices.getElementType().isSignlessInteger(32) ||
+       indices.getElementType().isSignlessInteger(64))) {
+    int64_t dim = typeOf(x).getDimSize(axis < 0 ? axis + rank : axis);
+    auto values = indices.getValues<APInt>();
+    // A splat may stand for a huge tensor: one value says it all.
+    for (int64_t i = 0, e = indices.isSplat() ? std::min<int64_t>(
+                                                    indices.getNumElements(), 1)
+                                              : indices.getNumElements();
+         i < e; ++i) {
+      int64_t v = values[i].getSExtValue();
+      if (v < -dim || v >= dim)
+        return fail("index " + std::to_string(v) + " is out of range for axis " +
+                    std::to_string(axis) + " of size " + std::to_string(dim));
+    }
+  }
   return emit<nn::GatherOp>({x, idx}, {named("axis", b.getI64IntegerAttr(axis))});
 }
 
@@ -1396,6 +1449,12 @@ LogicalResult GraphImporter::importWhere() {
   return emit<nn::WhereOp>({c, x, y});
 }
 
+/// True if `v` (a k, K or axis input read by constScalar) is a whole number
+/// that converts to int64_t without overflow.
+static bool isInt64(double v) {
+  return std::isfinite(v) && v == std::trunc(v) && std::fabs(v) < 0x1p62;
+}
+
 LogicalResult GraphImporter::importTrilu() {
   if (failed(requireInputs(1, 2)) || failed(allowOutputs(1)))
     return failure();
@@ -1407,6 +1466,8 @@ LogicalResult GraphImporter::importTrilu() {
     auto kv = constScalar(1, "k");
     if (failed(kv))
       return failure();
+    if (!isInt64(*kv))
+      return fail("k input must be a finite integer");
     k = int64_t(*kv);
   }
   int64_t upper = attrInt("upper", 1);
@@ -1423,6 +1484,8 @@ LogicalResult GraphImporter::importCumSum() {
   auto axis = constScalar(1, "axis");
   if (!x || failed(axis))
     return failure();
+  if (!isInt64(*axis))
+    return fail("axis input must be a finite integer");
   int64_t exclusive = attrInt("exclusive", 0), reverse = attrInt("reverse", 0);
   if (attrFailed)
     return failure();
@@ -1553,6 +1616,8 @@ LogicalResult GraphImporter::importTopK() {
   auto k = constScalar(1, "K");
   if (!x || failed(k))
     return failure();
+  if (!isInt64(*k))
+    return fail("K input must be a finite integer");
   int64_t axis = attrInt("axis", -1), largest = attrInt("largest", 1),
           sorted = attrInt("sorted", 1);
   if (attrFailed)
@@ -1776,6 +1841,18 @@ LogicalResult GraphImporter::createFunction(ModuleOp module) {
         dims.push_back(d.dim_value());
       }
     }
+    if (int64_t(dims.size()) > kMaxRank)
+      return fail("graph input '" + in.name() + "' has rank " +
+                  std::to_string(dims.size()) +
+                  ", above the supported maximum rank " +
+                  std::to_string(kMaxRank));
+    int64_t elements = 1;
+    for (int64_t d : dims) {
+      if (d > 0 && elements > kMaxElements / d)
+        return fail("graph input '" + in.name() + "' of shape " +
+                    shapeString(dims) + " is absurdly large");
+      elements *= d;
+    }
     argTypes.push_back(RankedTensorType::get(dims, *elem));
     argNames.push_back(in.name());
   }
@@ -1795,19 +1872,25 @@ LogicalResult GraphImporter::createFunction(ModuleOp module) {
 
 LogicalResult GraphImporter::orderNodes(SmallVectorImpl<int> &order) {
   int n = graph.node_size();
+  // Name nodes as importNode does (op type and index when unnamed).
+  auto describe = [&](int i) {
+    const auto &nd = graph.node(i);
+    return "node '" +
+           (nd.name().empty() ? nd.op_type() + "_" + std::to_string(i)
+                              : nd.name()) +
+           "' (" + nd.op_type() + ", opset " + std::to_string(opset) + ")";
+  };
   llvm::StringMap<int> producer;
   for (int i = 0; i < n; ++i)
     for (const auto &out : graph.node(i).output()) {
       if (out.empty())
         continue;
       if (values.count(out) || initializers.count(out))
-        return fail("node '" + graph.node(i).name() + "' (" +
-                    graph.node(i).op_type() + ") redefines '" + out +
+        return fail(describe(i) + ": redefines '" + out +
                     "', a graph input or initializer");
       if (!producer.try_emplace(out, i).second)
-        return fail("value '" + out + "' is produced by two nodes ('" +
-                    graph.node(producer[out]).name() + "' and '" +
-                    graph.node(i).name() + "')");
+        return fail("value '" + out + "' is produced by two nodes (" +
+                    describe(producer[out]) + " and " + describe(i) + ")");
     }
   std::vector<int> pending(n, 0);
   std::vector<SmallVector<int>> users(n);
@@ -1818,9 +1901,9 @@ LogicalResult GraphImporter::orderNodes(SmallVectorImpl<int> &order) {
         continue;
       auto it = producer.find(in);
       if (it == producer.end())
-        return fail("input '" + in + "' of node '" + node.name() + "' (" +
-                    node.op_type() + ") is not produced by any node, graph "
-                    "input or initializer");
+        return fail(describe(i) + ": input '" + in +
+                    "' is not produced by any node, graph input or "
+                    "initializer");
       ++pending[i];
       users[it->second].push_back(i);
     }
@@ -1841,8 +1924,7 @@ LogicalResult GraphImporter::orderNodes(SmallVectorImpl<int> &order) {
   if (int(order.size()) != n) {
     for (int i = 0; i < n; ++i)
       if (pending[i])
-        return fail("the graph has a cycle through node '" +
-                    graph.node(i).name() + "' (" + graph.node(i).op_type() + ")");
+        return fail("the graph has a cycle through " + describe(i));
   }
   return success();
 }
@@ -1901,7 +1983,10 @@ LogicalResult GraphImporter::finishFunction() {
   loc = FileLineColLoc::get(ctx, path, 0, 0);
   SmallVector<Value> results;
   SmallVector<Type> resultTypes;
+  llvm::StringSet<> outputNames;
   for (const auto &out : graph.output()) {
+    if (!outputNames.insert(out.name()).second)
+      return fail("graph output '" + out.name() + "' is listed twice");
     auto v = values.find(out.name());
     if (v == values.end()) {
       if (!initializers.count(out.name()))
@@ -1986,6 +2071,47 @@ static bool looksLikeText(StringRef bytes) {
   return s.starts_with("<");
 }
 
+/// libonnx's text parser recurses for every nested graph (and type) and has
+/// no depth limit of its own: deep nesting overflows the stack. The binary
+/// path is bounded by protobuf's recursion limit (100 messages).
+static constexpr int64_t kMaxTextNesting = 100;
+
+/// The deepest nesting of {}, () and [] in ONNX text, outside strings and
+/// '#' comments.
+static int64_t textNestingDepth(StringRef text) {
+  int64_t depth = 0, deepest = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (c == '#') {
+      i = text.find('\n', i);
+      if (i == StringRef::npos)
+        break;
+    } else if (c == '"') {
+      for (++i; i < text.size() && text[i] != '"'; ++i)
+        if (text[i] == '\\')
+          ++i;
+    } else if (c == '{' || c == '(' || c == '[') {
+      deepest = std::max(deepest, ++depth);
+    } else if ((c == '}' || c == ')' || c == ']') && depth > 0) {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
+/// The parser's message quotes the whole offending line; keep each line short.
+static std::string shortenLines(StringRef message, size_t width = 240) {
+  SmallVector<StringRef> lines;
+  message.split(lines, '\n');
+  std::string out;
+  for (auto [i, line] : llvm::enumerate(lines)) {
+    out += i ? "\n" : "";
+    out += line.size() > width ? (line.take_front(width) + "...").str()
+                               : line.str();
+  }
+  return out;
+}
+
 OwningOpRef<ModuleOp>
 shardflow::importONNXBuffer(MLIRContext *context, StringRef bytes,
                             StringRef path, const ONNXImportOptions &options) {
@@ -1996,10 +2122,17 @@ shardflow::importONNXBuffer(MLIRContext *context, StringRef bytes,
   try {
     if (text) {
       std::string copy = bytes.str(); // The parser wants a C string.
+      int64_t depth = textNestingDepth(StringRef(copy.c_str()));
+      if (depth > kMaxTextNesting) {
+        emitError(fileLoc) << "cannot parse ONNX text: brackets nest " << depth
+                           << " levels deep; at most " << kMaxTextNesting
+                           << " are supported";
+        return nullptr;
+      }
       auto status = onnx::OnnxParser::Parse(model, copy.c_str());
       if (!status.IsOK()) {
         emitError(fileLoc) << "cannot parse ONNX text: "
-                           << status.ErrorMessage();
+                           << shortenLines(status.ErrorMessage());
         return nullptr;
       }
     } else {
@@ -2014,6 +2147,12 @@ shardflow::importONNXBuffer(MLIRContext *context, StringRef bytes,
         return nullptr;
       }
     }
+  } catch (const std::logic_error &e) {
+    // std::stoll and friends in the text parser: a number it cannot convert.
+    emitError(fileLoc) << (text ? "cannot parse ONNX text" : "cannot read ONNX model")
+                       << ": a number is malformed or out of range (" << e.what()
+                       << ")";
+    return nullptr;
   } catch (const std::exception &e) {
     emitError(fileLoc) << "cannot read ONNX model: " << e.what();
     return nullptr;
