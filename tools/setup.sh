@@ -13,7 +13,6 @@ debian_packages=(
   libopenmpi-dev openmpi-bin
   cmake ninja-build ccache g++ libgtest-dev
   clang-14 libclang-rt-14-dev
-  clang-14 libclang-rt-14-dev
   python3-venv
 )
 python_packages=(onnx onnxruntime numpy pytest)
