@@ -168,6 +168,18 @@ private:
     return b.getNamedAttr(name, value);
   }
   RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
+  /// Axes are stored non-negative in nn, so that later passes compare them
+  /// directly. Out-of-range values are kept for the verifier to report.
+  static int64_t canonicalAxis(int64_t axis, int64_t rank) {
+    return axis < 0 && axis >= -rank ? axis + rank : axis;
+  }
+  static SmallVector<int64_t> canonicalAxes(ArrayRef<int64_t> axes,
+                                            int64_t rank) {
+    SmallVector<int64_t> out;
+    for (int64_t a : axes)
+      out.push_back(canonicalAxis(a, rank));
+    return out;
+  }
   LogicalResult resolveWindow(ArrayRef<int64_t> inShape,
                               ArrayRef<int64_t> kernel,
                               SmallVectorImpl<int64_t> &strides,
@@ -858,7 +870,9 @@ template <typename OpTy> LogicalResult GraphImporter::softmax() {
   int64_t axis = attrInt("axis", -1);
   if (!x || attrFailed)
     return failure();
-  return emit<OpTy>({x}, {named("axis", b.getI64IntegerAttr(axis))});
+  return emit<OpTy>(
+      {x}, {named("axis", b.getI64IntegerAttr(
+                              canonicalAxis(axis, typeOf(x).getRank())))});
 }
 
 //===----------------------------------------------------------------------===//
@@ -1047,7 +1061,8 @@ LogicalResult GraphImporter::importLayerNormalization() {
   if (bias)
     operands.push_back(bias);
   return emit<nn::LayerNormalizationOp>(
-      operands, {named("axis", b.getI64IntegerAttr(axis)),
+      operands, {named("axis", b.getI64IntegerAttr(
+                                   canonicalAxis(axis, typeOf(x).getRank()))),
                  named("epsilon", b.getF32FloatAttr(eps))});
 }
 
@@ -1061,7 +1076,8 @@ LogicalResult GraphImporter::importRMSNormalization() {
   if (!x || !scale || attrFailed)
     return failure();
   return emit<nn::RMSNormalizationOp>(
-      {x, scale}, {named("axis", b.getI64IntegerAttr(axis)),
+      {x, scale}, {named("axis", b.getI64IntegerAttr(
+                                     canonicalAxis(axis, typeOf(x).getRank()))),
                    named("epsilon", b.getF32FloatAttr(eps))});
 }
 
@@ -1188,6 +1204,10 @@ LogicalResult GraphImporter::importFlatten() {
   int64_t axis = attrInt("axis", 1);
   if (!x || attrFailed)
     return failure();
+  // Flatten's axis may equal the rank (everything in the outer dimension).
+  int64_t rank = typeOf(x).getRank();
+  if (axis < 0 && axis >= -rank)
+    axis += rank;
   return emit<nn::FlattenOp>({x}, {named("axis", b.getI64IntegerAttr(axis))});
 }
 
@@ -1210,7 +1230,9 @@ LogicalResult GraphImporter::importSqueeze() {
       if (d == 1)
         axes.push_back(i);
   }
-  return emit<nn::SqueezeOp>({x}, {named("axes", b.getDenseI64ArrayAttr(axes))});
+  return emit<nn::SqueezeOp>(
+      {x}, {named("axes", b.getDenseI64ArrayAttr(
+                              canonicalAxes(axes, typeOf(x).getRank())))});
 }
 
 LogicalResult GraphImporter::importUnsqueeze() {
@@ -1220,7 +1242,10 @@ LogicalResult GraphImporter::importUnsqueeze() {
   auto axes = constInts(1, "axes");
   if (!x || failed(axes))
     return failure();
-  return emit<nn::UnsqueezeOp>({x}, {named("axes", b.getDenseI64ArrayAttr(*axes))});
+  int64_t resultRank = typeOf(x).getRank() + int64_t(axes->size());
+  return emit<nn::UnsqueezeOp>(
+      {x}, {named("axes", b.getDenseI64ArrayAttr(
+                              canonicalAxes(*axes, resultRank)))});
 }
 
 LogicalResult GraphImporter::importConcat() {
@@ -1238,7 +1263,10 @@ LogicalResult GraphImporter::importConcat() {
   int64_t axis = attrInt("axis", 0);
   if (attrFailed)
     return failure();
-  return emit<nn::ConcatOp>(operands, {named("axis", b.getI64IntegerAttr(axis))});
+  return emit<nn::ConcatOp>(
+      operands,
+      {named("axis", b.getI64IntegerAttr(
+                         canonicalAxis(axis, typeOf(operands[0]).getRank())))});
 }
 
 LogicalResult GraphImporter::importSplit() {
@@ -1320,7 +1348,8 @@ LogicalResult GraphImporter::importSlice() {
   }
   return emit<nn::SliceOp>({x}, {named("starts", b.getDenseI64ArrayAttr(*starts)),
                                  named("ends", b.getDenseI64ArrayAttr(*ends)),
-                                 named("axes", b.getDenseI64ArrayAttr(axes)),
+                                 named("axes", b.getDenseI64ArrayAttr(canonicalAxes(
+                                                   axes, typeOf(x).getRank()))),
                                  named("steps", b.getDenseI64ArrayAttr(steps))});
 }
 
@@ -1391,7 +1420,8 @@ LogicalResult GraphImporter::importGather() {
                     std::to_string(axis) + " of size " + std::to_string(dim));
     }
   }
-  return emit<nn::GatherOp>({x, idx}, {named("axis", b.getI64IntegerAttr(axis))});
+  return emit<nn::GatherOp>(
+      {x, idx}, {named("axis", b.getI64IntegerAttr(canonicalAxis(axis, rank)))});
 }
 
 LogicalResult GraphImporter::importGatherElements() {
@@ -1401,8 +1431,9 @@ LogicalResult GraphImporter::importGatherElements() {
   int64_t axis = attrInt("axis", 0);
   if (!x || !idx || attrFailed)
     return failure();
-  return emit<nn::GatherElementsOp>({x, idx},
-                                    {named("axis", b.getI64IntegerAttr(axis))});
+  return emit<nn::GatherElementsOp>(
+      {x, idx}, {named("axis", b.getI64IntegerAttr(
+                                   canonicalAxis(axis, typeOf(x).getRank())))});
 }
 
 LogicalResult GraphImporter::importScatterND() {
@@ -1489,7 +1520,8 @@ LogicalResult GraphImporter::importCumSum() {
   int64_t exclusive = attrInt("exclusive", 0), reverse = attrInt("reverse", 0);
   if (attrFailed)
     return failure();
-  return emit<nn::CumSumOp>({x}, {named("axis", b.getI64IntegerAttr(int64_t(*axis))),
+  return emit<nn::CumSumOp>({x}, {named("axis", b.getI64IntegerAttr(canonicalAxis(
+                                                  int64_t(*axis), typeOf(x).getRank()))),
                                   named("exclusive", b.getBoolAttr(exclusive != 0)),
                                   named("reverse", b.getBoolAttr(reverse != 0))});
 }
@@ -1623,7 +1655,8 @@ LogicalResult GraphImporter::importTopK() {
   if (attrFailed)
     return failure();
   return emit<nn::TopKOp>({x}, {named("k", b.getI64IntegerAttr(int64_t(*k))),
-                                named("axis", b.getI64IntegerAttr(axis)),
+                                named("axis", b.getI64IntegerAttr(canonicalAxis(
+                                                  axis, typeOf(x).getRank()))),
                                 named("largest", b.getBoolAttr(largest != 0)),
                                 named("sorted", b.getBoolAttr(sorted != 0))});
 }
