@@ -141,6 +141,11 @@ int main(int argc, char **argv) {
   }
   if (isONNX) {
     shardflow::ONNXImportOptions options;
+    if (embedLimitBytes < 0) {
+      llvm::errs() << "shard-opt: --embed-limit-bytes must be >= 0, got "
+                   << embedLimitBytes << "\n";
+      return 1;
+    }
     options.embedLimitBytes = embedLimitBytes;
     for (const std::string &spec : inputShapes) {
       std::string msg = shardflow::parseInputShapeSpec(spec, options);
