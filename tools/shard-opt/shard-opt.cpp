@@ -7,7 +7,10 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "shardflow/Conversion/Passes.h"
 #include "shardflow/Dialect/NN/IR/NNOps.h"
+#include "shardflow/Dialect/RT/IR/RTOps.h"
+#include "shardflow/Dialect/RT/Transforms/Passes.h"
 #include "shardflow/Import/ONNX/ONNXImporter.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -115,8 +118,11 @@ static std::string summarize(ModuleOp module, StringRef path, double seconds) {
 
 int main(int argc, char **argv) {
   DialectRegistry registry;
-  registry.insert<shardflow::nn::NNDialect, func::FuncDialect>();
+  registry.insert<shardflow::nn::NNDialect, shardflow::rt::RTDialect,
+                  func::FuncDialect, memref::MemRefDialect>();
   mlir::registerTransformsPasses();
+  shardflow::registerConversionPasses();
+  shardflow::rt::registerRTPasses();
 
   auto [inputFile, outputFile] = registerAndParseCLIOptions(
       argc, argv,

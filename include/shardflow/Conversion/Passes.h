@@ -1,0 +1,21 @@
+//===- Passes.h - conversions between Shardflow dialects ------*- C++ -*-===//
+
+#ifndef SHARDFLOW_CONVERSION_PASSES_H
+#define SHARDFLOW_CONVERSION_PASSES_H
+
+#include "shardflow/Dialect/RT/IR/RTDialect.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/Pass.h"
+
+namespace shardflow {
+
+#define GEN_PASS_DECL
+#include "shardflow/Conversion/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "shardflow/Conversion/Passes.h.inc"
+
+} // namespace shardflow
+
+#endif // SHARDFLOW_CONVERSION_PASSES_H

@@ -1,0 +1,19 @@
+//===- Passes.h - rt dialect passes ---------------------------*- C++ -*-===//
+
+#ifndef SHARDFLOW_DIALECT_RT_TRANSFORMS_PASSES_H
+#define SHARDFLOW_DIALECT_RT_TRANSFORMS_PASSES_H
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Pass/Pass.h"
+
+namespace shardflow::rt {
+
+#define GEN_PASS_DECL
+#include "shardflow/Dialect/RT/Transforms/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "shardflow/Dialect/RT/Transforms/Passes.h.inc"
+
+} // namespace shardflow::rt
+
+#endif // SHARDFLOW_DIALECT_RT_TRANSFORMS_PASSES_H
