@@ -12,22 +12,28 @@
 #include "shardflow/Dialect/RT/IR/RTOps.h"
 #include "shardflow/Dialect/RT/Transforms/Passes.h"
 #include "shardflow/Import/ONNX/ONNXImporter.h"
+#include "shardflow/Target/ArtifactExport.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "mlir/Transforms/Passes.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/ToolOutputFile.h"
 
 #include <chrono>
+#include <sstream>
 #include <map>
 
 using namespace mlir;
@@ -58,6 +64,15 @@ static cl::opt<std::string> inputFormat(
     "input-format",
     cl::desc("How to read the input: auto (by extension), mlir, onnx"),
     cl::init("auto"), cl::cat(importCategory));
+
+static cl::OptionCategory compileCategory("Shardflow compilation options");
+
+static cl::opt<std::string> target(
+    "target",
+    cl::desc("Compile for a target and write the .shard artifact to -o "
+             "instead of printing IR: lower nn to rt, plan memory, export. "
+             "Targets: cpu"),
+    cl::value_desc("target"), cl::init(""), cl::cat(compileCategory));
 
 static std::string typeString(Type t) {
   auto rt = cast<RankedTensorType>(t);
@@ -114,6 +129,42 @@ static std::string summarize(ModuleOp module, StringRef path, double seconds) {
                        storageText.empty() ? "" : ": " + storageText,
                        constants, ins, outs, seconds)
       .str();
+}
+
+/// Lowers `module` for --target and writes the artifact to `outputFile`.
+static int compileToArtifact(ModuleOp module, StringRef inputFile,
+                             StringRef outputFile) {
+  if (target != "cpu") {
+    llvm::errs() << "shard-opt: --target must be cpu, got '" << target << "'\n";
+    return 1;
+  }
+  PassManager pm(module.getContext());
+  shardflow::buildLowerToRTPipeline(pm);
+  if (failed(pm.run(module)))
+    return 1;
+  // Weight files are found next to the model unless shard-run is told
+  // otherwise (--weights).
+  SmallString<256> dir(inputFile == "-" ? "." : inputFile);
+  llvm::sys::fs::make_absolute(dir);
+  llvm::sys::path::remove_filename(dir);
+  auto artifact = shardflow::exportArtifact(module, target, dir);
+  if (failed(artifact))
+    return 1;
+  std::string error;
+  auto output = openOutputFile(outputFile, &error);
+  if (!output) {
+    llvm::errs() << "shard-opt: " << error << "\n";
+    return 1;
+  }
+  std::string text;
+  {
+    std::ostringstream os;
+    shardflow::runtime::writeArtifact(*artifact, os);
+    text = os.str();
+  }
+  output->os() << text;
+  output->keep();
+  return 0;
 }
 
 int main(int argc, char **argv) {
@@ -193,6 +244,12 @@ int main(int argc, char **argv) {
                          .count();
     if (printSummary)
       summary = summarize(*module, displayPath, seconds);
+    if (!target.empty()) {
+      int rc = compileToArtifact(*module, inputFile, outputFile);
+      if (!summary.empty())
+        llvm::errs() << summary << "\n";
+      return rc;
+    }
     // Hand the module to the opt pipeline as text; locations go along so
     // later diagnostics still name the ONNX node.
     std::string text;
@@ -204,6 +261,16 @@ int main(int argc, char **argv) {
     if (!buffer) {
       llvm::errs() << "shard-opt: " << error << "\n";
       return 1;
+    }
+    if (!target.empty()) {
+      MLIRContext context(registry);
+      llvm::SourceMgr sourceMgr;
+      sourceMgr.AddNewSourceBuffer(std::move(buffer), llvm::SMLoc());
+      SourceMgrDiagnosticHandler handler(sourceMgr, &context);
+      OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
+      if (!module)
+        return 1;
+      return compileToArtifact(*module, inputFile, outputFile);
     }
   }
 

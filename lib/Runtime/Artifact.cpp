@@ -1,0 +1,434 @@
+//===- Artifact.cpp - reading and writing .shard artifacts -----------------===//
+
+#include "shardflow/Runtime/Artifact.h"
+
+#include <cctype>
+#include <cstdio>
+#include <fstream>
+#include <iomanip>
+#include <limits>
+#include <sstream>
+
+using namespace shardflow::runtime;
+
+int64_t BufferDesc::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+namespace {
+
+std::string encode(const std::string &s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (c <= ' ' || c == '%' || c == '=' || c == ',' || c >= 0x7f) {
+      char buf[4];
+      std::snprintf(buf, sizeof(buf), "%%%02X", c);
+      out += buf;
+    } else {
+      out += char(c);
+    }
+  }
+  return out;
+}
+
+std::string shapeText(const std::vector<int64_t> &shape) {
+  if (shape.empty())
+    return "scalar";
+  std::string s;
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? "x" : "") + std::to_string(shape[i]);
+  return s;
+}
+
+template <typename T> std::string join(const std::vector<T> &v) {
+  std::ostringstream os;
+  os << std::setprecision(17);
+  for (size_t i = 0; i < v.size(); ++i)
+    os << (i ? "," : "") << v[i];
+  return os.str();
+}
+
+std::string paramText(const ParamValue &v) {
+  std::ostringstream os;
+  os << std::setprecision(17);
+  if (auto *i = std::get_if<int64_t>(&v))
+    os << "i:" << *i;
+  else if (auto *f = std::get_if<double>(&v))
+    os << "f:" << *f;
+  else if (auto *s = std::get_if<std::string>(&v))
+    os << "s:" << encode(*s);
+  else if (auto *is = std::get_if<std::vector<int64_t>>(&v))
+    os << "is:" << join(*is);
+  else if (auto *fs = std::get_if<std::vector<double>>(&v))
+    os << "fs:" << join(*fs);
+  else
+    os << "t:" << dtypeName(std::get<DType>(v));
+  return os.str();
+}
+
+const char *kindName(BufferDesc::Kind k) {
+  switch (k) {
+  case BufferDesc::Kind::Input:
+    return "input";
+  case BufferDesc::Kind::Arena:
+    return "arena";
+  case BufferDesc::Kind::View:
+    return "view";
+  case BufferDesc::Kind::Weight:
+    return "weight";
+  case BufferDesc::Kind::Constant:
+    return "constant";
+  }
+  return "?";
+}
+
+} // namespace
+
+void shardflow::runtime::writeArtifact(const Artifact &a, std::ostream &os) {
+  os << "shardflow-artifact " << Artifact::kVersion << "\n";
+  os << "target " << a.target << "\n";
+  os << "world-size " << a.worldSize << "\n";
+  os << "model-dir " << encode(a.modelDir) << "\n";
+  os << "arena " << a.arenaBytes << "\n";
+  for (size_t i = 0; i < a.buffers.size(); ++i) {
+    const BufferDesc &b = a.buffers[i];
+    os << "buffer " << i << " " << kindName(b.kind) << " " << dtypeName(b.dtype)
+       << " " << shapeText(b.shape);
+    switch (b.kind) {
+    case BufferDesc::Kind::Input:
+      os << " name=" << encode(b.name);
+      break;
+    case BufferDesc::Kind::Arena:
+      os << " offset=" << b.offset;
+      break;
+    case BufferDesc::Kind::View:
+      os << " source=" << b.source;
+      break;
+    case BufferDesc::Kind::Weight:
+      os << " name=" << encode(b.name) << " storage=" << b.storage;
+      if (!b.file.empty())
+        os << " file=" << encode(b.file) << " offset=" << b.fileOffset;
+      os << " size=" << b.bytes();
+      break;
+    case BufferDesc::Kind::Constant: {
+      os << " data=";
+      static const char *hex = "0123456789abcdef";
+      for (uint8_t byte : b.data)
+        os << hex[byte >> 4] << hex[byte & 15];
+      break;
+    }
+    }
+    os << "\n";
+  }
+  for (const Instruction &inst : a.program) {
+    os << "kernel " << inst.kernel << " in=" << join(inst.inputs)
+       << " out=" << join(inst.outputs);
+    for (const auto &[name, value] : inst.params.all())
+      os << " " << encode(name) << "=" << paramText(value);
+    os << "\n";
+  }
+  for (const auto &[name, buffer] : a.outputs)
+    os << "output " << encode(name) << " " << buffer << "\n";
+  os << "end\n";
+}
+
+//===----------------------------------------------------------------------===//
+// Reading
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+class Reader {
+public:
+  Reader(const std::string &text, const std::string &path) : in(text), path(path) {}
+
+  Artifact read();
+
+private:
+  [[noreturn]] void fail(const std::string &msg) const {
+    throw RuntimeError(path + ":" + std::to_string(lineNo) + ": " + msg);
+  }
+  std::string decode(const std::string &s) const;
+  int64_t toInt(const std::string &s, const char *what) const;
+  double toDouble(const std::string &s, const char *what) const;
+  std::vector<int64_t> toShape(const std::string &s) const;
+  DType toDType(const std::string &s) const;
+  std::vector<int> toIndices(const std::string &s) const;
+  ParamValue toParam(const std::string &s) const;
+
+  std::istringstream in;
+  std::string path;
+  int lineNo = 0;
+};
+
+std::string Reader::decode(const std::string &s) const {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] != '%') {
+      out += s[i];
+      continue;
+    }
+    if (i + 2 >= s.size() || !isxdigit((unsigned char)s[i + 1]) ||
+        !isxdigit((unsigned char)s[i + 2]))
+      fail("bad escape in '" + s + "'");
+    out += char(std::stoi(s.substr(i + 1, 2), nullptr, 16));
+    i += 2;
+  }
+  return out;
+}
+
+int64_t Reader::toInt(const std::string &s, const char *what) const {
+  size_t used = 0;
+  long long v = 0;
+  try {
+    v = std::stoll(s, &used);
+  } catch (...) {
+    used = 0;
+  }
+  if (s.empty() || used != s.size())
+    fail(std::string("bad ") + what + " '" + s + "'");
+  return v;
+}
+
+double Reader::toDouble(const std::string &s, const char *what) const {
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(s, &used);
+  } catch (...) {
+    // stod rejects "inf"/"nan" spellings it printed itself on some libcs.
+    if (s == "inf" || s == "-inf" || s == "nan" || s == "-nan") {
+      return s == "inf"    ? std::numeric_limits<double>::infinity()
+             : s == "-inf" ? -std::numeric_limits<double>::infinity()
+                           : std::numeric_limits<double>::quiet_NaN();
+    }
+    used = 0;
+  }
+  if (s.empty() || used != s.size())
+    fail(std::string("bad ") + what + " '" + s + "'");
+  return v;
+}
+
+std::vector<int64_t> Reader::toShape(const std::string &s) const {
+  std::vector<int64_t> shape;
+  if (s == "scalar")
+    return shape;
+  std::stringstream ss(s);
+  std::string d;
+  while (std::getline(ss, d, 'x')) {
+    int64_t v = toInt(d, "dimension");
+    if (v < 0 || v > (int64_t(1) << 40))
+      fail("bad dimension '" + d + "'");
+    shape.push_back(v);
+  }
+  return shape;
+}
+
+DType Reader::toDType(const std::string &s) const {
+  auto t = parseDType(s);
+  if (!t)
+    fail("unknown element type '" + s + "'");
+  return *t;
+}
+
+std::vector<int> Reader::toIndices(const std::string &s) const {
+  std::vector<int> out;
+  if (s.empty())
+    return out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ','))
+    out.push_back(int(toInt(item, "buffer index")));
+  return out;
+}
+
+ParamValue Reader::toParam(const std::string &s) const {
+  auto colon = s.find(':');
+  if (colon == std::string::npos)
+    fail("parameter value '" + s + "' has no type tag");
+  std::string tag = s.substr(0, colon), body = s.substr(colon + 1);
+  auto split = [&](auto convert) {
+    std::vector<decltype(convert(std::string()))> out;
+    std::stringstream ss(body);
+    std::string item;
+    while (!body.empty() && std::getline(ss, item, ','))
+      out.push_back(convert(item));
+    return out;
+  };
+  if (tag == "i")
+    return toInt(body, "integer parameter");
+  if (tag == "f")
+    return toDouble(body, "float parameter");
+  if (tag == "s")
+    return decode(body);
+  if (tag == "is")
+    return split([&](const std::string &x) { return toInt(x, "integer"); });
+  if (tag == "fs")
+    return split([&](const std::string &x) { return toDouble(x, "float"); });
+  if (tag == "t")
+    return toDType(body);
+  fail("unknown parameter type tag '" + tag + "'");
+}
+
+Artifact Reader::read() {
+  Artifact a;
+  std::string line;
+  bool sawHeader = false, sawEnd = false;
+  while (std::getline(in, line)) {
+    ++lineNo;
+    if (line.empty())
+      continue;
+    std::istringstream ls(line);
+    std::vector<std::string> tok;
+    for (std::string t; ls >> t;)
+      tok.push_back(t);
+    const std::string &key = tok[0];
+    auto need = [&](size_t n) {
+      if (tok.size() < n)
+        fail("'" + key + "' line is incomplete");
+    };
+    if (!sawHeader) {
+      if (key != "shardflow-artifact" || tok.size() != 2)
+        fail("not a Shardflow artifact (no 'shardflow-artifact' header)");
+      int64_t version = toInt(tok[1], "version");
+      if (version != Artifact::kVersion)
+        fail("artifact format version " + std::to_string(version) +
+             " is not supported by this shard-run (it reads version " +
+             std::to_string(Artifact::kVersion) + "); recompile the model");
+      sawHeader = true;
+      continue;
+    }
+    if (sawEnd)
+      fail("text after 'end'");
+    if (key == "target") {
+      need(2);
+      a.target = tok[1];
+    } else if (key == "world-size") {
+      need(2);
+      a.worldSize = int(toInt(tok[1], "world size"));
+      if (a.worldSize < 1)
+        fail("world size must be positive");
+    } else if (key == "model-dir") {
+      a.modelDir = tok.size() > 1 ? decode(tok[1]) : "";
+    } else if (key == "arena") {
+      need(2);
+      a.arenaBytes = toInt(tok[1], "arena size");
+      if (a.arenaBytes < 0)
+        fail("arena size must be non-negative");
+    } else if (key == "buffer") {
+      need(5);
+      if (toInt(tok[1], "buffer index") != int64_t(a.buffers.size()))
+        fail("buffers must be numbered in order");
+      BufferDesc b;
+      const std::string &kind = tok[2];
+      b.kind = kind == "input"      ? BufferDesc::Kind::Input
+               : kind == "arena"    ? BufferDesc::Kind::Arena
+               : kind == "view"     ? BufferDesc::Kind::View
+               : kind == "weight"   ? BufferDesc::Kind::Weight
+               : kind == "constant" ? BufferDesc::Kind::Constant
+                                    : (fail("unknown buffer kind '" + kind + "'"),
+                                       BufferDesc::Kind::Arena);
+      b.dtype = toDType(tok[3]);
+      b.shape = toShape(tok[4]);
+      for (size_t i = 5; i < tok.size(); ++i) {
+        auto eq = tok[i].find('=');
+        if (eq == std::string::npos)
+          fail("expected key=value, got '" + tok[i] + "'");
+        std::string k = tok[i].substr(0, eq), v = tok[i].substr(eq + 1);
+        if (k == "name")
+          b.name = decode(v);
+        else if (k == "offset")
+          (b.kind == BufferDesc::Kind::Weight ? b.fileOffset : b.offset) =
+              toInt(v, "offset");
+        else if (k == "source")
+          b.source = int(toInt(v, "source"));
+        else if (k == "storage")
+          b.storage = v;
+        else if (k == "file")
+          b.file = decode(v);
+        else if (k == "size") {
+          if (toInt(v, "size") != int64_t(b.bytes()))
+            fail("weight size " + v + " does not match its type");
+        } else if (k == "data") {
+          if (v.size() != 2 * b.bytes())
+            fail("constant data has " + std::to_string(v.size() / 2) +
+                 " bytes, its type needs " + std::to_string(b.bytes()));
+          for (size_t j = 0; j < v.size(); j += 2) {
+            if (!isxdigit((unsigned char)v[j]) || !isxdigit((unsigned char)v[j + 1]))
+              fail("constant data is not hexadecimal");
+            b.data.push_back(uint8_t(std::stoi(v.substr(j, 2), nullptr, 16)));
+          }
+        } else {
+          fail("unknown buffer field '" + k + "'");
+        }
+      }
+      if (b.kind == BufferDesc::Kind::View &&
+          (b.source < 0 || b.source >= int(a.buffers.size())))
+        fail("view of an unknown buffer");
+      if (b.kind == BufferDesc::Kind::View &&
+          a.buffers[b.source].bytes() != b.bytes())
+        fail("view changes the byte size of buffer " + std::to_string(b.source));
+      if (b.kind == BufferDesc::Kind::Arena &&
+          (b.offset < 0 || b.offset + int64_t(b.bytes()) > a.arenaBytes))
+        fail("buffer lies outside the arena");
+      a.buffers.push_back(std::move(b));
+    } else if (key == "kernel") {
+      need(4);
+      Instruction inst;
+      inst.kernel = tok[1];
+      for (size_t i = 2; i < tok.size(); ++i) {
+        auto eq = tok[i].find('=');
+        if (eq == std::string::npos)
+          fail("expected key=value, got '" + tok[i] + "'");
+        std::string k = tok[i].substr(0, eq), v = tok[i].substr(eq + 1);
+        if (i == 2 && k == "in")
+          inst.inputs = toIndices(v);
+        else if (i == 3 && k == "out")
+          inst.outputs = toIndices(v);
+        else
+          inst.params.set(decode(k), toParam(v));
+      }
+      for (int idx : inst.inputs)
+        if (idx < 0 || idx >= int(a.buffers.size()))
+          fail("kernel " + inst.kernel + " reads an unknown buffer");
+      for (int idx : inst.outputs)
+        if (idx < 0 || idx >= int(a.buffers.size()))
+          fail("kernel " + inst.kernel + " writes an unknown buffer");
+      a.program.push_back(std::move(inst));
+    } else if (key == "output") {
+      need(3);
+      int idx = int(toInt(tok[2], "buffer index"));
+      if (idx < 0 || idx >= int(a.buffers.size()))
+        fail("output of an unknown buffer");
+      a.outputs.emplace_back(decode(tok[1]), idx);
+    } else if (key == "end") {
+      sawEnd = true;
+    } else {
+      fail("unknown line '" + key + "'");
+    }
+  }
+  if (!sawHeader)
+    throw RuntimeError(path + ": empty file, not a Shardflow artifact");
+  if (!sawEnd)
+    throw RuntimeError(path + ": truncated artifact (no 'end' line)");
+  return a;
+}
+
+} // namespace
+
+Artifact shardflow::runtime::parseArtifact(const std::string &text,
+                                           const std::string &path) {
+  return Reader(text, path).read();
+}
+
+Artifact shardflow::runtime::readArtifact(const std::string &path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f)
+    throw RuntimeError("cannot open artifact '" + path + "'");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return parseArtifact(ss.str(), path);
+}

@@ -1,0 +1,180 @@
+//===- ArtifactExport.cpp - rt programs into .shard artifacts --------------===//
+//
+// A straight walk of the planned rt function: every value becomes a
+// numbered buffer (input, arena slot, view, weight or constant), every
+// rt.kernel an instruction whose parameters are its `params` dictionary,
+// and the returned values the named outputs.
+//
+//===----------------------------------------------------------------------===//
+
+#include "shardflow/Target/ArtifactExport.h"
+#include "shardflow/Conversion/Passes.h"
+#include "shardflow/Dialect/NN/IR/NNOps.h"
+#include "shardflow/Dialect/RT/IR/RTOps.h"
+#include "shardflow/Dialect/RT/Transforms/Passes.h"
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/ADT/DenseMap.h"
+
+using namespace mlir;
+using namespace shardflow;
+namespace rtm = shardflow::runtime;
+
+void shardflow::buildLowerToRTPipeline(OpPassManager &pm) {
+  pm.addPass(createConvertNNToRT());
+  pm.addNestedPass<func::FuncOp>(rt::createRTPlanMemory());
+}
+
+static FailureOr<rtm::DType> dtypeOf(Type t, Operation *op) {
+  std::string name;
+  llvm::raw_string_ostream os(name);
+  os << t;
+  if (auto d = rtm::parseDType(name))
+    return *d;
+  return op->emitOpError("element type ") << t << " has no runtime equivalent";
+}
+
+static LogicalResult describe(Value v, Operation *op, rtm::BufferDesc &b) {
+  auto type = cast<MemRefType>(v.getType());
+  auto dtype = dtypeOf(type.getElementType(), op);
+  if (failed(dtype))
+    return failure();
+  b.dtype = *dtype;
+  b.shape.assign(type.getShape().begin(), type.getShape().end());
+  return success();
+}
+
+/// Little-endian bytes of a dense constant; bools one byte each.
+static std::vector<uint8_t> constantBytes(DenseElementsAttr attr) {
+  std::vector<uint8_t> out;
+  Type elem = attr.getElementType();
+  int64_t n = attr.getNumElements();
+  if (elem.isInteger(1)) {
+    for (bool b : attr.getValues<bool>())
+      out.push_back(b ? 1 : 0);
+    return out;
+  }
+  size_t width = size_t(nn::getElementStorageBytes(elem));
+  ArrayRef<char> raw = attr.getRawData();
+  for (int64_t i = 0; i < n; ++i) {
+    const char *p = raw.data() + (attr.isSplat() ? 0 : i * width);
+    out.insert(out.end(), p, p + width);
+  }
+  return out;
+}
+
+static LogicalResult addParam(rtm::Params &params, NamedAttribute attr,
+                              Operation *op) {
+  std::string name = attr.getName().str();
+  Attribute a = attr.getValue();
+  if (auto b = dyn_cast<BoolAttr>(a))
+    params.set(name, int64_t(b.getValue()));
+  else if (auto i = dyn_cast<IntegerAttr>(a))
+    params.set(name, i.getType().isUnsignedInteger()
+                         ? int64_t(i.getValue().getZExtValue())
+                         : i.getValue().getSExtValue());
+  else if (auto f = dyn_cast<FloatAttr>(a))
+    params.set(name, f.getValueAsDouble());
+  else if (auto s = dyn_cast<StringAttr>(a))
+    params.set(name, s.str());
+  else if (auto arr = dyn_cast<DenseI64ArrayAttr>(a))
+    params.set(name, std::vector<int64_t>(arr.asArrayRef().begin(),
+                                          arr.asArrayRef().end()));
+  else if (auto t = dyn_cast<TypeAttr>(a)) {
+    auto d = dtypeOf(t.getValue(), op);
+    if (failed(d))
+      return failure();
+    params.set(name, *d);
+  } else
+    return op->emitOpError("parameter '") << name << "' of kind " << a
+                                          << " cannot be written to an artifact";
+  return success();
+}
+
+FailureOr<rtm::Artifact> shardflow::exportArtifact(ModuleOp module,
+                                                   StringRef target,
+                                                   StringRef modelDir) {
+  auto fn = module.lookupSymbol<func::FuncOp>("main");
+  if (!fn)
+    return module.emitError("no func.func @main to export");
+  rtm::Artifact art;
+  art.target = target.str();
+  art.modelDir = modelDir.str();
+  auto peak = fn->getAttrOfType<IntegerAttr>("rt.peak_bytes");
+  if (!peak)
+    return fn.emitOpError("has no memory plan (run rt-plan-memory)");
+  art.arenaBytes = peak.getInt();
+
+  llvm::DenseMap<Value, int> index;
+  auto add = [&](Value v, rtm::BufferDesc b) {
+    index[v] = int(art.buffers.size());
+    art.buffers.push_back(std::move(b));
+  };
+  for (auto [i, arg] : llvm::enumerate(fn.getArguments())) {
+    rtm::BufferDesc b;
+    b.kind = rtm::BufferDesc::Kind::Input;
+    if (failed(describe(arg, fn, b)))
+      return failure();
+    auto name = fn.getArgAttrOfType<StringAttr>(i, "nn.name");
+    b.name = name ? name.str() : "input" + std::to_string(i);
+    add(arg, b);
+  }
+  for (Operation &op : fn.getBody().front()) {
+    rtm::BufferDesc b;
+    if (auto alloc = dyn_cast<rt::AllocOp>(op)) {
+      if (!alloc.getOffset())
+        return alloc.emitOpError("has no planned offset (run rt-plan-memory)");
+      b.kind = rtm::BufferDesc::Kind::Arena;
+      b.offset = int64_t(*alloc.getOffset());
+      if (failed(describe(alloc, &op, b)))
+        return failure();
+      add(alloc, b);
+    } else if (auto view = dyn_cast<rt::ViewOp>(op)) {
+      b.kind = rtm::BufferDesc::Kind::View;
+      b.source = index.lookup(view.getSource());
+      if (failed(describe(view, &op, b)))
+        return failure();
+      add(view, b);
+    } else if (auto w = dyn_cast<rt::WeightOp>(op)) {
+      b.kind = rtm::BufferDesc::Kind::Weight;
+      b.name = w.getName().str();
+      b.storage = w.getStorage().str();
+      if (w.getFile())
+        b.file = w.getFile()->str();
+      if (w.getOffset())
+        b.fileOffset = int64_t(*w.getOffset());
+      if (failed(describe(w, &op, b)))
+        return failure();
+      add(w, b);
+    } else if (auto c = dyn_cast<rt::ConstantOp>(op)) {
+      auto dense = dyn_cast<DenseElementsAttr>(c.getValue());
+      if (!dense)
+        return c.emitOpError("only dense constants can be exported");
+      b.kind = rtm::BufferDesc::Kind::Constant;
+      if (failed(describe(c, &op, b)))
+        return failure();
+      b.data = constantBytes(dense);
+      add(c, b);
+    } else if (auto k = dyn_cast<rt::KernelOp>(op)) {
+      rtm::Instruction inst;
+      inst.kernel = k.getKernel().str();
+      for (Value v : k.getInputs())
+        inst.inputs.push_back(index.lookup(v));
+      for (Value v : k.getOutputs())
+        inst.outputs.push_back(index.lookup(v));
+      for (NamedAttribute attr : k.getParams())
+        if (failed(addParam(inst.params, attr, &op)))
+          return failure();
+      art.program.push_back(std::move(inst));
+    } else if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+      for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+        auto name = fn.getResultAttrOfType<StringAttr>(i, "nn.name");
+        art.outputs.emplace_back(name ? name.str() : "output" + std::to_string(i),
+                                 index.lookup(v));
+      }
+    } else {
+      return op.emitOpError("cannot be exported to an artifact");
+    }
+  }
+  return art;
+}

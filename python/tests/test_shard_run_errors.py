@@ -1,0 +1,119 @@
+"""shard-run refuses bad input with a clear message and exit code 1.
+
+Every case names what is wrong (the tensor, the file, the flag); none may
+crash (a negative return code) or hang.
+"""
+import os
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+from shardflow import models, pipeline
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("run-errors")
+    path = tmp / "mlp.onnx"
+    models.save(models.mlp(), path, external_data=True)
+    artifact = pipeline.compile_model(path, tmp / "mlp.shard")
+    x = np.zeros((2, 16), np.float32)
+    np.save(tmp / "x.npy", x)
+    return tmp, artifact
+
+
+def shard_run(*args, env=None):
+    out = subprocess.run([str(pipeline.tool("shard-run")), *map(str, args)],
+                         capture_output=True, text=True, timeout=60,
+                         env={**os.environ, **(env or {})})
+    return out.returncode, out.stderr
+
+
+def expect_error(phrase, *args, env=None):
+    rc, err = shard_run(*args, env=env)
+    assert rc == 1, (rc, err)
+    assert "shard-run: error:" in err and phrase in err, err
+
+
+def test_missing_input(compiled):
+    tmp, artifact = compiled
+    expect_error("input 'x' (f32[2,16]) was not given", artifact)
+
+
+def test_wrong_shape(compiled):
+    tmp, artifact = compiled
+    np.save(tmp / "bad.npy", np.zeros((3, 16), np.float32))
+    expect_error("input 'x' is f32[3,16] but the model was compiled for f32[2,16]",
+                 artifact, "--input", f"x={tmp / 'bad.npy'}")
+
+
+def test_wrong_dtype(compiled):
+    tmp, artifact = compiled
+    np.save(tmp / "bad64.npy", np.zeros((2, 16), np.float64))
+    expect_error("input 'x' is f64[2,16]", artifact, "--input", f"x={tmp / 'bad64.npy'}")
+
+
+def test_unknown_input(compiled):
+    tmp, artifact = compiled
+    expect_error("'y' is not an input of this model", artifact,
+                 "--input", f"x={tmp / 'x.npy'}", "--input", f"y={tmp / 'x.npy'}")
+
+
+def test_not_an_npy(compiled):
+    tmp, artifact = compiled
+    (tmp / "junk.npy").write_bytes(b"hello")
+    expect_error("not a .npy file", artifact, "--input", f"x={tmp / 'junk.npy'}")
+
+
+def test_version_mismatch(compiled):
+    tmp, artifact = compiled
+    text = artifact.read_text().replace("shardflow-artifact 1", "shardflow-artifact 99", 1)
+    (tmp / "v99.shard").write_text(text)
+    expect_error("artifact format version 99 is not supported", tmp / "v99.shard")
+
+
+def test_target_mismatch(compiled):
+    tmp, artifact = compiled
+    (tmp / "cuda.shard").write_text(artifact.read_text().replace("target cpu", "target cuda", 1))
+    expect_error("artifact targets 'cuda'", tmp / "cuda.shard", "--input", f"x={tmp / 'x.npy'}")
+
+
+def test_truncated_artifact(compiled):
+    tmp, artifact = compiled
+    text = artifact.read_text()
+    (tmp / "cut.shard").write_text(text[: len(text) // 2])
+    rc, err = shard_run(tmp / "cut.shard")
+    assert rc == 1 and "shard-run: error:" in err, err
+
+
+def test_world_size_mismatch(compiled):
+    tmp, artifact = compiled
+    expect_error("compiled for 1 rank(s) but was launched with 4", artifact,
+                 env={"OMPI_COMM_WORLD_SIZE": "4"})
+
+
+def test_missing_weight_file(compiled):
+    tmp, artifact = compiled
+    elsewhere = tmp / "elsewhere"
+    elsewhere.mkdir(exist_ok=True)
+    expect_error("cannot open weight file", artifact, "--weights", elsewhere,
+                 "--input", f"x={tmp / 'x.npy'}")
+
+
+def test_short_weight_file(compiled):
+    tmp, artifact = compiled
+    short = tmp / "short"
+    short.mkdir(exist_ok=True)
+    data = (tmp / "mlp.data").read_bytes()
+    (short / "mlp.data").write_bytes(data[: len(data) // 2])
+    expect_error("wrong or modified weight file", artifact, "--weights", short / "mlp.onnx",
+                 "--input", f"x={tmp / 'x.npy'}")
+
+
+def test_bad_flags(compiled):
+    tmp, artifact = compiled
+    expect_error("unknown option '--frobnicate'", artifact, "--frobnicate")
+    expect_error("--threads must be a positive integer", artifact, "--threads", "0")
+    expect_error("no artifact given", "--threads", "2")

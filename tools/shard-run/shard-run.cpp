@@ -1,0 +1,165 @@
+//===- shard-run.cpp - execute a Shardflow artifact ------------------------===//
+//
+// Runs one rank of a compiled model: reads the artifact, maps this rank's
+// weights, reads the inputs (.npy/.npz), runs the program and writes the
+// outputs. Links no MLIR and no libonnx.
+//
+//===----------------------------------------------------------------------===//
+
+#include "shardflow/Runtime/Artifact.h"
+#include "shardflow/Runtime/Executor.h"
+#include "shardflow/Runtime/NpyIO.h"
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <map>
+#include <string>
+
+using namespace shardflow::runtime;
+
+static const char *kUsage = R"(usage: shard-run ARTIFACT [options]
+
+Runs a model compiled by `shard-opt MODEL --target cpu -o ARTIFACT`.
+
+options:
+  --weights PATH     the model file (.onnx) or its folder: weight files are
+                     found there (default: the model's folder at compile time)
+  --input NAME=FILE  the graph input NAME from a .npy file (repeat per input)
+  --inputs FILE.npz  all graph inputs from one .npz (member names = inputs)
+  --output FILE      write the outputs: FILE.npz (all, by name) or FILE.npy
+                     (a single output); without it, a summary is printed
+  --threads N        threads per rank for the kernels (default 1)
+  --verbose          print timings and memory figures to stderr
+  --help             this text
+)";
+
+static std::string parentDir(const std::string &path) {
+  auto slash = path.find_last_of('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+static bool endsWith(const std::string &s, const char *suffix) {
+  size_t n = std::strlen(suffix);
+  return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
+}
+
+static int worldSizeFromLauncher() {
+  for (const char *var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"})
+    if (const char *v = std::getenv(var))
+      return std::atoi(v);
+  return 1;
+}
+
+int main(int argc, char **argv) {
+  std::string artifactPath, weights, output;
+  std::map<std::string, std::string> inputFiles;
+  std::string inputsNpz;
+  int threads = 1;
+  bool verbose = false;
+  try {
+    for (int i = 1; i < argc; ++i) {
+      std::string arg = argv[i];
+      auto value = [&](const char *flag) -> std::string {
+        std::string f = flag;
+        if (arg.compare(0, f.size() + 1, f + "=") == 0)
+          return arg.substr(f.size() + 1);
+        if (i + 1 >= argc)
+          throw RuntimeError(f + " needs a value");
+        return argv[++i];
+      };
+      auto is = [&](const char *flag) {
+        return arg == flag || arg.rfind(std::string(flag) + "=", 0) == 0;
+      };
+      if (arg == "--help" || arg == "-h") {
+        std::cout << kUsage;
+        return 0;
+      } else if (is("--weights")) {
+        weights = value("--weights");
+      } else if (is("--input")) {
+        std::string spec = value("--input");
+        auto eq = spec.find('=');
+        if (eq == std::string::npos || eq == 0)
+          throw RuntimeError("--input expects NAME=FILE.npy, got '" + spec + "'");
+        inputFiles[spec.substr(0, eq)] = spec.substr(eq + 1);
+      } else if (is("--inputs")) {
+        inputsNpz = value("--inputs");
+      } else if (is("--output")) {
+        output = value("--output");
+      } else if (is("--threads")) {
+        std::string v = value("--threads");
+        threads = std::atoi(v.c_str());
+        if (threads < 1)
+          throw RuntimeError("--threads must be a positive integer, got '" + v + "'");
+      } else if (arg == "--verbose") {
+        verbose = true;
+      } else if (!arg.empty() && arg[0] == '-') {
+        throw RuntimeError("unknown option '" + arg + "' (see --help)");
+      } else if (artifactPath.empty()) {
+        artifactPath = arg;
+      } else {
+        throw RuntimeError("more than one artifact given ('" + artifactPath +
+                           "' and '" + arg + "')");
+      }
+    }
+    if (artifactPath.empty())
+      throw RuntimeError("no artifact given (see --help)");
+
+    auto start = std::chrono::steady_clock::now();
+    Artifact artifact = readArtifact(artifactPath);
+    int world = worldSizeFromLauncher();
+    if (world != artifact.worldSize)
+      throw RuntimeError("the artifact was compiled for " +
+                         std::to_string(artifact.worldSize) +
+                         " rank(s) but was launched with " + std::to_string(world));
+    std::string weightsDir;
+    if (!weights.empty())
+      weightsDir = endsWith(weights, ".onnx") ? parentDir(weights) : weights;
+
+    std::map<std::string, HostTensor> inputs;
+    if (!inputsNpz.empty())
+      for (auto &[name, t] : readNpz(inputsNpz))
+        inputs[name] = std::move(t);
+    for (const auto &[name, file] : inputFiles)
+      inputs[name] = readNpy(file);
+
+    Executor executor(std::move(artifact), weightsDir, threads);
+    auto loaded = std::chrono::steady_clock::now();
+    auto outputs = executor.run(inputs);
+    auto done = std::chrono::steady_clock::now();
+
+    if (output.empty()) {
+      for (auto &[name, t] : outputs) {
+        std::cout << name << ": " << dtypeName(t.dtype) << "[";
+        for (size_t i = 0; i < t.shape.size(); ++i)
+          std::cout << (i ? "," : "") << t.shape[i];
+        std::cout << "]\n";
+      }
+    } else if (endsWith(output, ".npy")) {
+      if (outputs.size() != 1)
+        throw RuntimeError("the model has " + std::to_string(outputs.size()) +
+                           " outputs; write them to an .npz");
+      writeNpy(output, outputs[0].second.view());
+    } else {
+      std::vector<std::pair<std::string, Tensor>> views;
+      for (auto &[name, t] : outputs)
+        views.emplace_back(name, t.view());
+      writeNpz(output, views);
+    }
+    if (verbose) {
+      using S = std::chrono::duration<double>;
+      std::fprintf(stderr,
+                   "shard-run: load %.3f s, run %.3f s; arena %lld bytes, "
+                   "weights mapped %zu bytes\n",
+                   S(loaded - start).count(), S(done - loaded).count(),
+                   (long long)executor.artifact().arenaBytes,
+                   executor.mappedWeightBytes());
+    }
+  } catch (const std::exception &e) {
+    std::fprintf(stderr, "shard-run: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
