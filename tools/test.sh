@@ -25,6 +25,18 @@ echo "== python tests"
 PYTHONPATH="$root/python" "$root/.venv/bin/python" -m pytest -q -p no:cacheprovider \
   --junitxml="$results/pytest.xml" python/tests
 
+echo "== the runtime builds alone (no MLIR, no libonnx)"
+rt_build="$build-runtime-only"
+if cmake -S "$root" -B "$rt_build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+     -DSHARDFLOW_RUNTIME_ONLY=ON >"$rt_build.log" 2>&1 &&
+   ninja -C "$rt_build" -j "${SHARDFLOW_JOBS:-$(nproc)}" shard-run >>"$rt_build.log" 2>&1 &&
+   ! ldd "$rt_build/bin/shard-run" | grep -Eq 'libMLIR|libLLVM|libonnx|libprotobuf'; then
+  steps+=(--step "runtime-only-build=0")
+else
+  tail -20 "$rt_build.log"
+  steps+=(--step "runtime-only-build=1")
+fi
+
 echo "== importer fuzzer smoke run"
 if [ -f tools/fuzz-smoke.sh ]; then
   bash tools/fuzz-smoke.sh
