@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "shardflow/Runtime/Artifact.h"
+#include "shardflow/Runtime/Communicator.h"
 #include "shardflow/Runtime/Executor.h"
 #include "shardflow/Runtime/NpyIO.h"
 
@@ -34,6 +35,13 @@ options:
   --threads N        threads per rank for the kernels (default 1)
   --verbose          print timings and memory figures to stderr
   --help             this text
+
+Launched by mpirun or srun, every rank runs its part of the program and
+rank 0 writes the outputs; if any rank fails, all ranks stop with its reason.
+
+environment:
+  SHARDFLOW_TEST_FAIL_RANK=K   make rank K fail after loading (tests the
+                               failure path)
 )";
 
 static std::string parentDir(const std::string &path) {
@@ -46,14 +54,14 @@ static bool endsWith(const std::string &s, const char *suffix) {
   return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
 }
 
-static int worldSizeFromLauncher() {
-  for (const char *var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"})
-    if (const char *v = std::getenv(var))
-      return std::atoi(v);
-  return 1;
-}
-
 int main(int argc, char **argv) {
+  std::unique_ptr<Communicator> comm;
+  try {
+    comm = createWorldCommunicator(&argc, &argv);
+  } catch (const std::exception &e) {
+    std::fprintf(stderr, "shard-run: error: %s\n", e.what());
+    return 1;
+  }
   std::string artifactPath, weights, output;
   std::map<std::string, std::string> inputFiles;
   std::string inputsNpz;
@@ -109,7 +117,7 @@ int main(int argc, char **argv) {
 
     auto start = std::chrono::steady_clock::now();
     Artifact artifact = readArtifact(artifactPath);
-    int world = worldSizeFromLauncher();
+    int world = comm->size();
     if (world != artifact.worldSize)
       throw RuntimeError("the artifact was compiled for " +
                          std::to_string(artifact.worldSize) +
@@ -126,11 +134,19 @@ int main(int argc, char **argv) {
       inputs[name] = readNpy(file);
 
     Executor executor(std::move(artifact), weightsDir, threads);
+    if (const char *fail = std::getenv("SHARDFLOW_TEST_FAIL_RANK"))
+      if (std::atoi(fail) == comm->rank())
+        throw RuntimeError("injected failure (SHARDFLOW_TEST_FAIL_RANK)");
     auto loaded = std::chrono::steady_clock::now();
     auto outputs = executor.run(inputs);
     auto done = std::chrono::steady_clock::now();
+    // Every rank has finished before rank 0 reports: a failure anywhere
+    // stops the job here instead of leaving a partial result.
+    comm->barrier();
 
-    if (output.empty()) {
+    if (comm->rank() != 0) {
+      // Outputs are written once, by rank 0.
+    } else if (output.empty()) {
       for (auto &[name, t] : outputs) {
         std::cout << name << ": " << dtypeName(t.dtype) << "[";
         for (size_t i = 0; i < t.shape.size(); ++i)
@@ -158,8 +174,7 @@ int main(int argc, char **argv) {
                    executor.mappedWeightBytes());
     }
   } catch (const std::exception &e) {
-    std::fprintf(stderr, "shard-run: error: %s\n", e.what());
-    return 1;
+    comm->abort(e.what());
   }
   return 0;
 }
