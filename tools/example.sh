@@ -1,13 +1,25 @@
 #!/usr/bin/env bash
-# The main job on the bundled example: sets up, builds, then imports
-# examples/tiny-gpt2 (a 2-layer GPT-2-style decoder with external weights and
-# symbolic batch/sequence dims) and prints its nn IR and a one-line summary.
+# The main job on the bundled example (examples/tiny-gpt2: a 2-layer
+# GPT-2-style decoder with external weights and symbolic batch/sequence):
+# set up and build; import it and print its nn IR summary; compile it for
+# the CPU; run it with shard-run under mpirun; compare with onnxruntime.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 bash tools/setup.sh
 bash tools/build.sh
 model="${1:-examples/tiny-gpt2/model.onnx}"
-shift || true
-echo "== shard-opt $model --input-shape input_ids=2,16 --summary"
-build/bin/shard-opt "$model" --input-shape input_ids=2,16 --summary "$@"
+shape="${SHAPE:-input_ids=2,16}"
+out="build/example"
+mkdir -p "$out"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+
+echo "== import: shard-opt $model --input-shape $shape"
+build/bin/shard-opt "$model" --input-shape "$shape" --summary -o "$out/model.mlir"
+echo "   nn IR written to $out/model.mlir"
+echo "== compile: shard-opt $model --input-shape $shape --target cpu -o $out/model.shard"
+build/bin/shard-opt "$model" --input-shape "$shape" --target cpu -o "$out/model.shard"
+echo "   $(grep -c '^kernel ' "$out/model.shard") kernels, arena $(sed -n 's/^arena //p' "$out/model.shard") bytes"
+echo "== run under mpirun and compare with onnxruntime"
+PYTHONPATH=python .venv/bin/python -m shardflow.compare "$model" "$out/model.shard" \
+  --input-shape "$shape"

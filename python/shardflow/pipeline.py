@@ -47,13 +47,20 @@ def run_artifact(artifact: str | Path, inputs: dict[str, np.ndarray],
                  timeout: int = 600) -> dict[str, np.ndarray]:
     """shard-run ARTIFACT with the inputs; returns the outputs by name."""
     with tempfile.TemporaryDirectory() as tmp:
-        npz = Path(tmp) / "inputs.npz"
-        np.savez(npz, **{k: np.ascontiguousarray(v) for k, v in inputs.items()})
         result = Path(tmp) / "outputs.npz"
         cmd = (launcher or []) + [str(tool("shard-run")), str(artifact),
-                                  "--inputs", str(npz), "--output", str(result)]
+                                  "--output", str(result)]
+        if inputs:
+            # np.asarray keeps 0-d arrays 0-d (ascontiguousarray would not).
+            npz = Path(tmp) / "inputs.npz"
+            np.savez(npz, **{k: np.asarray(v, order="C") for k, v in inputs.items()})
+            cmd += ["--inputs", str(npz)]
         cmd += extra or []
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        env = dict(os.environ)
+        if launcher and hasattr(os, "geteuid") and os.geteuid() == 0:
+            # OpenMPI refuses to start as root unless told that it is meant.
+            env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
         if out.returncode != 0:
             raise RuntimeError(f"shard-run failed ({out.returncode}):\n{out.stderr}")
         with np.load(result) as data:

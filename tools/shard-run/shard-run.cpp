@@ -10,7 +10,9 @@
 #include "shardflow/Runtime/Communicator.h"
 #include "shardflow/Runtime/Executor.h"
 #include "shardflow/Runtime/NpyIO.h"
+#include "shardflow/Runtime/TensorProtoIO.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -28,11 +30,14 @@ Runs a model compiled by `shard-opt MODEL --target cpu -o ARTIFACT`.
 options:
   --weights PATH     the model file (.onnx) or its folder: weight files are
                      found there (default: the model's folder at compile time)
-  --input NAME=FILE  the graph input NAME from a .npy file (repeat per input)
+  --input NAME=FILE  the graph input NAME from a .npy file, or from an ONNX
+                     TensorProto if FILE ends in .pb (repeat per input)
   --inputs FILE.npz  all graph inputs from one .npz (member names = inputs)
-  --output FILE      write the outputs: FILE.npz (all, by name) or FILE.npy
-                     (a single output); without it, a summary is printed
+  --output FILE      write the outputs: FILE.npz (all, by name), FILE.npy or
+                     FILE.pb (a single output; .pb as an ONNX TensorProto);
+                     without it, a summary is printed
   --threads N        threads per rank for the kernels (default 1)
+  --repeat N         run the program N times (for timing; see --verbose)
   --verbose          print timings and memory figures to stderr
   --help             this text
 
@@ -65,7 +70,7 @@ int main(int argc, char **argv) {
   std::string artifactPath, weights, output;
   std::map<std::string, std::string> inputFiles;
   std::string inputsNpz;
-  int threads = 1;
+  int threads = 1, repeat = 1;
   bool verbose = false;
   try {
     for (int i = 1; i < argc; ++i) {
@@ -90,7 +95,7 @@ int main(int argc, char **argv) {
         std::string spec = value("--input");
         auto eq = spec.find('=');
         if (eq == std::string::npos || eq == 0)
-          throw RuntimeError("--input expects NAME=FILE.npy, got '" + spec + "'");
+          throw RuntimeError("--input expects NAME=FILE (.npy or .pb), got '" + spec + "'");
         inputFiles[spec.substr(0, eq)] = spec.substr(eq + 1);
       } else if (is("--inputs")) {
         inputsNpz = value("--inputs");
@@ -101,6 +106,11 @@ int main(int argc, char **argv) {
         threads = std::atoi(v.c_str());
         if (threads < 1)
           throw RuntimeError("--threads must be a positive integer, got '" + v + "'");
+      } else if (is("--repeat")) {
+        std::string v = value("--repeat");
+        repeat = std::atoi(v.c_str());
+        if (repeat < 1)
+          throw RuntimeError("--repeat must be a positive integer, got '" + v + "'");
       } else if (arg == "--verbose") {
         verbose = true;
       } else if (!arg.empty() && arg[0] == '-') {
@@ -118,6 +128,11 @@ int main(int argc, char **argv) {
     auto start = std::chrono::steady_clock::now();
     Artifact artifact = readArtifact(artifactPath);
     int world = comm->size();
+    if (launcherWorldSize() > 1 && launcherWorldSize() != world)
+      throw RuntimeError("the launcher started " +
+                         std::to_string(launcherWorldSize()) +
+                         " ranks but MPI reports " + std::to_string(world) +
+                         ": is shard-run built against the MPI of this mpirun?");
     if (world != artifact.worldSize)
       throw RuntimeError("the artifact was compiled for " +
                          std::to_string(artifact.worldSize) +
@@ -131,7 +146,7 @@ int main(int argc, char **argv) {
       for (auto &[name, t] : readNpz(inputsNpz))
         inputs[name] = std::move(t);
     for (const auto &[name, file] : inputFiles)
-      inputs[name] = readNpy(file);
+      inputs[name] = endsWith(file, ".pb") ? readTensorProto(file) : readNpy(file);
 
     Executor executor(std::move(artifact), weightsDir, threads);
     if (const char *fail = std::getenv("SHARDFLOW_TEST_FAIL_RANK"))
@@ -140,6 +155,14 @@ int main(int argc, char **argv) {
     auto loaded = std::chrono::steady_clock::now();
     auto outputs = executor.run(inputs);
     auto done = std::chrono::steady_clock::now();
+    double best = std::chrono::duration<double>(done - loaded).count();
+    for (int i = 1; i < repeat; ++i) {
+      auto t0 = std::chrono::steady_clock::now();
+      outputs = executor.run(inputs);
+      best = std::min(best, std::chrono::duration<double>(
+                                std::chrono::steady_clock::now() - t0)
+                                .count());
+    }
     // Every rank has finished before rank 0 reports: a failure anywhere
     // stops the job here instead of leaving a partial result.
     comm->barrier();
@@ -153,11 +176,14 @@ int main(int argc, char **argv) {
           std::cout << (i ? "," : "") << t.shape[i];
         std::cout << "]\n";
       }
-    } else if (endsWith(output, ".npy")) {
+    } else if (endsWith(output, ".npy") || endsWith(output, ".pb")) {
       if (outputs.size() != 1)
         throw RuntimeError("the model has " + std::to_string(outputs.size()) +
                            " outputs; write them to an .npz");
-      writeNpy(output, outputs[0].second.view());
+      if (endsWith(output, ".pb"))
+        writeTensorProto(output, outputs[0].first, outputs[0].second.view());
+      else
+        writeNpy(output, outputs[0].second.view());
     } else {
       std::vector<std::pair<std::string, Tensor>> views;
       for (auto &[name, t] : outputs)
@@ -167,10 +193,10 @@ int main(int argc, char **argv) {
     if (verbose) {
       using S = std::chrono::duration<double>;
       std::fprintf(stderr,
-                   "shard-run: load %.3f s, run %.3f s; arena %lld bytes, "
-                   "weights mapped %zu bytes\n",
-                   S(loaded - start).count(), S(done - loaded).count(),
-                   (long long)executor.artifact().arenaBytes,
+                   "shard-run: load %.3f s, first run %.3f s, best of %d runs "
+                   "%.6f s; arena %lld bytes, weights mapped %zu bytes\n",
+                   S(loaded - start).count(), S(done - loaded).count(), repeat,
+                   best, (long long)executor.artifact().arenaBytes,
                    executor.mappedWeightBytes());
     }
   } catch (const std::exception &e) {

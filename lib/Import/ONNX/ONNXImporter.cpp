@@ -831,13 +831,13 @@ LogicalResult GraphImporter::importDropout() {
   Value x = input(0);
   if (!x)
     return failure();
+  // Inference ignores the ratio; a constant one is kept for training.
   double ratio = 0.5;
-  if (hasInput(1)) {
-    auto r = constScalar(1, "ratio");
-    if (failed(r))
-      return failure();
-    ratio = *r;
-  }
+  DenseElementsAttr ratioValue;
+  if (Value r = input(1);
+      r && matchPattern(r, m_Constant(&ratioValue)) && ratioValue.getNumElements() == 1 &&
+      isa<FloatType>(ratioValue.getElementType()))
+    ratio = (*ratioValue.getValues<APFloat>().begin()).convertToDouble();
   if (hasInput(2)) {
     auto training = constScalar(2, "training_mode");
     if (failed(training))

@@ -280,14 +280,6 @@ func.func @gelu_mode(%a: tensor<3xf32>) -> tensor<3xf32> {
 
 // -----
 
-func.func @clip_bounds(%a: tensor<3xf32>) -> tensor<3xf32> {
-  // expected-error @+1 {{min 2.000000e+00 exceeds max 1.000000e+00}}
-  %0 = nn.clip %a {min = 2.0 : f64, max = 1.0 : f64} : (tensor<3xf32>) -> tensor<3xf32>
-  return %0 : tensor<3xf32>
-}
-
-// -----
-
 func.func @pad_mode(%a: tensor<3xf32>) -> tensor<5xf32> {
   // expected-error @+1 {{mode must be constant, reflect, edge or wrap, got 'mirror'}}
   %0 = nn.pad %a {pads = array<i64: 1, 1>, mode = "mirror"} : (tensor<3xf32>) -> tensor<5xf32>

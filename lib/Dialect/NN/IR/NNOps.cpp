@@ -201,12 +201,8 @@ NN_UNARY(GeluOp)
 NN_UNARY(DropoutOp)
 #undef NN_UNARY
 
+// min > max is allowed: ONNX clamps to max then (min(max(x, lo), hi)).
 NN_INFER(ClipOp) {
-  NN_ERR;
-  auto min = adaptor.getMin(), max = adaptor.getMax();
-  if (min && max && min->convertToDouble() > max->convertToDouble())
-    return err("min ", min->convertToDouble(), " exceeds max ",
-               max->convertToDouble());
   types.push_back(adaptor.getInput().getType());
   return success();
 }

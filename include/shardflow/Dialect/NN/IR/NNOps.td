@@ -130,8 +130,9 @@ def NN_GeluOp : NN_UnaryOp<"gelu", "Gelu (opset 20)"> {
 
 def NN_ClipOp : NN_UnaryOp<"clip", "Clip", NN_NumericTensor> {
   let description = [{
-    Clamps to [`min`, `max`]; an absent bound does not clamp. ONNX passes the
-    bounds as inputs; the importer requires them to be constants.
+    min(max(x, `min`), `max`): an absent bound does not clamp, and when
+    `min` > `max` every value becomes `max`, as ONNX specifies. ONNX passes
+    the bounds as inputs; the importer requires them to be constants.
   }];
   let arguments = (ins NN_NumericTensor:$input, OptionalAttr<F64Attr>:$min,
                        OptionalAttr<F64Attr>:$max);

@@ -1,0 +1,217 @@
+//===- Gemm.cpp - the CPU kernels' blocked GEMM ----------------------------===//
+
+#include "Gemm.h"
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <type_traits>
+
+namespace shardflow::runtime::cpu {
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Blocked GEMM: C[M,N] += A[M,K] * B[K,N] with arbitrary strides for A, B.
+//===----------------------------------------------------------------------===//
+
+#if defined(__GNUC__) || defined(__clang__)
+#define SHARDFLOW_ALWAYS_INLINE inline __attribute__((always_inline))
+#else
+#define SHARDFLOW_ALWAYS_INLINE inline
+#endif
+
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
+#define SHARDFLOW_GEMM_AVX2 1
+#endif
+
+/// MR x NR accumulators of the micro-kernel, and the cache blocks: KC x NR
+/// panels of B and MR x KC panels of A stay in L1, an MC x KC block of A in
+/// L2.
+constexpr int64_t kKC = 256, kMC = 96, kNC = 2048;
+
+/// One MR x NR tile of C += (packed A panel) * (packed B panel). Float
+/// types use vectors of VB bytes (GCC/Clang vector extensions) so that the
+/// accumulators live in registers; other types use plain loops.
+template <typename T, int MR, int NR, int VB>
+SHARDFLOW_ALWAYS_INLINE void microKernel(int64_t kc, const T *__restrict a,
+                                         const T *__restrict b, T *__restrict c, int64_t ldc,
+                                         int mr, int nr) {
+  T tile[MR][NR];
+#if defined(__GNUC__) || defined(__clang__)
+  if constexpr (std::is_floating_point_v<T> && NR * sizeof(T) % VB == 0) {
+    typedef T V __attribute__((vector_size(VB)));
+    constexpr int W = int(VB / sizeof(T)), NV = NR / W;
+    V acc[MR][NV];
+    for (int r = 0; r < MR; ++r)
+      for (int v = 0; v < NV; ++v)
+        acc[r][v] = V{};
+    for (int64_t k = 0; k < kc; ++k) {
+      V bv[NV];
+      for (int v = 0; v < NV; ++v)
+        std::memcpy(&bv[v], b + k * NR + v * W, sizeof(V));
+      for (int r = 0; r < MR; ++r) {
+        V av = V{} + a[k * MR + r];
+        for (int v = 0; v < NV; ++v)
+          acc[r][v] += av * bv[v];
+      }
+    }
+    if (mr == MR && nr == NR) {
+      for (int r = 0; r < MR; ++r)
+        for (int v = 0; v < NV; ++v) {
+          V cv;
+          std::memcpy(&cv, c + r * ldc + v * W, sizeof(V));
+          cv += acc[r][v];
+          std::memcpy(c + r * ldc + v * W, &cv, sizeof(V));
+        }
+      return;
+    }
+    std::memcpy(tile, acc, sizeof(tile));
+  } else
+#endif
+  {
+    T acc[MR][NR] = {};
+    for (int64_t k = 0; k < kc; ++k)
+      for (int r = 0; r < MR; ++r)
+        for (int j = 0; j < NR; ++j)
+          acc[r][j] += a[k * MR + r] * b[k * NR + j];
+    std::memcpy(tile, acc, sizeof(tile));
+  }
+  for (int r = 0; r < mr; ++r)
+    for (int j = 0; j < nr; ++j)
+      c[r * ldc + j] += tile[r][j];
+}
+
+/// C (row-major, leading dimension ldc) += A * B, where A(m, k) is
+/// a[m * rsA + k * csA] and B(k, n) is b[k * rsB + n * csB].
+template <typename T, int MR, int NR, int VB>
+SHARDFLOW_ALWAYS_INLINE void gemmBlocked(int64_t M, int64_t N, int64_t K, const T *a,
+                                         int64_t rsA, int64_t csA, const T *b, int64_t rsB,
+                                         int64_t csB, T *c, int64_t ldc) {
+  if (M <= 0 || N <= 0 || K <= 0)
+    return;
+  int64_t ncMax = std::min<int64_t>(kNC, (N + NR - 1) / NR * NR);
+  int64_t mcMax = std::min<int64_t>(kMC, (M + MR - 1) / MR * MR);
+  int64_t kcMax = std::min<int64_t>(kKC, K);
+  std::unique_ptr<T[]> packB(new T[size_t(ncMax * kcMax)]);
+  std::unique_ptr<T[]> packA(new T[size_t(mcMax * kcMax)]);
+  for (int64_t jc = 0; jc < N; jc += kNC) {
+    int64_t nc = std::min<int64_t>(kNC, N - jc);
+    for (int64_t pc = 0; pc < K; pc += kKC) {
+      int64_t kc = std::min<int64_t>(kKC, K - pc);
+      // B panels: [panel][k][NR], zero-padded past N.
+      for (int64_t jr = 0; jr < nc; jr += NR) {
+        T *dst = packB.get() + jr * kc;
+        int nr = int(std::min<int64_t>(NR, nc - jr));
+        for (int64_t k = 0; k < kc; ++k) {
+          const T *src = b + (pc + k) * rsB + (jc + jr) * csB;
+          if (csB == 1 && nr == NR) {
+            for (int j = 0; j < NR; ++j)
+              dst[k * NR + j] = src[j];
+          } else {
+            for (int j = 0; j < NR; ++j)
+              dst[k * NR + j] = j < nr ? src[j * csB] : T(0);
+          }
+        }
+      }
+      for (int64_t ic = 0; ic < M; ic += kMC) {
+        int64_t mc = std::min<int64_t>(kMC, M - ic);
+        // A panels: [panel][k][MR], zero-padded past M.
+        for (int64_t ir = 0; ir < mc; ir += MR) {
+          T *dst = packA.get() + ir * kc;
+          int mr = int(std::min<int64_t>(MR, mc - ir));
+          for (int r = 0; r < MR; ++r) {
+            const T *src = a + (ic + ir + r) * rsA + pc * csA;
+            if (r < mr)
+              for (int64_t k = 0; k < kc; ++k)
+                dst[k * MR + r] = src[k * csA];
+            else
+              for (int64_t k = 0; k < kc; ++k)
+                dst[k * MR + r] = T(0);
+          }
+        }
+        for (int64_t jr = 0; jr < nc; jr += NR) {
+          int nr = int(std::min<int64_t>(NR, nc - jr));
+          for (int64_t ir = 0; ir < mc; ir += MR) {
+            int mr = int(std::min<int64_t>(MR, mc - ir));
+            microKernel<T, MR, NR, VB>(kc, packA.get() + ir * kc, packB.get() + jr * kc,
+                                   c + (ic + ir) * ldc + jc + jr, ldc, mr, nr);
+          }
+        }
+      }
+    }
+  }
+}
+
+// Baseline ISA: 4 x 8 floats or 4 x 4 doubles fill 8 SSE registers.
+template <typename T>
+void gemmBaseline(int64_t M, int64_t N, int64_t K, const T *a, int64_t rsA, int64_t csA,
+                  const T *b, int64_t rsB, int64_t csB, T *c, int64_t ldc) {
+  gemmBlocked<T, 4, sizeof(T) >= 8 ? 4 : 8, 16>(M, N, K, a, rsA, csA, b, rsB, csB, c, ldc);
+}
+
+#ifdef SHARDFLOW_GEMM_AVX2
+// AVX2 + FMA, chosen at run time: 6 x 16 floats or 6 x 8 doubles fill 12
+// of the 16 YMM registers.
+__attribute__((target("avx2,fma"))) void gemmAvx2(int64_t M, int64_t N, int64_t K,
+                                                  const float *a, int64_t rsA, int64_t csA,
+                                                  const float *b, int64_t rsB, int64_t csB,
+                                                  float *c, int64_t ldc) {
+  gemmBlocked<float, 6, 16, 32>(M, N, K, a, rsA, csA, b, rsB, csB, c, ldc);
+}
+__attribute__((target("avx2,fma"))) void gemmAvx2(int64_t M, int64_t N, int64_t K,
+                                                  const double *a, int64_t rsA, int64_t csA,
+                                                  const double *b, int64_t rsB, int64_t csB,
+                                                  double *c, int64_t ldc) {
+  gemmBlocked<double, 6, 8, 32>(M, N, K, a, rsA, csA, b, rsB, csB, c, ldc);
+}
+bool hasAvx2() {
+  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return yes;
+}
+#endif
+
+} // namespace
+
+template <typename T>
+void gemmAccumulate(int64_t M, int64_t N, int64_t K, const T *a, int64_t rsA, int64_t csA,
+                    const T *b, int64_t rsB, int64_t csB, T *c, int64_t ldc) {
+#ifdef SHARDFLOW_GEMM_AVX2
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>)
+    if (hasAvx2())
+      return gemmAvx2(M, N, K, a, rsA, csA, b, rsB, csB, c, ldc);
+#endif
+  gemmBaseline<T>(M, N, K, a, rsA, csA, b, rsB, csB, c, ldc);
+}
+
+template void gemmAccumulate<float>(int64_t, int64_t, int64_t, const float *, int64_t,
+                                      int64_t, const float *, int64_t, int64_t, float *,
+                                      int64_t);
+template void gemmAccumulate<double>(int64_t, int64_t, int64_t, const double *, int64_t,
+                                      int64_t, const double *, int64_t, int64_t, double *,
+                                      int64_t);
+template void gemmAccumulate<int8_t>(int64_t, int64_t, int64_t, const int8_t *, int64_t,
+                                      int64_t, const int8_t *, int64_t, int64_t, int8_t *,
+                                      int64_t);
+template void gemmAccumulate<int16_t>(int64_t, int64_t, int64_t, const int16_t *, int64_t,
+                                      int64_t, const int16_t *, int64_t, int64_t, int16_t *,
+                                      int64_t);
+template void gemmAccumulate<int32_t>(int64_t, int64_t, int64_t, const int32_t *, int64_t,
+                                      int64_t, const int32_t *, int64_t, int64_t, int32_t *,
+                                      int64_t);
+template void gemmAccumulate<int64_t>(int64_t, int64_t, int64_t, const int64_t *, int64_t,
+                                      int64_t, const int64_t *, int64_t, int64_t, int64_t *,
+                                      int64_t);
+template void gemmAccumulate<uint8_t>(int64_t, int64_t, int64_t, const uint8_t *, int64_t,
+                                      int64_t, const uint8_t *, int64_t, int64_t, uint8_t *,
+                                      int64_t);
+template void gemmAccumulate<uint16_t>(int64_t, int64_t, int64_t, const uint16_t *, int64_t,
+                                      int64_t, const uint16_t *, int64_t, int64_t, uint16_t *,
+                                      int64_t);
+template void gemmAccumulate<uint32_t>(int64_t, int64_t, int64_t, const uint32_t *, int64_t,
+                                      int64_t, const uint32_t *, int64_t, int64_t, uint32_t *,
+                                      int64_t);
+template void gemmAccumulate<uint64_t>(int64_t, int64_t, int64_t, const uint64_t *, int64_t,
+                                      int64_t, const uint64_t *, int64_t, int64_t, uint64_t *,
+                                      int64_t);
+
+} // namespace shardflow::runtime::cpu

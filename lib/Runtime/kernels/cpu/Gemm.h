@@ -1,0 +1,25 @@
+//===- Gemm.h - the CPU kernels' blocked GEMM ------------------*- C++ -*-===//
+//
+// C[M,N] += A[M,K] * B[K,N] with arbitrary row/column strides for A and B
+// (so transposed operands need no copy) and row stride ldc for C. One
+// implementation for matmul, gemm and conv; an AVX2+FMA build of the
+// micro-kernel is picked at run time when the CPU has it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SHARDFLOW_RUNTIME_KERNELS_CPU_GEMM_H
+#define SHARDFLOW_RUNTIME_KERNELS_CPU_GEMM_H
+
+#include <cstdint>
+
+namespace shardflow::runtime::cpu {
+
+/// Instantiated for float, double, int8..int64 and uint8..uint64.
+template <typename T>
+void gemmAccumulate(int64_t M, int64_t N, int64_t K, const T *a, int64_t rsA,
+                    int64_t csA, const T *b, int64_t rsB, int64_t csB, T *c,
+                    int64_t ldc);
+
+} // namespace shardflow::runtime::cpu
+
+#endif // SHARDFLOW_RUNTIME_KERNELS_CPU_GEMM_H
