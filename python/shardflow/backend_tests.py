@@ -18,7 +18,10 @@ takes tensors only). Every other test is skipped, with the reason.
 
 An attempted test is compiled with `shard-opt model.onnx --target cpu`, run
 with `shard-run --input NAME=test_data_set_K/input_J.pb ...` (the .pb files
-as they are) and its outputs are read back: one output as a TensorProto
+as they are; a graph input the importer needs as a constant -- axes, k,
+split sizes, slice bounds -- is pinned to the data set's value with
+`shard-opt --input-value`, one compile per data set) and its outputs are
+read back: one output as a TensorProto
 (`--output out.pb`), several from an `.npz`. They are compared with
 `output_*.pb` by onnx's own check (`onnx.backend.test.runner.Runner.
 assert_similar_outputs`): same count, shapes and dtypes, then
@@ -306,30 +309,55 @@ def run_test(info: TestInfo, data_dir: Path | None = None,
     outputs = [v.name for v in model.graph.output]
     data_sets = sorted(folder.glob("test_data_set_*"))
 
-    with tempfile.TemporaryDirectory(prefix="shardflow-node-") as tmp:
-        artifact = Path(tmp) / "model.shard"
+    input_index = {v.name: j for j, v in enumerate(model.graph.input)
+                   if v.name not in initializers}
+    pinned: list[str] = []  # graph inputs the model needs as constants
+
+    def compile_for(data: Path | None, artifact: Path):
         cmd = [shard_opt, "model.onnx", "--target", "cpu", "-o", str(artifact)]
         # Dimensions the model leaves symbolic are pinned to the data's.
-        first = data_sets[0] if data_sets else None
         for j, v in enumerate(model.graph.input):
             dims = v.type.tensor_type.shape.dim
-            if v.name in initializers:
+            if v.name in initializers or v.name in pinned:
                 continue
-            if first is not None and any(not d.HasField("dim_value") for d in dims):
-                t = onnx.load_tensor(str(first / f"input_{j}.pb"))
+            if data is not None and any(not d.HasField("dim_value") for d in dims):
+                t = onnx.load_tensor(str(data / f"input_{j}.pb"))
                 cmd += ["--input-shape", f"{v.name}={','.join(map(str, t.dims))}"]
-        try:
-            out = subprocess.run(cmd, cwd=folder, capture_output=True, text=True,
-                                 timeout=timeout)
-        except subprocess.TimeoutExpired:
-            return failed("timeout", f"shard-opt ran past {timeout:g} s")
-        if out.returncode != 0:
-            return failed(_shard_opt_stage(cmd, folder, timeout), _first_line(out.stderr))
+        # Inputs that decide shapes (axes, k, split sizes, ...) get their
+        # value from the data set, as a user would with --input-value.
+        for name in pinned:
+            rel = data.relative_to(folder)
+            cmd += ["--input-value", f"{name}={rel}/input_{input_index[name]}.pb"]
+        return cmd, subprocess.run(cmd, cwd=folder, capture_output=True, text=True,
+                                   timeout=timeout)
+
+    with tempfile.TemporaryDirectory(prefix="shardflow-node-") as tmp:
+        artifact = Path(tmp) / "model.shard"
+        first = data_sets[0] if data_sets else None
+        while True:
+            try:
+                cmd, out = compile_for(first, artifact)
+            except subprocess.TimeoutExpired:
+                return failed("timeout", f"shard-opt ran past {timeout:g} s")
+            if out.returncode == 0:
+                break
+            wanted = re.search(r"input '([^']+)' is not a compile-time constant", out.stderr)
+            if (first is None or not wanted or wanted.group(1) not in input_index
+                    or wanted.group(1) in pinned):
+                return failed(_shard_opt_stage(cmd, folder, timeout), _first_line(out.stderr))
+            pinned.append(wanted.group(1))
 
         for data in data_sets:
+            if pinned and data != first:  # pinned values differ per data set
+                try:
+                    cmd, out = compile_for(data, artifact)
+                except subprocess.TimeoutExpired:
+                    return failed("timeout", f"shard-opt ran past {timeout:g} s")
+                if out.returncode != 0:
+                    return failed("compile", _first_line(out.stderr))
             run = [shard_run, str(artifact), "--threads", str(threads)]
             for j, v in enumerate(model.graph.input):
-                if v.name in initializers:
+                if v.name in initializers or v.name in pinned:
                     continue
                 run += ["--input", f"{v.name}={data.relative_to(folder)}/input_{j}.pb"]
             single = len(outputs) == 1
@@ -441,7 +469,10 @@ def markdown_report(results: list[Result], date: str | None = None,
         f"(default domain), opset {OPSET_MIN} to {OPSET_MAX}, and tensor inputs "
         "and outputs; the rest are skipped.",
         "- inputs: the test's `input_*.pb` files given to `shard-run --input` as they "
-        "are; outputs: `--output out.pb` (one output) or `.npz`.",
+        "are; a graph input the importer needs as a constant (axes, k, split sizes, "
+        "slice bounds, ...) is pinned to the data set's value with `shard-opt "
+        "--input-value`, as a user would; outputs: `--output out.pb` (one output) "
+        "or `.npz`.",
         f"- check: onnx's `Runner.assert_similar_outputs`: shapes, dtypes, then "
         f"`assert_allclose(rtol={DEFAULT_RTOL:g}, atol={DEFAULT_ATOL:g})` "
         "(onnx's defaults; rtol at least 2^-6 for bfloat16).",

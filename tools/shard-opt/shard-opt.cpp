@@ -48,6 +48,13 @@ static cl::list<std::string> inputShapes(
              "Needed for symbolic dims; repeat for several inputs"),
     cl::value_desc("name=dims"), cl::cat(importCategory));
 
+static cl::list<std::string> inputValues(
+    "input-value",
+    cl::desc("Pin a graph input to the value in a .npy or TensorProto .pb "
+             "file: NAME=FILE. The input becomes a constant, so inputs that "
+             "decide shapes (axes, k, split sizes) fold; repeatable"),
+    cl::value_desc("name=file"), cl::cat(importCategory));
+
 static cl::opt<int64_t> embedLimitBytes(
     "embed-limit-bytes",
     cl::desc("Initializers up to this many bytes are embedded as nn.constant; "
@@ -204,6 +211,13 @@ int main(int argc, char **argv) {
       return 1;
     }
     options.embedLimitBytes = embedLimitBytes;
+    for (const std::string &spec : inputValues) {
+      std::string msg = shardflow::parseInputValueSpec(spec, options);
+      if (!msg.empty()) {
+        llvm::errs() << "shard-opt: " << msg << "\n";
+        return 1;
+      }
+    }
     for (const std::string &spec : inputShapes) {
       std::string msg = shardflow::parseInputShapeSpec(spec, options);
       if (!msg.empty()) {

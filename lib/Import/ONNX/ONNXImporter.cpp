@@ -16,6 +16,7 @@
 #include "shardflow/Import/ONNX/ONNXImporter.h"
 #include "shardflow/Dialect/NN/IR/NNOps.h"
 #include "shardflow/Import/ONNX/ProtobufOffsets.h"
+#include "shardflow/Runtime/NpyIO.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Traits.h"
@@ -69,6 +70,18 @@ std::string shardflow::parseInputShapeSpec(StringRef spec,
     dims.push_back(d);
   }
   options.inputShapes[name] = dims;
+  return "";
+}
+
+std::string shardflow::parseInputValueSpec(StringRef spec,
+                                           ONNXImportOptions &options) {
+  auto [name, file] = spec.split('=');
+  if (name.empty() || file.empty())
+    return "--input-value expects NAME=FILE.npy or NAME=FILE.pb (got '" +
+           spec.str() + "')";
+  if (!file.ends_with(".npy") && !file.ends_with(".pb"))
+    return "--input-value " + spec.str() + ": the file must be .npy or .pb";
+  options.inputValueFiles[name] = file.str();
   return "";
 }
 
@@ -133,6 +146,8 @@ private:
                                        int64_t bytes, std::string &file,
                                        int64_t &offset);
   FailureOr<Value> initializerValue(const onnx::TensorProto &t);
+  FailureOr<DenseElementsAttr> pinnedValue(StringRef name, StringRef file,
+                                           RankedTensorType declared);
   FailureOr<Value> lookup(const std::string &name);
 
   // --- node inputs, outputs, attributes
@@ -240,6 +255,7 @@ private:
   llvm::StringMap<PayloadRange> payloads;
   llvm::StringMap<const onnx::TensorProto *> initializers;
   llvm::StringMap<Value> values;
+  SmallVector<std::pair<std::string, DenseElementsAttr>> pinnedInputs;
   func::FuncOp func;
 
   // The node being imported.
@@ -511,6 +527,55 @@ FailureOr<Value> GraphImporter::initializerValue(const onnx::TensorProto &t) {
   attrs.push_back(named("size", b.getI64IntegerAttr(*bytes)));
   auto op = nn::WeightOp::create(b, wloc, TypeRange{*type}, ValueRange{}, attrs);
   return op.getResult();
+}
+
+/// Reads a --input-value file and checks it against the input's declared
+/// type (element type, rank, and every fixed dimension).
+FailureOr<DenseElementsAttr>
+GraphImporter::pinnedValue(StringRef name, StringRef file,
+                           RankedTensorType declared) {
+  std::string what = "--input-value " + name.str() + "=" + file.str();
+  if (file.ends_with(".pb")) {
+    auto buffer = llvm::MemoryBuffer::getFile(file);
+    if (!buffer)
+      return fail(what + ": cannot read the file");
+    onnx::TensorProto t;
+    if (!t.ParseFromArray((*buffer)->getBufferStart(),
+                          int((*buffer)->getBufferSize())))
+      return fail(what + ": not an ONNX TensorProto file");
+    t.set_name(name.str());
+    auto type = tensorType(t);
+    if (failed(type))
+      return failure();
+    if (type->getElementType() != declared.getElementType() ||
+        type->getRank() != declared.getRank())
+      return fail(what + ": holds " + shapeString(type->getShape()) +
+                  " values that do not match the input's declared type");
+    return tensorData(t, *type);
+  }
+  runtime::HostTensor host;
+  try {
+    host = runtime::readNpy(file.str());
+  } catch (const std::exception &e) {
+    return fail(what + ": " + e.what());
+  }
+  auto type = RankedTensorType::get(host.shape, declared.getElementType());
+  std::string have;
+  llvm::raw_string_ostream os(have);
+  os << declared.getElementType();
+  if (runtime::dtypeName(host.dtype) != have || type.getRank() != declared.getRank())
+    return fail(what + ": holds " + runtime::dtypeName(host.dtype) +
+                shapeString(host.shape) + ", which does not match the input");
+  if (host.dtype == runtime::DType::I1) {
+    SmallVector<bool> bits(host.bytes.begin(), host.bytes.end());
+    return DenseElementsAttr::get(type, ArrayRef<bool>(bits));
+  }
+  ArrayRef<char> raw(reinterpret_cast<const char *>(host.bytes.data()),
+                     host.bytes.size());
+  bool splat = false;
+  if (!DenseElementsAttr::isValidRawBuffer(type, raw, splat))
+    return fail(what + ": malformed data");
+  return DenseElementsAttr::getFromRawBuffer(type, raw);
 }
 
 FailureOr<Value> GraphImporter::lookup(const std::string &name) {
@@ -1815,6 +1880,14 @@ LogicalResult GraphImporter::createFunction(ModuleOp module) {
   }
   // Check the pinned names first: a typo is the likeliest reason for a
   // "dynamic dimension" error that would otherwise come first.
+  for (const auto &entry : options.inputValueFiles) {
+    bool found = llvm::any_of(graph.input(), [&](const onnx::ValueInfoProto &in) {
+      return in.name() == entry.getKey() && !initializers.count(in.name());
+    });
+    if (!found)
+      return fail("--input-value names '" + entry.getKey().str() +
+                  "', which is not a graph input");
+  }
   for (const auto &entry : options.inputShapes) {
     bool found = llvm::any_of(graph.input(), [&](const onnx::ValueInfoProto &in) {
       return in.name() == entry.getKey() && !initializers.count(in.name());
@@ -1839,6 +1912,24 @@ LogicalResult GraphImporter::createFunction(ModuleOp module) {
     auto elem = elementType(tt.elem_type(), "graph input '" + in.name() + "'");
     if (failed(elem))
       return failure();
+    if (auto pin = options.inputValueFiles.find(in.name());
+        pin != options.inputValueFiles.end()) {
+      SmallVector<int64_t> declaredDims;
+      for (const auto &d : tt.shape().dim())
+        declaredDims.push_back(d.has_dim_value() ? d.dim_value() : ShapedType::kDynamic);
+      auto value = pinnedValue(in.name(), pin->second,
+                               RankedTensorType::get(declaredDims, *elem));
+      if (failed(value))
+        return failure();
+      for (auto [i, d] : llvm::enumerate(declaredDims))
+        if (d != ShapedType::kDynamic && d != value->getType().getDimSize(i))
+          return fail("--input-value " + in.name() + ": dimension " +
+                      std::to_string(i) + " is " +
+                      std::to_string(value->getType().getDimSize(i)) +
+                      " but the model fixes it at " + std::to_string(d));
+      pinnedInputs.emplace_back(in.name(), *value);
+      continue;
+    }
     SmallVector<int64_t> dims;
     auto pinned = options.inputShapes.find(in.name());
     if (pinned != options.inputShapes.end()) {
@@ -1900,6 +1991,9 @@ LogicalResult GraphImporter::createFunction(ModuleOp module) {
     values[name] = entry->getArgument(i);
   }
   b.setInsertionPointToEnd(entry);
+  for (auto &[name, value] : pinnedInputs)
+    values[name] = nn::ConstantOp::create(b, NameLoc::get(b.getStringAttr(name)),
+                                          cast<ElementsAttr>(value));
   return success();
 }
 

@@ -23,10 +23,18 @@ namespace shardflow {
 struct ONNXImportOptions {
   /// Shapes that replace the declared shapes of graph inputs, by name.
   llvm::StringMap<llvm::SmallVector<int64_t>> inputShapes;
+  /// Graph inputs pinned to a value (a .npy or TensorProto .pb file), by
+  /// name: they become constants, so inputs that decide shapes (axes, k,
+  /// split sizes) fold like initializers.
+  llvm::StringMap<std::string> inputValueFiles;
   /// Initializers of at most this many bytes become nn.constant; larger ones
   /// become nn.weight references.
   int64_t embedLimitBytes = 1024;
 };
+
+/// Parses one `--input-value` value, `name=FILE.npy` or `name=FILE.pb`.
+/// Returns an error message, or an empty string.
+std::string parseInputValueSpec(llvm::StringRef spec, ONNXImportOptions &options);
 
 /// Parses one `--input-shape` value, `name=d0,d1,...` (also `name=d0xd1`),
 /// into `options`. Returns an error message, or an empty string.

@@ -197,6 +197,10 @@ template <ReduceKind K> void reduceKernel(const KernelContext &ctx) {
   if (expect != out.shape)
     throw kernelError(ctx.kernel, "result shape " + shapeString(out.shape) + " should be " +
                                       shapeString(expect));
+  // Booleans are bytes 0/1: their max is a logical or, and the empty max is
+  // false (the smallest value), exactly what the uint8 reduction gives.
+  if (in.dtype == DType::I1 && K == ReduceKind::Max)
+    return reduceImpl<uint8_t, K>(ctx, reduced);
   dispatchNumeric(in.dtype, ctx.kernel, [&](auto tag) {
     using T = typename decltype(tag)::type;
     reduceImpl<T, K>(ctx, reduced);
