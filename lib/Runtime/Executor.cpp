@@ -110,14 +110,12 @@ Tensor Executor::tensorOf(int buffer) const {
   return Tensor{pointers[buffer], b.dtype, b.shape};
 }
 
-std::vector<std::pair<std::string, HostTensor>>
+std::vector<std::pair<std::string, Tensor>>
 Executor::run(const std::map<std::string, HostTensor> &inputs) {
-  size_t expected = 0;
   for (size_t i = 0; i < art.buffers.size(); ++i) {
     const BufferDesc &b = art.buffers[i];
     if (b.kind != BufferDesc::Kind::Input)
       continue;
-    ++expected;
     auto it = inputs.find(b.name);
     if (it == inputs.end())
       throw RuntimeError("input '" + b.name + "' (" + dtypeName(b.dtype) +
@@ -161,14 +159,8 @@ Executor::run(const std::map<std::string, HostTensor> &inputs) {
     }
   }
 
-  std::vector<std::pair<std::string, HostTensor>> outputs;
-  for (const auto &[name, buffer] : art.outputs) {
-    Tensor t = tensorOf(buffer);
-    HostTensor h{t.dtype, t.shape, {}};
-    const uint8_t *p = static_cast<const uint8_t *>(t.data);
-    h.bytes.assign(p, p + t.bytes());
-    outputs.emplace_back(name, std::move(h));
-  }
-  (void)expected;
+  std::vector<std::pair<std::string, Tensor>> outputs;
+  for (const auto &[name, buffer] : art.outputs)
+    outputs.emplace_back(name, tensorOf(buffer));
   return outputs;
 }

@@ -55,7 +55,8 @@ std::string headerField(const std::string &header, const std::string &key,
   return header.substr(start, end - start);
 }
 
-uint32_t crc32(const std::string &data) {
+/// CRC-32 (zip's) of `n` bytes, continuing from `crc` (0 to start).
+uint32_t crc32(const void *data, size_t n, uint32_t crc = 0) {
   static uint32_t table[256];
   static bool ready = false;
   if (!ready) {
@@ -67,9 +68,10 @@ uint32_t crc32(const std::string &data) {
     }
     ready = true;
   }
-  uint32_t c = 0xFFFFFFFFu;
-  for (unsigned char b : data)
-    c = table[(c ^ b) & 0xff] ^ (c >> 8);
+  uint32_t c = crc ^ 0xFFFFFFFFu;
+  const unsigned char *p = static_cast<const unsigned char *>(data);
+  for (size_t i = 0; i < n; ++i)
+    c = table[(c ^ p[i]) & 0xff] ^ (c >> 8);
   return c ^ 0xFFFFFFFFu;
 }
 
@@ -211,7 +213,8 @@ shardflow::runtime::readNpz(const std::string &path) {
   return out;
 }
 
-std::string shardflow::runtime::serializeNpy(const Tensor &t) {
+/// The .npy preamble (magic, version, header) for `t`'s type and shape.
+static std::string npyHeader(const Tensor &t) {
   const char *descr = nullptr;
   for (const auto &nt : kNpyTypes)
     if (nt.dtype == t.dtype)
@@ -233,42 +236,64 @@ std::string shardflow::runtime::serializeNpy(const Tensor &t) {
   out += char(1);
   out += char(0);
   put16(out, uint16_t(header.size()));
-  out += header;
+  return out + header;
+}
+
+std::string shardflow::runtime::serializeNpy(const Tensor &t) {
+  std::string out = npyHeader(t);
   out.append(static_cast<const char *>(t.data), t.bytes());
   return out;
 }
 
+// The writers stream the tensor's bytes from where they are: no copy of
+// the data is made, however large the output.
 void shardflow::runtime::writeNpy(const std::string &path, const Tensor &t) {
   std::ofstream f(path, std::ios::binary);
-  std::string data = serializeNpy(t);
-  if (!f.write(data.data(), data.size()))
+  std::string header = npyHeader(t);
+  if (!f.write(header.data(), header.size()) ||
+      !f.write(static_cast<const char *>(t.data), t.bytes()))
     throw RuntimeError("cannot write '" + path + "'");
 }
 
 void shardflow::runtime::writeNpz(
     const std::string &path,
     const std::vector<std::pair<std::string, Tensor>> &tensors) {
-  std::string zip, central;
+  std::ofstream f(path, std::ios::binary);
+  if (!f)
+    throw RuntimeError("cannot write '" + path + "'");
+  std::string central;
+  uint64_t written = 0;
+  auto emit = [&](const void *data, size_t n) {
+    if (!f.write(static_cast<const char *>(data), n))
+      throw RuntimeError("cannot write '" + path + "'");
+    written += n;
+  };
   for (const auto &[name, tensor] : tensors) {
-    std::string member = serializeNpy(tensor);
-    if (member.size() >= 0xFFFFFFFFu)
+    std::string header = npyHeader(tensor);
+    uint64_t size = header.size() + tensor.bytes();
+    if (size >= 0xFFFFFFFFu || written >= 0xFFFFFFFFu)
       throw RuntimeError("output '" + name + "' is over 4 GiB; write .npy instead");
     std::string file = name + ".npy";
-    uint32_t crc = crc32(member), offset = uint32_t(zip.size());
+    uint32_t crc = crc32(header.data(), header.size());
+    crc = crc32(tensor.data, tensor.bytes(), crc);
+    uint32_t offset = uint32_t(written);
     // Local header: stored (method 0), no data descriptor.
-    put32(zip, 0x04034b50);
-    put16(zip, 20);
-    put16(zip, 0);
-    put16(zip, 0);
-    put16(zip, 0);
-    put16(zip, 0x21);
-    put32(zip, crc);
-    put32(zip, uint32_t(member.size()));
-    put32(zip, uint32_t(member.size()));
-    put16(zip, uint16_t(file.size()));
-    put16(zip, 0);
-    zip += file;
-    zip += member;
+    std::string local;
+    put32(local, 0x04034b50);
+    put16(local, 20);
+    put16(local, 0);
+    put16(local, 0);
+    put16(local, 0);
+    put16(local, 0x21);
+    put32(local, crc);
+    put32(local, uint32_t(size));
+    put32(local, uint32_t(size));
+    put16(local, uint16_t(file.size()));
+    put16(local, 0);
+    local += file;
+    local += header;
+    emit(local.data(), local.size());
+    emit(tensor.data, tensor.bytes());
     put32(central, 0x02014b50);
     put16(central, 20);
     put16(central, 20);
@@ -277,8 +302,8 @@ void shardflow::runtime::writeNpz(
     put16(central, 0);
     put16(central, 0x21);
     put32(central, crc);
-    put32(central, uint32_t(member.size()));
-    put32(central, uint32_t(member.size()));
+    put32(central, uint32_t(size));
+    put32(central, uint32_t(size));
     put16(central, uint16_t(file.size()));
     put16(central, 0);
     put16(central, 0);
@@ -288,17 +313,14 @@ void shardflow::runtime::writeNpz(
     put32(central, offset);
     central += file;
   }
-  uint32_t centralAt = uint32_t(zip.size());
-  zip += central;
-  put32(zip, 0x06054b50);
-  put16(zip, 0);
-  put16(zip, 0);
-  put16(zip, uint16_t(tensors.size()));
-  put16(zip, uint16_t(tensors.size()));
-  put32(zip, uint32_t(central.size()));
-  put32(zip, centralAt);
-  put16(zip, 0);
-  std::ofstream f(path, std::ios::binary);
-  if (!f.write(zip.data(), zip.size()))
-    throw RuntimeError("cannot write '" + path + "'");
+  std::string end = central;
+  put32(end, 0x06054b50);
+  put16(end, 0);
+  put16(end, 0);
+  put16(end, uint16_t(tensors.size()));
+  put16(end, uint16_t(tensors.size()));
+  put32(end, uint32_t(central.size()));
+  put32(end, uint32_t(written)); // the central directory starts here
+  put16(end, 0);
+  emit(end.data(), end.size());
 }

@@ -181,14 +181,11 @@ int main(int argc, char **argv) {
         throw RuntimeError("the model has " + std::to_string(outputs.size()) +
                            " outputs; write them to an .npz");
       if (endsWith(output, ".pb"))
-        writeTensorProto(output, outputs[0].first, outputs[0].second.view());
+        writeTensorProto(output, outputs[0].first, outputs[0].second);
       else
-        writeNpy(output, outputs[0].second.view());
+        writeNpy(output, outputs[0].second);
     } else {
-      std::vector<std::pair<std::string, Tensor>> views;
-      for (auto &[name, t] : outputs)
-        views.emplace_back(name, t.view());
-      writeNpz(output, views);
+      writeNpz(output, outputs);
     }
     if (verbose) {
       using S = std::chrono::duration<double>;

@@ -26,8 +26,10 @@ public:
   ~Executor();
 
   /// Inputs by name; each must match the artifact's shape and type.
-  /// Returns the outputs by name, in the artifact's order.
-  std::vector<std::pair<std::string, HostTensor>>
+  /// Returns the outputs by name, in the artifact's order, as views of the
+  /// executor's buffers (or of the inputs): valid until the next run and
+  /// while the inputs live. Nothing is copied.
+  std::vector<std::pair<std::string, Tensor>>
   run(const std::map<std::string, HostTensor> &inputs);
 
   const Artifact &artifact() const { return art; }
