@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what a fresh Debian 12 machine lacks to build and test Shardflow:
 # Debian packages (LLVM/MLIR 22, libonnx, protobuf, OpenMPI, ninja, ccache, gtest,
-# clang 14 with libFuzzer for tools/fuzz-smoke.sh)
+# clang 14 with libFuzzer for tools/fuzz-smoke.sh, OpenBLAS for the CPU GEMMs)
 # and a Python virtual environment in .venv with the verification packages.
 # Idempotent: when everything is present it only checks, which takes a second or two.
 set -euo pipefail
@@ -13,6 +13,7 @@ debian_packages=(
   libopenmpi-dev openmpi-bin
   cmake ninja-build ccache g++ libgtest-dev
   clang-14 libclang-rt-14-dev
+  libopenblas-dev
   python3-venv
 )
 python_packages=(onnx onnxruntime numpy pytest)

@@ -2,6 +2,8 @@
 
 #include "shardflow/Runtime/Executor.h"
 
+#include "kernels/cpu/Gemm.h"
+
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
@@ -32,6 +34,7 @@ Executor::Executor(Artifact artifact, std::string weightsDir, int threads)
   if (!arena)
     throw RuntimeError("cannot allocate the " + std::to_string(bytes) +
                        "-byte activation arena");
+  shardflow::runtime::cpu::setGemmThreads(threads);
   pointers.assign(art.buffers.size(), nullptr);
   for (size_t i = 0; i < art.buffers.size(); ++i) {
     BufferDesc &b = art.buffers[i];

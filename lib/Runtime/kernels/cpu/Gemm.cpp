@@ -2,6 +2,10 @@
 
 #include "Gemm.h"
 
+#ifdef SHARDFLOW_HAVE_CBLAS
+#include <cblas.h>
+#endif
+
 #include <algorithm>
 #include <cstring>
 #include <memory>
@@ -172,9 +176,60 @@ bool hasAvx2() {
 
 } // namespace
 
+#ifdef SHARDFLOW_HAVE_CBLAS
+/// OpenBLAS for float and double when each operand is row-major or its
+/// transpose (every GEMM the kernels issue); false when it does not apply.
+template <typename T>
+static bool gemmBlas(int64_t M, int64_t N, int64_t K, const T *a, int64_t rsA, int64_t csA,
+              const T *b, int64_t rsB, int64_t csB, T *c, int64_t ldc) {
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+    if (M == 0 || N == 0 || K == 0)
+      return true;
+    auto layout = [](int64_t rs, int64_t cs, int64_t rows, int64_t cols,
+                     CBLAS_TRANSPOSE &t, blasint &ld) {
+      if (cs == 1 && rs >= std::max<int64_t>(cols, 1)) {
+        t = CblasNoTrans;
+        ld = blasint(rs);
+        return true;
+      }
+      if (rs == 1 && cs >= std::max<int64_t>(rows, 1)) {
+        t = CblasTrans;
+        ld = blasint(cs);
+        return true;
+      }
+      return false;
+    };
+    CBLAS_TRANSPOSE ta, tb;
+    blasint lda, ldb;
+    if (!layout(rsA, csA, M, K, ta, lda) || !layout(rsB, csB, K, N, tb, ldb))
+      return false;
+    if constexpr (std::is_same_v<T, float>)
+      cblas_sgemm(CblasRowMajor, ta, tb, blasint(M), blasint(N), blasint(K), 1.0f, a,
+                  lda, b, ldb, 1.0f, c, blasint(ldc));
+    else
+      cblas_dgemm(CblasRowMajor, ta, tb, blasint(M), blasint(N), blasint(K), 1.0, a,
+                  lda, b, ldb, 1.0, c, blasint(ldc));
+    return true;
+  }
+  return false;
+}
+#endif
+
+void setGemmThreads(int threads) {
+#ifdef SHARDFLOW_HAVE_CBLAS
+  openblas_set_num_threads(std::max(threads, 1));
+#else
+  (void)threads;
+#endif
+}
+
 template <typename T>
 void gemmAccumulate(int64_t M, int64_t N, int64_t K, const T *a, int64_t rsA, int64_t csA,
                     const T *b, int64_t rsB, int64_t csB, T *c, int64_t ldc) {
+#ifdef SHARDFLOW_HAVE_CBLAS
+  if (gemmBlas(M, N, K, a, rsA, csA, b, rsB, csB, c, ldc))
+    return;
+#endif
 #ifdef SHARDFLOW_GEMM_AVX2
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>)
     if (hasAvx2())

@@ -2,8 +2,9 @@
 //
 // C[M,N] += A[M,K] * B[K,N] with arbitrary row/column strides for A and B
 // (so transposed operands need no copy) and row stride ldc for C. One
-// implementation for matmul, gemm and conv; an AVX2+FMA build of the
-// micro-kernel is picked at run time when the CPU has it.
+// implementation for matmul, gemm and conv: OpenBLAS for f32/f64 when the
+// runtime is built with it, else a blocked kernel whose AVX2+FMA build is
+// picked at run time when the CPU has it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -13,6 +14,9 @@
 #include <cstdint>
 
 namespace shardflow::runtime::cpu {
+
+/// Threads the GEMM may use (OpenBLAS's pool, when built with it).
+void setGemmThreads(int threads);
 
 /// Instantiated for float, double, int8..int64 and uint8..uint64.
 template <typename T>
