@@ -28,18 +28,6 @@ namespace {
 // Helpers
 //===----------------------------------------------------------------------===//
 
-/// Calls fn(T{}, ctx) for f32 and f64; f16/bf16 through f32.
-template <typename Fn> void dispatchFloat(const KernelContext &ctx, DType t, Fn &&fn) {
-  switch (t) {
-  case DType::F32: return fn(float{}, ctx);
-  case DType::F64: return fn(double{}, ctx);
-  case DType::F16:
-  case DType::BF16:
-    return runAsF32(ctx, [&](const KernelContext &sub) { fn(float{}, sub); });
-  default: break;
-  }
-  fail(ctx, std::string("unsupported element type ") + dtypeName(t));
-}
 
 /// Where the rows of a [B, H, S, D] operand lie, for 4-D tensors or for
 /// 3-D [B, S, H * D] ones: element (b, h, s, d) is at b*sb + h*sh + s*ss + d.

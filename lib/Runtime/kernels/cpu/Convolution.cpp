@@ -30,29 +30,7 @@ namespace {
 //===----------------------------------------------------------------------===//
 
 
-/// Calls fn(T{}, ctx) for f32 and f64; f16/bf16 through f32.
-template <typename Fn> void dispatchFloat(const KernelContext &ctx, DType t, Fn &&fn) {
-  switch (t) {
-  case DType::F32: return fn(float{}, ctx);
-  case DType::F64: return fn(double{}, ctx);
-  case DType::F16:
-  case DType::BF16:
-    return runAsF32(ctx, [&](const KernelContext &sub) { fn(float{}, sub); });
-  default: break;
-  }
-  fail(ctx, std::string("unsupported element type ") + dtypeName(t));
-}
 
-/// An integer-list parameter; an empty list may arrive as an empty float list.
-std::vector<int64_t> intList(const Params &p, std::string_view name) {
-  if (!p.has(name))
-    return {};
-  const ParamValue &v = p.all().find(std::string(name))->second;
-  if (auto *d = std::get_if<std::vector<double>>(&v))
-    if (d->empty())
-      return {};
-  return p.getInts(name);
-}
 
 /// The window geometry of a 1-D or 2-D conv/pool, as 2-D.
 struct Window {

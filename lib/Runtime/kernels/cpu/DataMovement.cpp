@@ -35,16 +35,6 @@ void expectArity(const KernelContext &ctx, size_t ins, size_t outs) {
                   std::to_string(ctx.outputs.size()));
 }
 
-/// An integer-list parameter; an empty list may arrive as an empty float list.
-std::vector<int64_t> intList(const Params &p, std::string_view name) {
-  if (!p.has(name))
-    return {};
-  const ParamValue &v = p.all().find(std::string(name))->second;
-  if (auto *d = std::get_if<std::vector<double>>(&v))
-    if (d->empty())
-      return {};
-  return p.getInts(name);
-}
 
 std::vector<int64_t> stridesOf(const std::vector<int64_t> &shape) {
   std::vector<int64_t> s(shape.size());

@@ -1,7 +1,8 @@
 //===- KernelSupport.h - helpers shared by the CPU kernels ----*- C++ -*-===//
 //
-// Error reporting, the f16/bf16 conversions and running a half-precision
-// kernel through f32: written once for every kernel file.
+// Error reporting, the f16/bf16 conversions, running a half-precision kernel
+// through f32, element-type dispatch and list parameters: written once for
+// every kernel file.
 //
 //===----------------------------------------------------------------------===//
 
@@ -70,6 +71,30 @@ template <typename Fn> void runAsF32(const KernelContext &ctx, Fn &&fn) {
     for (int64_t i = 0, n = t.numel(); i < n; ++i)
       h[i] = t.dtype == DType::F16 ? floatToHalf(f[i]) : floatToBf16(f[i]);
   }
+}
+
+/// Calls fn(T{}, ctx) for f32 and f64; f16/bf16 through f32.
+template <typename Fn> inline void dispatchFloat(const KernelContext &ctx, DType t, Fn &&fn) {
+  switch (t) {
+  case DType::F32: return fn(float{}, ctx);
+  case DType::F64: return fn(double{}, ctx);
+  case DType::F16:
+  case DType::BF16:
+    return runAsF32(ctx, [&](const KernelContext &sub) { fn(float{}, sub); });
+  default: break;
+  }
+  fail(ctx, std::string("unsupported element type ") + dtypeName(t));
+}
+
+/// An integer-list parameter; an empty list may arrive as an empty float list.
+inline std::vector<int64_t> intList(const Params &p, std::string_view name) {
+  if (!p.has(name))
+    return {};
+  const ParamValue &v = p.all().find(std::string(name))->second;
+  if (auto *d = std::get_if<std::vector<double>>(&v))
+    if (d->empty())
+      return {};
+  return p.getInts(name);
 }
 
 } // namespace shardflow::runtime::cpu
