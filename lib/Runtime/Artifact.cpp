@@ -430,5 +430,8 @@ Artifact shardflow::runtime::readArtifact(const std::string &path) {
     throw RuntimeError("cannot open artifact '" + path + "'");
   std::stringstream ss;
   ss << f.rdbuf();
-  return parseArtifact(ss.str(), path);
+  Artifact a = parseArtifact(ss.str(), path);
+  auto slash = path.find_last_of('/');
+  a.artifactDir = slash == std::string::npos ? "." : path.substr(0, slash);
+  return a;
 }

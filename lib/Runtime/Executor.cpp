@@ -72,9 +72,11 @@ void Executor::mapWeights() {
       throw RuntimeError(
           "weight '" + b.name +
           "' is stored in the model in a form that cannot be mapped "
-          "(varint-encoded or ONNX text); save the model with raw_data "
-          "initializers or external data");
-    std::string path = dir.empty() ? b.file : dir + "/" + b.file;
+          "(varint-encoded or ONNX text); recompile with this shard-opt, "
+          "which writes such weights next to the artifact");
+    // Weights converted at compile time sit next to the artifact.
+    const std::string &folder = b.storage == "artifact" ? art.artifactDir : dir;
+    std::string path = folder.empty() ? b.file : folder + "/" + b.file;
     auto it = files.find(path);
     if (it == files.end()) {
       int fd = open(path.c_str(), O_RDONLY);

@@ -67,14 +67,21 @@ def run_artifact(artifact: str | Path, inputs: dict[str, np.ndarray],
             return {k: data[k] for k in data.files}
 
 
-def run_onnxruntime(model: str | Path, inputs: dict[str, np.ndarray],
+def run_onnxruntime(model: str | Path | bytes, inputs: dict[str, np.ndarray],
                     threads: int = 1) -> dict[str, np.ndarray]:
     import onnxruntime as ort
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
-    session = ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
+    source = model if isinstance(model, bytes) else str(model)
+    session = ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
     names = [o.name for o in session.get_outputs()]
     return dict(zip(names, session.run(names, inputs)))
+
+
+def run_onnxruntime_model(model, inputs: dict[str, np.ndarray],
+                          threads: int = 1) -> dict[str, np.ndarray]:
+    """Like run_onnxruntime, for an in-memory onnx.ModelProto."""
+    return run_onnxruntime(model.SerializeToString(), inputs, threads)
 
 
 def relative_error(ours: np.ndarray, reference: np.ndarray) -> float:

@@ -138,9 +138,56 @@ static std::string summarize(ModuleOp module, StringRef path, double seconds) {
       .str();
 }
 
+/// Writes the weights that cannot be mapped in place (storage "protobuf":
+/// varint-encoded or read from ONNX text) once, to OUTPUT.weights next to
+/// the artifact, and points the artifact at them.
+static LogicalResult writeSideWeights(MLIRContext *context,
+                                      shardflow::runtime::Artifact &artifact,
+                                      StringRef modelPath, bool fromONNX,
+                                      StringRef outputFile) {
+  std::vector<std::string> names;
+  for (auto &b : artifact.buffers)
+    if (b.kind == shardflow::runtime::BufferDesc::Kind::Weight &&
+        b.storage == "protobuf")
+      names.push_back(b.name);
+  if (names.empty())
+    return success();
+  if (!fromONNX || outputFile == "-") {
+    llvm::errs() << "shard-opt: weight '" << names.front()
+                 << "' is not byte-addressable in its file; compile from the "
+                    ".onnx/.onnxtxt model with -o FILE so that shard-opt can "
+                    "write it next to the artifact\n";
+    return failure();
+  }
+  llvm::StringMap<std::string> bytes;
+  if (failed(shardflow::readInitializerBytes(context, modelPath, names, bytes)))
+    return failure();
+  std::string sidePath = (outputFile + ".weights").str();
+  std::error_code ec;
+  llvm::raw_fd_ostream side(sidePath, ec);
+  if (ec) {
+    llvm::errs() << "shard-opt: cannot write '" << sidePath << "': " << ec.message() << "\n";
+    return failure();
+  }
+  uint64_t offset = 0;
+  for (auto &b : artifact.buffers) {
+    if (b.kind != shardflow::runtime::BufferDesc::Kind::Weight || b.storage != "protobuf")
+      continue;
+    const std::string &data = bytes[b.name];
+    uint64_t aligned = (offset + 63) / 64 * 64;
+    side.write_zeros(aligned - offset);
+    side << data;
+    b.storage = "artifact";
+    b.file = llvm::sys::path::filename(sidePath).str();
+    b.fileOffset = int64_t(aligned);
+    offset = aligned + data.size();
+  }
+  return success();
+}
+
 /// Lowers `module` for --target and writes the artifact to `outputFile`.
 static int compileToArtifact(ModuleOp module, StringRef inputFile,
-                             StringRef outputFile) {
+                             StringRef outputFile, bool fromONNX) {
   if (target != "cpu") {
     llvm::errs() << "shard-opt: --target must be cpu, got '" << target << "'\n";
     return 1;
@@ -155,7 +202,9 @@ static int compileToArtifact(ModuleOp module, StringRef inputFile,
   llvm::sys::fs::make_absolute(dir);
   llvm::sys::path::remove_filename(dir);
   auto artifact = shardflow::exportArtifact(module, target, dir);
-  if (failed(artifact))
+  if (failed(artifact) ||
+      failed(writeSideWeights(module.getContext(), *artifact, inputFile,
+                              fromONNX, outputFile)))
     return 1;
   std::string error;
   auto output = openOutputFile(outputFile, &error);
@@ -259,7 +308,7 @@ int main(int argc, char **argv) {
     if (printSummary)
       summary = summarize(*module, displayPath, seconds);
     if (!target.empty()) {
-      int rc = compileToArtifact(*module, inputFile, outputFile);
+      int rc = compileToArtifact(*module, inputFile, outputFile, /*fromONNX=*/true);
       if (!summary.empty())
         llvm::errs() << summary << "\n";
       return rc;
@@ -284,7 +333,7 @@ int main(int argc, char **argv) {
       OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
       if (!module)
         return 1;
-      return compileToArtifact(*module, inputFile, outputFile);
+      return compileToArtifact(*module, inputFile, outputFile, /*fromONNX=*/false);
     }
   }
 

@@ -46,8 +46,9 @@ struct BufferDesc {
   int64_t offset = 0;        // Arena: byte offset in the arena
   int source = -1;           // View: the buffer whose bytes it views
   std::string name;          // Input and Weight: the ONNX name
-  std::string storage;       // Weight: external | embedded | protobuf
+  std::string storage;       // Weight: external | embedded | artifact
   std::string file;          // Weight: relative to the model folder
+                             // (artifact: to the artifact's folder)
   int64_t fileOffset = 0;    // Weight: byte offset in `file`
   std::vector<uint8_t> data; // Constant: little-endian bytes (bool: 1 byte)
 
@@ -70,6 +71,9 @@ struct Artifact {
   std::vector<BufferDesc> buffers;
   std::vector<Instruction> program;
   std::vector<std::pair<std::string, int>> outputs; // name, buffer
+  /// Not serialized: the folder the artifact was read from, where weights
+  /// with storage "artifact" (converted at compile time) live.
+  std::string artifactDir;
 };
 
 /// Writes the text form.

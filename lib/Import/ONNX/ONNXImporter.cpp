@@ -118,6 +118,30 @@ public:
 
   OwningOpRef<ModuleOp> run();
 
+  /// An initializer's bytes as the runtime lays them out: little-endian,
+  /// bools one byte each, splats expanded.
+  FailureOr<std::string> initializerBytes(const onnx::TensorProto &t) {
+    auto type = tensorType(t);
+    if (failed(type))
+      return failure();
+    auto data = tensorData(t, *type);
+    if (failed(data))
+      return failure();
+    std::string out;
+    if (type->getElementType().isInteger(1)) {
+      for (bool v : data->getValues<bool>())
+        out.push_back(v ? 1 : 0);
+      return out;
+    }
+    size_t width = size_t(nn::getElementStorageBytes(type->getElementType()));
+    ArrayRef<char> raw = data->getRawData();
+    if (!data->isSplat())
+      return std::string(raw.data(), raw.size());
+    for (int64_t i = 0; i < type->getNumElements(); ++i)
+      out.append(raw.data(), width);
+    return out;
+  }
+
 private:
   using Handler = LogicalResult (GraphImporter::*)();
   static const llvm::StringMap<std::pair<Handler, int64_t>> &handlers();
@@ -2239,61 +2263,94 @@ static std::string shortenLines(StringRef message, size_t width = 240) {
   return out;
 }
 
-OwningOpRef<ModuleOp>
-shardflow::importONNXBuffer(MLIRContext *context, StringRef bytes,
-                            StringRef path, const ONNXImportOptions &options) {
-  registerImportDialects(*context);
+/// Parses binary or text ONNX into `model`; emits a diagnostic on failure.
+static LogicalResult parseModel(MLIRContext *context, StringRef bytes,
+                                StringRef path, onnx::ModelProto &model,
+                                bool &text) {
   Location fileLoc = FileLineColLoc::get(context, path, 0, 0);
-  onnx::ModelProto model;
-  bool text = looksLikeText(bytes);
+  text = looksLikeText(bytes);
   try {
     if (text) {
       std::string copy = bytes.str(); // The parser wants a C string.
       int64_t depth = textNestingDepth(StringRef(copy.c_str()));
-      if (depth > kMaxTextNesting) {
-        emitError(fileLoc) << "cannot parse ONNX text: brackets nest " << depth
-                           << " levels deep; at most " << kMaxTextNesting
-                           << " are supported";
-        return nullptr;
-      }
+      if (depth > kMaxTextNesting)
+        return emitError(fileLoc) << "cannot parse ONNX text: brackets nest "
+                                  << depth << " levels deep; at most "
+                                  << kMaxTextNesting << " are supported";
       auto status = onnx::OnnxParser::Parse(model, copy.c_str());
-      if (!status.IsOK()) {
-        emitError(fileLoc) << "cannot parse ONNX text: "
-                           << shortenLines(status.ErrorMessage());
-        return nullptr;
-      }
+      if (!status.IsOK())
+        return emitError(fileLoc) << "cannot parse ONNX text: "
+                                  << shortenLines(status.ErrorMessage());
     } else {
-      if (bytes.size() > size_t(std::numeric_limits<int>::max())) {
-        emitError(fileLoc) << "model file is over 2 GiB; store the weights as "
-                              "ONNX external data";
-        return nullptr;
-      }
-      if (!model.ParseFromArray(bytes.data(), int(bytes.size()))) {
-        emitError(fileLoc) << "not a valid ONNX model (protobuf parse failed: "
-                              "truncated or corrupt file?)";
-        return nullptr;
-      }
+      if (bytes.size() > size_t(std::numeric_limits<int>::max()))
+        return emitError(fileLoc)
+               << "model file is over 2 GiB; store the weights as ONNX "
+                  "external data";
+      if (!model.ParseFromArray(bytes.data(), int(bytes.size())))
+        return emitError(fileLoc)
+               << "not a valid ONNX model (protobuf parse failed: truncated "
+                  "or corrupt file?)";
     }
   } catch (const std::logic_error &e) {
     // std::stoll and friends in the text parser: a number it cannot convert.
-    emitError(fileLoc) << (text ? "cannot parse ONNX text" : "cannot read ONNX model")
-                       << ": a number is malformed or out of range (" << e.what()
-                       << ")";
-    return nullptr;
+    return emitError(fileLoc)
+           << (text ? "cannot parse ONNX text" : "cannot read ONNX model")
+           << ": a number is malformed or out of range (" << e.what() << ")";
   } catch (const std::exception &e) {
-    emitError(fileLoc) << "cannot read ONNX model: " << e.what();
-    return nullptr;
+    return emitError(fileLoc) << "cannot read ONNX model: " << e.what();
   } catch (...) {
-    emitError(fileLoc) << "cannot read ONNX model";
-    return nullptr;
+    return emitError(fileLoc) << "cannot read ONNX model";
   }
-  if (!model.has_graph()) {
-    emitError(fileLoc) << "model has no graph";
+  if (!model.has_graph())
+    return emitError(fileLoc) << "model has no graph";
+  return success();
+}
+
+OwningOpRef<ModuleOp>
+shardflow::importONNXBuffer(MLIRContext *context, StringRef bytes,
+                            StringRef path, const ONNXImportOptions &options) {
+  registerImportDialects(*context);
+  onnx::ModelProto model;
+  bool text = false;
+  if (failed(parseModel(context, bytes, path, model, text)))
     return nullptr;
-  }
   GraphImporter importer(context, model, path, text ? StringRef() : bytes,
                          options);
   return importer.run();
+}
+
+LogicalResult shardflow::readInitializerBytes(MLIRContext *context,
+                                              StringRef path,
+                                              ArrayRef<std::string> names,
+                                              llvm::StringMap<std::string> &out) {
+  registerImportDialects(*context);
+  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
+                                            /*RequiresNullTerminator=*/false);
+  if (!buffer)
+    return emitError(FileLineColLoc::get(context, path, 0, 0))
+           << "cannot open '" << path << "': " << buffer.getError().message();
+  onnx::ModelProto model;
+  bool text = false;
+  if (failed(parseModel(context, (*buffer)->getBuffer(), path, model, text)))
+    return failure();
+  ONNXImportOptions options;
+  GraphImporter importer(context, model, path, StringRef(), options);
+  llvm::StringSet<> wanted;
+  for (const std::string &n : names)
+    wanted.insert(n);
+  for (const auto &init : model.graph().initializer()) {
+    if (!wanted.contains(init.name()))
+      continue;
+    auto bytes = importer.initializerBytes(init);
+    if (failed(bytes))
+      return failure();
+    out[init.name()] = std::move(*bytes);
+  }
+  for (const std::string &n : names)
+    if (!out.count(n))
+      return emitError(FileLineColLoc::get(context, path, 0, 0))
+             << "the model has no initializer '" << n << "'";
+  return success();
 }
 
 OwningOpRef<ModuleOp>

@@ -57,6 +57,15 @@ mlir::OwningOpRef<mlir::ModuleOp>
 importONNXBuffer(mlir::MLIRContext *context, llvm::StringRef bytes,
                  llvm::StringRef path, const ONNXImportOptions &options);
 
+/// The bytes of the named initializers of a model file as the runtime lays
+/// them out (little-endian, bools one byte each): for weights that cannot be
+/// mapped in place (storage "protobuf"), which the compiler writes to a file
+/// next to the artifact once.
+mlir::LogicalResult readInitializerBytes(mlir::MLIRContext *context,
+                                         llvm::StringRef path,
+                                         llvm::ArrayRef<std::string> names,
+                                         llvm::StringMap<std::string> &out);
+
 /// Registers the dialects the importer creates ops of.
 void registerImportDialects(mlir::MLIRContext &context);
 
