@@ -1,6 +1,7 @@
 //===- Artifact.cpp - reading and writing .shard artifacts -----------------===//
 
 #include "shardflow/Runtime/Artifact.h"
+#include "shardflow/Runtime/NpyIO.h"
 
 #include <cctype>
 #include <cstdio>
@@ -425,12 +426,7 @@ Artifact shardflow::runtime::parseArtifact(const std::string &text,
 }
 
 Artifact shardflow::runtime::readArtifact(const std::string &path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f)
-    throw RuntimeError("cannot open artifact '" + path + "'");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  Artifact a = parseArtifact(ss.str(), path);
+  Artifact a = parseArtifact(readWholeFile(path), path);
   auto slash = path.find_last_of('/');
   a.artifactDir = slash == std::string::npos ? "." : path.substr(0, slash);
   return a;

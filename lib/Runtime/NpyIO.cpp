@@ -22,14 +22,6 @@ constexpr NpyType kNpyTypes[] = {
     {"<u2", DType::U16}, {"<u4", DType::U32}, {"<u8", DType::U64},
 };
 
-std::string readFile(const std::string &path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f)
-    throw RuntimeError("cannot open '" + path + "'");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 /// Finds the value text after `'key':` in numpy's header dictionary.
 std::string headerField(const std::string &header, const std::string &key,
@@ -89,6 +81,15 @@ uint32_t get32(const std::string &s, size_t at) {
 }
 
 } // namespace
+
+std::string shardflow::runtime::readWholeFile(const std::string &path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f)
+    throw RuntimeError("cannot open '" + path + "'");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
 
 HostTensor shardflow::runtime::parseNpy(const std::string &data,
                                         const std::string &what) {
@@ -154,12 +155,12 @@ HostTensor shardflow::runtime::parseNpy(const std::string &data,
 }
 
 HostTensor shardflow::runtime::readNpy(const std::string &path) {
-  return parseNpy(readFile(path), path);
+  return parseNpy(readWholeFile(path), path);
 }
 
 std::vector<std::pair<std::string, HostTensor>>
 shardflow::runtime::readNpz(const std::string &path) {
-  std::string zip = readFile(path);
+  std::string zip = readWholeFile(path);
   std::vector<std::pair<std::string, HostTensor>> out;
   size_t at = 0;
   while (at + 30 <= zip.size() && get32(zip, at) == 0x04034b50) {

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "shardflow/Runtime/TensorProtoIO.h"
+#include "shardflow/Runtime/NpyIO.h"
 
 #include <cstring>
 #include <fstream>
@@ -210,14 +211,6 @@ void readFixed(WireReader &r, uint32_t wire, std::vector<T> &out, const char *fi
   }
 }
 
-std::string readFile(const std::string &path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f)
-    throw RuntimeError("cannot open '" + path + "'");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 void putVarint(std::string &s, uint64_t v) {
   while (v >= 0x80) {
@@ -460,7 +453,7 @@ HostTensor shardflow::runtime::parseTensorProto(const std::string &data,
 
 HostTensor shardflow::runtime::readTensorProto(const std::string &path,
                                                std::string *name) {
-  return parseTensorProto(readFile(path), path, name);
+  return parseTensorProto(readWholeFile(path), path, name);
 }
 
 std::string shardflow::runtime::serializeTensorProto(const std::string &name,

@@ -24,6 +24,9 @@ struct HostTensor {
   Tensor view() { return Tensor{bytes.data(), dtype, shape}; }
 };
 
+/// A whole file's bytes; throws RuntimeError naming the file.
+std::string readWholeFile(const std::string &path);
+
 /// Reads one .npy file. Throws RuntimeError naming the file.
 HostTensor readNpy(const std::string &path);
 HostTensor parseNpy(const std::string &data, const std::string &what);
