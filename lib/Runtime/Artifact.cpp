@@ -19,6 +19,45 @@ int64_t BufferDesc::numel() const {
   return n;
 }
 
+void shardflow::runtime::forEachWeightRun(
+    const BufferDesc &b, int rank, const std::function<void(size_t, size_t)> &fn) {
+  size_t elem = dtypeSize(b.dtype);
+  if (b.starts.empty()) {
+    fn(0, b.bytes());
+    return;
+  }
+  const std::vector<int64_t> &global = b.globalShape, &start = b.starts.at(size_t(rank));
+  size_t rankDims = global.size();
+  if (rankDims == 0 || b.numel() == 0) {
+    fn(0, b.bytes());
+    return;
+  }
+  // Row-major strides of the global tensor, in elements.
+  std::vector<int64_t> stride(rankDims, 1);
+  for (size_t d = rankDims - 1; d > 0; --d)
+    stride[d - 1] = stride[d] * global[d];
+  // The innermost dimensions the slice covers whole, plus the one before
+  // them, form one contiguous run per index of the remaining dimensions.
+  size_t runDim = rankDims - 1;
+  while (runDim > 0 && b.shape[runDim] == global[runDim])
+    --runDim;
+  int64_t runElems = b.shape[runDim] * stride[runDim];
+  std::vector<int64_t> idx(runDim, 0);
+  while (true) {
+    int64_t offset = start[runDim] * stride[runDim];
+    for (size_t d = 0; d < runDim; ++d)
+      offset += (start[d] + idx[d]) * stride[d];
+    for (size_t d = runDim + 1; d < rankDims; ++d)
+      offset += start[d] * stride[d];
+    fn(size_t(offset) * elem, size_t(runElems) * elem);
+    size_t d = runDim;
+    while (d > 0 && ++idx[d - 1] == b.shape[d - 1])
+      idx[--d] = 0;
+    if (d == 0)
+      return;
+  }
+}
+
 namespace {
 
 std::string encode(const std::string &s) {
@@ -113,6 +152,19 @@ void shardflow::runtime::writeArtifact(const Artifact &a, std::ostream &os) {
       if (!b.file.empty())
         os << " file=" << encode(b.file) << " offset=" << b.fileOffset;
       os << " size=" << b.bytes();
+      if (!b.globalShape.empty() || !b.starts.empty()) {
+        os << " global=" << shapeText(b.globalShape) << " starts=";
+        for (size_t r = 0; r < b.starts.size(); ++r)
+          os << (r ? ";" : "") << join(b.starts[r]);
+      }
+      if (!b.crc32c.empty()) {
+        os << " crc32c=";
+        for (size_t r = 0; r < b.crc32c.size(); ++r) {
+          char hex[9];
+          std::snprintf(hex, sizeof(hex), "%08x", unsigned(b.crc32c[r]));
+          os << (r ? ";" : "") << hex;
+        }
+      }
       break;
     case BufferDesc::Kind::Constant: {
       os << " data=";
@@ -125,7 +177,7 @@ void shardflow::runtime::writeArtifact(const Artifact &a, std::ostream &os) {
     os << "\n";
   }
   for (const Instruction &inst : a.program) {
-    os << "kernel " << inst.kernel << " in=" << join(inst.inputs)
+    os << (inst.collective ? "collective " : "kernel ") << inst.kernel << " in=" << join(inst.inputs)
        << " out=" << join(inst.outputs);
     for (const auto &[name, value] : inst.params.all())
       os << " " << encode(name) << "=" << paramText(value);
@@ -159,6 +211,8 @@ private:
   DType toDType(const std::string &s) const;
   std::vector<int> toIndices(const std::string &s) const;
   ParamValue toParam(const std::string &s) const;
+  void checkWeight(const BufferDesc &b, int worldSize) const;
+  void checkCollective(const Instruction &inst, int worldSize) const;
 
   std::istringstream in;
   std::string path;
@@ -274,6 +328,77 @@ ParamValue Reader::toParam(const std::string &s) const {
   fail("unknown parameter type tag '" + tag + "'");
 }
 
+void Reader::checkWeight(const BufferDesc &b, int worldSize) const {
+  std::string what = "weight '" + b.name + "'";
+  if (b.globalShape.empty() != b.starts.empty())
+    fail(what + " needs both global= and starts= to be sliced");
+  size_t slices = 1;
+  if (!b.starts.empty()) {
+    if (b.globalShape.size() != b.shape.size())
+      fail(what + ": global shape and slice shape differ in rank");
+    if (b.starts.size() != size_t(worldSize))
+      fail(what + " has " + std::to_string(b.starts.size()) +
+           " slice starts for a world of " + std::to_string(worldSize) + " ranks");
+    for (const auto &start : b.starts) {
+      if (start.size() != b.shape.size())
+        fail(what + ": a slice start has the wrong number of dimensions");
+      for (size_t d = 0; d < start.size(); ++d)
+        if (start[d] < 0 || start[d] + b.shape[d] > b.globalShape[d])
+          fail(what + ": a slice lies outside the global shape");
+    }
+    slices = size_t(worldSize);
+  }
+  if (!b.crc32c.empty() && b.crc32c.size() != slices)
+    fail(what + " has " + std::to_string(b.crc32c.size()) + " checksums, expected " +
+         std::to_string(slices));
+}
+
+void Reader::checkCollective(const Instruction &inst, int worldSize) const {
+  static const char *known[] = {"all_reduce", "all_gather", "reduce_scatter",
+                                "all_to_all", "collective_permute", "send", "recv"};
+  bool ok = false;
+  for (const char *k : known)
+    ok |= inst.kernel == k;
+  if (!ok)
+    fail("unknown collective '" + inst.kernel + "'");
+  auto ranks = [&](const char *name) {
+    std::vector<int64_t> list = inst.params.has(name) ? inst.params.getInts(name)
+                                                      : std::vector<int64_t>{};
+    for (int64_t r : list)
+      if (r < -1 || r >= worldSize)
+        fail("collective " + inst.kernel + ": rank " + std::to_string(r) +
+             " in '" + name + "' is outside the world of " + std::to_string(worldSize));
+    return list;
+  };
+  if (inst.kernel == "send" || inst.kernel == "recv") {
+    if (ranks("peers").size() != size_t(worldSize))
+      fail("collective " + inst.kernel + " needs one peer per rank (-1: none)");
+    return;
+  }
+  if (inst.kernel == "collective_permute") {
+    std::vector<int64_t> pairs = ranks("pairs");
+    if (pairs.size() % 2)
+      fail("collective_permute needs source,target pairs");
+    std::vector<int> sends(static_cast<size_t>(worldSize), 0), recvs(sends);
+    for (size_t i = 0; i < pairs.size(); i += 2) {
+      if (pairs[i] < 0 || pairs[i + 1] < 0)
+        fail("collective_permute: ranks in pairs must be non-negative");
+      if (++sends[size_t(pairs[i])] > 1 || ++recvs[size_t(pairs[i + 1])] > 1)
+        fail("collective_permute: a rank sends or receives twice");
+    }
+    return;
+  }
+  std::vector<int64_t> groups = ranks("groups");
+  int64_t size = inst.params.has("group_size") ? inst.params.getInt("group_size") : 0;
+  if (size < 1 || groups.empty() || groups.size() % size_t(size))
+    fail("collective " + inst.kernel + " needs groups split evenly by group_size");
+  std::vector<int> seen(static_cast<size_t>(worldSize), 0);
+  for (int64_t r : groups)
+    if (r < 0 || ++seen[size_t(r)] > 1)
+      fail("collective " + inst.kernel + ": rank " + std::to_string(r) +
+           " appears in its groups twice or is negative");
+}
+
 Artifact Reader::read() {
   Artifact a;
   std::string line;
@@ -353,6 +478,32 @@ Artifact Reader::read() {
         else if (k == "size") {
           if (toInt(v, "size") != int64_t(b.bytes()))
             fail("weight size " + v + " does not match its type");
+        } else if (k == "global") {
+          b.globalShape = toShape(v);
+        } else if (k == "starts") {
+          std::stringstream ss(v);
+          std::string rank;
+          while (std::getline(ss, rank, ';')) {
+            std::vector<int64_t> start;
+            std::stringstream rs(rank);
+            for (std::string d; std::getline(rs, d, ',');)
+              start.push_back(toInt(d, "slice start"));
+            b.starts.push_back(std::move(start));
+          }
+        } else if (k == "crc32c") {
+          std::stringstream ss(v);
+          for (std::string c; std::getline(ss, c, ';');) {
+            size_t used = 0;
+            unsigned long x = 0;
+            try {
+              x = std::stoul(c, &used, 16);
+            } catch (...) {
+              used = 0;
+            }
+            if (c.empty() || c.size() > 8 || used != c.size())
+              fail("bad crc32c '" + c + "'");
+            b.crc32c.push_back(uint32_t(x));
+          }
         } else if (k == "data") {
           if (v.size() != 2 * b.bytes())
             fail("constant data has " + std::to_string(v.size() / 2) +
@@ -366,6 +517,8 @@ Artifact Reader::read() {
           fail("unknown buffer field '" + k + "'");
         }
       }
+      if (b.kind == BufferDesc::Kind::Weight)
+        checkWeight(b, a.worldSize);
       if (b.kind == BufferDesc::Kind::View &&
           (b.source < 0 || b.source >= int(a.buffers.size())))
         fail("view of an unknown buffer");
@@ -376,9 +529,10 @@ Artifact Reader::read() {
           (b.offset < 0 || b.offset + int64_t(b.bytes()) > a.arenaBytes))
         fail("buffer lies outside the arena");
       a.buffers.push_back(std::move(b));
-    } else if (key == "kernel") {
+    } else if (key == "kernel" || key == "collective") {
       need(4);
       Instruction inst;
+      inst.collective = key == "collective";
       inst.kernel = tok[1];
       for (size_t i = 2; i < tok.size(); ++i) {
         auto eq = tok[i].find('=');
@@ -392,6 +546,8 @@ Artifact Reader::read() {
         else
           inst.params.set(decode(k), toParam(v));
       }
+      if (inst.collective)
+        checkCollective(inst, a.worldSize);
       for (int idx : inst.inputs)
         if (idx < 0 || idx >= int(a.buffers.size()))
           fail("kernel " + inst.kernel + " reads an unknown buffer");

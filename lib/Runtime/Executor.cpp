@@ -2,8 +2,11 @@
 
 #include "shardflow/Runtime/Executor.h"
 
+#include "shardflow/Runtime/Checksum.h"
+
 #include "kernels/cpu/Gemm.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
@@ -23,9 +26,18 @@ std::string shapeText(const std::vector<int64_t> &shape) {
 }
 } // namespace
 
-Executor::Executor(Artifact artifact, std::string weightsDir, int threads)
+Executor::Executor(Artifact artifact, std::string weightsDir, int threads,
+                   Communicator *world, bool verifyWeights)
     : art(std::move(artifact)), weightsDir(std::move(weightsDir)),
-      threads(threads), arena(nullptr, std::free) {
+      threads(threads), arena(nullptr, std::free), comm(world),
+      verifyWeights(verifyWeights) {
+  if (!comm) {
+    single = createSingleRankCommunicator();
+    comm = single.get();
+  }
+  if (comm->size() != art.worldSize)
+    throw RuntimeError("the artifact was compiled for " + std::to_string(art.worldSize) +
+                       " rank(s) but runs on " + std::to_string(comm->size()));
   if (art.target != "cpu")
     throw RuntimeError("artifact targets '" + art.target +
                        "'; this shard-run executes cpu artifacts only");
@@ -53,6 +65,7 @@ Executor::Executor(Artifact artifact, std::string weightsDir, int threads)
     }
   }
   mapWeights();
+  prepareCollectives();
 }
 
 Executor::~Executor() {
@@ -96,18 +109,209 @@ void Executor::mapWeights() {
                .first;
     }
     auto [base, length] = it->second;
-    if (b.fileOffset < 0 || size_t(b.fileOffset) + b.bytes() > length)
+    // The whole tensor's extent in the file, then this rank's part of it.
+    const std::vector<int64_t> &global = b.starts.empty() ? b.shape : b.globalShape;
+    size_t elem = dtypeSize(b.dtype), globalBytes = elem;
+    for (int64_t d : global)
+      globalBytes *= size_t(d);
+    if (b.fileOffset < 0 || size_t(b.fileOffset) + globalBytes > length)
       throw RuntimeError("weight '" + b.name + "' needs " +
-                         std::to_string(b.bytes()) + " bytes at offset " +
+                         std::to_string(globalBytes) + " bytes at offset " +
                          std::to_string(b.fileOffset) + " of '" + path +
                          "', which has " + std::to_string(length) +
                          " bytes: wrong or modified weight file?");
-    pointers[i] = base + b.fileOffset;
+    const uint8_t *whole = base + b.fileOffset;
+    int rank = comm->rank();
+    std::vector<std::pair<size_t, size_t>> runs;
+    forEachWeightRun(b, rank, [&](size_t offset, size_t len) {
+      runs.emplace_back(offset, len);
+    });
+    if (runs.size() == 1) {
+      // Mapped in place: the rank touches only its own pages.
+      pointers[i] = const_cast<uint8_t *>(whole + runs[0].first);
+    } else {
+      // Rows of the slice are apart in the file: copy them together.
+      sliceCopies.emplace_back(new uint8_t[std::max<size_t>(b.bytes(), 1)]);
+      uint8_t *dst = sliceCopies.back().get();
+      for (auto [offset, len] : runs) {
+        std::memcpy(dst, whole + offset, len);
+        dst += len;
+      }
+      pointers[i] = sliceCopies.back().get();
+    }
+    if (verifyWeights && !b.crc32c.empty()) {
+      uint32_t want = b.crc32c[b.starts.empty() ? 0 : size_t(rank)];
+      uint32_t got = crc32c(pointers[i], b.bytes());
+      if (got != want) {
+        char text[64];
+        std::snprintf(text, sizeof(text), "%08x, the artifact expects %08x", got, want);
+        throw RuntimeError("weight '" + b.name + "' in '" + path +
+                           "' has checksum " + text +
+                           ": the weight file changed since compilation (recompile, "
+                           "or pass --no-verify-weights to use it anyway)");
+      }
+    }
     weightBytes += b.bytes();
   }
   for (size_t i = 0; i < art.buffers.size(); ++i)
     if (art.buffers[i].kind == BufferDesc::Kind::View && !pointers[i])
       pointers[i] = pointers[art.buffers[i].source];
+}
+
+namespace {
+std::vector<int64_t> groupsOf(const Instruction &inst) {
+  return inst.params.has("groups") ? inst.params.getInts("groups")
+                                   : std::vector<int64_t>{};
+}
+
+/// Rows and row bytes of `shape` split at `dim`: outer = prod(shape[:dim]),
+/// inner = prod(shape[dim:]) * elem.
+std::pair<int64_t, size_t> splitAt(const std::vector<int64_t> &shape, int64_t dim,
+                                   size_t elem) {
+  int64_t outer = 1;
+  size_t inner = elem;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (int64_t(d) < dim)
+      outer *= shape[d];
+    else
+      inner *= size_t(shape[d]);
+  }
+  return {outer, inner};
+}
+
+/// Packs `src` (shape `shape`) into `parts` contiguous pieces along `dim`.
+void packPieces(const uint8_t *src, const std::vector<int64_t> &shape, int64_t dim,
+                int parts, size_t elem, uint8_t *dst) {
+  auto [outer, inner] = splitAt(shape, dim, elem);
+  size_t piece = inner / size_t(parts);
+  for (int p = 0; p < parts; ++p)
+    for (int64_t o = 0; o < outer; ++o)
+      std::memcpy(dst + (size_t(p) * size_t(outer) + size_t(o)) * piece,
+                  src + size_t(o) * inner + size_t(p) * piece, piece);
+}
+
+/// The inverse: `parts` contiguous pieces, each of shape `piece` (the
+/// result's shape with dimension `dim` divided), concatenated along `dim`.
+void unpackPieces(const uint8_t *src, const std::vector<int64_t> &piece, int64_t dim,
+                  int parts, size_t elem, uint8_t *dst) {
+  auto [outer, inner] = splitAt(piece, dim, elem);
+  for (int p = 0; p < parts; ++p)
+    for (int64_t o = 0; o < outer; ++o)
+      std::memcpy(dst + (size_t(o) * size_t(parts) + size_t(p)) * inner,
+                  src + (size_t(p) * size_t(outer) + size_t(o)) * inner, inner);
+}
+} // namespace
+
+void Executor::prepareCollectives() {
+  // Every rank walks the same program, so the splits (collective calls)
+  // happen in the same order everywhere.
+  int rank = comm->rank();
+  for (const Instruction &inst : art.program) {
+    if (!inst.collective)
+      continue;
+    std::vector<int64_t> groups = groupsOf(inst);
+    if (groups.empty() || groupComms.count(groups))
+      continue;
+    int64_t size = inst.params.getInt("group_size");
+    int color = -1, key = 0;
+    for (size_t i = 0; i < groups.size(); ++i)
+      if (groups[i] == rank) {
+        color = int(int64_t(i) / size);
+        key = int(int64_t(i) % size);
+      }
+    groupComms[groups] = comm->split(color, key);
+  }
+}
+
+void Executor::runCollective(const Instruction &inst) {
+  const std::string &op = inst.kernel;
+  int rank = comm->rank();
+  auto peerOf = [&](const char *what) {
+    return int(inst.params.getInts(what).at(size_t(rank)));
+  };
+  if (op == "send" || op == "recv") {
+    int peer = peerOf("peers");
+    if (peer < 0)
+      return;
+    if (op == "send") {
+      Tensor in = tensorOf(inst.inputs.at(0));
+      comm->sendRecv(&in, peer, nullptr, -1);
+    } else {
+      Tensor out = tensorOf(inst.outputs.at(0));
+      comm->sendRecv(nullptr, -1, &out, peer);
+    }
+    return;
+  }
+  Tensor in = tensorOf(inst.inputs.at(0)), out = tensorOf(inst.outputs.at(0));
+  if (op == "collective_permute") {
+    std::vector<int64_t> pairs = inst.params.getInts("pairs");
+    int dst = -1, src = -1;
+    for (size_t i = 0; i + 1 < pairs.size(); i += 2) {
+      if (pairs[i] == rank)
+        dst = int(pairs[i + 1]);
+      if (pairs[i + 1] == rank)
+        src = int(pairs[i]);
+    }
+    if (src < 0)
+      std::memset(out.data, 0, out.bytes());
+    comm->sendRecv(dst >= 0 ? &in : nullptr, dst, src >= 0 ? &out : nullptr, src);
+    return;
+  }
+  Communicator *group = groupComms.at(groupsOf(inst)).get();
+  if (!group)
+    return; // this rank is in none of the groups
+  int g = group->size();
+  size_t elem = dtypeSize(in.dtype);
+  auto dimParam = [&](const char *name, const std::vector<int64_t> &shape) {
+    int64_t d = inst.params.getInt(name);
+    if (d < 0 || d >= int64_t(shape.size()))
+      throw RuntimeError(std::string(name) + " " + std::to_string(d) +
+                         " is out of range for rank " + std::to_string(shape.size()));
+    return d;
+  };
+  auto buffer = [&](int which, size_t bytes) {
+    if (scratch[which].size() < bytes)
+      scratch[which].resize(bytes);
+    return scratch[which].data();
+  };
+  if (op == "all_reduce") {
+    group->allReduce(in, out, parseReduction(inst.params.getString("reduction", "sum")));
+  } else if (op == "all_gather") {
+    int64_t dim = dimParam("dim", in.shape);
+    if (splitAt(in.shape, dim, elem).first == 1) {
+      group->allGather(in, out); // concatenation along dim is the byte order
+    } else {
+      uint8_t *tmp = buffer(0, out.bytes());
+      group->allGather(in, Tensor{tmp, out.dtype, out.shape});
+      unpackPieces(tmp, in.shape, dim, g, elem, out.as<uint8_t>());
+    }
+  } else if (op == "reduce_scatter") {
+    int64_t dim = dimParam("dim", in.shape);
+    Reduction r = parseReduction(inst.params.getString("reduction", "sum"));
+    if (in.shape[size_t(dim)] % g)
+      throw RuntimeError("reduce_scatter: dimension " + std::to_string(dim) +
+                         " does not split into " + std::to_string(g) + " pieces");
+    if (splitAt(in.shape, dim, elem).first == 1) {
+      group->reduceScatter(in, out, r);
+    } else {
+      uint8_t *tmp = buffer(0, in.bytes());
+      packPieces(in.as<uint8_t>(), in.shape, dim, g, elem, tmp);
+      group->reduceScatter(Tensor{tmp, in.dtype, in.shape}, out, r);
+    }
+  } else if (op == "all_to_all") {
+    int64_t split = dimParam("split_dim", in.shape), concat = dimParam("concat_dim", in.shape);
+    if (in.shape[size_t(split)] % g)
+      throw RuntimeError("all_to_all: dimension " + std::to_string(split) +
+                         " does not split into " + std::to_string(g) + " pieces");
+    uint8_t *sendBuf = buffer(0, in.bytes()), *recvBuf = buffer(1, in.bytes());
+    packPieces(in.as<uint8_t>(), in.shape, split, g, elem, sendBuf);
+    group->allToAll(Tensor{sendBuf, in.dtype, in.shape}, Tensor{recvBuf, in.dtype, in.shape});
+    std::vector<int64_t> piece = in.shape;
+    piece[size_t(split)] /= g;
+    unpackPieces(recvBuf, piece, concat, g, elem, out.as<uint8_t>());
+  } else {
+    throw RuntimeError("unknown collective '" + op + "'");
+  }
 }
 
 Tensor Executor::tensorOf(int buffer) const {
@@ -147,6 +351,15 @@ Executor::run(const std::map<std::string, HostTensor> &inputs) {
 
   for (size_t n = 0; n < art.program.size(); ++n) {
     const Instruction &inst = art.program[n];
+    if (inst.collective) {
+      try {
+        runCollective(inst);
+      } catch (const std::exception &e) {
+        throw RuntimeError("collective '" + inst.kernel + "' (instruction " +
+                           std::to_string(n) + "): " + e.what());
+      }
+      continue;
+    }
     KernelFn fn = findKernel(inst.kernel);
     if (!fn)
       throw RuntimeError("no CPU kernel for '" + inst.kernel + "' (instruction " +

@@ -3,7 +3,8 @@
 // A straight walk of the planned rt function: every value becomes a
 // numbered buffer (input, arena slot, view, weight or constant), every
 // rt.kernel an instruction whose parameters are its `params` dictionary,
-// and the returned values the named outputs.
+// every collective a collective instruction with its rank tables, and the
+// returned values the named outputs.
 //
 //===----------------------------------------------------------------------===//
 
@@ -91,6 +92,63 @@ static LogicalResult addParam(rtm::Params &params, NamedAttribute attr,
   return success();
 }
 
+/// Rank lists flattened, with their common length.
+static std::pair<std::vector<int64_t>, int64_t> flatten(ArrayAttr lists) {
+  std::vector<int64_t> flat;
+  int64_t size = 0;
+  for (Attribute a : lists) {
+    auto list = cast<DenseI64ArrayAttr>(a).asArrayRef();
+    flat.insert(flat.end(), list.begin(), list.end());
+    size = int64_t(list.size());
+  }
+  return {flat, size};
+}
+
+/// A collective op as an artifact instruction (verified already).
+static rtm::Instruction collectiveInstruction(Operation &op,
+                                              const llvm::DenseMap<Value, int> &index) {
+  rtm::Instruction inst;
+  inst.collective = true;
+  inst.kernel = op.getName().stripDialect().str();
+  auto groups = [&](ArrayAttr g) {
+    auto [flat, size] = flatten(g);
+    inst.params.set("groups", flat);
+    inst.params.set("group_size", size);
+  };
+  if (auto send = dyn_cast<rt::SendOp>(op)) {
+    inst.inputs.push_back(index.lookup(send.getInput()));
+    inst.params.set("peers", std::vector<int64_t>(send.getPeers().begin(),
+                                                  send.getPeers().end()));
+    return inst;
+  }
+  if (auto recv = dyn_cast<rt::RecvOp>(op)) {
+    inst.outputs.push_back(index.lookup(recv.getOutput()));
+    inst.params.set("peers", std::vector<int64_t>(recv.getPeers().begin(),
+                                                  recv.getPeers().end()));
+    return inst;
+  }
+  inst.inputs.push_back(index.lookup(op.getOperand(0)));
+  inst.outputs.push_back(index.lookup(op.getOperand(1)));
+  if (auto c = dyn_cast<rt::AllReduceOp>(op)) {
+    groups(c.getGroups());
+    inst.params.set("reduction", c.getReduction().str());
+  } else if (auto c = dyn_cast<rt::AllGatherOp>(op)) {
+    groups(c.getGroups());
+    inst.params.set("dim", int64_t(c.getDim()));
+  } else if (auto c = dyn_cast<rt::ReduceScatterOp>(op)) {
+    groups(c.getGroups());
+    inst.params.set("dim", int64_t(c.getDim()));
+    inst.params.set("reduction", c.getReduction().str());
+  } else if (auto c = dyn_cast<rt::AllToAllOp>(op)) {
+    groups(c.getGroups());
+    inst.params.set("split_dim", int64_t(c.getSplitDim()));
+    inst.params.set("concat_dim", int64_t(c.getConcatDim()));
+  } else if (auto c = dyn_cast<rt::CollectivePermuteOp>(op)) {
+    inst.params.set("pairs", flatten(c.getPairs()).first);
+  }
+  return inst;
+}
+
 FailureOr<rtm::Artifact> shardflow::exportArtifact(ModuleOp module,
                                                    StringRef target,
                                                    StringRef modelDir) {
@@ -104,6 +162,11 @@ FailureOr<rtm::Artifact> shardflow::exportArtifact(ModuleOp module,
   if (!peak)
     return fn.emitOpError("has no memory plan (run rt-plan-memory)");
   art.arenaBytes = peak.getInt();
+  if (auto world = fn->getAttrOfType<IntegerAttr>("rt.world_size")) {
+    if (world.getInt() < 1)
+      return fn.emitOpError("rt.world_size must be positive");
+    art.worldSize = int(world.getInt());
+  }
 
   llvm::DenseMap<Value, int> index;
   auto add = [&](Value v, rtm::BufferDesc b) {
@@ -145,6 +208,13 @@ FailureOr<rtm::Artifact> shardflow::exportArtifact(ModuleOp module,
         b.fileOffset = int64_t(*w.getOffset());
       if (failed(describe(w, &op, b)))
         return failure();
+      if (auto global = w.getGlobalShapeAttr()) {
+        b.globalShape.assign(global.asArrayRef().begin(), global.asArrayRef().end());
+        for (Attribute start : w.getStartsAttr()) {
+          auto list = cast<DenseI64ArrayAttr>(start).asArrayRef();
+          b.starts.emplace_back(list.begin(), list.end());
+        }
+      }
       add(w, b);
     } else if (auto c = dyn_cast<rt::ConstantOp>(op)) {
       auto dense = dyn_cast<DenseElementsAttr>(c.getValue());
@@ -166,6 +236,9 @@ FailureOr<rtm::Artifact> shardflow::exportArtifact(ModuleOp module,
         if (failed(addParam(inst.params, attr, &op)))
           return failure();
       art.program.push_back(std::move(inst));
+    } else if (isa<rt::AllReduceOp, rt::AllGatherOp, rt::ReduceScatterOp, rt::AllToAllOp,
+                   rt::CollectivePermuteOp, rt::SendOp, rt::RecvOp>(op)) {
+      art.program.push_back(collectiveInstruction(op, index));
     } else if (auto ret = dyn_cast<func::ReturnOp>(op)) {
       for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
         auto name = fn.getResultAttrOfType<StringAttr>(i, "nn.name");

@@ -19,7 +19,8 @@ takes tensors only). Every other test is skipped, with the reason.
 An attempted test is compiled with `shard-opt model.onnx --target cpu`, run
 with `shard-run --input NAME=test_data_set_K/input_J.pb ...` (the .pb files
 as they are; a graph input the importer needs as a constant -- axes, k,
-split sizes, slice bounds -- is pinned to the data set's value with
+split sizes, slice bounds, or an input such a value is computed from, as
+the importer's error names it -- is pinned to the data set's value with
 `shard-opt --input-value`, one compile per data set) and its outputs are
 read back: one output as a TensorProto
 (`--output out.pb`), several from an `.npz`. They are compared with
@@ -277,6 +278,20 @@ def _shard_opt_stage(cmd: list[str], folder: Path, timeout: float) -> str:
     return "import" if out.returncode != 0 else "compile"
 
 
+def _inputs_to_pin(stderr: str) -> list[str]:
+    """The graph inputs an import error asks to be constants: the input it
+    names ("input 'k' is not a compile-time constant"), or those a computed
+    value derives from ("...: it derives from graph inputs 'a', 'b'")."""
+    names = []
+    direct = re.search(r"input '([^']+)' is not a compile-time constant", stderr)
+    if direct:
+        names.append(direct.group(1))
+    derived = re.search(r"derives from graph inputs? ('[^']+'(?:, '[^']+')*)", stderr)
+    if derived:
+        names += re.findall(r"'([^']+)'", derived.group(1))
+    return names
+
+
 def _comparison_message(err: AssertionError) -> str:
     lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
     keep = [ln for ln in lines
@@ -341,11 +356,11 @@ def run_test(info: TestInfo, data_dir: Path | None = None,
                 return failed("timeout", f"shard-opt ran past {timeout:g} s")
             if out.returncode == 0:
                 break
-            wanted = re.search(r"input '([^']+)' is not a compile-time constant", out.stderr)
-            if (first is None or not wanted or wanted.group(1) not in input_index
-                    or wanted.group(1) in pinned):
+            wanted = [n for n in _inputs_to_pin(out.stderr)
+                      if n in input_index and n not in pinned]
+            if first is None or not wanted:
                 return failed(_shard_opt_stage(cmd, folder, timeout), _first_line(out.stderr))
-            pinned.append(wanted.group(1))
+            pinned.extend(wanted)
 
         for data in data_sets:
             if pinned and data != first:  # pinned values differ per data set

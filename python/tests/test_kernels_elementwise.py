@@ -333,6 +333,32 @@ def test_dropout_inference(request, tmp_path):
     check(tmp_path, "Dropout", {"x": rand(rng_for(request), [2, 3, 4], F32)})
 
 
+def test_dropout_inference_mask(request, tmp_path):
+    check(tmp_path, "Dropout", {"x": rand(rng_for(request), [2, 3, 4], F32)},
+          outputs=("y", "mask"))
+
+
+@pytest.mark.parametrize("seed", [0, 12345, 2**32 - 1])
+@pytest.mark.parametrize("ratio", [0.25, 0.9])
+@pytest.mark.parametrize("dtype", [F32, F64], ids=dtype_id)
+def test_dropout_training_matches_numpy_generator(request, tmp_path, seed, ratio, dtype):
+    # onnxruntime draws its own mask; the reference here is numpy's legacy
+    # generator, which nn.training_dropout reproduces draw for draw (and
+    # which ONNX's reference implementation uses).
+    x = rand(rng_for(request), [3, 50, 7], dtype)
+    model = make_model("Dropout", {"x": x}, {"seed": seed},
+                       {"r": np.array(ratio, dtype), "t": np.array(True)}, 18, ("y", "mask"))
+    ours = run_shardflow(model, {"x": x}, tmp_path)
+    np.random.seed(seed)
+    mask = np.random.uniform(0, 1.0, x.shape) >= ratio
+    scale = dtype(1) / (dtype(1) - dtype(ratio))
+    np.testing.assert_array_equal(ours["mask"], mask)
+    assert ours["y"].dtype == x.dtype
+    np.testing.assert_allclose(ours["y"], np.where(mask, x * scale, 0), rtol=1e-6, atol=0)
+    # Roughly `ratio` of the elements are dropped.
+    assert abs((1 - mask.mean()) - ratio) < 0.05
+
+
 @pytest.mark.parametrize("alpha", [None, 0.2], ids=["default", "alpha0.2"])
 @pytest.mark.parametrize("dtype", [F32, F64, F16], ids=dtype_id)
 def test_leaky_relu(request, tmp_path, alpha, dtype):

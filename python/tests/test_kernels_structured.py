@@ -261,6 +261,10 @@ def conv_cases():
         f32(r, 2, 4, 15), f32(r, 6, 2, 3), f32(r, 6), group=2, strides=[2], pads=[1, 2],
         dilations=[2])
     c["conv1d_no_bias"] = conv(f32(r, 1, 3, 10), f32(r, 2, 3, 4))
+    c["conv3d_groups_strides_pads_dilations"] = conv(
+        f32(r, 2, 4, 6, 7, 8), f32(r, 6, 2, 3, 2, 3), f32(r, 6), group=2, strides=[1, 2, 2],
+        pads=[1, 0, 1, 0, 1, 2], dilations=[2, 1, 1])
+    c["conv3d_pointwise"] = conv(f32(r, 1, 5, 3, 4, 5), f32(r, 2, 5, 1, 1, 1))
     c["conv2d_f16"] = Case("Conv", [("x", f32(r, 1, 4, 6, 6).astype(np.float16)),
                                     ("w", f32(r, 2, 2, 3, 3).astype(np.float16)),
                                     ("b", f32(r, 2).astype(np.float16))],
@@ -308,6 +312,33 @@ def conv_cases():
                                             strides=[2], pads=[2, 1], count_include_pad=1)
     c["average_pool2d_dilations"] = pool("AveragePool", x, opset=19, kernel_shape=[2, 2],
                                          dilations=[2, 2], strides=[1, 2])
+    v = f32(r, 2, 3, 5, 6, 7)
+    c["max_pool3d_pads_strides_dilations"] = pool(
+        "MaxPool", v, EXACT, kernel_shape=[2, 3, 2], strides=[2, 1, 2], pads=[1, 0, 1, 0, 1, 1],
+        dilations=[1, 2, 1])
+    c["max_pool3d_ceil_mode"] = pool("MaxPool", v, EXACT, kernel_shape=[2, 2, 3],
+                                     strides=[2, 2, 2], ceil_mode=1)
+    c["average_pool3d_pads_include"] = pool("AveragePool", v, kernel_shape=[3, 2, 3],
+                                            strides=[1, 2, 2], pads=[1, 1, 0, 1, 0, 2],
+                                            count_include_pad=1)
+    c["average_pool3d_ceil_exclude"] = pool("AveragePool", v, kernel_shape=[2, 3, 3],
+                                            strides=[2, 2, 2], pads=[0, 1, 1, 1, 1, 0],
+                                            ceil_mode=1, count_include_pad=0)
+
+    def pool_indices(x, tol=EXACT, **attrs):
+        return Case("MaxPool", [("x", x)], attrs, outputs=2, out_dtypes=[x.dtype, np.int64],
+                    tol=tol)
+    # Distinct values, so that the first maximum is the only one.
+    distinct = r.permutation(2 * 3 * 10 * 11).astype(np.float32).reshape(2, 3, 10, 11)
+    c["max_pool2d_indices"] = pool_indices(distinct, kernel_shape=[3, 3], strides=[2, 2],
+                                           pads=[1, 1, 1, 1])
+    c["max_pool2d_indices_column_major"] = pool_indices(
+        distinct, kernel_shape=[2, 3], strides=[2, 2], dilations=[2, 1], storage_order=1)
+    c["max_pool1d_indices"] = pool_indices(distinct.reshape(6, 10, 11), kernel_shape=[3],
+                                           strides=[2], ceil_mode=1)
+    c["max_pool3d_indices"] = pool_indices(
+        r.permutation(2 * 2 * 4 * 5 * 6).astype(np.float32).reshape(2, 2, 4, 5, 6),
+        kernel_shape=[2, 2, 2], strides=[1, 2, 2], pads=[0, 1, 1, 1, 0, 0])
     c["average_pool2d_f64"] = Case("AveragePool", [("x", r.standard_normal((1, 2, 5, 5)))],
                                    {"kernel_shape": [2, 2], "pads": [1, 1, 1, 1]},
                                    reference="onnx")
@@ -544,7 +575,7 @@ def test_gather_index_out_of_range_is_an_error(tmp_path):
 # from hand-written artifacts.
 
 def run_program(tmp_path, lines: list[str], inputs: dict) -> dict:
-    text = "\n".join(["shardflow-artifact 1", "target cpu", "world-size 1",
+    text = "\n".join(["shardflow-artifact 2", "target cpu", "world-size 1",
                       f"model-dir {tmp_path}", "arena 4096", *lines, "end", ""])
     path = tmp_path / "program.shard"
     path.write_text(text)

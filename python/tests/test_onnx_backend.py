@@ -28,91 +28,11 @@ from onnx import TensorProto, helper, numpy_helper
 from shardflow import backend_tests, pipeline
 
 # test name -> why it fails today (one line). The goal is an empty dict.
-_KV_CACHE = "importer: Attention's KV cache (past_*/present_*) is not supported"
-_LN_STATS = "importer: LayerNormalization's Mean/InvStdDev outputs are not supported"
-_POOL_3D = "importer: 3-D pooling is not supported"
-_PADS_INPUT = "importer: Pad's pads derive from the graph input 'shape'; nn needs constant pads"
-_DROPOUT_TRAINING = "importer: training-mode Dropout is not supported"
-_QK_OUTPUT = "importer: Attention's qk_matmul_output output is not supported"
-_DROPOUT_MASK = "importer: Dropout's mask output is not supported"
-_POOL_INDICES = "importer: MaxPool's Indices output is not supported"
 _STRING = "importer: string tensors are not supported"
-_BN_TRAINING = "importer: training-mode BatchNormalization is not supported"
 
 KNOWN_FAILURES: dict[str, str] = {
-    "test_attention_3d_diff_heads_with_past_and_present": _KV_CACHE,
-    "test_attention_3d_gqa_with_past_and_present": _KV_CACHE,
-    "test_attention_3d_with_past_and_present": _KV_CACHE,
-    "test_attention_3d_with_past_and_present_qk_matmul": _KV_CACHE,
-    "test_attention_3d_with_past_and_present_qk_matmul_bias": _KV_CACHE,
-    "test_attention_3d_with_past_and_present_qk_matmul_softcap": _KV_CACHE,
-    "test_attention_3d_with_past_and_present_qk_matmul_softmax": _KV_CACHE,
-    "test_attention_4d_diff_heads_with_past_and_present": _KV_CACHE,
-    "test_attention_4d_diff_heads_with_past_and_present_mask3d": _KV_CACHE,
-    "test_attention_4d_diff_heads_with_past_and_present_mask4d": _KV_CACHE,
-    "test_attention_4d_gqa_with_past_and_present": _KV_CACHE,
-    "test_attention_4d_gqa_with_past_and_present_fp16": _KV_CACHE,
-    "test_attention_4d_with_past_and_present": _KV_CACHE,
-    "test_attention_4d_with_past_and_present_qk_matmul": _KV_CACHE,
-    "test_attention_4d_with_past_and_present_qk_matmul_bias": _KV_CACHE,
-    "test_attention_4d_with_past_and_present_qk_matmul_bias_3d_mask": _KV_CACHE,
-    "test_attention_4d_with_past_and_present_qk_matmul_bias_3d_mask_causal": _KV_CACHE,
-    "test_attention_4d_with_past_and_present_qk_matmul_bias_4d_mask": _KV_CACHE,
-    "test_attention_4d_with_past_and_present_qk_matmul_bias_4d_mask_causal": _KV_CACHE,
-    "test_layer_normalization_2d_axis0": _LN_STATS,
-    "test_layer_normalization_2d_axis1": _LN_STATS,
-    "test_layer_normalization_2d_axis_negative_1": _LN_STATS,
-    "test_layer_normalization_2d_axis_negative_2": _LN_STATS,
-    "test_layer_normalization_3d_axis0_epsilon": _LN_STATS,
-    "test_layer_normalization_3d_axis1_epsilon": _LN_STATS,
-    "test_layer_normalization_3d_axis2_epsilon": _LN_STATS,
-    "test_layer_normalization_3d_axis_negative_1_epsilon": _LN_STATS,
-    "test_layer_normalization_3d_axis_negative_2_epsilon": _LN_STATS,
-    "test_layer_normalization_3d_axis_negative_3_epsilon": _LN_STATS,
-    "test_layer_normalization_4d_axis0": _LN_STATS,
-    "test_layer_normalization_4d_axis1": _LN_STATS,
-    "test_layer_normalization_4d_axis2": _LN_STATS,
-    "test_layer_normalization_4d_axis3": _LN_STATS,
-    "test_layer_normalization_4d_axis_negative_1": _LN_STATS,
-    "test_layer_normalization_4d_axis_negative_2": _LN_STATS,
-    "test_layer_normalization_4d_axis_negative_3": _LN_STATS,
-    "test_layer_normalization_4d_axis_negative_4": _LN_STATS,
-    "test_layer_normalization_default_axis": _LN_STATS,
-    "test_averagepool_3d_default": _POOL_3D,
-    "test_averagepool_3d_dilations_large_count_include_pad_is_0_ceil_mode_is_False": _POOL_3D,
-    "test_averagepool_3d_dilations_large_count_include_pad_is_0_ceil_mode_is_True": _POOL_3D,
-    "test_averagepool_3d_dilations_large_count_include_pad_is_1_ceil_mode_is_False": _POOL_3D,
-    "test_averagepool_3d_dilations_large_count_include_pad_is_1_ceil_mode_is_True": _POOL_3D,
-    "test_averagepool_3d_dilations_small": _POOL_3D,
-    "test_maxpool_3d_default": _POOL_3D,
-    "test_maxpool_3d_dilations": _POOL_3D,
-    "test_maxpool_3d_dilations_use_ref_impl": _POOL_3D,
-    "test_maxpool_3d_dilations_use_ref_impl_large": _POOL_3D,
-    "test_center_crop_pad_crop_and_pad_expanded": _PADS_INPUT,
-    "test_center_crop_pad_crop_axes_chw_expanded": _PADS_INPUT,
-    "test_center_crop_pad_crop_axes_hwc_expanded": _PADS_INPUT,
-    "test_center_crop_pad_crop_expanded": _PADS_INPUT,
-    "test_center_crop_pad_crop_negative_axes_hwc_expanded": _PADS_INPUT,
-    "test_center_crop_pad_pad_expanded": _PADS_INPUT,
-    "test_training_dropout": _DROPOUT_TRAINING,
-    "test_training_dropout_default": _DROPOUT_TRAINING,
-    "test_training_dropout_default_mask": _DROPOUT_TRAINING,
-    "test_training_dropout_mask": _DROPOUT_TRAINING,
-    "test_training_dropout_zero_ratio": _DROPOUT_TRAINING,
-    "test_training_dropout_zero_ratio_mask": _DROPOUT_TRAINING,
-    "test_attention_23_fullymasked_qk_matmul_output_mode3_zero": _QK_OUTPUT,
-    "test_attention_4d_with_qk_matmul": _QK_OUTPUT,
-    "test_attention_4d_with_qk_matmul_bias": _QK_OUTPUT,
-    "test_attention_4d_with_qk_matmul_softcap": _QK_OUTPUT,
-    "test_attention_4d_with_qk_matmul_softmax": _QK_OUTPUT,
-    "test_dropout_default_mask": _DROPOUT_MASK,
-    "test_dropout_default_mask_ratio": _DROPOUT_MASK,
-    "test_maxpool_with_argmax_2d_precomputed_pads": _POOL_INDICES,
-    "test_maxpool_with_argmax_2d_precomputed_strides": _POOL_INDICES,
     "test_equal_string": _STRING,
     "test_equal_string_broadcast": _STRING,
-    "test_batchnorm_epsilon_training_mode": _BN_TRAINING,
-    "test_batchnorm_example_training_mode": _BN_TRAINING,
 }
 
 DATA_DIR = backend_tests.node_data_dir()
@@ -335,3 +255,15 @@ def test_runner_stages(tmp_path):
     assert "Mismatched elements: 2 / 3" in results["test_abs_wrong"].message
     assert results["test_bad_axis"].stage == "import"
     assert results["test_bad_axis"].message.startswith("model.onnx: error:")
+
+
+def test_runner_pins_inputs_named_by_the_error():
+    # The input itself, or the graph inputs a computed value derives from.
+    direct = ("m.onnx: error: node 'R' (Reshape, opset 18): shape input 'shape' "
+              "is not a compile-time constant")
+    derived = ("m.onnx: error: node 'P' (Pad, opset 18): pads input 'p' is not a "
+               "compile-time constant: it derives from graph inputs 'a', 'b c' "
+               "(pin with --input-value NAME=FILE)")
+    assert backend_tests._inputs_to_pin(direct) == ["shape"]
+    assert backend_tests._inputs_to_pin(derived) == ["p", "a", "b c"]
+    assert backend_tests._inputs_to_pin("m.onnx: error: something else") == []

@@ -69,7 +69,7 @@ def test_not_an_npy(compiled):
 
 def test_version_mismatch(compiled):
     tmp, artifact = compiled
-    text = artifact.read_text().replace("shardflow-artifact 1", "shardflow-artifact 99", 1)
+    text = artifact.read_text().replace("shardflow-artifact 2", "shardflow-artifact 99", 1)
     (tmp / "v99.shard").write_text(text)
     expect_error("artifact format version 99 is not supported", tmp / "v99.shard")
 
@@ -113,6 +113,29 @@ def test_short_weight_file(compiled):
     (short / "mlp.data").write_bytes(data[: len(data) // 2])
     expect_error("wrong or modified weight file", artifact, "--weights", short / "mlp.onnx",
                  "--input", f"x={tmp / 'x.npy'}")
+
+
+def test_modified_weight_fails_its_checksum(compiled):
+    tmp, artifact = compiled
+    changed = tmp / "changed"
+    changed.mkdir(exist_ok=True)
+    data = bytearray((tmp / "mlp.data").read_bytes())
+    data[len(data) // 2] ^= 0x01  # one flipped bit in the middle of some weight
+    (changed / "mlp.data").write_bytes(bytes(data))
+    args = [artifact, "--weights", changed / "mlp.onnx", "--input", f"x={tmp / 'x.npy'}"]
+    rc, err = shard_run(*args)
+    assert rc == 1, err
+    assert "shard-run: error: weight '" in err and "has checksum" in err, err
+    assert "the weight file changed since compilation" in err, err
+    # The check can be skipped on purpose.
+    rc, err = shard_run(*args, "--no-verify-weights")
+    assert rc == 0, err
+
+
+def test_artifact_records_a_checksum_per_weight(compiled):
+    tmp, artifact = compiled
+    weights = [line for line in artifact.read_text().splitlines() if " weight " in line]
+    assert weights and all(" crc32c=" in line for line in weights), weights
 
 
 def test_bad_flags(compiled):

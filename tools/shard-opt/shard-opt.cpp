@@ -12,6 +12,7 @@
 #include "shardflow/Dialect/RT/IR/RTOps.h"
 #include "shardflow/Dialect/RT/Transforms/Passes.h"
 #include "shardflow/Import/ONNX/ONNXImporter.h"
+#include "shardflow/Runtime/Checksum.h"
 #include "shardflow/Target/ArtifactExport.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -80,6 +81,13 @@ static cl::opt<std::string> target(
              "instead of printing IR: lower nn to rt, plan memory, export. "
              "Targets: cpu"),
     cl::value_desc("target"), cl::init(""), cl::cat(compileCategory));
+
+static cl::opt<bool> weightChecksums(
+    "weight-checksums",
+    cl::desc("With --target: record the CRC-32C of the bytes each rank loads "
+             "of every weight, which shard-run checks (reads every weight "
+             "once at compile time; default on)"),
+    cl::init(true), cl::cat(compileCategory));
 
 static std::string typeString(Type t) {
   auto rt = cast<RankedTensorType>(t);
@@ -185,6 +193,60 @@ static LogicalResult writeSideWeights(MLIRContext *context,
   return success();
 }
 
+/// Records in the artifact the CRC-32C of every weight slice each rank
+/// loads, reading the weight files as shard-run will find them.
+static LogicalResult addWeightChecksums(shardflow::runtime::Artifact &artifact,
+                                        StringRef outputFile) {
+  namespace rtm = shardflow::runtime;
+  SmallString<256> artifactDir(outputFile);
+  llvm::sys::path::remove_filename(artifactDir);
+  if (artifactDir.empty())
+    artifactDir = ".";
+  llvm::StringMap<std::unique_ptr<llvm::MemoryBuffer>> files;
+  for (rtm::BufferDesc &b : artifact.buffers) {
+    if (b.kind != rtm::BufferDesc::Kind::Weight)
+      continue;
+    SmallString<256> path(b.storage == "artifact" ? artifactDir.str()
+                                                  : StringRef(artifact.modelDir));
+    llvm::sys::path::append(path, b.file);
+    auto &file = files[path];
+    if (!file) {
+      auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
+                                                /*RequiresNullTerminator=*/false);
+      if (!buffer) {
+        llvm::errs() << "shard-opt: cannot read weight file '" << path << "' (for '"
+                     << b.name << "'): " << buffer.getError().message()
+                     << "; pass --weight-checksums=false to compile without it\n";
+        return failure();
+      }
+      file = std::move(*buffer);
+    }
+    size_t size = file->getBufferSize();
+    const uint8_t *base = reinterpret_cast<const uint8_t *>(file->getBufferStart());
+    b.crc32c.clear();
+    int slices = b.starts.empty() ? 1 : artifact.worldSize;
+    for (int rank = 0; rank < slices; ++rank) {
+      uint32_t crc = 0;
+      bool inside = true;
+      rtm::forEachWeightRun(b, rank, [&](size_t offset, size_t length) {
+        size_t at = size_t(b.fileOffset) + offset;
+        if (b.fileOffset < 0 || at + length > size) {
+          inside = false;
+          return;
+        }
+        crc = rtm::crc32c(base + at, length, crc);
+      });
+      if (!inside) {
+        llvm::errs() << "shard-opt: weight '" << b.name << "' lies past the end of '"
+                     << path << "' (" << size << " bytes)\n";
+        return failure();
+      }
+      b.crc32c.push_back(crc);
+    }
+  }
+  return success();
+}
+
 /// Lowers `module` for --target and writes the artifact to `outputFile`.
 static int compileToArtifact(ModuleOp module, StringRef inputFile,
                              StringRef outputFile, bool fromONNX) {
@@ -204,7 +266,9 @@ static int compileToArtifact(ModuleOp module, StringRef inputFile,
   auto artifact = shardflow::exportArtifact(module, target, dir);
   if (failed(artifact) ||
       failed(writeSideWeights(module.getContext(), *artifact, inputFile,
-                              fromONNX, outputFile)))
+                              fromONNX, outputFile)) ||
+      (weightChecksums && outputFile != "-" &&
+       failed(addWeightChecksums(*artifact, outputFile))))
     return 1;
   std::string error;
   auto output = openOutputFile(outputFile, &error);

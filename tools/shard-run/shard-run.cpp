@@ -35,9 +35,13 @@ options:
   --inputs FILE.npz  all graph inputs from one .npz (member names = inputs)
   --output FILE      write the outputs: FILE.npz (all, by name), FILE.npy or
                      FILE.pb (a single output; .pb as an ONNX TensorProto);
-                     without it, a summary is printed
+                     without it, a summary is printed. Rank 0 writes them,
+                     unless FILE contains {rank}: then every rank writes its
+                     own outputs there, {rank} replaced by its rank
   --threads N        threads per rank for the kernels (default 1)
   --repeat N         run the program N times (for timing; see --verbose)
+  --no-verify-weights  skip the CRC-32C check of the weight bytes each rank
+                     loads against the checksums recorded at compile time
   --verbose          print timings and memory figures to stderr
   --help             this text
 
@@ -71,7 +75,7 @@ int main(int argc, char **argv) {
   std::map<std::string, std::string> inputFiles;
   std::string inputsNpz;
   int threads = 1, repeat = 1;
-  bool verbose = false;
+  bool verbose = false, verifyWeights = true;
   try {
     for (int i = 1; i < argc; ++i) {
       std::string arg = argv[i];
@@ -113,6 +117,8 @@ int main(int argc, char **argv) {
           throw RuntimeError("--repeat must be a positive integer, got '" + v + "'");
       } else if (arg == "--verbose") {
         verbose = true;
+      } else if (arg == "--no-verify-weights") {
+        verifyWeights = false;
       } else if (!arg.empty() && arg[0] == '-') {
         throw RuntimeError("unknown option '" + arg + "' (see --help)");
       } else if (artifactPath.empty()) {
@@ -148,7 +154,7 @@ int main(int argc, char **argv) {
     for (const auto &[name, file] : inputFiles)
       inputs[name] = endsWith(file, ".pb") ? readTensorProto(file) : readNpy(file);
 
-    Executor executor(std::move(artifact), weightsDir, threads);
+    Executor executor(std::move(artifact), weightsDir, threads, comm.get(), verifyWeights);
     if (const char *fail = std::getenv("SHARDFLOW_TEST_FAIL_RANK"))
       if (std::atoi(fail) == comm->rank())
         throw RuntimeError("injected failure (SHARDFLOW_TEST_FAIL_RANK)");
@@ -167,7 +173,11 @@ int main(int argc, char **argv) {
     // stops the job here instead of leaving a partial result.
     comm->barrier();
 
-    if (comm->rank() != 0) {
+    const std::string rankTag = "{rank}";
+    bool perRank = output.find(rankTag) != std::string::npos;
+    if (perRank)
+      output.replace(output.find(rankTag), rankTag.size(), std::to_string(comm->rank()));
+    if (comm->rank() != 0 && !perRank) {
       // Outputs are written once, by rank 0.
     } else if (output.empty()) {
       for (auto &[name, t] : outputs) {

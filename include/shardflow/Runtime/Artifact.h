@@ -7,31 +7,44 @@
 //
 // The format is line-oriented text, versioned by its first line:
 //
-//   shardflow-artifact 1
+//   shardflow-artifact 2
 //   target cpu
-//   world-size 1
+//   world-size 2
 //   model-dir /path/to/model/folder
 //   arena 47168
 //   buffer 0 input i64 2x8 name=input_ids
-//   buffer 1 weight f32 128x64 name=wte.weight storage=external file=m.data offset=0 size=32768
-//   buffer 2 arena f32 2x8x64 offset=0
-//   buffer 3 view f32 2x8x4x16 source=2
-//   buffer 4 constant i64 2 data=0100000000000000ff00000000000000
-//   kernel gather in=1,0 out=2 axis=i:0
-//   output logits 3
+//   buffer 1 weight f32 128x64 name=wte.weight storage=external file=m.data offset=0 size=32768 crc32c=1f2e3d4c
+//   buffer 2 weight f32 32x64 name=w1 storage=external file=m.data offset=32768 size=8192 global=64x64 starts=0,0;32,0 crc32c=0a0b0c0d;01020304
+//   buffer 3 arena f32 2x8x64 offset=0
+//   buffer 4 view f32 2x8x4x16 source=3
+//   buffer 5 constant i64 2 data=0100000000000000ff00000000000000
+//   kernel gather in=1,0 out=3 axis=i:0
+//   collective all_reduce in=3 out=3 groups=is:0,1 group_size=i:2 reduction=s:sum
+//   output logits 4
 //   end
 //
 // Shapes are `AxBxC` or `scalar`; names and strings are percent-encoded;
 // parameters are typed: i: (integer, also booleans), f: (float), s:
 // (string), is: / fs: (lists), t: (element type).
 //
-//===----------------------------------------------------------------------===//
-
+// Weights: `offset` is where the whole (global) tensor starts in `file`.
+// A weight without `global` is loaded whole by every rank. With
+// `global=SHAPE starts=R0;R1;...` (one comma list per rank, in rank order)
+// rank r loads the slice of the global tensor that starts at its list and
+// has the buffer's shape: this is the table of which slice of which weight
+// each rank needs. `crc32c` is the CRC-32C of the bytes each rank loads,
+// one per rank for a sliced weight.
+//
+// Collectives run over `groups`: the flattened, equally sized rank groups
+// (`group_size` each); a rank in no group skips the instruction. The
+// executor documents each collective's parameters.
+//
 #ifndef SHARDFLOW_RUNTIME_ARTIFACT_H
 #define SHARDFLOW_RUNTIME_ARTIFACT_H
 
 #include "shardflow/Runtime/Kernel.h"
 
+#include <functional>
 #include <iosfwd>
 #include <string>
 #include <vector>
@@ -50,6 +63,9 @@ struct BufferDesc {
   std::string file;          // Weight: relative to the model folder
                              // (artifact: to the artifact's folder)
   int64_t fileOffset = 0;    // Weight: byte offset in `file`
+  std::vector<int64_t> globalShape;         // Weight: the whole tensor if sliced
+  std::vector<std::vector<int64_t>> starts; // Weight: per rank, if sliced
+  std::vector<uint32_t> crc32c;             // Weight: one, or one per rank
   std::vector<uint8_t> data; // Constant: little-endian bytes (bool: 1 byte)
 
   int64_t numel() const;
@@ -57,13 +73,15 @@ struct BufferDesc {
 };
 
 struct Instruction {
+  /// A kernel call, or a collective between ranks (see Executor.h).
+  bool collective = false;
   std::string kernel;
   std::vector<int> inputs, outputs;
   Params params;
 };
 
 struct Artifact {
-  static constexpr int kVersion = 1;
+  static constexpr int kVersion = 2;
   std::string target = "cpu";
   int worldSize = 1;
   std::string modelDir;
@@ -75,6 +93,13 @@ struct Artifact {
   /// with storage "artifact" (converted at compile time) live.
   std::string artifactDir;
 };
+
+/// The bytes weight `b` loads on `rank`, as contiguous runs in row-major
+/// order of the slice: fn(offset, length), offsets from the start of the
+/// whole tensor in its file. A whole (unsliced) weight is one run; so is a
+/// slice whose rows are adjacent in the file.
+void forEachWeightRun(const BufferDesc &b, int rank,
+                      const std::function<void(size_t offset, size_t length)> &fn);
 
 /// Writes the text form.
 void writeArtifact(const Artifact &artifact, std::ostream &os);

@@ -1,8 +1,23 @@
 //===- Executor.h - run an artifact's program on the CPU ------*- C++ -*-===//
 //
-// Owns the arena, maps weights read-only from their files at the recorded
-// offsets (the runtime never parses protobuf), binds inputs and runs the
-// kernels in order.
+// Owns the arena, maps this rank's weights (or weight slices) read-only
+// from their files at the recorded offsets (the runtime never parses
+// protobuf) and checks their CRC-32C, binds inputs and runs the kernels and
+// collectives in order.
+//
+// Collectives (`collective` instructions; `groups`/`group_size` select the
+// ranks, see Artifact.h), each reading `in` and writing `out`:
+//   all_reduce      reduction=s:sum|prod|max|min; out has in's shape.
+//   all_gather      dim=i:D; out is the members' ins concatenated along D.
+//   reduce_scatter  dim=i:D, reduction; in is split along D into one piece
+//                   per member, member k gets the reduction of the k-th pieces.
+//   all_to_all      split_dim=i:S, concat_dim=i:C; in is split along S into
+//                   one piece per member, piece k goes to member k, and out is
+//                   the pieces received concatenated along C in member order.
+//   collective_permute  pairs=is:src,dst,...; out receives src's in, or zeros
+//                   on a rank that is no pair's target.
+//   send / recv     peers=is: one peer per rank (-1: this rank does not
+//                   take part); send reads in, recv writes out.
 //
 //===----------------------------------------------------------------------===//
 
@@ -10,6 +25,7 @@
 #define SHARDFLOW_RUNTIME_EXECUTOR_H
 
 #include "shardflow/Runtime/Artifact.h"
+#include "shardflow/Runtime/Communicator.h"
 #include "shardflow/Runtime/NpyIO.h"
 
 #include <map>
@@ -22,7 +38,10 @@ namespace shardflow::runtime {
 class Executor {
 public:
   /// `weightsDir` overrides the artifact's model folder when non-empty.
-  Executor(Artifact artifact, std::string weightsDir, int threads);
+  /// `comm` is this rank's world (nullptr: a single rank); it must outlive
+  /// the executor. With `verifyWeights` the recorded checksums are checked.
+  Executor(Artifact artifact, std::string weightsDir, int threads,
+           Communicator *comm = nullptr, bool verifyWeights = true);
   ~Executor();
 
   /// Inputs by name; each must match the artifact's shape and type.
@@ -38,6 +57,8 @@ public:
 
 private:
   void mapWeights();
+  void prepareCollectives();
+  void runCollective(const Instruction &inst);
   Tensor tensorOf(int buffer) const;
 
   Artifact art;
@@ -50,7 +71,16 @@ private:
     size_t length = 0;
   };
   std::vector<Mapping> mappings;
+  /// Weight slices that are not contiguous in their file, copied out.
+  std::vector<std::unique_ptr<uint8_t[]>> sliceCopies;
   size_t weightBytes = 0;
+  Communicator *comm;
+  std::unique_ptr<Communicator> single; // when no world was given
+  bool verifyWeights;
+  /// Per rank-group list (flattened groups), this rank's communicator in
+  /// it, or nullptr when the rank is in none of the groups.
+  std::map<std::vector<int64_t>, std::unique_ptr<Communicator>> groupComms;
+  std::vector<uint8_t> scratch[2];
 };
 
 } // namespace shardflow::runtime

@@ -192,6 +192,8 @@ private:
   FailureOr<SmallVector<int64_t>> constInts(int i, StringRef what);
   FailureOr<double> constScalar(int i, StringRef what);
   FailureOr<DenseElementsAttr> constTensor(int i, StringRef what);
+  /// The graph inputs (by name, sorted) that `v` is computed from.
+  SmallVector<std::string> graphInputsOf(Value v);
 
   // --- op construction
   template <typename OpTy>
@@ -203,6 +205,26 @@ private:
   FailureOr<SmallVector<Value>> finish(Operation *op);
   template <typename OpTy>
   LogicalResult emit(ValueRange operands, ArrayRef<NamedAttribute> attrs = {});
+  /// One op of a node's decomposition into several nn ops: built, verified
+  /// and folded like a node's own op. Null once an error has been reported;
+  /// a null operand gives null, so a chain of these is checked once at its
+  /// end.
+  template <typename OpTy>
+  Value make(ValueRange operands, ArrayRef<NamedAttribute> attrs = {});
+  /// The same for ops whose result type is an input (reshape).
+  template <typename OpTy>
+  Value makeTyped(Type type, ValueRange operands,
+                  ArrayRef<NamedAttribute> attrs = {});
+  /// A constant of `type` with every element `element`.
+  Value splat(RankedTensorType type, Attribute element);
+  /// A rank-0 float constant, which broadcasts against anything.
+  Value scalar(Type elem, double value) {
+    return splat(RankedTensorType::get({}, elem), b.getFloatAttr(elem, value));
+  }
+  /// True when the node names output #i (it is present and not empty).
+  bool wantsOutput(int i) const {
+    return i < node->output_size() && !node->output(i).empty();
+  }
   NamedAttribute named(StringRef name, Attribute value) {
     return b.getNamedAttr(name, value);
   }
@@ -267,6 +289,14 @@ private:
   LogicalResult importConstant();
   LogicalResult importTopK();
   LogicalResult importAttention();
+  Value attentionHeadsFirst(Value x, int64_t heads);
+  Value attentionPadMask(Value mask, int64_t totalSeq);
+  Value attentionCausalMask(Value mask, int64_t qSeq, int64_t totalSeq,
+                            int64_t pastSeq);
+  LogicalResult attentionDecomposed(Value q, Value key, Value value, Value mask,
+                                    std::optional<float> scale, float softcap,
+                                    int64_t softmaxPrecision, int64_t qkMode,
+                                    Value &y, Value &qk);
   LogicalResult importRotaryEmbedding();
 
   MLIRContext *ctx;
@@ -723,10 +753,49 @@ FailureOr<DenseElementsAttr> GraphImporter::constTensor(int i, StringRef what) {
   if (!v)
     return fail(what + " input is missing");
   DenseElementsAttr attr;
-  if (!matchPattern(v, m_Constant(&attr)))
-    return fail(what + " input '" + node->input(i) +
-                "' is not a compile-time constant");
-  return attr;
+  if (matchPattern(v, m_Constant(&attr)))
+    return attr;
+  std::string msg =
+      (what + " input '" + node->input(i) + "' is not a compile-time constant")
+          .str();
+  // Shape arithmetic on a graph input (CenterCropPad's expansion computes
+  // Pad's pads from its 'shape' input) folds once that input is pinned, so
+  // name the inputs to pin rather than an intermediate value the user
+  // cannot give.
+  SmallVector<std::string> sources = graphInputsOf(v);
+  if (!sources.empty() &&
+      !(sources.size() == 1 && sources[0] == node->input(i))) {
+    msg += ": it derives from graph input";
+    msg += sources.size() > 1 ? "s " : " ";
+    for (auto [k, name] : llvm::enumerate(sources))
+      msg += (k ? ", '" : "'") + name + "'";
+    msg += " (pin with --input-value NAME=FILE)";
+  }
+  return fail(msg);
+}
+
+SmallVector<std::string> GraphImporter::graphInputsOf(Value v) {
+  SmallVector<std::string> names;
+  llvm::StringSet<> seen;
+  llvm::SmallPtrSet<Operation *, 16> visited;
+  SmallVector<Value> work{v};
+  while (!work.empty()) {
+    Value cur = work.pop_back_val();
+    if (auto arg = dyn_cast<BlockArgument>(cur)) {
+      if (arg.getOwner() != &func.getBody().front())
+        continue;
+      auto name =
+          func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "nn.name");
+      if (name && seen.insert(name.getValue()).second)
+        names.push_back(name.getValue().str());
+      continue;
+    }
+    Operation *op = cur.getDefiningOp();
+    if (op && visited.insert(op).second)
+      llvm::append_range(work, op->getOperands());
+  }
+  llvm::sort(names);
+  return names;
 }
 
 FailureOr<SmallVector<int64_t>> GraphImporter::constInts(int i, StringRef what) {
@@ -831,6 +900,34 @@ LogicalResult GraphImporter::emit(ValueRange operands,
   return setOutputs(*results);
 }
 
+template <typename OpTy>
+Value GraphImporter::make(ValueRange operands, ArrayRef<NamedAttribute> attrs) {
+  if (llvm::any_of(operands, [](Value v) { return !v; }))
+    return nullptr;
+  auto op = build<OpTy>(operands, attrs);
+  if (failed(op))
+    return nullptr;
+  auto results = finish(*op);
+  return failed(results) ? Value() : (*results)[0];
+}
+
+template <typename OpTy>
+Value GraphImporter::makeTyped(Type type, ValueRange operands,
+                               ArrayRef<NamedAttribute> attrs) {
+  if (llvm::any_of(operands, [](Value v) { return !v; }))
+    return nullptr;
+  auto op = buildTyped<OpTy>(TypeRange(ArrayRef<Type>(type)), operands, attrs);
+  if (failed(op))
+    return nullptr;
+  auto results = finish(*op);
+  return failed(results) ? Value() : (*results)[0];
+}
+
+Value GraphImporter::splat(RankedTensorType type, Attribute element) {
+  return nn::ConstantOp::create(
+      b, loc, cast<ElementsAttr>(DenseElementsAttr::get(type, element)));
+}
+
 //===----------------------------------------------------------------------===//
 // Handlers: elementwise
 //===----------------------------------------------------------------------===//
@@ -915,26 +1012,56 @@ LogicalResult GraphImporter::importClip() {
 }
 
 LogicalResult GraphImporter::importDropout() {
-  if (failed(requireInputs(1, 3)) || failed(allowOutputs(1)))
+  if (failed(requireInputs(1, 3)) || failed(allowOutputs(2)))
     return failure();
   Value x = input(0);
   if (!x)
     return failure();
-  // Inference ignores the ratio; a constant one is kept for training.
-  double ratio = 0.5;
-  DenseElementsAttr ratioValue;
-  if (Value r = input(1);
-      r && matchPattern(r, m_Constant(&ratioValue)) && ratioValue.getNumElements() == 1 &&
-      isa<FloatType>(ratioValue.getElementType()))
-    ratio = (*ratioValue.getValues<APFloat>().begin()).convertToDouble();
+  bool training = false;
   if (hasInput(2)) {
-    auto training = constScalar(2, "training_mode");
-    if (failed(training))
+    auto t = constScalar(2, "training_mode");
+    if (failed(t))
       return failure();
-    if (*training != 0)
-      return fail("training_mode=true is not supported (inference only)");
+    training = *t != 0;
   }
-  return emit<nn::DropoutOp>({x}, {named("ratio", b.getF32FloatAttr(ratio))});
+  // Inference ignores the ratio, so it need not be a constant then.
+  double ratio = 0.5;
+  if (hasInput(1)) {
+    Value r = input(1);
+    if (!r)
+      return failure();
+    DenseElementsAttr value;
+    if (training || matchPattern(r, m_Constant(&value))) {
+      auto c = constScalar(1, "ratio");
+      if (failed(c))
+        return failure();
+      ratio = *c;
+    }
+  }
+  // Without a seed ONNX leaves the generator's seed open; 0 is as good as
+  // any and keeps runs reproducible.
+  int64_t seed = attrInt("seed", 0);
+  if (attrFailed)
+    return failure();
+  bool wantMask = node->output_size() > 1 && !node->output(1).empty();
+  if (training && ratio != 0.0) {
+    if (!(ratio > 0.0 && ratio < 1.0))
+      return fail("ratio " + std::to_string(ratio) + " is outside [0, 1)");
+    return emit<nn::TrainingDropoutOp>(
+        {x}, {named("ratio", b.getF32FloatAttr(float(ratio))),
+              named("seed", b.getI64IntegerAttr(seed))});
+  }
+  // Inference, or nothing dropped: the identity, and a mask of all true.
+  auto y = build<nn::DropoutOp>({x}, {named("ratio", b.getF32FloatAttr(float(ratio)))});
+  if (failed(y))
+    return failure();
+  SmallVector<Value> outs{(*y)->getResult(0)};
+  if (wantMask) {
+    auto maskType = RankedTensorType::get(typeOf(x).getShape(), b.getI1Type());
+    outs.push_back(nn::ConstantOp::create(
+        b, loc, cast<ElementsAttr>(DenseElementsAttr::get(maskType, true))));
+  }
+  return setOutputs(outs);
 }
 
 LogicalResult GraphImporter::importCast() {
@@ -1079,7 +1206,8 @@ LogicalResult GraphImporter::importConv() {
 }
 
 template <typename OpTy> LogicalResult GraphImporter::pool() {
-  if (failed(requireInputs(1, 1)) || failed(allowOutputs(1)))
+  constexpr bool isMax = std::is_same_v<OpTy, nn::MaxPoolOp>;
+  if (failed(requireInputs(1, 1)) || failed(allowOutputs(isMax ? 2 : 1)))
     return failure();
   Value x = input(0);
   if (!x)
@@ -1102,11 +1230,19 @@ template <typename OpTy> LogicalResult GraphImporter::pool() {
       named("pads", b.getDenseI64ArrayAttr(pads)),
       named("dilations", b.getDenseI64ArrayAttr(dilations)),
       named("ceil_mode", b.getBoolAttr(attrInt("ceil_mode", 0) != 0))};
-  if constexpr (std::is_same_v<OpTy, nn::AveragePoolOp>)
+  if constexpr (!isMax) {
     attrs.push_back(named("count_include_pad",
                           b.getBoolAttr(attrInt("count_include_pad", 0) != 0)));
-  else if (attrInt("storage_order", 0) != 0)
-    return fail("storage_order=1 is not supported");
+  } else if (node->output_size() > 1 && !node->output(1).empty()) {
+    // storage_order only changes the Indices output.
+    int64_t order = attrInt("storage_order", 0);
+    if (order != 0 && order != 1)
+      return fail("storage_order must be 0 or 1, got " + std::to_string(order));
+    attrs.push_back(named("storage_order", b.getI64IntegerAttr(order)));
+    if (attrFailed)
+      return failure();
+    return emit<nn::MaxPoolWithIndicesOp>({x}, attrs);
+  }
   if (attrFailed)
     return failure();
   return emit<OpTy>({x}, attrs);
@@ -1117,7 +1253,7 @@ LogicalResult GraphImporter::importGlobalAveragePool() {
 }
 
 LogicalResult GraphImporter::importBatchNormalization() {
-  if (failed(requireInputs(5, 5)) || failed(allowOutputs(1)))
+  if (failed(requireInputs(5, 5)))
     return failure();
   SmallVector<Value> operands;
   for (int i = 0; i < 5; ++i) {
@@ -1127,32 +1263,143 @@ LogicalResult GraphImporter::importBatchNormalization() {
     operands.push_back(v);
   }
   float eps = attrFloat("epsilon", 1e-5f);
-  if (attrInt("training_mode", 0) != 0)
-    return fail("training_mode=1 is not supported (inference only)");
+  float momentum = attrFloat("momentum", 0.9f);
+  // training_mode is an attribute from opset 14; before that, training was
+  // told by the outputs (mean, var, saved_mean, saved_var), which stay
+  // refused below.
+  bool training = opset >= 14 && attrInt("training_mode", 0) != 0;
   if (attrFailed)
     return failure();
-  return emit<nn::BatchNormalizationOp>(operands,
-                                        {named("epsilon", b.getF32FloatAttr(eps))});
+  if (!training) {
+    bool extraOutputs = false;
+    for (int i = 1; i < node->output_size(); ++i)
+      extraOutputs |= wantsOutput(i);
+    if (extraOutputs && opset < 14)
+      return fail("training mode (the mean, var, saved_mean and saved_var "
+                  "outputs before opset 14) is not supported");
+    if (extraOutputs && node->output_size() <= 3)
+      return fail("running_mean and running_var are outputs of training mode "
+                  "only (training_mode=1)");
+    if (failed(allowOutputs(1)))
+      return failure();
+    return emit<nn::BatchNormalizationOp>(
+        operands, {named("epsilon", b.getF32FloatAttr(eps))});
+  }
+  if (failed(allowOutputs(3)))
+    return failure();
+
+  // Training mode normalizes with the batch's own statistics: the mean and
+  // the population (biased) variance over every axis but the channel axis 1,
+  // computed in float for float16/bfloat16 inputs as the spec asks. Y is the
+  // fused op given those statistics; the running statistics blend them into
+  // input_mean/input_var by `momentum`.
+  Value x = operands[0];
+  auto xType = typeOf(x);
+  if (xType.getRank() < 2)
+    return fail("input must have rank >= 2 ([N, C, ...])");
+  const char *names[] = {"X", "scale", "B", "input_mean", "input_var"};
+  for (auto [i, name] : llvm::enumerate(names)) {
+    auto t = typeOf(operands[i]);
+    if (!isa<FloatType>(t.getElementType()))
+      return fail(Twine(name) + " must be a floating-point tensor");
+    if (i > 0 && (t.getRank() != 1 || t.getDimSize(0) != xType.getDimSize(1)))
+      return fail(Twine(name) + " must have shape [" +
+                  std::to_string(xType.getDimSize(1)) +
+                  "] (the channel count)");
+  }
+  Type compute = xType.getElementType();
+  if (compute.isF16() || compute.isBF16())
+    compute = b.getF32Type();
+  Value xs = x;
+  if (compute != xType.getElementType())
+    xs = make<nn::CastOp>({x}, {named("to", TypeAttr::get(compute))});
+  SmallVector<int64_t> axes{0};
+  for (int64_t i = 2; i < xType.getRank(); ++i)
+    axes.push_back(i);
+  SmallVector<NamedAttribute> reduceAttrs{
+      named("axes", b.getDenseI64ArrayAttr(axes)),
+      named("keepdims", b.getBoolAttr(true))};
+  Value mean = make<nn::ReduceMeanOp>({xs}, reduceAttrs);
+  Value diff = make<nn::SubOp>({xs, mean});
+  Value var =
+      make<nn::ReduceMeanOp>({make<nn::MulOp>({diff, diff})}, reduceAttrs);
+  auto perChannel = RankedTensorType::get({xType.getDimSize(1)}, compute);
+  Value mean1 = makeTyped<nn::ReshapeOp>(perChannel, {mean});
+  Value var1 = makeTyped<nn::ReshapeOp>(perChannel, {var});
+  Value y = make<nn::BatchNormalizationOp>(
+      {x, operands[1], operands[2], mean1, var1},
+      {named("epsilon", b.getF32FloatAttr(eps))});
+  if (!y)
+    return failure();
+  // running = input * momentum + current * (1 - momentum), in the type of
+  // input_mean/input_var.
+  auto running = [&](Value input, Value current) -> Value {
+    Type t = typeOf(input).getElementType();
+    if (typeOf(current).getElementType() != t)
+      current = make<nn::CastOp>({current}, {named("to", TypeAttr::get(t))});
+    return make<nn::AddOp>(
+        {make<nn::MulOp>({input, scalar(t, momentum)}),
+         make<nn::MulOp>({current, scalar(t, 1.0 - double(momentum))})});
+  };
+  Value runningMean = wantsOutput(1) ? running(operands[3], mean1) : Value();
+  Value runningVar = wantsOutput(2) ? running(operands[4], var1) : Value();
+  if ((wantsOutput(1) && !runningMean) || (wantsOutput(2) && !runningVar))
+    return failure();
+  return setOutputs({y, runningMean, runningVar});
 }
 
 LogicalResult GraphImporter::importLayerNormalization() {
-  if (failed(requireInputs(2, 3)) || failed(allowOutputs(1)))
+  if (failed(requireInputs(2, 3)) || failed(allowOutputs(3)))
     return failure();
   Value x = input(0), scale = input(1), bias = input(2);
   if (!x || !scale || (hasInput(2) && !bias))
     return failure();
-  int64_t axis = attrInt("axis", -1);
+  int64_t rank = typeOf(x).getRank();
+  int64_t axis = canonicalAxis(attrInt("axis", -1), rank);
   float eps = attrFloat("epsilon", 1e-5f);
-  attrInt("stash_type", 1);
+  int64_t stashType = attrInt("stash_type", 1);
   if (attrFailed)
     return failure();
   SmallVector<Value> operands{x, scale};
   if (bias)
     operands.push_back(bias);
-  return emit<nn::LayerNormalizationOp>(
-      operands, {named("axis", b.getI64IntegerAttr(
-                                   canonicalAxis(axis, typeOf(x).getRank()))),
+  Value y = make<nn::LayerNormalizationOp>(
+      operands, {named("axis", b.getI64IntegerAttr(axis)),
                  named("epsilon", b.getF32FloatAttr(eps))});
+  if (!y)
+    return failure();
+  bool wantMean = wantsOutput(1), wantInvStdDev = wantsOutput(2);
+  if (!wantMean && !wantInvStdDev)
+    return setOutputs({y});
+
+  // Mean and InvStdDev (the statistics a training graph saves) are
+  // [d0, ..., d(axis-1), 1, ..., 1] tensors of the stash type, computed in
+  // that precision as the spec's function body does; Y keeps the fused op.
+  auto stash = elementType(stashType, "attribute 'stash_type'");
+  if (failed(stash))
+    return failure();
+  if (!stash->isF32() && !stash->isBF16())
+    return fail("stash_type " + std::to_string(stashType) +
+                " is not float (1) or bfloat16 (16), the types Mean and "
+                "InvStdDev may have");
+  Value xs = x;
+  if (typeOf(x).getElementType() != *stash)
+    xs = make<nn::CastOp>({x}, {named("to", TypeAttr::get(*stash))});
+  SmallVector<int64_t> axes;
+  for (int64_t i = axis; i < rank; ++i)
+    axes.push_back(i);
+  SmallVector<NamedAttribute> reduceAttrs{
+      named("axes", b.getDenseI64ArrayAttr(axes)),
+      named("keepdims", b.getBoolAttr(true))};
+  Value mean = make<nn::ReduceMeanOp>({xs}, reduceAttrs);
+  Value diff = make<nn::SubOp>({xs, mean});
+  Value var =
+      make<nn::ReduceMeanOp>({make<nn::MulOp>({diff, diff})}, reduceAttrs);
+  Value invStdDev = make<nn::ReciprocalOp>(
+      {make<nn::SqrtOp>({make<nn::AddOp>({var, scalar(*stash, eps)})})});
+  if (!invStdDev)
+    return failure();
+  return setOutputs({y, mean, invStdDev});
 }
 
 LogicalResult GraphImporter::importRMSNormalization() {
@@ -1754,29 +2001,323 @@ LogicalResult GraphImporter::importTopK() {
 // Handlers: attention and rotary embedding (opset 23)
 //===----------------------------------------------------------------------===//
 
+/// Attention's 3-D [B, S, H * D] operands as [B, H, S, D]: the layout of the
+/// KV cache (past_* and present_* are 4-D whatever the rank of Q, K and V)
+/// and of the decomposition.
+Value GraphImporter::attentionHeadsFirst(Value x, int64_t heads) {
+  auto t = typeOf(x);
+  auto split = RankedTensorType::get(
+      {t.getDimSize(0), t.getDimSize(1), heads, t.getDimSize(2) / heads},
+      t.getElementType());
+  return make<nn::TransposeOp>(
+      {makeTyped<nn::ReshapeOp>(split, {x})},
+      {named("perm", b.getDenseI64ArrayAttr({0, 2, 1, 3}))});
+}
+
+/// ONNX pads a mask shorter than the keys (past and current) with masked
+/// entries at the end: -inf, or false for a boolean mask. A last dimension
+/// of 1 broadcasts instead, as the spec's broadcasting rule for the mask
+/// says (the reference would pad it too).
+Value GraphImporter::attentionPadMask(Value mask, int64_t totalSeq) {
+  auto t = typeOf(mask);
+  if (t.getRank() < 1)
+    return mask;
+  int64_t last = t.getDimSize(t.getRank() - 1);
+  Type elem = t.getElementType();
+  if (last <= 1 || last >= totalSeq ||
+      (!elem.isInteger(1) && !isa<FloatType>(elem)))
+    return mask; // Anything else is the fused op's verifier's to report.
+  SmallVector<int64_t> shape(t.getShape());
+  shape.back() = totalSeq - last;
+  Attribute fill = elem.isInteger(1) ? Attribute(b.getBoolAttr(false))
+                                     : b.getFloatAttr(elem, -INFINITY);
+  return make<nn::ConcatOp>(
+      {mask, splat(RankedTensorType::get(shape, elem), fill)},
+      {named("axis", b.getI64IntegerAttr(t.getRank() - 1))});
+}
+
+/// Folds is_causal into the mask (null: none). ONNX aligns the causal
+/// frontier after the cached keys: query i sees key j iff j <= i + pastSeq,
+/// where nn.attention's own is_causal has no offset. The frontier is
+/// computed from two ranges rather than stored, so that a long cache puts
+/// no [q_seq, total_seq] constant in the IR.
+Value GraphImporter::attentionCausalMask(Value mask, int64_t qSeq,
+                                         int64_t totalSeq, int64_t pastSeq) {
+  auto range = [&](int64_t start, int64_t count) {
+    return makeTyped<nn::RangeOp>(
+        RankedTensorType::get({count}, b.getI64Type()), {},
+        {named("start", b.getF64FloatAttr(double(start))),
+         named("limit", b.getF64FloatAttr(double(start + count))),
+         named("delta", b.getF64FloatAttr(1.0))});
+  };
+  // j < i + pastSeq + 1, as a [q_seq, total_seq] i1 tensor.
+  Value frontier = make<nn::UnsqueezeOp>(
+      {range(pastSeq + 1, qSeq)}, {named("axes", b.getDenseI64ArrayAttr({1}))});
+  Value allowed = make<nn::LessOp>({range(0, totalSeq), frontier});
+  if (!mask || !allowed)
+    return allowed;
+  Type elem = typeOf(mask).getElementType();
+  if (elem.isInteger(1))
+    return make<nn::AndOp>({mask, allowed});
+  if (!isa<FloatType>(elem)) {
+    (void)fail("mask must be i1 or have the query's element type");
+    return nullptr;
+  }
+  // A float mask is added to the scores; the frontier adds 0 or -inf.
+  return make<nn::AddOp>({mask, make<nn::WhereOp>({allowed, scalar(elem, 0.0),
+                                                   scalar(elem, -INFINITY)})});
+}
+
+/// Attention as nn ops, step by step as ONNX defines it, for when the
+/// scores (qk_matmul_output) are wanted: nn.attention keeps them to itself.
+/// q is [B, Hq, Sq, D]; key and value are [B, Hkv, T, D] and [B, Hkv, T, Dv]
+/// (the cache included); mask (i1 or float, causal frontier folded in)
+/// broadcasts to [B, Hq, Sq, T]. The fused op's verifier has checked all
+/// that. y is [B, Hq, Sq, Dv].
+LogicalResult
+GraphImporter::attentionDecomposed(Value q, Value key, Value value, Value mask,
+                                   std::optional<float> scale, float softcap,
+                                   int64_t softmaxPrecision, int64_t qkMode,
+                                   Value &y, Value &qk) {
+  auto qt = typeOf(q);
+  Type elem = qt.getElementType();
+  int64_t batch = qt.getDimSize(0), qHeads = qt.getDimSize(1),
+          qSeq = qt.getDimSize(2), kvHeads = typeOf(key).getDimSize(1);
+  int64_t group = qHeads / kvHeads;
+  Type softmaxType = elem;
+  if (softmaxPrecision != 0) {
+    auto t = elementType(softmaxPrecision, "attribute 'softmax_precision'");
+    if (failed(t))
+      return failure();
+    if (!isa<FloatType>(*t))
+      return fail("softmax_precision must name a floating-point type");
+    softmaxType = *t;
+  }
+  // [B, Hq, Sq, K] x [B, Hkv, K, N] -> [B, Hq, Sq, N]. Query head h uses
+  // key/value head h / group (grouped-query attention): splitting the query
+  // heads into [Hkv, group] lets matmul's batch broadcasting share each
+  // key/value head with its group without repeating it.
+  auto headMatMul = [&](Value lhs, Value rhs) -> Value {
+    if (!lhs || !rhs)
+      return nullptr;
+    if (group == 1)
+      return make<nn::MatMulOp>({lhs, rhs});
+    auto lt = typeOf(lhs), rt = typeOf(rhs);
+    int64_t inner = lt.getDimSize(3), n = rt.getDimSize(3);
+    Value l = makeTyped<nn::ReshapeOp>(
+        RankedTensorType::get({batch, kvHeads, group, qSeq, inner}, elem),
+        {lhs});
+    Value r = makeTyped<nn::ReshapeOp>(
+        RankedTensorType::get({batch, kvHeads, 1, inner, n}, elem), {rhs});
+    return makeTyped<nn::ReshapeOp>(
+        RankedTensorType::get({batch, qHeads, qSeq, n}, elem),
+        {make<nn::MatMulOp>({l, r})});
+  };
+  // Q and K are each scaled by sqrt(scale) before the product, as the spec
+  // does to keep it from overflowing; a negative scale keeps its sign on
+  // the Q side, so that the product is still scale * Q K^T.
+  double s = scale ? double(*scale) : 1.0 / std::sqrt(double(qt.getDimSize(3)));
+  double root = std::sqrt(std::abs(s));
+  Value keyT = make<nn::TransposeOp>(
+      {make<nn::MulOp>({key, scalar(elem, root)})},
+      {named("perm", b.getDenseI64ArrayAttr({0, 1, 3, 2}))});
+  Value raw = headMatMul(
+      make<nn::MulOp>({q, scalar(elem, s < 0 ? -root : root)}), keyT);
+  Value capped = raw;
+  if (softcap > 0) {
+    Value cap = scalar(elem, softcap);
+    capped =
+        make<nn::MulOp>({make<nn::TanhOp>({make<nn::DivOp>({raw, cap})}), cap});
+  }
+  // The mask as an additive bias: a boolean one adds 0 or -inf.
+  Value bias = mask;
+  if (mask && typeOf(mask).getElementType().isInteger(1))
+    bias =
+        make<nn::WhereOp>({mask, scalar(elem, 0.0), scalar(elem, -INFINITY)});
+  if (mask && !bias)
+    return failure();
+  Value withBias = bias ? make<nn::AddOp>({capped, bias}) : capped;
+  Value logits = withBias;
+  if (softmaxType != elem)
+    logits =
+        make<nn::CastOp>({logits}, {named("to", TypeAttr::get(softmaxType))});
+  Value probs =
+      make<nn::SoftmaxOp>({logits}, {named("axis", b.getI64IntegerAttr(3))});
+  if (bias) {
+    // A query row whose keys are all masked (its bias is -inf throughout)
+    // has zero probabilities, and so a zero output row, where softmax would
+    // give NaN.
+    int64_t last = typeOf(bias).getRank() - 1;
+    Value rowMax = make<nn::ReduceMaxOp>(
+        {bias}, {named("axes", b.getDenseI64ArrayAttr({last})),
+                 named("keepdims", b.getBoolAttr(true))});
+    Value blocked = make<nn::EqualOp>({rowMax, scalar(elem, -INFINITY)});
+    probs = make<nn::WhereOp>({blocked, scalar(softmaxType, 0.0), probs});
+  }
+  if (softmaxType != elem)
+    probs = make<nn::CastOp>({probs}, {named("to", TypeAttr::get(elem))});
+  y = headMatMul(probs, value);
+  // Mode 0: the product; 1: after softcap; 2: after the mask too; 3: the
+  // probabilities, at the output precision. (onnx's reference returns the
+  // softcapped product for mode 0 as well; the spec says the product.)
+  qk = qkMode == 0   ? raw
+       : qkMode == 1 ? capped
+       : qkMode == 2 ? withBias
+                     : probs;
+  return success(y && qk);
+}
+
 LogicalResult GraphImporter::importAttention() {
-  if (failed(requireInputs(3, 6)) || failed(allowOutputs(1)))
+  if (failed(requireInputs(3, 6)) || failed(allowOutputs(4)))
     return failure();
-  if (hasInput(4) || hasInput(5))
-    return fail("past_key/past_value (KV cache) inputs are not supported");
-  Value q = input(0), k = input(1), v = input(2), mask = input(3);
-  if (!q || !k || !v || (hasInput(3) && !mask))
+  Value q = input(0), k = input(1), v = input(2), mask = input(3),
+        pastKey = input(4), pastValue = input(5);
+  if (!q || !k || !v || (hasInput(3) && !mask) || (hasInput(4) && !pastKey) ||
+      (hasInput(5) && !pastValue))
     return failure();
-  SmallVector<NamedAttribute> attrs{
-      named("is_causal", b.getBoolAttr(attrInt("is_causal", 0) != 0)),
-      named("q_num_heads", b.getI64IntegerAttr(attrInt("q_num_heads", 0))),
-      named("kv_num_heads", b.getI64IntegerAttr(attrInt("kv_num_heads", 0))),
-      named("softcap", b.getF32FloatAttr(attrFloat("softcap", 0.0f)))};
+  bool causal = attrInt("is_causal", 0) != 0;
+  int64_t qHeads = attrInt("q_num_heads", 0),
+          kvHeads = attrInt("kv_num_heads", 0);
+  float softcap = attrFloat("softcap", 0.0f);
+  std::optional<float> scale;
   if (hasAttr("scale"))
-    attrs.push_back(named("scale", b.getF32FloatAttr(attrFloat("scale", 1.0f))));
-  attrInt("qk_matmul_output_mode", 0);
-  attrInt("softmax_precision", 0);
+    scale = attrFloat("scale", 1.0f);
+  int64_t qkMode = attrInt("qk_matmul_output_mode", 0);
+  int64_t softmaxPrecision = attrInt("softmax_precision", 0);
   if (attrFailed)
     return failure();
-  SmallVector<Value> operands{q, k, v};
+  if (!pastKey != !pastValue)
+    return fail("past_key and past_value must be given together");
+  bool wantPresent = wantsOutput(1) || wantsOutput(2), wantQK = wantsOutput(3);
+  if (wantQK && (qkMode < 0 || qkMode > 3))
+    return fail("qk_matmul_output_mode " + std::to_string(qkMode) +
+                " is not 0, 1, 2 or 3");
+  auto attrsFor = [&](bool isCausal) {
+    SmallVector<NamedAttribute> attrs{
+        named("is_causal", b.getBoolAttr(isCausal)),
+        named("q_num_heads", b.getI64IntegerAttr(qHeads)),
+        named("kv_num_heads", b.getI64IntegerAttr(kvHeads)),
+        named("softcap", b.getF32FloatAttr(softcap))};
+    if (scale)
+      attrs.push_back(named("scale", b.getF32FloatAttr(*scale)));
+    return attrs;
+  };
+  auto qt = typeOf(q), kt = typeOf(k), vt = typeOf(v);
+  int64_t rank = qt.getRank();
+  bool ranksAgree =
+      (rank == 3 || rank == 4) && kt.getRank() == rank && vt.getRank() == rank;
+
+  // Without a cache or the scores, the fused op takes the inputs as they are.
+  if (!pastKey && !wantPresent && !wantQK) {
+    SmallVector<Value> operands{q, k, v};
+    if (mask) {
+      if (ranksAgree)
+        mask = attentionPadMask(mask, kt.getDimSize(rank == 3 ? 1 : 2));
+      if (!mask)
+        return failure();
+      operands.push_back(mask);
+    }
+    return emit<nn::AttentionOp>(operands, attrsFor(causal));
+  }
+
+  // The cache is [B, kv_heads, seq, head_size]: 3-D inputs are split into
+  // heads first and the result merged back at the end.
+  if (!ranksAgree)
+    return fail("query, key and value must all be 3-D or all 4-D");
+  if (rank == 3) {
+    if (qHeads <= 0 || kvHeads <= 0)
+      return fail("3-D inputs need q_num_heads and kv_num_heads");
+    if (qt.getDimSize(2) % qHeads || kt.getDimSize(2) % kvHeads ||
+        vt.getDimSize(2) % kvHeads)
+      return fail("hidden sizes must divide by the head counts");
+    q = attentionHeadsFirst(q, qHeads);
+    k = attentionHeadsFirst(k, kvHeads);
+    v = attentionHeadsFirst(v, kvHeads);
+    if (!q || !k || !v)
+      return failure();
+  }
+  Value presentKey = k, presentValue = v;
+  int64_t pastSeq = 0;
+  if (pastKey) {
+    auto checkPast = [&](Value past, Value current, StringRef name) {
+      auto p = typeOf(past), c = typeOf(current);
+      if (p.getElementType() != c.getElementType())
+        return fail(name + " must have the element type of Q, K and V");
+      if (p.getRank() != 4 || p.getDimSize(0) != c.getDimSize(0) ||
+          p.getDimSize(1) != c.getDimSize(1) ||
+          p.getDimSize(3) != c.getDimSize(3))
+        return fail(name + " has shape " + shapeString(p.getShape()) +
+                    "; it must be [batch, kv_heads, past_seq, head_size] = [" +
+                    std::to_string(c.getDimSize(0)) + "," +
+                    std::to_string(c.getDimSize(1)) + ",*," +
+                    std::to_string(c.getDimSize(3)) + "]");
+      return success();
+    };
+    if (failed(checkPast(pastKey, k, "past_key")) ||
+        failed(checkPast(pastValue, v, "past_value")))
+      return failure();
+    pastSeq = typeOf(pastKey).getDimSize(2);
+    if (typeOf(pastValue).getDimSize(2) != pastSeq)
+      return fail("past_key and past_value hold " + std::to_string(pastSeq) +
+                  " and " + std::to_string(typeOf(pastValue).getDimSize(2)) +
+                  " positions");
+    auto seqAxis = named("axis", b.getI64IntegerAttr(2));
+    presentKey = make<nn::ConcatOp>({pastKey, k}, {seqAxis});
+    presentValue = make<nn::ConcatOp>({pastValue, v}, {seqAxis});
+    if (!presentKey || !presentValue)
+      return failure();
+  }
+  int64_t qSeq = typeOf(q).getDimSize(2);
+  int64_t totalSeq = typeOf(presentKey).getDimSize(2);
+  if (mask) {
+    Type maskElem = typeOf(mask).getElementType();
+    if (!maskElem.isInteger(1) && maskElem != qt.getElementType())
+      return fail("mask must be i1 or have the query's element type");
+    if (!(mask = attentionPadMask(mask, totalSeq)))
+      return failure();
+  }
+  // nn.attention's causal frontier has no offset: with cached keys, or when
+  // the scores are built here, the frontier becomes part of the mask.
+  bool fusedCausal = causal;
+  if (causal && (pastSeq > 0 || wantQK)) {
+    if (!(mask = attentionCausalMask(mask, qSeq, totalSeq, pastSeq)))
+      return failure();
+    fusedCausal = false;
+  }
+
+  // The fused op checks heads, head sizes and the mask's shape for both
+  // ways, and computes Y when the scores are not wanted.
+  SmallVector<Value> operands{q, presentKey, presentValue};
   if (mask)
     operands.push_back(mask);
-  return emit<nn::AttentionOp>(operands, attrs);
+  auto fused = build<nn::AttentionOp>(operands, attrsFor(fusedCausal));
+  if (failed(fused))
+    return failure();
+  Value y, qk;
+  if (!wantQK) {
+    auto results = finish(*fused);
+    if (failed(results))
+      return failure();
+    y = (*results)[0];
+  } else {
+    (*fused)->erase();
+    if (failed(attentionDecomposed(q, presentKey, presentValue, mask, scale,
+                                   softcap, softmaxPrecision, qkMode, y, qk)))
+      return failure();
+  }
+  if (rank == 3) {
+    // [B, Hq, Sq, Dv] back to [B, Sq, Hq * Dv].
+    auto yt = typeOf(y);
+    y = makeTyped<nn::ReshapeOp>(
+        RankedTensorType::get({yt.getDimSize(0), yt.getDimSize(2),
+                               yt.getDimSize(1) * yt.getDimSize(3)},
+                              yt.getElementType()),
+        {make<nn::TransposeOp>(
+            {y}, {named("perm", b.getDenseI64ArrayAttr({0, 2, 1, 3}))})});
+    if (!y)
+      return failure();
+  }
+  return setOutputs({y, presentKey, presentValue, qk});
 }
 
 LogicalResult GraphImporter::importRotaryEmbedding() {

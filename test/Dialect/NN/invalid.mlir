@@ -128,10 +128,34 @@ func.func @conv_groups(%x: tensor<1x6x8x8xf32>, %w: tensor<4x3x3x3xf32>) -> tens
 
 // -----
 
-func.func @conv_3d(%x: tensor<1x1x4x4x4xf32>, %w: tensor<1x1x2x2x2xf32>) -> tensor<1x1x3x3x3xf32> {
-  // expected-error @+1 {{only 1-D and 2-D windows are supported, got 3 spatial dimensions}}
-  %0 = nn.conv %x, %w {strides = array<i64: 1, 1, 1>, pads = array<i64: 0, 0, 0, 0, 0, 0>, dilations = array<i64: 1, 1, 1>} : (tensor<1x1x4x4x4xf32>, tensor<1x1x2x2x2xf32>) -> tensor<1x1x3x3x3xf32>
-  return %0 : tensor<1x1x3x3x3xf32>
+func.func @conv_4d(%x: tensor<1x1x4x4x4x4xf32>, %w: tensor<1x1x2x2x2x2xf32>) -> tensor<1x1x3x3x3x3xf32> {
+  // expected-error @+1 {{only 1-D, 2-D and 3-D windows are supported, got 4 spatial dimensions}}
+  %0 = nn.conv %x, %w {strides = array<i64: 1, 1, 1, 1>, pads = array<i64: 0, 0, 0, 0, 0, 0, 0, 0>, dilations = array<i64: 1, 1, 1, 1>} : (tensor<1x1x4x4x4x4xf32>, tensor<1x1x2x2x2x2xf32>) -> tensor<1x1x3x3x3x3xf32>
+  return %0 : tensor<1x1x3x3x3x3xf32>
+}
+
+// -----
+
+func.func @pool_indices_storage_order(%x: tensor<1x1x4x4xf32>) -> tensor<1x1x2x2xi64> {
+  // expected-error @+1 {{storage_order must be 0 or 1}}
+  %0, %1 = nn.max_pool_with_indices %x {kernel_shape = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, storage_order = 2 : i64} : (tensor<1x1x4x4xf32>) -> (tensor<1x1x2x2xf32>, tensor<1x1x2x2xi64>)
+  return %1 : tensor<1x1x2x2xi64>
+}
+
+// -----
+
+func.func @pool_indices_type(%x: tensor<1x1x4x4xf32>) -> tensor<1x1x2x2xi32> {
+  // expected-error @+1 {{'nn.max_pool_with_indices' op result #1 must be statically shaped tensor of 64-bit signless integer values}}
+  %0, %1 = nn.max_pool_with_indices %x {kernel_shape = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<1x1x4x4xf32>) -> (tensor<1x1x2x2xf32>, tensor<1x1x2x2xi32>)
+  return %1 : tensor<1x1x2x2xi32>
+}
+
+// -----
+
+func.func @training_dropout_ratio(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  // expected-error @+1 {{ratio 1.000000e+00 is outside [0, 1)}}
+  %0, %1 = nn.training_dropout %x {ratio = 1.0 : f32, seed = 0 : i64} : (tensor<2x3xf32>) -> (tensor<2x3xf32>, tensor<2x3xi1>)
+  return %0 : tensor<2x3xf32>
 }
 
 // -----

@@ -125,6 +125,24 @@ func.func @windows(%x: tensor<1x4x8x8xf32>, %w: tensor<8x2x3x3xf32>, %bias: tens
   %2 = nn.average_pool %x {kernel_shape = array<i64: 3, 3>, strides = array<i64: 3, 3>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, ceil_mode = true} : (tensor<1x4x8x8xf32>) -> tensor<1x4x3x3xf32>
   // CHECK: nn.global_average_pool {{.*}} -> tensor<1x4x1x1xf32>
   %3 = nn.global_average_pool %x : (tensor<1x4x8x8xf32>) -> tensor<1x4x1x1xf32>
+  // CHECK: nn.max_pool_with_indices {{.*}} -> (tensor<1x4x4x4xf32>, tensor<1x4x4x4xi64>)
+  %4:2 = nn.max_pool_with_indices %x {kernel_shape = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, storage_order = 1 : i64} : (tensor<1x4x8x8xf32>) -> (tensor<1x4x4x4xf32>, tensor<1x4x4x4xi64>)
+  return
+}
+
+// CHECK-LABEL: func.func @windows_3d
+func.func @windows_3d(%x: tensor<1x2x5x6x7xf32>, %w: tensor<4x2x2x3x3xf32>) {
+  // CHECK: nn.conv {{.*}} -> tensor<1x4x4x2x3xf32>
+  %0 = nn.conv %x, %w {strides = array<i64: 1, 2, 2>, pads = array<i64: 0, 0, 0, 0, 0, 0>, dilations = array<i64: 1, 1, 1>} : (tensor<1x2x5x6x7xf32>, tensor<4x2x2x3x3xf32>) -> tensor<1x4x4x2x3xf32>
+  // CHECK: nn.average_pool {{.*}} -> tensor<1x2x5x3x4xf32>
+  %1 = nn.average_pool %x {kernel_shape = array<i64: 1, 2, 2>, strides = array<i64: 1, 2, 2>, pads = array<i64: 0, 0, 0, 0, 0, 1>, dilations = array<i64: 1, 1, 1>} : (tensor<1x2x5x6x7xf32>) -> tensor<1x2x5x3x4xf32>
+  return
+}
+
+// CHECK-LABEL: func.func @training_dropout
+func.func @training_dropout(%x: tensor<2x3xbf16>) {
+  // CHECK: nn.training_dropout %{{.*}} {ratio = 2.500000e-01 : f32, seed = 3 : i64} : (tensor<2x3xbf16>) -> (tensor<2x3xbf16>, tensor<2x3xi1>)
+  %0:2 = nn.training_dropout %x {ratio = 0.25 : f32, seed = 3 : i64} : (tensor<2x3xbf16>) -> (tensor<2x3xbf16>, tensor<2x3xi1>)
   return
 }
 

@@ -207,6 +207,19 @@ NN_INFER(ClipOp) {
   return success();
 }
 
+NN_INFER(TrainingDropoutOp) {
+  NN_ERR;
+  auto x = rankedType(adaptor.getInput());
+  if (!x)
+    return err("input must be a ranked tensor");
+  double ratio = adaptor.getRatio().convertToDouble();
+  if (!(ratio >= 0.0 && ratio < 1.0))
+    return err("ratio ", ratio, " is outside [0, 1)");
+  types.push_back(x);
+  types.push_back(RankedTensorType::get(x.getShape(), IntegerType::get(context, 1)));
+  return success();
+}
+
 NN_INFER(CastOp) {
   NN_ERR;
   auto in = rankedType(adaptor.getInput());
@@ -278,6 +291,8 @@ NN_VERIFY_BY_INFERENCE(ConvOp)
 NN_VERIFY_BY_INFERENCE(AttentionOp)
 NN_VERIFY_BY_INFERENCE(RotaryEmbeddingOp)
 NN_VERIFY_BY_INFERENCE(MaxPoolOp)
+NN_VERIFY_BY_INFERENCE(MaxPoolWithIndicesOp)
+NN_VERIFY_BY_INFERENCE(TrainingDropoutOp)
 NN_VERIFY_BY_INFERENCE(AveragePoolOp)
 NN_VERIFY_BY_INFERENCE(GlobalAveragePoolOp)
 NN_VERIFY_BY_INFERENCE(ReduceMeanOp)
@@ -599,8 +614,8 @@ static LogicalResult checkWindowAttrs(const InferError &err, int64_t spatial,
                                       ArrayRef<int64_t> strides,
                                       ArrayRef<int64_t> pads,
                                       ArrayRef<int64_t> dilations) {
-  if (spatial < 1 || spatial > 2)
-    return err("only 1-D and 2-D windows are supported, got ", spatial,
+  if (spatial < 1 || spatial > 3)
+    return err("only 1-D, 2-D and 3-D windows are supported, got ", spatial,
                " spatial dimensions");
   if ((int64_t)strides.size() != spatial || (int64_t)dilations.size() != spatial ||
       (int64_t)pads.size() != 2 * spatial)
@@ -685,6 +700,16 @@ static LogicalResult inferPool(const InferError &err, Adaptor adaptor,
 NN_INFER(MaxPoolOp) {
   NN_ERR;
   return inferPool(err, adaptor, types);
+}
+NN_INFER(MaxPoolWithIndicesOp) {
+  NN_ERR;
+  if (adaptor.getStorageOrder() != 0 && adaptor.getStorageOrder() != 1)
+    return err("storage_order must be 0 or 1");
+  if (failed(inferPool(err, adaptor, types)))
+    return failure();
+  types.push_back(RankedTensorType::get(
+      cast<RankedTensorType>(types.front()).getShape(), IntegerType::get(context, 64)));
+  return success();
 }
 NN_INFER(AveragePoolOp) {
   NN_ERR;

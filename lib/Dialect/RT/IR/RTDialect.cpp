@@ -3,6 +3,9 @@
 #include "shardflow/Dialect/RT/IR/RTDialect.h"
 #include "shardflow/Dialect/RT/IR/RTOps.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/DenseSet.h"
+
 using namespace mlir;
 using namespace shardflow::rt;
 
@@ -35,14 +38,225 @@ LogicalResult ConstantOp::verify() {
   return success();
 }
 
+static LogicalResult checkWritable(Operation *op, Value out);
+
 LogicalResult KernelOp::verify() {
   if (getOutputs().empty())
     return emitOpError("kernel '") << getKernel() << "' writes no outputs";
+  for (Value out : getOutputs())
+    if (failed(checkWritable(*this, out)))
+      return failure();
   for (Value out : getOutputs())
     if (llvm::is_contained(getInputs(), out))
       return emitOpError("kernel '")
              << getKernel() << "' reads and writes the same buffer";
   return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Weights and collectives: rank tables
+//===----------------------------------------------------------------------===//
+
+/// The world the op's function runs on: `rt.world_size`, 1 when absent.
+static int64_t worldSizeOf(Operation *op) {
+  auto fn = op->getParentOfType<func::FuncOp>();
+  auto attr = fn ? fn->getAttrOfType<IntegerAttr>("rt.world_size") : IntegerAttr();
+  return attr ? attr.getInt() : 1;
+}
+
+static LogicalResult checkRank(Operation *op, int64_t rank, int64_t world,
+                               StringRef what) {
+  if (rank < 0 || rank >= world)
+    return op->emitOpError() << what << " names rank " << rank
+                             << ", outside the world of " << world
+                             << " (rt.world_size on the function)";
+  return success();
+}
+
+LogicalResult WeightOp::verify() {
+  auto global = getGlobalShapeAttr();
+  auto starts = getStartsAttr();
+  if (!global && !starts)
+    return success();
+  if (!global || !starts)
+    return emitOpError("a sliced weight needs both global_shape and starts");
+  auto shape = getResult().getType().getShape();
+  if (global.size() != int64_t(shape.size()))
+    return emitOpError("global_shape has rank ")
+           << global.size() << ", the slice has rank " << shape.size();
+  int64_t world = worldSizeOf(*this);
+  if (int64_t(starts.size()) != world)
+    return emitOpError("starts has ") << starts.size() << " entries for a world of "
+                                      << world << " ranks";
+  for (auto [r, attr] : llvm::enumerate(starts)) {
+    auto start = cast<DenseI64ArrayAttr>(attr).asArrayRef();
+    if (start.size() != shape.size())
+      return emitOpError("the start of rank ") << r << " has " << start.size()
+                                               << " entries, expected " << shape.size();
+    for (size_t d = 0; d < shape.size(); ++d)
+      if (start[d] < 0 || start[d] + shape[d] > global[d])
+        return emitOpError("the slice of rank ")
+               << r << " leaves the global shape in dimension " << d;
+  }
+  return success();
+}
+
+/// Weights and constants are mapped read-only: nothing may write them.
+static LogicalResult checkWritable(Operation *op, Value out) {
+  if (out.getDefiningOp<WeightOp>() || out.getDefiningOp<ConstantOp>())
+    return op->emitOpError("writes a read-only weight or constant");
+  return success();
+}
+
+/// Checks `groups` and returns the common group size.
+static FailureOr<int64_t> checkGroups(Operation *op, ArrayAttr groups) {
+  int64_t world = worldSizeOf(op), size = -1;
+  if (groups.empty())
+    return op->emitOpError("needs at least one group");
+  llvm::SmallDenseSet<int64_t> seen;
+  for (Attribute a : groups) {
+    auto group = cast<DenseI64ArrayAttr>(a).asArrayRef();
+    if (group.empty())
+      return op->emitOpError("has an empty group");
+    if (size >= 0 && int64_t(group.size()) != size)
+      return op->emitOpError("groups must have equal sizes, got ")
+             << size << " and " << group.size();
+    size = group.size();
+    for (int64_t r : group) {
+      if (failed(checkRank(op, r, world, "groups")))
+        return failure();
+      if (!seen.insert(r).second)
+        return op->emitOpError("rank ") << r << " appears in groups twice";
+    }
+  }
+  return size;
+}
+
+static LogicalResult checkReduction(Operation *op, StringRef r) {
+  if (r != "sum" && r != "prod" && r != "max" && r != "min")
+    return op->emitOpError("reduction must be sum, prod, max or min, got '") << r << "'";
+  return success();
+}
+
+static LogicalResult checkDim(Operation *op, int64_t dim, MemRefType t, StringRef name) {
+  if (dim < 0 || dim >= t.getRank())
+    return op->emitOpError() << name << " " << dim << " is out of range for rank "
+                             << t.getRank();
+  return success();
+}
+
+/// `out` must be `in` with dimension `dim` multiplied by `mul` and divided
+/// by `div` (exactly).
+static LogicalResult checkScaledShape(Operation *op, MemRefType in, MemRefType out,
+                                      int64_t dim, int64_t mul, int64_t div) {
+  if (in.getElementType() != out.getElementType())
+    return op->emitOpError("input and output element types differ");
+  SmallVector<int64_t> want(in.getShape());
+  if (want[dim] % div)
+    return op->emitOpError("dimension ")
+           << dim << " of size " << want[dim] << " does not split into " << div
+           << " pieces";
+  want[dim] = want[dim] / div * mul;
+  if (ArrayRef<int64_t>(want) != out.getShape())
+    return op->emitOpError("output shape must be [")
+           << llvm::make_range(want.begin(), want.end()) << "]";
+  return success();
+}
+
+LogicalResult AllReduceOp::verify() {
+  if (failed(checkWritable(*this, getOutput())))
+    return failure();
+  if (failed(checkGroups(*this, getGroups())) || failed(checkReduction(*this, getReduction())))
+    return failure();
+  if (getInput().getType() != getOutput().getType())
+    return emitOpError("input and output types differ");
+  return success();
+}
+
+LogicalResult AllGatherOp::verify() {
+  if (failed(checkWritable(*this, getOutput())))
+    return failure();
+  auto size = checkGroups(*this, getGroups());
+  if (failed(size) || failed(checkDim(*this, getDim(), getInput().getType(), "dim")))
+    return failure();
+  return checkScaledShape(*this, getInput().getType(), getOutput().getType(), getDim(),
+                          *size, 1);
+}
+
+LogicalResult ReduceScatterOp::verify() {
+  if (failed(checkWritable(*this, getOutput())))
+    return failure();
+  auto size = checkGroups(*this, getGroups());
+  if (failed(size) || failed(checkReduction(*this, getReduction())) ||
+      failed(checkDim(*this, getDim(), getInput().getType(), "dim")))
+    return failure();
+  return checkScaledShape(*this, getInput().getType(), getOutput().getType(), getDim(),
+                          1, *size);
+}
+
+LogicalResult AllToAllOp::verify() {
+  if (failed(checkWritable(*this, getOutput())))
+    return failure();
+  auto size = checkGroups(*this, getGroups());
+  MemRefType in = getInput().getType(), out = getOutput().getType();
+  if (failed(size) || failed(checkDim(*this, getSplitDim(), in, "split_dim")) ||
+      failed(checkDim(*this, getConcatDim(), in, "concat_dim")))
+    return failure();
+  if (in.getElementType() != out.getElementType())
+    return emitOpError("input and output element types differ");
+  SmallVector<int64_t> want(in.getShape());
+  if (want[getSplitDim()] % *size)
+    return emitOpError("split_dim ") << getSplitDim() << " of size " << want[getSplitDim()]
+                                     << " does not split into " << *size << " pieces";
+  want[getSplitDim()] /= *size;
+  want[getConcatDim()] *= *size;
+  if (ArrayRef<int64_t>(want) != out.getShape())
+    return emitOpError("output shape must be [")
+           << llvm::make_range(want.begin(), want.end()) << "]";
+  return success();
+}
+
+LogicalResult CollectivePermuteOp::verify() {
+  if (failed(checkWritable(*this, getOutput())))
+    return failure();
+  if (getInput().getType() != getOutput().getType())
+    return emitOpError("input and output types differ");
+  int64_t world = worldSizeOf(*this);
+  llvm::SmallDenseSet<int64_t> sources, targets;
+  for (Attribute a : getPairs()) {
+    auto pair = cast<DenseI64ArrayAttr>(a).asArrayRef();
+    if (pair.size() != 2)
+      return emitOpError("pairs must be [source, target]");
+    if (failed(checkRank(*this, pair[0], world, "pairs")) ||
+        failed(checkRank(*this, pair[1], world, "pairs")))
+      return failure();
+    if (!sources.insert(pair[0]).second || !targets.insert(pair[1]).second)
+      return emitOpError("a rank sends or receives twice");
+  }
+  return success();
+}
+
+static LogicalResult checkPeers(Operation *op, ArrayRef<int64_t> peers) {
+  int64_t world = worldSizeOf(op);
+  if (int64_t(peers.size()) != world)
+    return op->emitOpError("peers needs one entry per rank (")
+           << world << "), got " << peers.size();
+  for (auto [r, p] : llvm::enumerate(peers)) {
+    if (p == -1)
+      continue;
+    if (failed(checkRank(op, p, world, "peers")))
+      return failure();
+    if (p == int64_t(r))
+      return op->emitOpError("rank ") << r << " names itself as its peer";
+  }
+  return success();
+}
+
+LogicalResult SendOp::verify() { return checkPeers(*this, getPeers()); }
+LogicalResult RecvOp::verify() {
+  if (failed(checkWritable(*this, getOutput())))
+    return failure();
+  return checkPeers(*this, getPeers());
 }
 
 #define GET_OP_CLASSES

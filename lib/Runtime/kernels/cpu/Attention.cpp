@@ -1,7 +1,8 @@
 //===- Attention.cpp - CPU kernels: attention and rotary_embedding ---------===//
 //
-// attention (ONNX opset 23, no KV cache): one query row at a time, scores
-// for that row only, softmax over keys, then the weighted sum of values.
+// attention (ONNX opset 23, no KV cache): blocks of query rows of one
+// (batch, head) against every key, with two GEMMs (Q K^T, then P V) around
+// a row-wise softmax; the blocks are split across the kernel's threads.
 // rotary_embedding (opset 23): halves or interleaved pairs, optional
 // position_ids, partial rotation. f16 and bf16 run through f32.
 //
@@ -9,7 +10,9 @@
 
 #include "shardflow/Runtime/Kernel.h"
 
+#include "Gemm.h"
 #include "KernelSupport.h"
+#include "Parallel.h"
 
 #include <algorithm>
 #include <cmath>
@@ -67,6 +70,110 @@ Heads headsOf(const KernelContext &ctx, const Tensor &t, int64_t numHeads, const
 // attention
 //===----------------------------------------------------------------------===//
 
+/// Scores of one block of query rows against all keys stay under this many
+/// elements (128 KiB of f32: in L2 with the K and V panels).
+constexpr int64_t kScoreBlock = 32768;
+
+/// Attention for a block of query rows of one (batch, head): the block's
+/// scores against every key are one GEMM (Q K^T), the softmax runs row by
+/// row over them in place, and the block's output is a second GEMM (P V)
+/// straight into Y, scaled by each row's 1 / sum afterwards.
+template <typename T> struct AttentionJob {
+  Heads q, k, v, y;
+  const T *Q, *K, *V;
+  T *Y;
+  const T *Mf;       // additive float mask, or null
+  const uint8_t *Mb; // boolean mask (true = attend), or null
+  int64_t mStride[4];
+  int64_t group;     // query heads per key/value head
+  T scale, softcap;  // softcap 0: none
+  bool causal;
+  int64_t rowBlock;
+
+  /// Query rows [i0, i0 + rowBlock) of head h of batch b. `scores` holds
+  /// rowBlock * k.seq elements, `inv` rowBlock.
+  void run(int64_t b, int64_t h, int64_t i0, T *scores, T *inv) const {
+    const int64_t kvh = h / group, D = q.dim, Dv = v.dim;
+    const int64_t rows = std::min(rowBlock, q.seq - i0);
+    const T *Qi = Q + b * q.sb + h * q.sh + i0 * q.ss;
+    const T *Kh = K + b * k.sb + kvh * k.sh;
+    const T *Vh = V + b * v.sb + kvh * v.sh;
+    T *Yi = Y + b * y.sb + h * y.sh + i0 * y.ss;
+    // Under the causal mask, row i sees keys 0..i: the block's last row
+    // bounds the keys worth computing.
+    const int64_t keys = causal ? std::min(k.seq, i0 + rows) : k.seq;
+    std::fill(scores, scores + rows * keys, T(0));
+    // S[r][j] = sum_d Q[i0 + r][d] * K[j][d]: K read transposed in place.
+    gemmAccumulateSerial<T>(rows, keys, D, Qi, q.ss, 1, Kh, 1, k.ss, scores, keys);
+    for (int64_t r = 0; r < rows; ++r)
+      inv[r] = softmaxRow(b, h, i0 + r, scores + r * keys, keys);
+    for (int64_t r = 0; r < rows; ++r)
+      std::fill(Yi + r * y.ss, Yi + r * y.ss + Dv, T(0));
+    gemmAccumulateSerial<T>(rows, Dv, keys, scores, keys, 1, Vh, v.ss, 1, Yi, y.ss);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t d = 0; d < Dv; ++d)
+        Yi[r * y.ss + d] *= inv[r];
+  }
+
+  /// Turns row i's raw dot products s[0..keys) into unnormalized softmax
+  /// weights (0 where masked) and returns 1 / their sum; 0 when every key
+  /// is masked, which makes the row's output 0.
+  T softmaxRow(int64_t b, int64_t h, int64_t i, T *s, int64_t keys) const {
+    const T negInf = -std::numeric_limits<T>::infinity();
+    const int64_t allowed = causal ? std::min(keys, i + 1) : keys;
+    for (int64_t j = 0; j < allowed; ++j)
+      s[j] *= scale;
+    if (softcap > T(0))
+      for (int64_t j = 0; j < allowed; ++j)
+        s[j] = softcap * ew::fastTanh(s[j] / softcap);
+    bool any = allowed > 0;
+    if (Mb || Mf) {
+      // A masked key's score is -inf whatever its dot product.
+      const int64_t row = b * mStride[0] + h * mStride[1] + i * mStride[2];
+      any = false;
+      for (int64_t j = 0; j < allowed; ++j) {
+        int64_t at = row + j * mStride[3];
+        if (Mb) {
+          s[j] = Mb[at] ? s[j] : negInf;
+          any |= Mb[at] != 0;
+        } else {
+          T bias = Mf[at];
+          s[j] = bias == negInf ? negInf : s[j] + bias;
+          any |= bias != negInf;
+        }
+      }
+    }
+    std::fill(s + allowed, s + keys, T(0));
+    if (!any) {
+      std::fill(s, s + allowed, T(0));
+      return T(0);
+    }
+    T best = negInf;
+    for (int64_t j = 0; j < allowed; ++j)
+      best = std::max(best, s[j]);
+    // Eight partial sums: the exp loop vectorizes.
+    T part[8] = {};
+    int64_t j = 0;
+    for (; j + 8 <= allowed; j += 8)
+      for (int l = 0; l < 8; ++l) {
+        T x = s[j + l];
+        T e = ew::select(x == negInf, T(0), ew::fastExp(x - best));
+        s[j + l] = e;
+        part[l] += e;
+      }
+    for (; j < allowed; ++j) {
+      T x = s[j];
+      T e = ew::select(x == negInf, T(0), ew::fastExp(x - best));
+      s[j] = e;
+      part[0] += e;
+    }
+    T sum = 0;
+    for (T p : part)
+      sum += p;
+    return T(1) / sum;
+  }
+};
+
 template <typename T> void attentionTyped(const KernelContext &ctx) {
   const Tensor &qt = ctx.inputs[0], &kt = ctx.inputs[1], &vt = ctx.inputs[2],
                &yt = ctx.outputs[0];
@@ -97,7 +204,7 @@ template <typename T> void attentionTyped(const KernelContext &ctx) {
   }
   if (yt.numel() != y.batch * y.heads * y.seq * y.dim)
     fail(ctx, "result has the wrong number of elements");
-  int64_t B = q.batch, Hq = q.heads, Sq = q.seq, Skv = k.seq, D = q.dim, Dv = v.dim;
+  int64_t B = q.batch, Hq = q.heads, Sq = q.seq, Skv = k.seq, D = q.dim;
   int64_t group = Hq / k.heads;
   double scale = ctx.params.has("scale") ? ctx.params.getFloat("scale")
                                          : 1.0 / std::sqrt(double(D));
@@ -125,72 +232,35 @@ template <typename T> void attentionTyped(const KernelContext &ctx) {
       acc *= n;
     }
   }
-  const T *Q = qt.as<const T>(), *K = kt.as<const T>(), *V = vt.as<const T>();
-  T *Y = yt.as<T>();
-  const T *Mf = mask && !boolMask ? mask->as<const T>() : nullptr;
-  const uint8_t *Mb = mask && boolMask ? mask->as<const uint8_t>() : nullptr;
-  const T negInf = -std::numeric_limits<T>::infinity();
-  std::vector<T> score(static_cast<size_t>(Skv)), bias(static_cast<size_t>(Skv));
-  std::vector<T> acc(static_cast<size_t>(Dv));
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t h = 0; h < Hq; ++h) {
-      int64_t kvh = h / group;
-      const T *Kh = K + b * k.sb + kvh * k.sh;
-      const T *Vh = V + b * v.sb + kvh * v.sh;
-      for (int64_t i = 0; i < Sq; ++i) {
-        const T *qi = Q + b * q.sb + h * q.sh + i * q.ss;
-        T *yi = Y + b * y.sb + h * y.sh + i * y.ss;
-        // The additive bias of this row: causal and mask.
-        bool anyAllowed = false;
-        int64_t mRow = b * mStride[0] + h * mStride[1] + i * mStride[2];
-        for (int64_t j = 0; j < Skv; ++j) {
-          T bj = 0;
-          if (causal && j > i)
-            bj = negInf;
-          if (Mb && !Mb[mRow + j * mStride[3]])
-            bj = negInf;
-          else if (Mf)
-            bj += Mf[mRow + j * mStride[3]];
-          bias[size_t(j)] = bj;
-          anyAllowed |= bj != negInf;
-        }
-        if (!anyAllowed) {
-          for (int64_t d = 0; d < Dv; ++d)
-            yi[d] = T(0);
-          continue;
-        }
-        T best = negInf;
-        for (int64_t j = 0; j < Skv; ++j) {
-          T s = 0;
-          if (bias[size_t(j)] != negInf) {
-            const T *kj = Kh + j * k.ss;
-            T dot = 0;
-            for (int64_t d = 0; d < D; ++d)
-              dot += qi[d] * kj[d];
-            s = T(dot * scale);
-            if (softcap > 0)
-              s = T(softcap * std::tanh(s / softcap));
-          }
-          s += bias[size_t(j)];
-          score[size_t(j)] = s;
-          best = std::max(best, s);
-        }
-        std::fill(acc.begin(), acc.end(), T(0));
-        T sum = 0;
-        for (int64_t j = 0; j < Skv; ++j) {
-          if (score[size_t(j)] == negInf)
-            continue;
-          T p = std::exp(score[size_t(j)] - best);
-          sum += p;
-          const T *vj = Vh + j * v.ss;
-          for (int64_t d = 0; d < Dv; ++d)
-            acc[size_t(d)] += p * vj[d];
-        }
-        T inv = T(1) / sum;
-        for (int64_t d = 0; d < Dv; ++d)
-          yi[d] = acc[size_t(d)] * inv;
-      }
+  AttentionJob<T> job;
+  job.q = q;
+  job.k = k;
+  job.v = v;
+  job.y = y;
+  job.Q = qt.as<const T>();
+  job.K = kt.as<const T>();
+  job.V = vt.as<const T>();
+  job.Y = yt.as<T>();
+  job.Mf = mask && !boolMask ? mask->as<const T>() : nullptr;
+  job.Mb = mask && boolMask ? mask->as<const uint8_t>() : nullptr;
+  std::copy(mStride, mStride + 4, job.mStride);
+  job.group = group;
+  job.scale = T(scale);
+  job.softcap = T(softcap);
+  job.causal = causal;
+  job.rowBlock = std::clamp<int64_t>(kScoreBlock / std::max<int64_t>(Skv, 1), 16, 256);
+  // Threads take whole blocks of rows of one (batch, head), whose bounds do
+  // not depend on the thread count: each output row is computed the same
+  // way for any thread count.
+  const int64_t blocks = (Sq + job.rowBlock - 1) / job.rowBlock;
+  parallelFor(ctx, B * Hq * blocks, 1, [&](int64_t first, int64_t last) {
+    std::vector<T> scores(size_t(std::min(job.rowBlock, Sq) * Skv));
+    std::vector<T> inv(size_t(job.rowBlock));
+    for (int64_t unit = first; unit < last; ++unit) {
+      int64_t bh = unit / blocks;
+      job.run(bh / Hq, bh % Hq, unit % blocks * job.rowBlock, scores.data(), inv.data());
     }
+  });
 }
 
 void attentionKernel(const KernelContext &ctx) {
@@ -226,9 +296,11 @@ template <typename T> void rotaryTyped(const KernelContext &ctx) {
     fail(ctx, "position_ids must be [batch, seq]");
   const T *X = xt.as<const T>(), *C = cosT.as<const T>(), *S = sinT.as<const T>();
   T *Y = yt.as<T>();
-  for (int64_t b = 0; b < x.batch; ++b)
-    for (int64_t s = 0; s < x.seq; ++s) {
-      int64_t p = b * x.seq + s;
+  // (batch, position) pairs are the rows.
+  parallelForRows(ctx, x.batch * x.seq, x.heads * x.dim, [&](int64_t first, int64_t last) {
+    for (int64_t bs = first; bs < last; ++bs) {
+      int64_t b = bs / x.seq, s = bs % x.seq;
+      int64_t p = bs;
       if (pos) {
         p = pos->dtype == DType::I64 ? pos->as<const int64_t>()[b * x.seq + s]
                                      : int64_t(pos->as<const int32_t>()[b * x.seq + s]);
@@ -258,6 +330,7 @@ template <typename T> void rotaryTyped(const KernelContext &ctx) {
           yi[d] = xi[d];
       }
     }
+  });
 }
 
 void rotaryEmbeddingKernel(const KernelContext &ctx) {

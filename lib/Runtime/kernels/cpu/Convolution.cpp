@@ -1,9 +1,10 @@
 //===- Convolution.cpp - CPU kernels: conv and pooling ---------------------===//
 //
-// conv (1-D and 2-D, groups, strides, pads, dilations, bias) as im2col plus
-// a blocked GEMM per image and group; max_pool, average_pool and
-// global_average_pool as direct window loops. 1-D windows run as 2-D ones
-// with a height of 1. f16 and bf16 run through f32.
+// conv (1-D to 3-D, groups, strides, pads, dilations, bias) as im2col plus
+// a GEMM per image and group; max_pool (with or without indices),
+// average_pool and global_average_pool as direct window loops. Every window
+// runs as a 3-D one whose missing leading dimensions have size 1. f16 and
+// bf16 run through f32.
 //
 //===----------------------------------------------------------------------===//
 
@@ -29,25 +30,28 @@ namespace {
 // Helpers
 //===----------------------------------------------------------------------===//
 
-
-
-
-/// The window geometry of a 1-D or 2-D conv/pool, as 2-D.
+/// The window geometry of a 1-D, 2-D or 3-D conv/pool, as 3-D: missing
+/// leading spatial dimensions have size 1, kernel 1, stride 1 and no pads.
 struct Window {
-  int64_t n = 0, c = 0, h = 1, w = 1;     // input
-  int64_t oh = 1, ow = 1;                 // output
-  int64_t kh = 1, kw = 1;                 // kernel
-  int64_t sh = 1, sw = 1;                 // strides
-  int64_t ph0 = 0, pw0 = 0, ph1 = 0, pw1 = 0;
-  int64_t dh = 1, dw = 1;
+  int64_t n = 0, c = 0;
+  int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, k[3] = {1, 1, 1};
+  int64_t stride[3] = {1, 1, 1}, dil[3] = {1, 1, 1};
+  int64_t pad0[3] = {0, 0, 0}, pad1[3] = {0, 0, 0};
+  int64_t inPlane() const { return in[0] * in[1] * in[2]; }
+  int64_t outPlane() const { return out[0] * out[1] * out[2]; }
+  int64_t kernelSize() const { return k[0] * k[1] * k[2]; }
+  /// The input coordinate of output `o` and kernel tap `t` in dimension `d`.
+  int64_t at(int d, int64_t o, int64_t t) const {
+    return o * stride[d] - pad0[d] + t * dil[d];
+  }
 };
 
 Window window(const KernelContext &ctx, const Tensor &x, const Tensor &y,
               const std::vector<int64_t> &kernel) {
   int64_t spatial = x.rank() - 2;
-  if (spatial < 1 || spatial > 2)
-    fail(ctx, "only 1-D and 2-D windows are supported, got " + std::to_string(spatial) +
-                  " spatial dimensions");
+  if (spatial < 1 || spatial > 3)
+    fail(ctx, "only 1-D, 2-D and 3-D windows are supported, got " +
+                  std::to_string(spatial) + " spatial dimensions");
   if (y.rank() != x.rank())
     fail(ctx, "result rank differs from the input's");
   std::vector<int64_t> strides = intList(ctx.params, "strides"),
@@ -66,21 +70,15 @@ Window window(const KernelContext &ctx, const Tensor &x, const Tensor &y,
   Window g;
   g.n = x.shape[0];
   g.c = x.shape[1];
-  g.w = x.shape.back();
-  g.ow = y.shape.back();
-  g.kw = kernel.back();
-  g.sw = strides.back();
-  g.dw = dilations.back();
-  g.pw0 = pads[size_t(spatial - 1)];
-  g.pw1 = pads[size_t(2 * spatial - 1)];
-  if (spatial == 2) {
-    g.h = x.shape[2];
-    g.oh = y.shape[2];
-    g.kh = kernel[0];
-    g.sh = strides[0];
-    g.dh = dilations[0];
-    g.ph0 = pads[0];
-    g.ph1 = pads[2];
+  for (int64_t i = 0; i < spatial; ++i) {
+    size_t d = size_t(3 - spatial + i), si = size_t(i);
+    g.in[d] = x.shape[2 + si];
+    g.out[d] = y.shape[2 + si];
+    g.k[d] = kernel[si];
+    g.stride[d] = strides[si];
+    g.dil[d] = dilations[si];
+    g.pad0[d] = pads[si];
+    g.pad1[d] = pads[size_t(spatial) + si];
   }
   return g;
 }
@@ -88,6 +86,33 @@ Window window(const KernelContext &ctx, const Tensor &x, const Tensor &y,
 //===----------------------------------------------------------------------===//
 // conv
 //===----------------------------------------------------------------------===//
+
+/// Lays out the [C*kd*kh*kw, od*oh*ow] patch matrix of one image and group.
+template <typename T>
+void im2col(const Window &g, int64_t channels, const T *xin, T *dst) {
+  int64_t inPlane = g.inPlane();
+  for (int64_t c = 0; c < channels; ++c)
+    for (int64_t a = 0; a < g.k[0]; ++a)
+      for (int64_t i = 0; i < g.k[1]; ++i)
+        for (int64_t j = 0; j < g.k[2]; ++j) {
+          const T *src = xin + c * inPlane;
+          for (int64_t od = 0; od < g.out[0]; ++od) {
+            int64_t id = g.at(0, od, a);
+            for (int64_t oh = 0; oh < g.out[1]; ++oh, dst += g.out[2]) {
+              int64_t ih = g.at(1, oh, i);
+              if (id < 0 || id >= g.in[0] || ih < 0 || ih >= g.in[1]) {
+                std::fill(dst, dst + g.out[2], T(0));
+                continue;
+              }
+              const T *row = src + (id * g.in[1] + ih) * g.in[2];
+              for (int64_t ow = 0; ow < g.out[2]; ++ow) {
+                int64_t iw = g.at(2, ow, j);
+                dst[ow] = (iw >= 0 && iw < g.in[2]) ? row[iw] : T(0);
+              }
+            }
+          }
+        }
+}
 
 template <typename T> void convTyped(const KernelContext &ctx) {
   const Tensor &x = ctx.inputs[0], &wt = ctx.inputs[1], &y = ctx.outputs[0];
@@ -105,9 +130,11 @@ template <typename T> void convTyped(const KernelContext &ctx) {
     fail(ctx, "result channels differ from the weight's");
   if (bias && bias->numel() != m)
     fail(ctx, "bias must have " + std::to_string(m) + " elements");
-  int64_t mg = m / group, kdim = cg * g.kh * g.kw, plane = g.oh * g.ow, inPlane = g.h * g.w;
-  bool direct = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph0 == 0 &&
-                g.pw0 == 0 && g.ph1 == 0 && g.pw1 == 0 && g.oh == g.h && g.ow == g.w;
+  int64_t mg = m / group, kdim = cg * g.kernelSize(), plane = g.outPlane(),
+          inPlane = g.inPlane();
+  bool direct = g.kernelSize() == 1 && plane == inPlane;
+  for (int d = 0; d < 3; ++d)
+    direct = direct && g.stride[d] == 1 && g.pad0[d] == 0 && g.pad1[d] == 0;
   std::unique_ptr<T[]> col(direct ? nullptr : new T[size_t(std::max<int64_t>(kdim * plane, 1))]);
   const T *xd = x.as<const T>(), *wd = wt.as<const T>();
   const T *bd = bias ? bias->as<const T>() : nullptr;
@@ -117,25 +144,7 @@ template <typename T> void convTyped(const KernelContext &ctx) {
       const T *xin = xd + (n * g.c + gr * cg) * inPlane;
       const T *cols = xin;
       if (!direct) {
-        T *dst = col.get();
-        for (int64_t c = 0; c < cg; ++c)
-          for (int64_t i = 0; i < g.kh; ++i)
-            for (int64_t j = 0; j < g.kw; ++j) {
-              const T *src = xin + c * inPlane;
-              for (int64_t oh = 0; oh < g.oh; ++oh, dst += g.ow) {
-                int64_t ih = oh * g.sh - g.ph0 + i * g.dh;
-                if (ih < 0 || ih >= g.h) {
-                  std::fill(dst, dst + g.ow, T(0));
-                  continue;
-                }
-                const T *row = src + ih * g.w;
-                int64_t iw0 = j * g.dw - g.pw0;
-                for (int64_t ow = 0; ow < g.ow; ++ow) {
-                  int64_t iw = iw0 + ow * g.sw;
-                  dst[ow] = (iw >= 0 && iw < g.w) ? row[iw] : T(0);
-                }
-              }
-            }
+        im2col(g, cg, xin, col.get());
         cols = col.get();
       }
       T *out = yd + (n * m + gr * mg) * plane;
@@ -157,42 +166,71 @@ void convKernel(const KernelContext &ctx) {
 // Pooling
 //===----------------------------------------------------------------------===//
 
+/// Max pooling; with `indices`, also the flat input index of each
+/// window's first maximum (row-major, or column-major over the spatial
+/// dimensions with `storage_order` 1).
 template <typename T> void maxPoolTyped(const KernelContext &ctx) {
   const Tensor &x = ctx.inputs[0], &y = ctx.outputs[0];
   Window g = window(ctx, x, y, intList(ctx.params, "kernel_shape"));
+  int64_t *indices = nullptr;
+  bool columnMajor = false;
+  if (ctx.outputs.size() == 2) {
+    const Tensor &ind = ctx.outputs[1];
+    if (ind.dtype != DType::I64 || ind.shape != y.shape)
+      fail(ctx, "indices must be i64 with the result's shape");
+    indices = ind.as<int64_t>();
+    columnMajor = ctx.params.getInt("storage_order", 0) == 1;
+  }
   T lowest = std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity()
                                                   : std::numeric_limits<T>::lowest();
   const T *xd = x.as<const T>();
   T *yd = y.as<T>();
+  int64_t inPlane = g.inPlane();
   for (int64_t p = 0; p < g.n * g.c; ++p) {
-    const T *src = xd + p * g.h * g.w;
-    for (int64_t oh = 0; oh < g.oh; ++oh)
-      for (int64_t ow = 0; ow < g.ow; ++ow) {
-        T best = lowest;
-        for (int64_t i = 0; i < g.kh; ++i) {
-          int64_t ih = oh * g.sh - g.ph0 + i * g.dh;
-          if (ih < 0 || ih >= g.h)
-            continue;
-          for (int64_t j = 0; j < g.kw; ++j) {
-            int64_t iw = ow * g.sw - g.pw0 + j * g.dw;
-            if (iw < 0 || iw >= g.w)
+    const T *src = xd + p * inPlane;
+    for (int64_t od = 0; od < g.out[0]; ++od)
+      for (int64_t oh = 0; oh < g.out[1]; ++oh)
+        for (int64_t ow = 0; ow < g.out[2]; ++ow) {
+          T best = lowest;
+          int64_t bd = -1, bh = -1, bw = -1;
+          for (int64_t a = 0; a < g.k[0] && best == best; ++a) {
+            int64_t id = g.at(0, od, a);
+            if (id < 0 || id >= g.in[0])
               continue;
-            T v = src[ih * g.w + iw];
-            // NaN propagates, as in ONNX Runtime's max.
-            if (v > best || v != v)
-              best = v;
-            if (best != best)
-              break;
+            for (int64_t i = 0; i < g.k[1] && best == best; ++i) {
+              int64_t ih = g.at(1, oh, i);
+              if (ih < 0 || ih >= g.in[1])
+                continue;
+              const T *row = src + (id * g.in[1] + ih) * g.in[2];
+              for (int64_t j = 0; j < g.k[2]; ++j) {
+                int64_t iw = g.at(2, ow, j);
+                if (iw < 0 || iw >= g.in[2])
+                  continue;
+                T v = row[iw];
+                // NaN propagates, as in ONNX Runtime's max; the first
+                // maximum wins, as in ONNX's reference.
+                if (v > best || v != v || bw < 0) {
+                  best = v;
+                  bd = id, bh = ih, bw = iw;
+                }
+                if (best != best)
+                  break;
+              }
+            }
+          }
+          *yd++ = best;
+          if (indices) {
+            int64_t flat = columnMajor ? bd * g.in[1] * g.in[2] + bw * g.in[1] + bh
+                                       : (bd * g.in[1] + bh) * g.in[2] + bw;
+            *indices++ = bw < 0 ? -1 : p * inPlane + flat;
           }
         }
-        *yd++ = best;
-      }
   }
 }
 
 void maxPoolKernel(const KernelContext &ctx) {
-  if (ctx.inputs.size() != 1 || ctx.outputs.size() < 1)
-    fail(ctx, "expects 1 input and 1 output");
+  if (ctx.inputs.size() != 1 || ctx.outputs.empty() || ctx.outputs.size() > 2)
+    fail(ctx, "expects 1 input and 1 or 2 outputs");
   switch (ctx.inputs[0].dtype) {
   case DType::I8: return maxPoolTyped<int8_t>(ctx);
   case DType::U8: return maxPoolTyped<uint8_t>(ctx);
@@ -206,6 +244,12 @@ void maxPoolKernel(const KernelContext &ctx) {
   }
   dispatchFloat(ctx, ctx.inputs[0].dtype,
                 [](auto t, const KernelContext &c) { maxPoolTyped<decltype(t)>(c); });
+}
+
+void maxPoolWithIndicesKernel(const KernelContext &ctx) {
+  if (ctx.outputs.size() != 2)
+    fail(ctx, "expects 2 outputs (values and indices)");
+  maxPoolKernel(ctx);
 }
 
 /// Positions k in [0, kernel) with start + k * dilation in [lo, hi).
@@ -224,37 +268,44 @@ template <typename T> void averagePoolTyped(const KernelContext &ctx) {
   bool includePad = ctx.params.getBool("count_include_pad", false);
   const T *xd = x.as<const T>();
   T *yd = y.as<T>();
-  // Divisors per output row and column: with count_include_pad the window
-  // counts pads but never the part past the end of the padded input.
-  std::vector<int64_t> divH(size_t(g.oh)), divW(size_t(g.ow));
-  for (int64_t oh = 0; oh < g.oh; ++oh) {
-    int64_t s = oh * g.sh - g.ph0;
-    divH[size_t(oh)] = includePad ? countIn(s, g.kh, g.dh, -g.ph0, g.h + g.ph1)
-                                  : countIn(s, g.kh, g.dh, 0, g.h);
+  // Divisors per output position and dimension: with count_include_pad the
+  // window counts pads but never the part past the end of the padded input.
+  std::vector<int64_t> div[3];
+  for (int d = 0; d < 3; ++d) {
+    div[d].resize(size_t(g.out[d]));
+    for (int64_t o = 0; o < g.out[d]; ++o) {
+      int64_t s = g.at(d, o, 0);
+      div[d][size_t(o)] = includePad
+                              ? countIn(s, g.k[d], g.dil[d], -g.pad0[d], g.in[d] + g.pad1[d])
+                              : countIn(s, g.k[d], g.dil[d], 0, g.in[d]);
+    }
   }
-  for (int64_t ow = 0; ow < g.ow; ++ow) {
-    int64_t s = ow * g.sw - g.pw0;
-    divW[size_t(ow)] = includePad ? countIn(s, g.kw, g.dw, -g.pw0, g.w + g.pw1)
-                                  : countIn(s, g.kw, g.dw, 0, g.w);
-  }
+  int64_t inPlane = g.inPlane();
   for (int64_t p = 0; p < g.n * g.c; ++p) {
-    const T *src = xd + p * g.h * g.w;
-    for (int64_t oh = 0; oh < g.oh; ++oh)
-      for (int64_t ow = 0; ow < g.ow; ++ow) {
-        T sum = 0;
-        for (int64_t i = 0; i < g.kh; ++i) {
-          int64_t ih = oh * g.sh - g.ph0 + i * g.dh;
-          if (ih < 0 || ih >= g.h)
-            continue;
-          for (int64_t j = 0; j < g.kw; ++j) {
-            int64_t iw = ow * g.sw - g.pw0 + j * g.dw;
-            if (iw >= 0 && iw < g.w)
-              sum += src[ih * g.w + iw];
+    const T *src = xd + p * inPlane;
+    for (int64_t od = 0; od < g.out[0]; ++od)
+      for (int64_t oh = 0; oh < g.out[1]; ++oh)
+        for (int64_t ow = 0; ow < g.out[2]; ++ow) {
+          T sum = 0;
+          for (int64_t a = 0; a < g.k[0]; ++a) {
+            int64_t id = g.at(0, od, a);
+            if (id < 0 || id >= g.in[0])
+              continue;
+            for (int64_t i = 0; i < g.k[1]; ++i) {
+              int64_t ih = g.at(1, oh, i);
+              if (ih < 0 || ih >= g.in[1])
+                continue;
+              const T *row = src + (id * g.in[1] + ih) * g.in[2];
+              for (int64_t j = 0; j < g.k[2]; ++j) {
+                int64_t iw = g.at(2, ow, j);
+                if (iw >= 0 && iw < g.in[2])
+                  sum += row[iw];
+              }
+            }
           }
+          int64_t n = div[0][size_t(od)] * div[1][size_t(oh)] * div[2][size_t(ow)];
+          *yd++ = n > 0 ? sum / T(n) : T(0);
         }
-        int64_t div = divH[size_t(oh)] * divW[size_t(ow)];
-        *yd++ = div > 0 ? sum / T(div) : T(0);
-      }
   }
 }
 
@@ -292,5 +343,6 @@ void globalAveragePoolKernel(const KernelContext &ctx) {
 
 SHARDFLOW_REGISTER_KERNEL("conv", convKernel);
 SHARDFLOW_REGISTER_KERNEL("max_pool", maxPoolKernel);
+SHARDFLOW_REGISTER_KERNEL("max_pool_with_indices", maxPoolWithIndicesKernel);
 SHARDFLOW_REGISTER_KERNEL("average_pool", averagePoolKernel);
 SHARDFLOW_REGISTER_KERNEL("global_average_pool", globalAveragePoolKernel);

@@ -4,12 +4,15 @@
 // expand, trilu, range, constant_of_shape and shape. Kernels that only move
 // elements work on any element type by its size; those that compute values
 // (scatter_nd's reductions, range, constants) convert per element type.
+// Strided copies (transpose, slice, expand) and gather split their output
+// rows across the kernel's threads; each row is copied by one thread.
 //
 //===----------------------------------------------------------------------===//
 
 #include "shardflow/Runtime/Kernel.h"
 
 #include "KernelSupport.h"
+#include "Parallel.h"
 
 #include <algorithm>
 #include <cmath>
@@ -51,6 +54,17 @@ int64_t product(const std::vector<int64_t> &v, size_t from = 0, size_t to = SIZE
   for (size_t i = from; i < std::min(to, v.size()); ++i)
     n *= v[i];
   return n;
+}
+
+/// Copies go to threads in ranges of at least this many bytes: below it a
+/// worker's wake-up costs more than the copy.
+constexpr int64_t kCopyGrainBytes = kElementwiseGrain * 4;
+
+/// fn(begin, end) over `count` copies of `bytes` bytes each.
+template <typename Fn>
+void forCopies(const KernelContext &ctx, int64_t count, int64_t bytes, Fn &&fn) {
+  parallelFor(ctx, count, std::max<int64_t>(1, kCopyGrainBytes / std::max<int64_t>(bytes, 1)),
+              fn);
 }
 
 
@@ -137,7 +151,7 @@ void coalesce(std::vector<int64_t> &shape, std::vector<int64_t> &strides) {
 
 /// out (contiguous, `shape`) = in[sum idx_d * strides_d] for every index.
 template <typename E>
-void stridedCopy(E *out, const E *in, std::vector<int64_t> shape,
+void stridedCopy(const KernelContext &ctx, E *out, const E *in, std::vector<int64_t> shape,
                  std::vector<int64_t> strides) {
   int64_t total = product(shape);
   if (total == 0)
@@ -149,33 +163,43 @@ void stridedCopy(E *out, const E *in, std::vector<int64_t> shape,
   }
   size_t rank = shape.size();
   int64_t inner = shape[rank - 1], step = strides[rank - 1];
-  std::vector<int64_t> idx(rank, 0);
-  int64_t off = 0;
-  for (int64_t o = 0, outer = total / inner; o < outer; ++o) {
-    const E *p = in + off;
-    if (step == 1)
-      std::memcpy(out, p, size_t(inner) * sizeof(E));
-    else if (step == 0)
-      std::fill(out, out + inner, p[0]);
-    else
-      for (int64_t j = 0; j < inner; ++j)
-        out[j] = p[j * step];
-    out += inner;
-    for (size_t d = rank - 1; d-- > 0;) {
-      off += strides[d];
-      if (++idx[d] < shape[d])
-        break;
-      off -= strides[d] * shape[d];
-      idx[d] = 0;
+  // Output rows [first, last) of `inner` elements each.
+  auto copyRows = [&](int64_t first, int64_t last) {
+    std::vector<int64_t> idx(rank, 0);
+    int64_t off = 0;
+    for (int64_t r = first, d = int64_t(rank) - 2; d >= 0; --d) {
+      idx[size_t(d)] = r % shape[size_t(d)];
+      r /= shape[size_t(d)];
+      off += idx[size_t(d)] * strides[size_t(d)];
     }
-  }
+    E *o = out + first * inner;
+    for (int64_t row = first; row < last; ++row) {
+      const E *p = in + off;
+      if (step == 1)
+        std::memcpy(o, p, size_t(inner) * sizeof(E));
+      else if (step == 0)
+        std::fill(o, o + inner, p[0]);
+      else
+        for (int64_t j = 0; j < inner; ++j)
+          o[j] = p[j * step];
+      o += inner;
+      for (size_t d = rank - 1; d-- > 0;) {
+        off += strides[d];
+        if (++idx[d] < shape[d])
+          break;
+        off -= strides[d] * shape[d];
+        idx[d] = 0;
+      }
+    }
+  };
+  forCopies(ctx, total / inner, inner * int64_t(sizeof(E)), copyRows);
 }
 
 void stridedCopyAny(const KernelContext &ctx, const Tensor &in, int64_t baseOffset,
                     const Tensor &out, const std::vector<int64_t> &strides) {
   dispatchSize(ctx, dtypeSize(in.dtype), [&](auto e) {
     using E = decltype(e);
-    stridedCopy(out.as<E>(), in.as<const E>() + baseOffset, out.shape, strides);
+    stridedCopy(ctx, out.as<E>(), in.as<const E>() + baseOffset, out.shape, strides);
   });
 }
 
@@ -393,11 +417,15 @@ void gatherKernel(const KernelContext &ctx) {
   size_t chunk = size_t(product(in.shape, size_t(axis) + 1)) * esize;
   const char *x = static_cast<const char *>(in.data);
   char *y = static_cast<char *>(out.data);
-  for (int64_t o = 0; o < outer; ++o)
-    for (int64_t i : idx) {
-      std::memcpy(y, x + (size_t(o * size + i)) * chunk, chunk);
-      y += chunk;
+  // Copy c of the outer * |indices| copies is row idx[c % |indices|] of
+  // outer block c / |indices|.
+  int64_t perOuter = int64_t(idx.size());
+  forCopies(ctx, outer * perOuter, int64_t(chunk), [&](int64_t first, int64_t last) {
+    for (int64_t c = first; c < last; ++c) {
+      int64_t o = c / perOuter, i = idx[size_t(c % perOuter)];
+      std::memcpy(y + size_t(c) * chunk, x + size_t(o * size + i) * chunk, chunk);
     }
+  });
 }
 
 void gatherElementsKernel(const KernelContext &ctx) {

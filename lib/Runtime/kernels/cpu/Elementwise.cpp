@@ -4,10 +4,15 @@
 // and/where, unary math, clip, cast. f16/bf16 compute in float and round to
 // nearest even on store. Integer arithmetic wraps (computed unsigned), and
 // integer division truncates toward zero; division by zero is an error.
+// Tensors of kElementwiseGrain elements or more are split across the
+// kernel's threads in ranges of whole 64-element blocks; every element is
+// computed the same way on any thread, so results do not depend on the
+// thread count.
 //
 //===----------------------------------------------------------------------===//
 
 #include "ElementwiseSupport.h"
+#include "Parallel.h"
 
 #include <algorithm>
 #include <cmath>
@@ -15,8 +20,19 @@
 
 using namespace shardflow::runtime;
 using namespace shardflow::runtime::cpu::ew;
+using shardflow::runtime::cpu::kElementwiseGrain;
+using shardflow::runtime::cpu::parallelFor;
 
 namespace {
+
+/// Range bounds are multiples of this many elements: whole cache lines for
+/// every element type, so threads never write to the same line.
+constexpr int64_t kBlock = 64;
+
+/// fn(begin, end) over [0, n), split across threads for large n.
+template <typename Fn> void elementwiseFor(const KernelContext &ctx, int64_t n, Fn &&fn) {
+  parallelFor(ctx, n, kElementwiseGrain, fn, kBlock);
+}
 
 //===----------------------------------------------------------------------===//
 // Binary ops
@@ -59,8 +75,10 @@ void binaryLoop(const KernelContext &ctx, const Tensor &lhs, const Tensor &rhs, 
   O *o = out.as<O>();
   BroadcastLoop<2> loop(shape, {lhs.shape, rhs.shape});
   const int64_t sa = loop.innerStride[0], sb = loop.innerStride[1];
-  loop.forEach([&](int64_t oo, const std::array<int64_t, 2> &in, int64_t n) {
-    binaryRun<A, B, O>(a + in[0], b + in[1], o + oo, n, sa, sb, op);
+  elementwiseFor(ctx, loop.size(), [&](int64_t begin, int64_t end) {
+    loop.forEachIn(begin, end, [&](int64_t oo, const std::array<int64_t, 2> &in, int64_t n) {
+      binaryRun<A, B, O>(a + in[0], b + in[1], o + oo, n, sa, sb, op);
+    });
   });
 }
 template <typename A, typename B, typename O, typename Op>
@@ -277,7 +295,7 @@ template <typename U> void whereLoop(const KernelContext &ctx, const std::vector
   U *po = ctx.outputs[0].as<U>();
   BroadcastLoop<3> loop(shape, {c.shape, x.shape, y.shape});
   const auto s = loop.innerStride;
-  loop.forEach([&](int64_t oo, const std::array<int64_t, 3> &in, int64_t n) {
+  auto run = [&](int64_t oo, const std::array<int64_t, 3> &in, int64_t n) {
     const uint8_t *cc = pc + in[0];
     const U *xx = px + in[1], *yy = py + in[2];
     U *out = po + oo;
@@ -298,7 +316,9 @@ template <typename U> void whereLoop(const KernelContext &ctx, const std::vector
       for (int64_t i = 0; i < n; ++i)
         out[i] = cc[i] ? xx[i * s[1]] : yy[i * s[2]];
     }
-  });
+  };
+  elementwiseFor(ctx, loop.size(),
+                 [&](int64_t begin, int64_t end) { loop.forEachIn(begin, end, run); });
 }
 
 void whereKernel(const KernelContext &ctx) {
@@ -342,7 +362,11 @@ SHARDFLOW_CPU_FLATTEN void unaryRun(const T *in, T *out, int64_t n, Op op) {
     out[i] = store<T>(op(load(in[i])));
 }
 template <typename T, typename Op> void unaryLoop(const KernelContext &ctx, Op op) {
-  unaryRun<T>(ctx.inputs[0].as<T>(), ctx.outputs[0].as<T>(), ctx.inputs[0].numel(), op);
+  const T *in = ctx.inputs[0].as<T>();
+  T *out = ctx.outputs[0].as<T>();
+  elementwiseFor(ctx, ctx.inputs[0].numel(), [&](int64_t begin, int64_t end) {
+    unaryRun<T>(in + begin, out + begin, end - begin, op);
+  });
 }
 
 /// A unary op on f16/bf16/f32/f64 given as a generic lambda on the compute
@@ -549,8 +573,10 @@ void castKernel(const KernelContext &ctx) {
       using To = typename decltype(toTag)::type;
       const From *src = in.as<From>();
       To *dst = out.as<To>();
-      for (int64_t i = 0; i < n; ++i)
-        dst[i] = convertElement<To>(src[i]);
+      elementwiseFor(ctx, n, [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i)
+          dst[i] = convertElement<To>(src[i]);
+      });
     });
   });
 }

@@ -29,6 +29,7 @@
 
 #include "shardflow/Runtime/Kernel.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
@@ -494,8 +495,15 @@ public:
       innerStride[i] = dims.empty() ? 0 : strides[i].back();
   }
 
-  template <typename F> void forEach(F &&fn) const {
-    if (total == 0)
+  template <typename F> void forEach(F &&fn) const { forEachIn(0, total, fn); }
+
+  /// forEach over output elements [begin, end) only: the runs at either
+  /// end are cut to the bounds. This is how the kernels split a broadcast
+  /// loop across threads; each element sees the same operands either way.
+  template <typename F> void forEachIn(int64_t begin, int64_t end, F &&fn) const {
+    begin = std::max<int64_t>(begin, 0);
+    end = std::min(end, total);
+    if (begin >= end)
       return;
     std::array<int64_t, N> off{};
     if (dims.empty()) {
@@ -504,9 +512,24 @@ public:
     }
     size_t outer = dims.size() - 1;
     int64_t inner = dims.back();
+    // The outer index of the run that holds `begin`, and operand offsets.
     std::vector<int64_t> idx(outer, 0);
-    for (int64_t o = 0; o < total; o += inner) {
-      fn(o, off, inner);
+    for (int64_t run = begin / inner, d = int64_t(outer) - 1; d >= 0; --d) {
+      idx[size_t(d)] = run % dims[size_t(d)];
+      run /= dims[size_t(d)];
+      for (size_t i = 0; i < N; ++i)
+        off[i] += idx[size_t(d)] * strides[i][size_t(d)];
+    }
+    for (int64_t o = begin - begin % inner; o < end; o += inner) {
+      int64_t from = std::max(o, begin) - o, to = std::min(o + inner, end) - o;
+      if (from == 0) {
+        fn(o, off, to);
+      } else {
+        std::array<int64_t, N> at = off;
+        for (size_t i = 0; i < N; ++i)
+          at[i] += from * innerStride[i];
+        fn(o + from, at, to - from);
+      }
       // Advance the outer index, updating operand offsets incrementally.
       for (size_t d = outer; d-- > 0;) {
         if (++idx[d] < dims[d]) {
@@ -520,6 +543,9 @@ public:
       }
     }
   }
+
+  /// The number of output elements.
+  int64_t size() const { return total; }
 
   std::array<int64_t, N> innerStride{};
 

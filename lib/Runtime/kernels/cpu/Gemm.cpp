@@ -238,35 +238,33 @@ void gemmAccumulate(int64_t M, int64_t N, int64_t K, const T *a, int64_t rsA, in
   gemmBaseline<T>(M, N, K, a, rsA, csA, b, rsB, csB, c, ldc);
 }
 
-template void gemmAccumulate<float>(int64_t, int64_t, int64_t, const float *, int64_t,
-                                      int64_t, const float *, int64_t, int64_t, float *,
-                                      int64_t);
-template void gemmAccumulate<double>(int64_t, int64_t, int64_t, const double *, int64_t,
-                                      int64_t, const double *, int64_t, int64_t, double *,
-                                      int64_t);
-template void gemmAccumulate<int8_t>(int64_t, int64_t, int64_t, const int8_t *, int64_t,
-                                      int64_t, const int8_t *, int64_t, int64_t, int8_t *,
-                                      int64_t);
-template void gemmAccumulate<int16_t>(int64_t, int64_t, int64_t, const int16_t *, int64_t,
-                                      int64_t, const int16_t *, int64_t, int64_t, int16_t *,
-                                      int64_t);
-template void gemmAccumulate<int32_t>(int64_t, int64_t, int64_t, const int32_t *, int64_t,
-                                      int64_t, const int32_t *, int64_t, int64_t, int32_t *,
-                                      int64_t);
-template void gemmAccumulate<int64_t>(int64_t, int64_t, int64_t, const int64_t *, int64_t,
-                                      int64_t, const int64_t *, int64_t, int64_t, int64_t *,
-                                      int64_t);
-template void gemmAccumulate<uint8_t>(int64_t, int64_t, int64_t, const uint8_t *, int64_t,
-                                      int64_t, const uint8_t *, int64_t, int64_t, uint8_t *,
-                                      int64_t);
-template void gemmAccumulate<uint16_t>(int64_t, int64_t, int64_t, const uint16_t *, int64_t,
-                                      int64_t, const uint16_t *, int64_t, int64_t, uint16_t *,
-                                      int64_t);
-template void gemmAccumulate<uint32_t>(int64_t, int64_t, int64_t, const uint32_t *, int64_t,
-                                      int64_t, const uint32_t *, int64_t, int64_t, uint32_t *,
-                                      int64_t);
-template void gemmAccumulate<uint64_t>(int64_t, int64_t, int64_t, const uint64_t *, int64_t,
-                                      int64_t, const uint64_t *, int64_t, int64_t, uint64_t *,
-                                      int64_t);
+template <typename T>
+void gemmAccumulateSerial(int64_t M, int64_t N, int64_t K, const T *a, int64_t rsA,
+                          int64_t csA, const T *b, int64_t rsB, int64_t csB, T *c,
+                          int64_t ldc) {
+#ifdef SHARDFLOW_GEMM_AVX2
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>)
+    if (hasAvx2())
+      return gemmAvx2(M, N, K, a, rsA, csA, b, rsB, csB, c, ldc);
+#endif
+  gemmBaseline<T>(M, N, K, a, rsA, csA, b, rsB, csB, c, ldc);
+}
+
+#define SHARDFLOW_INSTANTIATE_GEMM(T)                                                      \
+  template void gemmAccumulate<T>(int64_t, int64_t, int64_t, const T *, int64_t, int64_t,   \
+                                  const T *, int64_t, int64_t, T *, int64_t);               \
+  template void gemmAccumulateSerial<T>(int64_t, int64_t, int64_t, const T *, int64_t,      \
+                                        int64_t, const T *, int64_t, int64_t, T *, int64_t);
+SHARDFLOW_INSTANTIATE_GEMM(float)
+SHARDFLOW_INSTANTIATE_GEMM(double)
+SHARDFLOW_INSTANTIATE_GEMM(int8_t)
+SHARDFLOW_INSTANTIATE_GEMM(int16_t)
+SHARDFLOW_INSTANTIATE_GEMM(int32_t)
+SHARDFLOW_INSTANTIATE_GEMM(int64_t)
+SHARDFLOW_INSTANTIATE_GEMM(uint8_t)
+SHARDFLOW_INSTANTIATE_GEMM(uint16_t)
+SHARDFLOW_INSTANTIATE_GEMM(uint32_t)
+SHARDFLOW_INSTANTIATE_GEMM(uint64_t)
+#undef SHARDFLOW_INSTANTIATE_GEMM
 
 } // namespace shardflow::runtime::cpu

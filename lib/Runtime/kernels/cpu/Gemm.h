@@ -24,6 +24,15 @@ void gemmAccumulate(int64_t M, int64_t N, int64_t K, const T *a, int64_t rsA,
                     int64_t csA, const T *b, int64_t rsB, int64_t csB, T *c,
                     int64_t ldc);
 
+/// The same on the calling thread only, through the built-in kernel (never
+/// OpenBLAS, whose threads would compete with ours): for kernels that issue
+/// many small GEMMs from inside parallelFor bodies. Its result depends only
+/// on the operands, never on the thread count.
+template <typename T>
+void gemmAccumulateSerial(int64_t M, int64_t N, int64_t K, const T *a, int64_t rsA,
+                          int64_t csA, const T *b, int64_t rsB, int64_t csB, T *c,
+                          int64_t ldc);
+
 } // namespace shardflow::runtime::cpu
 
 #endif // SHARDFLOW_RUNTIME_KERNELS_CPU_GEMM_H

@@ -5,14 +5,20 @@
 // double (two passes for the variance); batch_normalization applies the
 // per-channel affine map. f16/bf16 compute in float.
 //
+// Rows (and batch normalization's channel planes) are split across the
+// kernel's threads; each row is computed start to end by one thread, so
+// results are bitwise the same for any thread count.
+//
 //===----------------------------------------------------------------------===//
 
 #include "ElementwiseSupport.h"
+#include "Parallel.h"
 
 #include <algorithm>
 
 using namespace shardflow::runtime;
 using namespace shardflow::runtime::cpu::ew;
+using shardflow::runtime::cpu::parallelForRows;
 
 namespace {
 
@@ -99,41 +105,43 @@ template <typename T, typename C> void storeRow(const C *src, T *dst, int64_t n)
 // softmax, log_softmax
 //===----------------------------------------------------------------------===//
 
+/// Softmax over contiguous rows [first, last) of n elements.
 template <typename T, bool Log>
-void softmaxImpl(const KernelContext &ctx, int64_t outer, int64_t n, int64_t inner) {
+void softmaxRows(const T *src, T *dst, int64_t first, int64_t last, int64_t n) {
   using C = Compute<T>;
-  const T *src = ctx.inputs[0].as<T>();
-  T *dst = ctx.outputs[0].as<T>();
-  const int64_t block = n * inner;
-  std::vector<C> buf(static_cast<size_t>(block));
-  if (inner == 1) {
-    std::vector<C> e(static_cast<size_t>(n));
-    for (int64_t o = 0; o < outer; ++o) {
-      C *x = buf.data();
-      loadRow(src + o * block, x, n);
-      C m = rowMax(x, n);
+  std::vector<C> buf(static_cast<size_t>(n)), e(static_cast<size_t>(n));
+  C *x = buf.data();
+  for (int64_t o = first; o < last; ++o) {
+    loadRow(src + o * n, x, n);
+    C m = rowMax(x, n);
+    for (int64_t i = 0; i < n; ++i)
+      e[i] = fastExp(x[i] - m);
+    double sum = sumDouble(e.data(), n);
+    if constexpr (Log) {
+      C ls = C(std::log(sum));
       for (int64_t i = 0; i < n; ++i)
-        e[i] = fastExp(x[i] - m);
-      double sum = sumDouble(e.data(), n);
-      if constexpr (Log) {
-        C ls = C(std::log(sum));
-        for (int64_t i = 0; i < n; ++i)
-          x[i] = (x[i] - m) - ls;
-      } else {
-        C r = C(1.0 / sum);
-        for (int64_t i = 0; i < n; ++i)
-          x[i] = e[i] * r;
-      }
-      storeRow(x, dst + o * block, n);
+        x[i] = (x[i] - m) - ls;
+    } else {
+      C r = C(1.0 / sum);
+      for (int64_t i = 0; i < n; ++i)
+        x[i] = e[i] * r;
     }
-    return;
+    storeRow(x, dst + o * n, n);
   }
-  // Reduction over a strided axis: keep one accumulator per inner position
-  // so that the inner loops run contiguously.
-  std::vector<C> m(static_cast<size_t>(inner));
+}
+
+/// Softmax over a strided axis for outer blocks [first, last) of n x inner
+/// elements: one accumulator per inner position, so that the inner loops
+/// run contiguously.
+template <typename T, bool Log>
+void softmaxStrided(const T *src, T *dst, int64_t first, int64_t last, int64_t n,
+                    int64_t inner) {
+  using C = Compute<T>;
+  const int64_t block = n * inner;
+  std::vector<C> buf(static_cast<size_t>(block)), m(static_cast<size_t>(inner));
   std::vector<double> s(static_cast<size_t>(inner));
-  for (int64_t o = 0; o < outer; ++o) {
-    C *x = buf.data();
+  C *x = buf.data();
+  for (int64_t o = first; o < last; ++o) {
     loadRow(src + o * block, x, block);
     std::fill(m.begin(), m.end(), -std::numeric_limits<C>::infinity());
     std::fill(s.begin(), s.end(), 0.0);
@@ -165,6 +173,18 @@ void softmaxImpl(const KernelContext &ctx, int64_t outer, int64_t n, int64_t inn
     }
     storeRow(x, dst + o * block, block);
   }
+}
+
+template <typename T, bool Log>
+void softmaxImpl(const KernelContext &ctx, int64_t outer, int64_t n, int64_t inner) {
+  const T *src = ctx.inputs[0].as<T>();
+  T *dst = ctx.outputs[0].as<T>();
+  parallelForRows(ctx, outer, n * inner, [&](int64_t first, int64_t last) {
+    if (inner == 1)
+      softmaxRows<T, Log>(src, dst, first, last, n);
+    else
+      softmaxStrided<T, Log>(src, dst, first, last, n, inner);
+  });
 }
 
 template <bool Log> void softmaxKernel(const KernelContext &ctx) {
@@ -234,30 +254,32 @@ void normImpl(const KernelContext &ctx, int64_t rows, int64_t n, double eps,
   bool hasBias = !RMS && ctx.inputs.size() > 2;
   if (hasBias)
     bias = expandTo<C>(ctx, ctx.inputs[2], "bias", normShape);
-  std::vector<C> row(static_cast<size_t>(n));
   const C *sc = scale.data(), *bi = bias.data();
-  for (int64_t r = 0; r < rows; ++r) {
-    C *x = row.data();
-    loadRow(src + r * n, x, n);
-    if constexpr (RMS) {
-      double ms = sumSquaredDev(x, n, 0.0) / double(n);
-      C inv = C(1.0 / std::sqrt(ms + eps));
-      for (int64_t i = 0; i < n; ++i)
-        x[i] = x[i] * inv * sc[i];
-    } else {
-      double mean = sumDouble(x, n) / double(n);
-      double var = sumSquaredDev(x, n, mean) / double(n);
-      C inv = C(1.0 / std::sqrt(var + eps));
-      C m = C(mean);
-      if (hasBias)
+  parallelForRows(ctx, rows, n, [&](int64_t first, int64_t last) {
+    std::vector<C> row(static_cast<size_t>(n));
+    for (int64_t r = first; r < last; ++r) {
+      C *x = row.data();
+      loadRow(src + r * n, x, n);
+      if constexpr (RMS) {
+        double ms = sumSquaredDev(x, n, 0.0) / double(n);
+        C inv = C(1.0 / std::sqrt(ms + eps));
         for (int64_t i = 0; i < n; ++i)
-          x[i] = (x[i] - m) * inv * sc[i] + bi[i];
-      else
-        for (int64_t i = 0; i < n; ++i)
-          x[i] = (x[i] - m) * inv * sc[i];
+          x[i] = x[i] * inv * sc[i];
+      } else {
+        double mean = sumDouble(x, n) / double(n);
+        double var = sumSquaredDev(x, n, mean) / double(n);
+        C inv = C(1.0 / std::sqrt(var + eps));
+        C m = C(mean);
+        if (hasBias)
+          for (int64_t i = 0; i < n; ++i)
+            x[i] = (x[i] - m) * inv * sc[i] + bi[i];
+        else
+          for (int64_t i = 0; i < n; ++i)
+            x[i] = (x[i] - m) * inv * sc[i];
+      }
+      storeRow(x, dst + r * n, n);
     }
-    storeRow(x, dst + r * n, n);
-  }
+  });
 }
 
 template <bool RMS> void normKernel(const KernelContext &ctx) {
@@ -313,14 +335,16 @@ void batchNormImpl(const KernelContext &ctx, int64_t batch, int64_t channels, in
   }
   const T *src = ctx.inputs[0].as<T>();
   T *dst = ctx.outputs[0].as<T>();
-  for (int64_t b = 0; b < batch; ++b)
-    for (int64_t c = 0; c < channels; ++c) {
-      const T *x = src + (b * channels + c) * spatial;
-      T *y = dst + (b * channels + c) * spatial;
+  parallelForRows(ctx, batch * channels, spatial, [&](int64_t first, int64_t last) {
+    for (int64_t plane = first; plane < last; ++plane) {
+      int64_t c = plane % channels;
+      const T *x = src + plane * spatial;
+      T *y = dst + plane * spatial;
       C ac = a[size_t(c)], mc = mean[size_t(c)], bc = bias[size_t(c)];
       for (int64_t i = 0; i < spatial; ++i)
         y[i] = store<T>((load(x[i]) - mc) * ac + bc);
     }
+  });
 }
 
 void batchNormKernel(const KernelContext &ctx) {

@@ -5,15 +5,23 @@
 // cumsum accumulates the same way. topk orders NaN above every number and
 // breaks ties by the lower index, as onnxruntime does.
 //
+// Threads split the outermost kept dimension (reductions), the outer blocks
+// (cumsum, topk): every output is accumulated start to end by one thread in
+// the serial order, so results are bitwise the same for any thread count.
+// A reduction to a single value, or over the outermost dimension, stays on
+// one thread.
+//
 //===----------------------------------------------------------------------===//
 
 #include "ElementwiseSupport.h"
+#include "Parallel.h"
 
 #include <algorithm>
 #include <numeric>
 
 using namespace shardflow::runtime;
 using namespace shardflow::runtime::cpu::ew;
+using shardflow::runtime::cpu::parallelForRows;
 
 namespace {
 
@@ -87,6 +95,19 @@ void reduceImpl(const KernelContext &ctx, const std::vector<bool> &reduced) {
     else
       return Acc(a + Acc(x));
   };
+  // Outputs [from, to): the accumulators, stored.
+  auto finish = [&](int64_t from, int64_t to) {
+    for (int64_t i = from; i < to; ++i) {
+      Acc a = acc[size_t(i)];
+      if constexpr (K == ReduceKind::Mean) {
+        if constexpr (std::is_floating_point_v<Acc>)
+          a = a / Acc(count);
+        else
+          a = count ? Acc(a / Acc(count)) : Acc(0);
+      }
+      dst[i] = store<T>(C(a));
+    }
+  };
 
   if (in.numel() > 0 && !dims.empty()) {
     // Output strides of the merged dims: 0 on reduced ones.
@@ -98,80 +119,87 @@ void reduceImpl(const KernelContext &ctx, const std::vector<bool> &reduced) {
         ostride[d] = s;
         s *= dims[d];
       }
-    int64_t inner = dims.back();
-    bool innerReduced = red.back();
-    std::vector<int64_t> idx(rank - 1, 0);
-    int64_t o = 0;
-    for (int64_t i = 0, total = in.numel(); i < total; i += inner) {
-      const T *p = src + i;
-      if (innerReduced) {
-        Acc a = acc[size_t(o)];
-        if constexpr (K == ReduceKind::Max) {
-          if constexpr (std::is_floating_point_v<C>) {
-            // Eight partial maxima plus a NaN flag: vectorizes (maxps).
-            C part[8];
-            std::fill(part, part + 8, init);
-            bool nan = false;
+    const int64_t inner = dims.back();
+    const bool innerReduced = red.back();
+    const int64_t sub = in.numel() / dims[0]; // elements per index of dims[0]
+    // Accumulates indices [first, last) of the outermost merged dim.
+    auto walk = [&](int64_t first, int64_t last) {
+      std::vector<int64_t> idx(rank - 1, 0);
+      int64_t o = 0;
+      if (rank > 1) {
+        idx[0] = first;
+        o = first * ostride[0];
+      }
+      for (int64_t i = first * sub, end = last * sub; i < end; i += inner) {
+        const T *p = src + i;
+        if (innerReduced) {
+          Acc a = acc[size_t(o)];
+          if constexpr (K == ReduceKind::Max) {
+            if constexpr (std::is_floating_point_v<C>) {
+              // Eight partial maxima plus a NaN flag: vectorizes (maxps).
+              C part[8];
+              std::fill(part, part + 8, init);
+              bool nan = false;
+              int64_t j = 0;
+              for (; j + 8 <= inner; j += 8)
+                for (int l = 0; l < 8; ++l) {
+                  C x = load(p[j + l]);
+                  nan |= x != x;
+                  part[l] = x > part[l] ? x : part[l];
+                }
+              for (; j < inner; ++j)
+                a = combine(a, load(p[j]));
+              for (int l = 0; l < 8; ++l)
+                a = combine(a, part[l]);
+              if (nan)
+                a = std::numeric_limits<C>::quiet_NaN();
+            } else {
+              for (int64_t j = 0; j < inner; ++j)
+                a = combine(a, load(p[j]));
+            }
+          } else {
+            // Eight independent partial sums: no loop-carried latency chain.
+            Acc part[8] = {};
             int64_t j = 0;
             for (; j + 8 <= inner; j += 8)
-              for (int l = 0; l < 8; ++l) {
-                C x = load(p[j + l]);
-                nan |= x != x;
-                part[l] = x > part[l] ? x : part[l];
-              }
+              for (int l = 0; l < 8; ++l)
+                part[l] = Acc(part[l] + Acc(load(p[j + l])));
             for (; j < inner; ++j)
-              a = combine(a, load(p[j]));
+              part[0] = Acc(part[0] + Acc(load(p[j])));
             for (int l = 0; l < 8; ++l)
-              a = combine(a, part[l]);
-            if (nan)
-              a = std::numeric_limits<C>::quiet_NaN();
-          } else {
-            for (int64_t j = 0; j < inner; ++j)
-              a = combine(a, load(p[j]));
+              a = Acc(a + part[l]);
           }
+          acc[size_t(o)] = a;
         } else {
-          // Eight independent partial sums: no loop-carried latency chain.
-          Acc part[8] = {};
-          int64_t j = 0;
-          for (; j + 8 <= inner; j += 8)
-            for (int l = 0; l < 8; ++l)
-              part[l] = Acc(part[l] + Acc(load(p[j + l])));
-          for (; j < inner; ++j)
-            part[0] = Acc(part[0] + Acc(load(p[j])));
-          for (int l = 0; l < 8; ++l)
-            a = Acc(a + part[l]);
+          Acc *q = acc.data() + o;
+          for (int64_t j = 0; j < inner; ++j)
+            q[j] = combine(q[j], load(p[j]));
         }
-        acc[size_t(o)] = a;
-      } else {
-        Acc *q = acc.data() + o;
-        for (int64_t j = 0; j < inner; ++j)
-          q[j] = combine(q[j], load(p[j]));
-      }
-      for (size_t d = rank - 1; d-- > 0;) {
-        if (++idx[d] < dims[d]) {
-          o += ostride[d];
-          break;
+        for (size_t d = rank - 1; d-- > 0;) {
+          if (++idx[d] < dims[d]) {
+            o += ostride[d];
+            break;
+          }
+          o -= ostride[d] * (dims[d] - 1);
+          idx[d] = 0;
         }
-        o -= ostride[d] * (dims[d] - 1);
-        idx[d] = 0;
       }
+    };
+    if (rank > 1 && !red[0]) {
+      // Each index of the outermost (kept) dim owns ostride[0] outputs.
+      parallelForRows(ctx, dims[0], sub, [&](int64_t first, int64_t last) {
+        walk(first, last);
+        finish(first * ostride[0], last * ostride[0]);
+      });
+      return;
     }
+    walk(0, dims[0]);
   } else if (in.numel() > 0) {
     // Every dim is 1: one element per output.
     for (int64_t i = 0; i < outN; ++i)
       acc[size_t(i)] = combine(acc[size_t(i)], load(src[i]));
   }
-
-  for (int64_t i = 0; i < outN; ++i) {
-    Acc a = acc[size_t(i)];
-    if constexpr (K == ReduceKind::Mean) {
-      if constexpr (std::is_floating_point_v<Acc>)
-        a = a / Acc(count);
-      else
-        a = count ? Acc(a / Acc(count)) : Acc(0);
-    }
-    dst[i] = store<T>(C(a));
-  }
+  finish(0, outN);
 }
 
 template <ReduceKind K> void reduceKernel(const KernelContext &ctx) {
@@ -221,28 +249,30 @@ template <typename T> void cumsumImpl(const KernelContext &ctx, AxisSplit s, boo
   using Acc = SumAcc<C>;
   const T *src = ctx.inputs[0].as<T>();
   T *dst = ctx.outputs[0].as<T>();
-  std::vector<Acc> acc(size_t(s.inner));
-  for (int64_t o = 0; o < s.outer; ++o) {
-    std::fill(acc.begin(), acc.end(), Acc(0));
-    const T *p = src + o * s.n * s.inner;
-    T *q = dst + o * s.n * s.inner;
-    for (int64_t k = 0; k < s.n; ++k) {
-      int64_t i = reverse ? s.n - 1 - k : k;
-      const T *row = p + i * s.inner;
-      T *orow = q + i * s.inner;
-      if (exclusive) {
-        for (int64_t j = 0; j < s.inner; ++j) {
-          orow[j] = store<T>(C(acc[size_t(j)]));
-          acc[size_t(j)] = Acc(acc[size_t(j)] + Acc(load(row[j])));
-        }
-      } else {
-        for (int64_t j = 0; j < s.inner; ++j) {
-          acc[size_t(j)] = Acc(acc[size_t(j)] + Acc(load(row[j])));
-          orow[j] = store<T>(C(acc[size_t(j)]));
+  parallelForRows(ctx, s.outer, s.n * s.inner, [&](int64_t first, int64_t last) {
+    std::vector<Acc> acc(size_t(s.inner));
+    for (int64_t o = first; o < last; ++o) {
+      std::fill(acc.begin(), acc.end(), Acc(0));
+      const T *p = src + o * s.n * s.inner;
+      T *q = dst + o * s.n * s.inner;
+      for (int64_t k = 0; k < s.n; ++k) {
+        int64_t i = reverse ? s.n - 1 - k : k;
+        const T *row = p + i * s.inner;
+        T *orow = q + i * s.inner;
+        if (exclusive) {
+          for (int64_t j = 0; j < s.inner; ++j) {
+            orow[j] = store<T>(C(acc[size_t(j)]));
+            acc[size_t(j)] = Acc(acc[size_t(j)] + Acc(load(row[j])));
+          }
+        } else {
+          for (int64_t j = 0; j < s.inner; ++j) {
+            acc[size_t(j)] = Acc(acc[size_t(j)] + Acc(load(row[j])));
+            orow[j] = store<T>(C(acc[size_t(j)]));
+          }
         }
       }
     }
-  }
+  });
 }
 
 void cumsumKernel(const KernelContext &ctx) {
@@ -289,43 +319,45 @@ template <typename T> void topkImpl(const KernelContext &ctx, AxisSplit s, int64
   const T *src = ctx.inputs[0].as<T>();
   T *vals = ctx.outputs[0].as<T>();
   int64_t *idxs = ctx.outputs[1].as<int64_t>();
-  std::vector<C> v(size_t(s.n));
-  std::vector<int64_t> order(size_t(s.n));
-  TopKOrder<C> cmp{largest, v.data()};
-  for (int64_t o = 0; o < s.outer; ++o)
-    for (int64_t j = 0; j < s.inner; ++j) {
-      const T *p = src + o * s.n * s.inner + j;
-      for (int64_t i = 0; i < s.n; ++i)
-        v[size_t(i)] = load(p[i * s.inner]);
-      // Always sorted: also a valid answer for sorted = false.
-      if (k > 0 && k <= 16 && k * 8 <= s.n) {
-        // Small k: keep the best k in order; most elements fail the first
-        // comparison with the current k-th.
-        int64_t m = 0;
-        for (int64_t i = 0; i < s.n; ++i) {
-          if (m == k && !cmp(i, order[size_t(k - 1)]))
-            continue;
-          int64_t pos = m < k ? m++ : k - 1;
-          while (pos > 0 && cmp(i, order[size_t(pos - 1)])) {
-            order[size_t(pos)] = order[size_t(pos - 1)];
-            --pos;
+  parallelForRows(ctx, s.outer, s.n * s.inner, [&](int64_t first, int64_t last) {
+    std::vector<C> v(size_t(s.n));
+    std::vector<int64_t> order(size_t(s.n));
+    TopKOrder<C> cmp{largest, v.data()};
+    for (int64_t o = first; o < last; ++o)
+      for (int64_t j = 0; j < s.inner; ++j) {
+        const T *p = src + o * s.n * s.inner + j;
+        for (int64_t i = 0; i < s.n; ++i)
+          v[size_t(i)] = load(p[i * s.inner]);
+        // Always sorted: also a valid answer for sorted = false.
+        if (k > 0 && k <= 16 && k * 8 <= s.n) {
+          // Small k: keep the best k in order; most elements fail the first
+          // comparison with the current k-th.
+          int64_t m = 0;
+          for (int64_t i = 0; i < s.n; ++i) {
+            if (m == k && !cmp(i, order[size_t(k - 1)]))
+              continue;
+            int64_t pos = m < k ? m++ : k - 1;
+            while (pos > 0 && cmp(i, order[size_t(pos - 1)])) {
+              order[size_t(pos)] = order[size_t(pos - 1)];
+              --pos;
+            }
+            order[size_t(pos)] = i;
           }
-          order[size_t(pos)] = i;
+        } else if (k < s.n) {
+          std::iota(order.begin(), order.end(), int64_t(0));
+          std::partial_sort(order.begin(), order.begin() + k, order.end(), cmp);
+        } else {
+          std::iota(order.begin(), order.end(), int64_t(0));
+          std::sort(order.begin(), order.end(), cmp);
         }
-      } else if (k < s.n) {
-        std::iota(order.begin(), order.end(), int64_t(0));
-        std::partial_sort(order.begin(), order.begin() + k, order.end(), cmp);
-      } else {
-        std::iota(order.begin(), order.end(), int64_t(0));
-        std::sort(order.begin(), order.end(), cmp);
+        T *ov = vals + o * k * s.inner + j;
+        int64_t *oi = idxs + o * k * s.inner + j;
+        for (int64_t i = 0; i < k; ++i) {
+          ov[i * s.inner] = p[order[size_t(i)] * s.inner];
+          oi[i * s.inner] = order[size_t(i)];
+        }
       }
-      T *ov = vals + o * k * s.inner + j;
-      int64_t *oi = idxs + o * k * s.inner + j;
-      for (int64_t i = 0; i < k; ++i) {
-        ov[i * s.inner] = p[order[size_t(i)] * s.inner];
-        oi[i * s.inner] = order[size_t(i)];
-      }
-    }
+  });
 }
 
 void topkKernel(const KernelContext &ctx) {

@@ -148,6 +148,19 @@ def NN_DropoutOp : NN_UnaryOp<"dropout", "Dropout (inference)"> {
                        DefaultValuedAttr<F32Attr, "0.5f">:$ratio);
 }
 
+def NN_TrainingDropoutOp : NN_InferredOp<"training_dropout"> {
+  let summary = "Dropout in training mode: a seeded random mask";
+  let description = [{
+    `mask` holds `u >= ratio` for uniform draws `u` in [0, 1) and `result` is
+    `input * mask / (1 - ratio)`. The draws are those of numpy's legacy
+    `np.random.seed(seed); np.random.uniform(0, 1, shape)` (MT19937, 53-bit
+    doubles, row-major order), the generator ONNX's reference uses, so a
+    program is reproducible and checkable against it. `ratio` is in [0, 1).
+  }];
+  let arguments = (ins NN_FloatTensor:$input, F32Attr:$ratio, I64Attr:$seed);
+  let results = (outs NN_FloatTensor:$result, NN_BoolTensor:$mask);
+}
+
 def NN_CastOp : NN_InferredOp<"cast"> {
   let summary = "ONNX Cast: convert the element type";
   let arguments = (ins NN_Tensor:$input, TypeAttr:$to);
@@ -249,7 +262,7 @@ def NN_EinsumOp : NN_InferredOp<"einsum"> {
 }
 
 def NN_ConvOp : NN_InferredOp<"conv"> {
-  let summary = "ONNX Conv, 1-D and 2-D, with groups";
+  let summary = "ONNX Conv, 1-D to 3-D, with groups";
   let description = [{
     `input` is [N, C, spatial...], `weight` is [M, C/group, kernel...],
     `bias` is [M]. `pads` holds the begin pads then the end pads (ONNX
@@ -307,7 +320,7 @@ def NN_RotaryEmbeddingOp : NN_InferredOp<"rotary_embedding"> {
 //===----------------------------------------------------------------------===//
 
 def NN_MaxPoolOp : NN_InferredOp<"max_pool"> {
-  let summary = "ONNX MaxPool, 1-D and 2-D";
+  let summary = "ONNX MaxPool, 1-D to 3-D";
   let arguments = (ins NN_NumericTensor:$input, DenseI64ArrayAttr:$kernel_shape,
                        DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
                        DenseI64ArrayAttr:$dilations,
@@ -315,8 +328,24 @@ def NN_MaxPoolOp : NN_InferredOp<"max_pool"> {
   let results = (outs NN_NumericTensor:$result);
 }
 
+def NN_MaxPoolWithIndicesOp : NN_InferredOp<"max_pool_with_indices"> {
+  let summary = "ONNX MaxPool with its Indices output, 1-D to 3-D";
+  let description = [{
+    As `nn.max_pool`, plus `indices`: for each output, the flat index into
+    `input` of the first maximum in its window (batch and channel included,
+    padding not counted). With `storage_order` 1 the spatial part of the
+    index is column-major, as ONNX defines it.
+  }];
+  let arguments = (ins NN_NumericTensor:$input, DenseI64ArrayAttr:$kernel_shape,
+                       DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
+                       DenseI64ArrayAttr:$dilations,
+                       DefaultValuedAttr<BoolAttr, "false">:$ceil_mode,
+                       DefaultValuedAttr<I64Attr, "0">:$storage_order);
+  let results = (outs NN_NumericTensor:$result, NN_I64Tensor:$indices);
+}
+
 def NN_AveragePoolOp : NN_InferredOp<"average_pool"> {
-  let summary = "ONNX AveragePool, 1-D and 2-D";
+  let summary = "ONNX AveragePool, 1-D to 3-D";
   let arguments = (ins NN_FloatTensor:$input, DenseI64ArrayAttr:$kernel_shape,
                        DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
                        DenseI64ArrayAttr:$dilations,

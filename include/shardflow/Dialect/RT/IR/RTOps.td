@@ -1,9 +1,9 @@
 //===- RTOps.td - the rt dialect ---------------------------*- tablegen -*-===//
 //
 // rt is the bufferized per-rank program that shard-run executes: buffers
-// with planned offsets in one arena, kernel calls in destination-passing
-// style, weights and constants. Collective and send/recv ops join it when
-// programs are partitioned.
+// with planned offsets in one arena, kernel calls and collectives in
+// destination-passing style, weights (or this rank's slices of them) and
+// constants.
 //
 //===----------------------------------------------------------------------===//
 
@@ -26,6 +26,13 @@ def RT_Dialect : Dialect {
     writes its `outs`; `rt.view` reinterprets a buffer's shape without
     copying; `rt.weight` and `rt.constant` are read-only buffers outside the
     arena. The planned function carries `rt.peak_bytes`, the arena size.
+
+    The program is SPMD: every rank of the world (`rt.world_size` on the
+    function, 1 when absent) runs the same function. Collectives (`rt.all_reduce`,
+    `rt.all_gather`, `rt.reduce_scatter`, `rt.all_to_all`,
+    `rt.collective_permute`, `rt.send`, `rt.recv`) name the ranks that take
+    part by rank tables, and a sliced `rt.weight` says which part of the
+    weight each rank loads.
   }];
   let dependentDialects = ["::mlir::memref::MemRefDialect", "::mlir::func::FuncDialect"];
 }
@@ -54,13 +61,31 @@ def RT_ViewOp : RT_Op<"view", [Pure]> {
   let hasVerifier = 1;
 }
 
+def RT_RankLists : TypedArrayAttrBase<DenseI64ArrayAttr, "list of rank lists">;
+
 def RT_WeightOp : RT_Op<"weight", [Pure]> {
-  let summary = "A read-only weight mapped from the model's files";
-  let description = [{ Carries the location of nn.weight (storage, file, offset, size). }];
+  let summary = "A read-only weight, or this rank's slice of it";
+  let description = [{
+    Carries the location of nn.weight (storage, file, offset, size of the
+    whole tensor). Without `global_shape` every rank loads the whole weight
+    and the result type is its shape. With `global_shape` and `starts` (one
+    start index list per rank, in rank order) the result is this rank's
+    slice: the block of the global tensor at its start with the result's
+    shape.
+
+    ```mlir
+    %w = rt.weight "fc.weight" {storage = "external", file = "m.data",
+        offset = 0 : i64, global_shape = array<i64: 64, 32>,
+        starts = [array<i64: 0, 0>, array<i64: 32, 0>]} : memref<32x32xf32>
+    ```
+  }];
   let arguments = (ins StrAttr:$name, StrAttr:$storage, OptionalAttr<StrAttr>:$file,
-                       OptionalAttr<I64Attr>:$offset, OptionalAttr<I64Attr>:$size);
+                       OptionalAttr<I64Attr>:$offset, OptionalAttr<I64Attr>:$size,
+                       OptionalAttr<DenseI64ArrayAttr>:$global_shape,
+                       OptionalAttr<RT_RankLists>:$starts);
   let results = (outs RT_Buffer:$result);
   let assemblyFormat = "$name attr-dict `:` type($result)";
+  let hasVerifier = 1;
 }
 
 def RT_ConstantOp : RT_Op<"constant", [Pure]> {
@@ -90,6 +115,96 @@ def RT_KernelOp : RT_Op<"kernel", [AttrSizedOperandSegments]> {
     $kernel (`ins` `(` $inputs^ `:` type($inputs) `)`)?
     `outs` `(` $outputs `:` type($outputs) `)` attr-dict
   }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Collectives
+//===----------------------------------------------------------------------===//
+
+class RT_GroupCollectiveOp<string mnemonic, string text, dag extra>
+    : RT_Op<mnemonic> {
+  let summary = text;
+  let arguments = !con((ins RT_Buffer:$input, RT_Buffer:$output,
+                            RT_RankLists:$groups), extra);
+  let assemblyFormat = [{
+    `ins` `(` $input `:` type($input) `)` `outs` `(` $output `:` type($output) `)`
+    attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
+def RT_AllReduceOp : RT_GroupCollectiveOp<"all_reduce",
+    "Reduce `input` element-wise over each group into `output`",
+    (ins DefaultValuedAttr<StrAttr, "\"sum\"">:$reduction)> {
+  let description = [{
+    `groups` partitions (some of) the ranks into equally sized groups; a rank
+    in no group does nothing. `reduction` is sum, prod, max or min. `output`
+    has `input`'s type and may be the same buffer.
+  }];
+}
+
+def RT_AllGatherOp : RT_GroupCollectiveOp<"all_gather",
+    "Concatenate the group members' `input`s along `dim`",
+    (ins I64Attr:$dim)> {
+  let description = [{
+    `output` is `input` with dimension `dim` multiplied by the group size;
+    member k's `input` lands at the k-th position.
+  }];
+}
+
+def RT_ReduceScatterOp : RT_GroupCollectiveOp<"reduce_scatter",
+    "Reduce over the group, each member keeping one piece along `dim`",
+    (ins I64Attr:$dim, DefaultValuedAttr<StrAttr, "\"sum\"">:$reduction)> {
+  let description = [{
+    `input` splits along `dim` into one piece per member; member k's
+    `output` is the reduction of every member's k-th piece.
+  }];
+}
+
+def RT_AllToAllOp : RT_GroupCollectiveOp<"all_to_all",
+    "Move a dimension's split: scatter along `split_dim`, gather along `concat_dim`",
+    (ins I64Attr:$split_dim, I64Attr:$concat_dim)> {
+  let description = [{
+    `input` splits along `split_dim` into one piece per member; piece k goes
+    to member k; `output` is the pieces received, in member order,
+    concatenated along `concat_dim`.
+  }];
+}
+
+def RT_CollectivePermuteOp : RT_Op<"collective_permute"> {
+  let summary = "Each rank sends `input` to one rank and receives `output` from one";
+  let description = [{
+    `pairs` lists [source, target] rank pairs; no rank sends or receives
+    twice. A rank that is no pair's target gets zeros.
+  }];
+  let arguments = (ins RT_Buffer:$input, RT_Buffer:$output, RT_RankLists:$pairs);
+  let assemblyFormat = [{
+    `ins` `(` $input `:` type($input) `)` `outs` `(` $output `:` type($output) `)`
+    attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
+def RT_SendOp : RT_Op<"send"> {
+  let summary = "Send a buffer to a peer rank";
+  let description = [{
+    `peers[r]` is the rank that rank r sends to, or -1 when rank r does not
+    send. The peer runs a matching `rt.recv`.
+  }];
+  let arguments = (ins RT_Buffer:$input, DenseI64ArrayAttr:$peers);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+  let hasVerifier = 1;
+}
+
+def RT_RecvOp : RT_Op<"recv"> {
+  let summary = "Receive a buffer from a peer rank";
+  let description = [{
+    `peers[r]` is the rank that rank r receives from, or -1 when rank r does
+    not receive (its `output` is then left as it is).
+  }];
+  let arguments = (ins RT_Buffer:$output, DenseI64ArrayAttr:$peers);
+  let assemblyFormat = "$output attr-dict `:` type($output)";
   let hasVerifier = 1;
 }
 

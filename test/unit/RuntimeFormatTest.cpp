@@ -1,0 +1,174 @@
+//===- RuntimeFormatTest.cpp - checksums, weight slices, artifact lines ---===//
+
+#include "shardflow/Runtime/Artifact.h"
+#include "shardflow/Runtime/Checksum.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <numeric>
+#include <sstream>
+#include <vector>
+
+using namespace shardflow::runtime;
+
+namespace {
+
+TEST(Checksum, KnownVectors) {
+  // The CRC-32C check value (RFC 3720, B.4) and iSCSI's test patterns.
+  EXPECT_EQ(crc32c("123456789", 9), 0xE3069283u);
+  std::vector<uint8_t> zeros(32, 0), ones(32, 0xff), up(32);
+  std::iota(up.begin(), up.end(), uint8_t(0));
+  EXPECT_EQ(crc32c(zeros.data(), zeros.size()), 0x8A9136AAu);
+  EXPECT_EQ(crc32c(ones.data(), ones.size()), 0x62A8AB43u);
+  EXPECT_EQ(crc32c(up.data(), up.size()), 0x46DD794Eu);
+  EXPECT_EQ(crc32c(nullptr, 0), 0u);
+}
+
+TEST(Checksum, ContinuesAcrossPieces) {
+  std::vector<uint8_t> data(1000);
+  for (size_t i = 0; i < data.size(); ++i)
+    data[i] = uint8_t(i * 7 + 3);
+  uint32_t whole = crc32c(data.data(), data.size());
+  for (size_t cut : {0, 1, 7, 8, 9, 500, 999, 1000}) {
+    uint32_t piece = crc32c(data.data(), cut);
+    EXPECT_EQ(crc32c(data.data() + cut, data.size() - cut, piece), whole) << cut;
+  }
+}
+
+/// The element offsets a slice's runs cover, in order.
+std::vector<int64_t> covered(const BufferDesc &b, int rank) {
+  std::vector<int64_t> elems;
+  forEachWeightRun(b, rank, [&](size_t offset, size_t length) {
+    for (size_t i = 0; i < length / 4; ++i)
+      elems.push_back(int64_t(offset / 4 + i));
+  });
+  return elems;
+}
+
+BufferDesc sliced(std::vector<int64_t> global, std::vector<int64_t> local,
+                  std::vector<std::vector<int64_t>> starts) {
+  BufferDesc b;
+  b.kind = BufferDesc::Kind::Weight;
+  b.dtype = DType::F32;
+  b.globalShape = std::move(global);
+  b.shape = std::move(local);
+  b.starts = std::move(starts);
+  return b;
+}
+
+TEST(WeightRuns, WholeWeightIsOneRun) {
+  BufferDesc b;
+  b.dtype = DType::F32;
+  b.shape = {3, 5};
+  int runs = 0;
+  forEachWeightRun(b, 0, [&](size_t offset, size_t length) {
+    EXPECT_EQ(offset, 0u);
+    EXPECT_EQ(length, 60u);
+    ++runs;
+  });
+  EXPECT_EQ(runs, 1);
+}
+
+TEST(WeightRuns, RowSplitIsContiguous) {
+  BufferDesc b = sliced({4, 3}, {2, 3}, {{0, 0}, {2, 0}});
+  int runs = 0;
+  forEachWeightRun(b, 1, [&](size_t offset, size_t length) {
+    EXPECT_EQ(offset, 6u * 4);
+    EXPECT_EQ(length, 6u * 4);
+    ++runs;
+  });
+  EXPECT_EQ(runs, 1);
+}
+
+TEST(WeightRuns, ColumnSplitVisitsEveryElementOfTheBlock) {
+  // A [2, 3, 4] block at [1, 1, 2] of a [3, 5, 8] tensor, against the
+  // row-major offsets computed directly.
+  BufferDesc b = sliced({3, 5, 8}, {2, 3, 4}, {{0, 0, 0}, {1, 1, 2}});
+  std::vector<int64_t> want;
+  for (int64_t i = 0; i < 2; ++i)
+    for (int64_t j = 0; j < 3; ++j)
+      for (int64_t k = 0; k < 4; ++k)
+        want.push_back((1 + i) * 40 + (1 + j) * 8 + (2 + k));
+  EXPECT_EQ(covered(b, 1), want);
+  int runs = 0;
+  forEachWeightRun(b, 1, [&](size_t, size_t length) {
+    EXPECT_EQ(length, 16u);
+    ++runs;
+  });
+  EXPECT_EQ(runs, 6);
+}
+
+TEST(Artifact, SlicesChecksumsAndCollectivesRoundTrip) {
+  Artifact a;
+  a.worldSize = 2;
+  a.arenaBytes = 64;
+  BufferDesc w = sliced({4, 2}, {2, 2}, {{0, 0}, {2, 0}});
+  w.name = "w";
+  w.storage = "external";
+  w.file = "m.data";
+  w.crc32c = {0x01234567u, 0x89abcdefu};
+  a.buffers.push_back(w);
+  BufferDesc arena;
+  arena.shape = {2, 2};
+  a.buffers.push_back(arena);
+  Instruction c;
+  c.collective = true;
+  c.kernel = "all_reduce";
+  c.inputs = {0};
+  c.outputs = {1};
+  c.params.set("groups", std::vector<int64_t>{0, 1});
+  c.params.set("group_size", int64_t(2));
+  c.params.set("reduction", std::string("max"));
+  a.program.push_back(c);
+  a.outputs.emplace_back("y", 1);
+  std::ostringstream os;
+  writeArtifact(a, os);
+  std::string text = os.str();
+  EXPECT_NE(text.find("global=4x2 starts=0,0;2,0 crc32c=01234567;89abcdef"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("collective all_reduce in=0 out=1"), std::string::npos) << text;
+  Artifact b = parseArtifact(text, "t.shard");
+  ASSERT_EQ(b.buffers.size(), 2u);
+  EXPECT_EQ(b.buffers[0].globalShape, w.globalShape);
+  EXPECT_EQ(b.buffers[0].starts, w.starts);
+  EXPECT_EQ(b.buffers[0].crc32c, w.crc32c);
+  ASSERT_EQ(b.program.size(), 1u);
+  EXPECT_TRUE(b.program[0].collective);
+  EXPECT_EQ(b.program[0].params.getString("reduction", ""), "max");
+}
+
+void expectRejected(const std::string &text, const std::string &phrase) {
+  try {
+    parseArtifact(text, "t.shard");
+    ADD_FAILURE() << "accepted: " << text;
+  } catch (const RuntimeError &e) {
+    EXPECT_NE(std::string(e.what()).find(phrase), std::string::npos) << e.what();
+  }
+}
+
+TEST(Artifact, RejectsBadSlicesAndCollectives) {
+  std::string head = "shardflow-artifact 2\ntarget cpu\nworld-size 2\narena 64\n";
+  std::string weight = "buffer 0 weight f32 2x2 name=w storage=external file=m offset=0 size=16";
+  expectRejected(head + weight + " global=4x2 starts=0,0\nend\n",
+                 "1 slice starts for a world of 2 ranks");
+  expectRejected(head + weight + " global=4x2 starts=0,0;3,0\nend\n",
+                 "a slice lies outside the global shape");
+  expectRejected(head + weight + " crc32c=1;2\nend\n", "2 checksums, expected 1");
+  expectRejected(head + weight + " crc32c=xyz\nend\n", "bad crc32c");
+  std::string arena = "buffer 1 arena f32 2x2 offset=0\n";
+  expectRejected(head + weight + "\n" + arena +
+                     "collective all_reduce in=0 out=1 groups=is:0,2 group_size=i:2\nend\n",
+                 "rank 2 in 'groups' is outside the world of 2");
+  expectRejected(head + weight + "\n" + arena +
+                     "collective all_reduce in=0 out=1 groups=is:0,0 group_size=i:2\nend\n",
+                 "appears in its groups twice");
+  expectRejected(head + weight + "\n" + arena +
+                     "collective broadcast_all in=0 out=1\nend\n",
+                 "unknown collective 'broadcast_all'");
+  expectRejected(head + weight + "\n" + arena + "collective send in=0 out= peers=is:1\nend\n",
+                 "needs one peer per rank");
+}
+
+} // namespace
