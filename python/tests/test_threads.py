@@ -142,6 +142,8 @@ def kernel_cases():
     big = f32(r, 48, 96, 64)  # 294912 elements
     c["add_same_shape"] = node_case("Add", [("a", big), ("b", f32(r, 48, 96, 64))])
     c["mul_broadcast_rows"] = node_case("Mul", [("a", big), ("b", f32(r, 96, 1))])
+    # Runs of 333 elements: range bounds (multiples of 64) fall inside runs.
+    c["add_odd_rows"] = node_case("Add", [("a", f32(r, 517, 333)), ("b", f32(r, 333))])
     c["sub_broadcast_both"] = node_case("Sub", [("a", f32(r, 48, 1, 64)), ("b", f32(r, 96, 1))])
     c["div_int"] = node_case("Div", [("a", r.integers(-1000, 1000, (300, 257))),
                                      ("b", r.integers(1, 50, (257,)))], tol=None)
