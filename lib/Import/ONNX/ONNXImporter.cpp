@@ -267,6 +267,9 @@ private:
   LogicalResult importBatchNormalization();
   LogicalResult importLayerNormalization();
   LogicalResult importRMSNormalization();
+  /// Mean and biased variance of `x` over `axes`, dimensions kept (null
+  /// values when an op fails to build; the error is reported).
+  std::pair<Value, Value> meanAndVariance(Value x, ArrayRef<int64_t> axes);
   LogicalResult importReshape();
   LogicalResult importTranspose();
   LogicalResult importFlatten();
@@ -1252,6 +1255,14 @@ LogicalResult GraphImporter::importGlobalAveragePool() {
   return unary<nn::GlobalAveragePoolOp>();
 }
 
+std::pair<Value, Value> GraphImporter::meanAndVariance(Value x, ArrayRef<int64_t> axes) {
+  SmallVector<NamedAttribute> attrs{named("axes", b.getDenseI64ArrayAttr(axes)),
+                                    named("keepdims", b.getBoolAttr(true))};
+  Value mean = make<nn::ReduceMeanOp>({x}, attrs);
+  Value diff = make<nn::SubOp>({x, mean});
+  return {mean, make<nn::ReduceMeanOp>({make<nn::MulOp>({diff, diff})}, attrs)};
+}
+
 LogicalResult GraphImporter::importBatchNormalization() {
   if (failed(requireInputs(5, 5)))
     return failure();
@@ -1316,13 +1327,7 @@ LogicalResult GraphImporter::importBatchNormalization() {
   SmallVector<int64_t> axes{0};
   for (int64_t i = 2; i < xType.getRank(); ++i)
     axes.push_back(i);
-  SmallVector<NamedAttribute> reduceAttrs{
-      named("axes", b.getDenseI64ArrayAttr(axes)),
-      named("keepdims", b.getBoolAttr(true))};
-  Value mean = make<nn::ReduceMeanOp>({xs}, reduceAttrs);
-  Value diff = make<nn::SubOp>({xs, mean});
-  Value var =
-      make<nn::ReduceMeanOp>({make<nn::MulOp>({diff, diff})}, reduceAttrs);
+  auto [mean, var] = meanAndVariance(xs, axes);
   auto perChannel = RankedTensorType::get({xType.getDimSize(1)}, compute);
   Value mean1 = makeTyped<nn::ReshapeOp>(perChannel, {mean});
   Value var1 = makeTyped<nn::ReshapeOp>(perChannel, {var});
@@ -1388,13 +1393,7 @@ LogicalResult GraphImporter::importLayerNormalization() {
   SmallVector<int64_t> axes;
   for (int64_t i = axis; i < rank; ++i)
     axes.push_back(i);
-  SmallVector<NamedAttribute> reduceAttrs{
-      named("axes", b.getDenseI64ArrayAttr(axes)),
-      named("keepdims", b.getBoolAttr(true))};
-  Value mean = make<nn::ReduceMeanOp>({xs}, reduceAttrs);
-  Value diff = make<nn::SubOp>({xs, mean});
-  Value var =
-      make<nn::ReduceMeanOp>({make<nn::MulOp>({diff, diff})}, reduceAttrs);
+  auto [mean, var] = meanAndVariance(xs, axes);
   Value invStdDev = make<nn::ReciprocalOp>(
       {make<nn::SqrtOp>({make<nn::AddOp>({var, scalar(*stash, eps)})})});
   if (!invStdDev)
