@@ -2,7 +2,9 @@
 # The main job on the bundled example (examples/tiny-gpt2: a 2-layer
 # GPT-2-style decoder with external weights and symbolic batch/sequence):
 # set up and build; import it and print its nn IR summary; compile it for
-# the CPU; run it with shard-run under mpirun; compare with onnxruntime.
+# the CPU and run it with shard-run; then shard it over a mesh (MESH,
+# default dp=2,tp=2) with the megatron and megatron-sp presets and run the
+# ranks under mpirun; compare every run with onnxruntime.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -23,3 +25,16 @@ echo "   $(grep -c '^kernel ' "$out/model.shard") kernels, arena $(sed -n 's/^ar
 echo "== run under mpirun and compare with onnxruntime"
 PYTHONPATH=python .venv/bin/python -m shardflow.compare "$model" "$out/model.shard" \
   --input-shape "$shape"
+
+mesh="${MESH:-dp=2,tp=2}"
+ranks=1
+IFS=, read -ra axes <<< "$mesh"
+for axis in "${axes[@]}"; do ranks=$(( ranks * ${axis#*=} )); done
+for strategy in megatron megatron-sp; do
+  echo "== shard over $mesh ($ranks ranks), --strategy $strategy, with a report"
+  build/bin/shard-opt "$model" --input-shape "$shape" --mesh "$mesh" --strategy "$strategy" \
+    --target cpu --report -o "$out/model.$strategy.shard"
+  echo "== run the $ranks ranks under mpirun and compare with onnxruntime"
+  PYTHONPATH=python .venv/bin/python -m shardflow.compare "$model" "$out/model.$strategy.shard" \
+    --input-shape "$shape" --ranks "$ranks"
+done

@@ -213,6 +213,7 @@ private:
   ParamValue toParam(const std::string &s) const;
   void checkWeight(const BufferDesc &b, int worldSize) const;
   void checkCollective(const Instruction &inst, int worldSize) const;
+  void checkLocalSlice(const Instruction &inst, const Artifact &a) const;
 
   std::istringstream in;
   std::string path;
@@ -355,7 +356,8 @@ void Reader::checkWeight(const BufferDesc &b, int worldSize) const {
 
 void Reader::checkCollective(const Instruction &inst, int worldSize) const {
   static const char *known[] = {"all_reduce", "all_gather", "reduce_scatter",
-                                "all_to_all", "collective_permute", "send", "recv"};
+                                "all_to_all", "collective_permute", "send", "recv",
+                                "local_slice"};
   bool ok = false;
   for (const char *k : known)
     ok |= inst.kernel == k;
@@ -370,6 +372,10 @@ void Reader::checkCollective(const Instruction &inst, int worldSize) const {
              " in '" + name + "' is outside the world of " + std::to_string(worldSize));
     return list;
   };
+  // local_slice names no ranks; its starts are checked against its buffers
+  // (checkLocalSlice) once those are known to exist.
+  if (inst.kernel == "local_slice")
+    return;
   if (inst.kernel == "send" || inst.kernel == "recv") {
     if (ranks("peers").size() != size_t(worldSize))
       fail("collective " + inst.kernel + " needs one peer per rank (-1: none)");
@@ -397,6 +403,29 @@ void Reader::checkCollective(const Instruction &inst, int worldSize) const {
     if (r < 0 || ++seen[size_t(r)] > 1)
       fail("collective " + inst.kernel + ": rank " + std::to_string(r) +
            " appears in its groups twice or is negative");
+}
+
+void Reader::checkLocalSlice(const Instruction &inst, const Artifact &a) const {
+  if (inst.inputs.size() != 1 || inst.outputs.size() != 1)
+    fail("collective local_slice needs one input and one output");
+  const BufferDesc &in = a.buffers[size_t(inst.inputs[0])];
+  const BufferDesc &out = a.buffers[size_t(inst.outputs[0])];
+  if (in.dtype != out.dtype || in.shape.size() != out.shape.size())
+    fail("collective local_slice: input and output differ in element type or rank");
+  auto it = inst.params.all().find("starts");
+  const auto *starts =
+      it == inst.params.all().end() ? nullptr : std::get_if<std::vector<int64_t>>(&it->second);
+  size_t rank = out.shape.size();
+  if (!starts || starts->size() != size_t(a.worldSize) * rank)
+    fail("collective local_slice needs starts=is: with " + std::to_string(rank) +
+         " indices for each of the " + std::to_string(a.worldSize) + " ranks");
+  for (size_t r = 0; r < size_t(a.worldSize); ++r)
+    for (size_t d = 0; d < rank; ++d) {
+      int64_t start = (*starts)[r * rank + d];
+      if (start < 0 || start + out.shape[d] > in.shape[d])
+        fail("collective local_slice: the block of rank " + std::to_string(r) +
+             " leaves the input in dimension " + std::to_string(d));
+    }
 }
 
 Artifact Reader::read() {
@@ -554,6 +583,8 @@ Artifact Reader::read() {
       for (int idx : inst.outputs)
         if (idx < 0 || idx >= int(a.buffers.size()))
           fail("kernel " + inst.kernel + " writes an unknown buffer");
+      if (inst.collective && inst.kernel == "local_slice")
+        checkLocalSlice(inst, a);
       a.program.push_back(std::move(inst));
     } else if (key == "output") {
       need(3);

@@ -5,6 +5,7 @@
 #include "shardflow/Runtime/Checksum.h"
 
 #include "kernels/cpu/Gemm.h"
+#include "kernels/cpu/Parallel.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -164,6 +165,15 @@ std::vector<int64_t> groupsOf(const Instruction &inst) {
                                    : std::vector<int64_t>{};
 }
 
+/// The key of a collective's sub-communicator: its flat rank list and its
+/// group size, since [[0,2],[1,3]] and [[0,2,1,3]] flatten alike.
+std::vector<int64_t> groupKey(const Instruction &inst) {
+  std::vector<int64_t> key = groupsOf(inst);
+  if (!key.empty())
+    key.insert(key.begin(), inst.params.getInt("group_size"));
+  return key;
+}
+
 /// Rows and row bytes of `shape` split at `dim`: outer = prod(shape[:dim]),
 /// inner = prod(shape[dim:]) * elem.
 std::pair<int64_t, size_t> splitAt(const std::vector<int64_t> &shape, int64_t dim,
@@ -210,7 +220,7 @@ void Executor::prepareCollectives() {
     if (!inst.collective)
       continue;
     std::vector<int64_t> groups = groupsOf(inst);
-    if (groups.empty() || groupComms.count(groups))
+    if (groups.empty() || groupComms.count(groupKey(inst)))
       continue;
     int64_t size = inst.params.getInt("group_size");
     int color = -1, key = 0;
@@ -219,13 +229,69 @@ void Executor::prepareCollectives() {
         color = int(int64_t(i) / size);
         key = int(int64_t(i) % size);
       }
-    groupComms[groups] = comm->split(color, key);
+    groupComms[groupKey(inst)] = comm->split(color, key);
   }
+}
+
+void Executor::runLocalSlice(const Instruction &inst) {
+  Tensor in = tensorOf(inst.inputs.at(0)), out = tensorOf(inst.outputs.at(0));
+  size_t dims = out.shape.size(), elem = dtypeSize(out.dtype);
+  std::vector<int64_t> all = inst.params.getInts("starts");
+  if (in.shape.size() != dims || all.size() != size_t(art.worldSize) * dims)
+    throw RuntimeError("starts does not hold one index per dimension and rank");
+  if (out.numel() == 0)
+    return;
+  if (dims == 0) {
+    std::memcpy(out.data, in.data, elem);
+    return;
+  }
+  const int64_t *start = all.data() + size_t(comm->rank()) * dims;
+  // Row-major strides of the input, in elements.
+  std::vector<int64_t> stride(dims, 1);
+  for (size_t d = dims - 1; d > 0; --d)
+    stride[d - 1] = stride[d] * in.shape[d];
+  // The innermost dimensions the block covers whole, plus the one before
+  // them, are one contiguous run of the input per index of the outer ones:
+  // a split of the leading dimension (a data-parallel batch) is a single
+  // memcpy.
+  size_t runDim = dims - 1;
+  while (runDim > 0 && out.shape[runDim] == in.shape[runDim])
+    --runDim;
+  size_t runBytes = size_t(out.shape[runDim] * stride[runDim]) * elem;
+  int64_t base = 0;
+  for (size_t d = 0; d < dims; ++d)
+    base += start[d] * stride[d];
+  int64_t runs = 1;
+  for (size_t d = 0; d < runDim; ++d)
+    runs *= out.shape[d];
+  const uint8_t *src = in.as<uint8_t>() + size_t(base) * elem;
+  uint8_t *dst = out.as<uint8_t>();
+  // Runs go to threads in ranges of at least 64 KiB: a smaller copy is done
+  // before a worker wakes up. Each run is copied by one thread.
+  int64_t grain = std::max<int64_t>(1, int64_t(65536 / std::max<size_t>(runBytes, 1)));
+  cpu::parallelFor(threads, runs, grain, [&](int64_t begin, int64_t end) {
+    // The outer index of run `begin`, then an odometer over the rest.
+    std::vector<int64_t> idx(runDim, 0);
+    for (int64_t r = begin, d = int64_t(runDim) - 1; d >= 0; --d) {
+      idx[size_t(d)] = r % out.shape[size_t(d)];
+      r /= out.shape[size_t(d)];
+    }
+    for (int64_t r = begin; r < end; ++r) {
+      int64_t offset = 0;
+      for (size_t d = 0; d < runDim; ++d)
+        offset += idx[d] * stride[d];
+      std::memcpy(dst + size_t(r) * runBytes, src + size_t(offset) * elem, runBytes);
+      for (size_t d = runDim; d > 0 && ++idx[d - 1] == out.shape[d - 1];)
+        idx[--d] = 0;
+    }
+  });
 }
 
 void Executor::runCollective(const Instruction &inst) {
   const std::string &op = inst.kernel;
   int rank = comm->rank();
+  if (op == "local_slice")
+    return runLocalSlice(inst);
   auto peerOf = [&](const char *what) {
     return int(inst.params.getInts(what).at(size_t(rank)));
   };
@@ -257,7 +323,7 @@ void Executor::runCollective(const Instruction &inst) {
     comm->sendRecv(dst >= 0 ? &in : nullptr, dst, src >= 0 ? &out : nullptr, src);
     return;
   }
-  Communicator *group = groupComms.at(groupsOf(inst)).get();
+  Communicator *group = groupComms.at(groupKey(inst)).get();
   if (!group)
     return; // this rank is in none of the groups
   int g = group->size();

@@ -3,8 +3,9 @@
 // A straight walk of the planned rt function: every value becomes a
 // numbered buffer (input, arena slot, view, weight or constant), every
 // rt.kernel an instruction whose parameters are its `params` dictionary,
-// every collective a collective instruction with its rank tables, and the
-// returned values the named outputs.
+// every collective (and rt.local_slice, whose effect depends on the rank) a
+// collective instruction with its rank tables, and the returned values the
+// named outputs.
 //
 //===----------------------------------------------------------------------===//
 
@@ -145,6 +146,9 @@ static rtm::Instruction collectiveInstruction(Operation &op,
     inst.params.set("concat_dim", int64_t(c.getConcatDim()));
   } else if (auto c = dyn_cast<rt::CollectivePermuteOp>(op)) {
     inst.params.set("pairs", flatten(c.getPairs()).first);
+  } else if (auto c = dyn_cast<rt::LocalSliceOp>(op)) {
+    // One start list per rank, each as long as the output's rank.
+    inst.params.set("starts", flatten(c.getStarts()).first);
   }
   return inst;
 }
@@ -237,7 +241,8 @@ FailureOr<rtm::Artifact> shardflow::exportArtifact(ModuleOp module,
           return failure();
       art.program.push_back(std::move(inst));
     } else if (isa<rt::AllReduceOp, rt::AllGatherOp, rt::ReduceScatterOp, rt::AllToAllOp,
-                   rt::CollectivePermuteOp, rt::SendOp, rt::RecvOp>(op)) {
+                   rt::CollectivePermuteOp, rt::SendOp, rt::RecvOp,
+                   rt::LocalSliceOp>(op)) {
       art.program.push_back(collectiveInstruction(op, index));
     } else if (auto ret = dyn_cast<func::ReturnOp>(op)) {
       for (auto [i, v] : llvm::enumerate(ret.getOperands())) {

@@ -171,4 +171,22 @@ TEST(Artifact, RejectsBadSlicesAndCollectives) {
                  "needs one peer per rank");
 }
 
+TEST(Artifact, LocalSliceStartsAreCheckedAgainstItsBuffers) {
+  std::string head = "shardflow-artifact 2\ntarget cpu\nworld-size 2\narena 64\n"
+                     "buffer 0 input f32 4x6 name=x\nbuffer 1 arena f32 2x3 offset=0\n";
+  Artifact a = parseArtifact(
+      head + "collective local_slice in=0 out=1 starts=is:0,0,2,3\noutput y 1\nend\n",
+      "t.shard");
+  ASSERT_EQ(a.program.size(), 1u);
+  EXPECT_TRUE(a.program[0].collective);
+  EXPECT_EQ(a.program[0].params.getInts("starts"), (std::vector<int64_t>{0, 0, 2, 3}));
+  expectRejected(head + "collective local_slice in=0 out=1 starts=is:0,0\nend\n",
+                 "needs starts=is: with 2 indices for each of the 2 ranks");
+  expectRejected(head + "collective local_slice in=0 out=1\nend\n", "needs starts=is:");
+  expectRejected(head + "collective local_slice in=0 out=1 starts=is:0,0,2,4\nend\n",
+                 "the block of rank 1 leaves the input in dimension 1");
+  expectRejected(head + "collective local_slice in=0,0 out=1 starts=is:0,0,2,3\nend\n",
+                 "needs one input and one output");
+}
+
 } // namespace

@@ -8,6 +8,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "shardflow/Conversion/Passes.h"
+#include "shardflow/Dialect/Dist/IR/DistOps.h"
+#include "shardflow/Dialect/Dist/IR/TestShardingRules.h"
+#include "shardflow/Dialect/Dist/Transforms/Passes.h"
 #include "shardflow/Dialect/NN/IR/NNOps.h"
 #include "shardflow/Dialect/RT/IR/RTOps.h"
 #include "shardflow/Dialect/RT/Transforms/Passes.h"
@@ -88,6 +91,177 @@ static cl::opt<bool> weightChecksums(
              "of every weight, which shard-run checks (reads every weight "
              "once at compile time; default on)"),
     cl::init(true), cl::cat(compileCategory));
+
+static cl::OptionCategory shardCategory("Shardflow sharding options");
+
+static cl::opt<std::string> meshSpec(
+    "mesh",
+    cl::desc("Distribute the program over a mesh of ranks with named axes, "
+             "e.g. dp=2,tp=4 (8 ranks, rank = dp_index * 4 + tp_index). "
+             "Partitions the program into the per-rank program"),
+    cl::value_desc("axis=size,..."), cl::init(""), cl::cat(shardCategory));
+
+static cl::list<std::string> shardSpecs(
+    "shard",
+    cl::desc("Seed the sharding of a graph input or weight: NAME=SPEC, one "
+             "SPEC entry per dimension: _ (not split), an axis, or axes "
+             "joined by + (e.g. ids=dp,_ or fc.weight=_,tp); repeatable. "
+             "These seeds outrank --strategy's"),
+    cl::value_desc("name=spec"), cl::cat(shardCategory));
+
+static cl::opt<std::string> strategyName(
+    "strategy",
+    cl::desc("Sharding preset: dp (batch over the dp axis), megatron "
+             "(column/row-parallel linear layers and attention heads over the "
+             "tp axis, plus dp when the mesh has it), megatron-sp (megatron plus "
+             "sequence parallelism in the norm and dropout regions)"),
+    cl::value_desc("preset"), cl::init(""), cl::cat(shardCategory));
+
+static cl::opt<std::string> dpAxisName("dp-axis",
+                                       cl::desc("Mesh axis of data parallelism (default dp)"),
+                                       cl::init("dp"), cl::cat(shardCategory));
+static cl::opt<std::string> tpAxisName(
+    "tp-axis", cl::desc("Mesh axis of tensor and sequence parallelism (default tp)"),
+    cl::init("tp"), cl::cat(shardCategory));
+
+static cl::opt<bool> explainSharding(
+    "explain-sharding",
+    cl::desc("Print, for every value, its sharding and where each split came "
+             "from (a seed, or the value and op it propagated through)"),
+    cl::init(false), cl::cat(shardCategory));
+
+static cl::opt<bool> printReport(
+    "report",
+    cl::desc("With --target: print per rank the parameter bytes and peak "
+             "activation bytes, and each collective with the bytes it moves"),
+    cl::init(false), cl::cat(shardCategory));
+
+static bool shardingRequested() {
+  return !meshSpec.empty() || !shardSpecs.empty() || !strategyName.empty();
+}
+
+/// Whether `module` is already a per-rank program (it has collectives or
+/// sliced weights), as hand-written lowering tests are.
+static bool isPartitioned(ModuleOp module) {
+  namespace d = shardflow::dist;
+  bool partitioned = false;
+  module.walk([&](Operation *op) {
+    if (isa<d::AllReduceOp, d::AllGatherOp, d::ReduceScatterOp, d::AllToAllOp,
+            d::AllSliceOp, d::CollectivePermuteOp, d::SendOp, d::RecvOp>(op))
+      partitioned = true;
+    if (auto w = dyn_cast<shardflow::nn::WeightOp>(op); w && w.getGlobalShape())
+      partitioned = true;
+  });
+  return partitioned;
+}
+
+/// Adds annotation, propagation, reshard insertion and partitioning when
+/// the user asked for a mesh or the program has one and is not partitioned
+/// yet. Fails when sharding options meet an already partitioned program.
+static LogicalResult buildShardingPipeline(ModuleOp module, PassManager &pm) {
+  if (!shardingRequested() && module.getOps<shardflow::dist::MeshOp>().empty())
+    return success();
+  if (isPartitioned(module)) {
+    if (shardingRequested()) {
+      llvm::errs() << "shard-opt: the program is already partitioned (it has "
+                      "dist collectives or sliced weights); --mesh, --shard and "
+                      "--strategy apply to global programs\n";
+      return failure();
+    }
+    return success();
+  }
+  shardflow::dist::DistAnnotateOptions annotate;
+  annotate.mesh_ = meshSpec;
+  annotate.shard.assign(shardSpecs.begin(), shardSpecs.end());
+  annotate.strategy = strategyName;
+  annotate.dpAxis = dpAxisName;
+  annotate.tpAxis = tpAxisName;
+  pm.addPass(shardflow::dist::createDistAnnotate(annotate));
+  shardflow::dist::DistPropagateOptions propagate;
+  propagate.explain = explainSharding;
+  pm.addPass(shardflow::dist::createDistPropagate(propagate));
+  pm.addPass(shardflow::dist::createDistInsertReshards());
+  pm.addPass(shardflow::dist::createDistPartition());
+  return success();
+}
+
+/// --report: what each rank holds and what moves between ranks.
+static void reportRanks(ModuleOp module, llvm::raw_ostream &os) {
+  auto bytesOf = [](Type t) -> int64_t {
+    auto m = cast<MemRefType>(t);
+    return m.getNumElements() * ((m.getElementTypeBitWidth() + 7) / 8);
+  };
+  module.walk([&](func::FuncOp fn) {
+    int64_t world = 1;
+    if (auto w = fn->getAttrOfType<IntegerAttr>("rt.world_size"))
+      world = w.getInt();
+    int64_t local = 0, global = 0, slicedLocal = 0, slicedGlobal = 0;
+    int weights = 0, sliced = 0;
+    SmallVector<std::string> steps;
+    int64_t moved = 0;
+    fn.walk([&](Operation *op) {
+      if (auto w = dyn_cast<shardflow::rt::WeightOp>(op)) {
+        int64_t b = bytesOf(w.getType());
+        local += b;
+        ++weights;
+        if (auto g = w.getGlobalShapeAttr()) {
+          ++sliced;
+          auto m = cast<MemRefType>(w.getType());
+          int64_t n = 1;
+          for (int64_t d : g.asArrayRef())
+            n *= d;
+          global += n * ((m.getElementTypeBitWidth() + 7) / 8);
+          slicedLocal += b;
+          slicedGlobal += n * ((m.getElementTypeBitWidth() + 7) / 8);
+        } else {
+          global += b;
+        }
+        return;
+      }
+      StringRef name = op->getName().getStringRef();
+      if (!name.starts_with("rt.") || isa<shardflow::rt::KernelOp, shardflow::rt::AllocOp,
+                                          shardflow::rt::ViewOp, shardflow::rt::ConstantOp>(op) ||
+          op->getNumOperands() == 0)
+        return;
+      int64_t b = bytesOf(op->getOperand(0).getType());
+      if (name == "rt.local_slice")
+        return; // each rank keeps its piece: nothing moves
+      int64_t groupSize = 0;
+      if (auto groups = op->getAttrOfType<ArrayAttr>("groups"); groups && !groups.empty())
+        groupSize = cast<DenseI64ArrayAttr>(groups[0]).size();
+      std::string line;
+      llvm::raw_string_ostream ls(line);
+      ls << "  step " << steps.size() + 1 << ": " << name << " " << op->getOperand(0).getType()
+         << ", " << b << " bytes per rank";
+      if (groupSize)
+        ls << ", groups of " << groupSize;
+      ls << " (" << op->getLoc() << ")";
+      steps.push_back(line);
+      moved += b;
+    });
+    int64_t peak = 0;
+    if (auto p = fn->getAttrOfType<IntegerAttr>("rt.peak_bytes"))
+      peak = p.getInt();
+    os << "report: @" << fn.getName() << " on " << world << " rank"
+       << (world == 1 ? "" : "s") << " (every rank runs the same program)\n";
+    os << llvm::formatv("  parameters per rank: {0} bytes in {1} weights ({2} sliced); "
+                        "the whole model has {3} bytes: {4:F3} per rank\n",
+                        local, weights, sliced, global,
+                        global ? double(local) / double(global) : 1.0);
+    if (sliced)
+      os << llvm::formatv("  split weights: {0} of {1} weights, {2} of their {3} bytes per "
+                          "rank ({4:F3}); the other {5} weights are whole on every rank "
+                          "({6} bytes)\n",
+                          sliced, weights, slicedLocal, slicedGlobal,
+                          double(slicedLocal) / double(slicedGlobal), weights - sliced,
+                          local - slicedLocal);
+    os << "  peak activation bytes per rank: " << peak << "\n";
+    os << "  collectives: " << steps.size() << ", " << moved
+       << " bytes per rank in total\n";
+    for (const std::string &line : steps)
+      os << line << "\n";
+  });
+}
 
 static std::string typeString(Type t) {
   auto rt = cast<RankedTensorType>(t);
@@ -255,9 +429,13 @@ static int compileToArtifact(ModuleOp module, StringRef inputFile,
     return 1;
   }
   PassManager pm(module.getContext());
+  if (failed(buildShardingPipeline(module, pm)))
+    return 1;
   shardflow::buildLowerToRTPipeline(pm);
   if (failed(pm.run(module)))
     return 1;
+  if (printReport)
+    reportRanks(module, llvm::errs());
   // Weight files are found next to the model unless shard-run is told
   // otherwise (--weights).
   SmallString<256> dir(inputFile == "-" ? "." : inputFile);
@@ -289,11 +467,14 @@ static int compileToArtifact(ModuleOp module, StringRef inputFile,
 
 int main(int argc, char **argv) {
   DialectRegistry registry;
-  registry.insert<shardflow::nn::NNDialect, shardflow::rt::RTDialect,
-                  func::FuncDialect, memref::MemRefDialect>();
+  registry.insert<shardflow::nn::NNDialect, shardflow::dist::DistDialect,
+                  shardflow::rt::RTDialect, func::FuncDialect,
+                  memref::MemRefDialect>();
   mlir::registerTransformsPasses();
   shardflow::registerConversionPasses();
   shardflow::rt::registerRTPasses();
+  shardflow::dist::registerTestShardingRulesPass();
+  shardflow::dist::registerDistPasses();
 
   auto [inputFile, outputFile] = registerAndParseCLIOptions(
       argc, argv,
@@ -305,6 +486,11 @@ int main(int argc, char **argv) {
       "      runs passes over MLIR, as mlir-opt does\n",
       registry);
   MlirOptMainConfig config = MlirOptMainConfig::createFromCLOptions();
+  if (printReport && target.empty()) {
+    llvm::errs() << "shard-opt: --report needs --target (it reports on the "
+                    "compiled per-rank program)\n";
+    return 1;
+  }
 
   std::string error, summary;
   std::unique_ptr<llvm::MemoryBuffer> buffer;
@@ -339,6 +525,7 @@ int main(int argc, char **argv) {
       }
     }
     MLIRContext context(registry);
+    context.printOpOnDiagnostic(false);
     std::string displayPath = inputFile == "-" ? "<stdin>" : inputFile;
     context.getDiagEngine().registerHandler([&](Diagnostic &diag) {
       const char *kind = diag.getSeverity() == DiagnosticSeverity::Error
@@ -377,6 +564,11 @@ int main(int argc, char **argv) {
         llvm::errs() << summary << "\n";
       return rc;
     }
+    if (shardingRequested()) {
+      PassManager pm(&context);
+      if (failed(buildShardingPipeline(*module, pm)) || failed(pm.run(*module)))
+        return 1;
+    }
     // Hand the module to the opt pipeline as text; locations go along so
     // later diagnostics still name the ONNX node.
     std::string text;
@@ -391,6 +583,7 @@ int main(int argc, char **argv) {
     }
     if (!target.empty()) {
       MLIRContext context(registry);
+      context.printOpOnDiagnostic(false);
       llvm::SourceMgr sourceMgr;
       sourceMgr.AddNewSourceBuffer(std::move(buffer), llvm::SMLoc());
       SourceMgrDiagnosticHandler handler(sourceMgr, &context);
@@ -398,6 +591,23 @@ int main(int argc, char **argv) {
       if (!module)
         return 1;
       return compileToArtifact(*module, inputFile, outputFile, /*fromONNX=*/false);
+    }
+    if (shardingRequested()) {
+      MLIRContext context(registry);
+      context.printOpOnDiagnostic(false);
+      llvm::SourceMgr sourceMgr;
+      sourceMgr.AddNewSourceBuffer(std::move(buffer), llvm::SMLoc());
+      SourceMgrDiagnosticHandler handler(sourceMgr, &context);
+      OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
+      if (!module)
+        return 1;
+      PassManager pm(&context);
+      if (failed(buildShardingPipeline(*module, pm)) || failed(pm.run(*module)))
+        return 1;
+      std::string text;
+      llvm::raw_string_ostream os(text);
+      module->print(os, OpPrintingFlags().enableDebugInfo(true, false));
+      buffer = llvm::MemoryBuffer::getMemBufferCopy(text, inputFile);
     }
   }
 

@@ -16,6 +16,13 @@ def ConvertNNToRT : Pass<"convert-nn-to-rt", "::mlir::ModuleOp"> {
     rt.view, which copies nothing. nn.weight and nn.constant become
     rt.weight and rt.constant. Memory is planned separately
     (`rt-plan-memory`).
+
+    A partitioned program's `dist` collectives become rt collectives over
+    the rank groups of their mesh axes (`dist.all_slice` becomes
+    `rt.local_slice`), its functions get `rt.world_size` = the mesh's rank
+    count, and meshes nothing refers to any more are removed. `dist.reshard`
+    and `dist.constraint` belong to the global program and are refused: run
+    `dist-partition` first.
   }];
   let dependentDialects = ["::shardflow::rt::RTDialect",
                            "::mlir::memref::MemRefDialect"];

@@ -20,6 +20,7 @@
 //   buffer 5 constant i64 2 data=0100000000000000ff00000000000000
 //   kernel gather in=1,0 out=3 axis=i:0
 //   collective all_reduce in=3 out=3 groups=is:0,1 group_size=i:2 reduction=s:sum
+//   collective local_slice in=0 out=3 starts=is:0,0,1,0
 //   output logits 4
 //   end
 //
@@ -38,6 +39,17 @@
 // Collectives run over `groups`: the flattened, equally sized rank groups
 // (`group_size` each); a rank in no group skips the instruction. The
 // executor documents each collective's parameters.
+//
+// `collective` lines are the instructions whose effect depends on the
+// rank. One of them moves no data between ranks: `local_slice` copies this
+// rank's block of `in` into `out`; `starts` holds one start index list per
+// rank, flattened in rank order (each as long as `out`'s rank).
+//
+// Instruction names are an open set within a format version: adding a
+// kernel or a collective changes no line's grammar, so it bumps nothing. A
+// reader refuses a collective it does not know by name, with the line (and
+// a kernel it has no implementation of when the program is run); it never
+// misreads one. The version changes when a line kind or field changes.
 //
 #ifndef SHARDFLOW_RUNTIME_ARTIFACT_H
 #define SHARDFLOW_RUNTIME_ARTIFACT_H

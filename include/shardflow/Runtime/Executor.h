@@ -18,6 +18,9 @@
 //                   on a rank that is no pair's target.
 //   send / recv     peers=is: one peer per rank (-1: this rank does not
 //                   take part); send reads in, recv writes out.
+//   local_slice     starts=is: one start list per rank, flattened; out is
+//                   the block of in at this rank's start. No communication:
+//                   a strided copy, one memcpy per contiguous run.
 //
 //===----------------------------------------------------------------------===//
 
@@ -59,6 +62,7 @@ private:
   void mapWeights();
   void prepareCollectives();
   void runCollective(const Instruction &inst);
+  void runLocalSlice(const Instruction &inst);
   Tensor tensorOf(int buffer) const;
 
   Artifact art;
@@ -77,8 +81,8 @@ private:
   Communicator *comm;
   std::unique_ptr<Communicator> single; // when no world was given
   bool verifyWeights;
-  /// Per rank-group list (flattened groups), this rank's communicator in
-  /// it, or nullptr when the rank is in none of the groups.
+  /// Per rank-group table (group size, then the flattened groups), this
+  /// rank's communicator in it, or nullptr when the rank is in none of them.
   std::map<std::vector<int64_t>, std::unique_ptr<Communicator>> groupComms;
   std::vector<uint8_t> scratch[2];
 };

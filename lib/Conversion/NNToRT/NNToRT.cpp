@@ -6,14 +6,22 @@
 // shape-only ops become views of their operand's buffer. Where each buffer
 // lives in memory is decided later by rt-plan-memory.
 //
+// A partitioned program (per-rank tensors, `dist` collectives over a
+// dist.mesh) becomes an SPMD rt program: each collective turns into the rt
+// collective over the rank groups its mesh axes define, and the function
+// runs on a world of the mesh's size (`rt.world_size`).
+//
 //===----------------------------------------------------------------------===//
 
 #include "shardflow/Conversion/Passes.h"
+#include "shardflow/Dialect/Dist/IR/DistOps.h"
 #include "shardflow/Dialect/NN/IR/NNOps.h"
 #include "shardflow/Dialect/RT/IR/RTOps.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/TypeSwitch.h"
 
 namespace shardflow {
 #define GEN_PASS_DEF_CONVERTNNTORT
@@ -44,14 +52,165 @@ bool isRTFunction(func::FuncOp fn) {
       !llvm::all_of(fn.getResultTypes(), isBuffer))
     return false;
   auto *nnDialect = fn->getContext()->getLoadedDialect<nn::NNDialect>();
-  bool hasNN = false;
-  fn.walk([&](Operation *op) { hasNN |= op->getDialect() == nnDialect; });
-  return !hasNN;
+  auto *distDialect = fn->getContext()->getLoadedDialect<dist::DistDialect>();
+  bool hasTensorOps = false;
+  fn.walk([&](Operation *op) {
+    hasTensorOps |= op->getDialect() == nnDialect ||
+                    (distDialect && op->getDialect() == distDialect);
+  });
+  return !hasTensorOps;
 }
 
-LogicalResult convertFunction(func::FuncOp fn) {
+/// An rt rank table (a list of rank lists) from `lists`.
+ArrayAttr rankTable(Builder &b, ArrayRef<SmallVector<int64_t>> lists) {
+  SmallVector<Attribute> attrs;
+  for (const SmallVector<int64_t> &list : lists)
+    attrs.push_back(b.getDenseI64ArrayAttr(list));
+  return b.getArrayAttr(attrs);
+}
+
+/// The rank groups of a collective over mesh `axes`: member k of a group is
+/// the rank whose index along `axes` is k, which is the order in which the
+/// rt collectives place (gather) and hand out (scatter) pieces.
+ArrayAttr groupsOf(Builder &b, dist::MeshOp mesh, ArrayAttr axes) {
+  SmallVector<StringAttr> names;
+  for (Attribute a : axes)
+    names.push_back(cast<StringAttr>(a));
+  return rankTable(b, mesh.groups(names));
+}
+
+/// The per-rank start of dist.all_slice's result inside its input: rank r
+/// keeps shard `indexAlong(r, axes)` along `dim`, as all_gather would have
+/// placed it.
+ArrayAttr sliceStarts(Builder &b, dist::MeshOp mesh, dist::AllSliceOp op) {
+  SmallVector<StringAttr> names;
+  for (Attribute a : op.getAxes())
+    names.push_back(cast<StringAttr>(a));
+  auto out = cast<RankedTensorType>(op.getResult().getType());
+  int64_t dim = op.getDim();
+  SmallVector<SmallVector<int64_t>> starts;
+  for (int64_t r = 0, n = mesh.getNumRanks(); r < n; ++r) {
+    SmallVector<int64_t> start(out.getRank(), 0);
+    start[dim] = mesh.indexAlong(r, names) * out.getDimSize(dim);
+    starts.push_back(start);
+  }
+  return rankTable(b, starts);
+}
+
+/// Converts one op of the dist dialect. Only the per-rank collectives of a
+/// partitioned program have an rt form; `map` holds the buffers of the
+/// operands and receives the buffers of the results.
+LogicalResult convertDistOp(Operation &op, OpBuilder &b, IRMapping &map) {
+  Location loc = op.getLoc();
+  if (isa<dist::ConstraintOp, dist::ReshardOp>(op))
+    return op.emitOpError(
+        "belongs to a global (unpartitioned) program; partition it first "
+        "(dist-partition) before convert-nn-to-rt");
+  auto alloc = [&](Value result) -> Value {
+    Value buffer =
+        rt::AllocOp::create(b, loc, toBuffer(result.getType()), IntegerAttr());
+    map.map(result, buffer);
+    return buffer;
+  };
+  auto meshOf = [&](FlatSymbolRefAttr name) {
+    return dist::lookupMesh(&op, name);
+  };
+  return llvm::TypeSwitch<Operation *, LogicalResult>(&op)
+      .Case([&](dist::AllReduceOp c) {
+        dist::MeshOp mesh = meshOf(c.getMeshAttr());
+        if (!mesh)
+          return failure();
+        Value in = map.lookup(c.getInput()), out = alloc(c.getResult());
+        rt::AllReduceOp::create(b, loc, in, out, groupsOf(b, mesh, c.getAxes()),
+                                b.getStringAttr(c.getReduction()));
+        return success();
+      })
+      .Case([&](dist::AllGatherOp c) {
+        dist::MeshOp mesh = meshOf(c.getMeshAttr());
+        if (!mesh)
+          return failure();
+        Value in = map.lookup(c.getInput()), out = alloc(c.getResult());
+        rt::AllGatherOp::create(b, loc, in, out, groupsOf(b, mesh, c.getAxes()),
+                                c.getDimAttr());
+        return success();
+      })
+      .Case([&](dist::ReduceScatterOp c) {
+        dist::MeshOp mesh = meshOf(c.getMeshAttr());
+        if (!mesh)
+          return failure();
+        Value in = map.lookup(c.getInput()), out = alloc(c.getResult());
+        rt::ReduceScatterOp::create(
+            b, loc, in, out, groupsOf(b, mesh, c.getAxes()), c.getDimAttr(),
+            b.getStringAttr(c.getReduction()));
+        return success();
+      })
+      .Case([&](dist::AllToAllOp c) {
+        dist::MeshOp mesh = meshOf(c.getMeshAttr());
+        if (!mesh)
+          return failure();
+        Value in = map.lookup(c.getInput()), out = alloc(c.getResult());
+        rt::AllToAllOp::create(b, loc, in, out, groupsOf(b, mesh, c.getAxes()),
+                               c.getSplitDimAttr(), c.getConcatDimAttr());
+        return success();
+      })
+      .Case([&](dist::AllSliceOp c) {
+        dist::MeshOp mesh = meshOf(c.getMeshAttr());
+        if (!mesh)
+          return failure();
+        Value in = map.lookup(c.getInput()), out = alloc(c.getResult());
+        rt::LocalSliceOp::create(b, loc, in, out, sliceStarts(b, mesh, c));
+        return success();
+      })
+      .Case([&](dist::CollectivePermuteOp c) {
+        // rt.collective_permute zeroes the output of a rank no pair targets,
+        // as dist.collective_permute promises.
+        Value in = map.lookup(c.getInput()), out = alloc(c.getResult());
+        rt::CollectivePermuteOp::create(b, loc, in, out, c.getPairsAttr());
+        return success();
+      })
+      .Case([&](dist::SendOp c) {
+        rt::SendOp::create(b, loc, map.lookup(c.getInput()), c.getPeersAttr());
+        return success();
+      })
+      .Case([&](dist::RecvOp c) {
+        Value out = alloc(c.getResult());
+        // rt.recv leaves the buffer of a rank that receives nothing as it
+        // is (an arena slot with stale bytes); dist.recv gives such a rank
+        // zeros, so fill the buffer first when some rank does not receive.
+        if (llvm::is_contained(c.getPeers(), int64_t(-1)))
+          rt::KernelOp::create(b, loc, b.getStringAttr("constant_of_shape"),
+                               ValueRange(), ValueRange{out},
+                               b.getDictionaryAttr(b.getNamedAttr(
+                                   "value", b.getI64IntegerAttr(0))));
+        rt::RecvOp::create(b, loc, out, c.getPeersAttr());
+        return success();
+      })
+      .Default([&](Operation *other) {
+        return other->emitOpError("has no rt form (convert-nn-to-rt)");
+      });
+}
+
+/// The kernel parameters of an nn op: its attributes, less the `dist.*`
+/// annotations that sharding passes may leave on it (they describe the
+/// layout, not the computation, and have no artifact form).
+DictionaryAttr kernelParams(Operation &op) {
+  SmallVector<NamedAttribute> params;
+  for (NamedAttribute attr : op.getAttrs())
+    if (!attr.getName().getValue().starts_with("dist."))
+      params.push_back(attr);
+  return DictionaryAttr::get(op.getContext(), params);
+}
+
+LogicalResult convertFunction(func::FuncOp fn, std::optional<int64_t> world) {
   if (isRTFunction(fn))
     return success();
+  if (world) {
+    auto declared = fn->getAttrOfType<IntegerAttr>("rt.world_size");
+    if (declared && declared.getInt() != *world)
+      return fn.emitOpError("has rt.world_size = ")
+             << declared.getInt() << " but its dist.mesh has " << *world
+             << " ranks";
+  }
   OpBuilder b(fn);
   SmallVector<Type> args, results;
   for (Type t : fn.getArgumentTypes())
@@ -62,6 +221,10 @@ LogicalResult convertFunction(func::FuncOp fn) {
                                     b.getFunctionType(args, results));
   newFn->setAttrs(fn->getAttrs());
   newFn.setFunctionType(b.getFunctionType(args, results));
+  // The program runs on every rank of the mesh: rank tables of the
+  // collectives and sliced weights are checked against this world.
+  if (world)
+    newFn->setAttr("rt.world_size", b.getI64IntegerAttr(*world));
   Block *entry = newFn.addEntryBlock();
   IRMapping map;
   for (auto [from, to] : llvm::zip(fn.getArguments(), entry->getArguments()))
@@ -81,8 +244,8 @@ LogicalResult convertFunction(func::FuncOp fn) {
       auto nw = rt::WeightOp::create(b, loc, toBuffer(w.getType()),
                                      w.getNameAttr(), w.getStorageAttr(),
                                      w.getFileAttr(), w.getOffsetAttr(),
-                                     w.getSizeAttr(), DenseI64ArrayAttr(),
-                                     ArrayAttr());
+                                     w.getSizeAttr(), w.getGlobalShapeAttr(),
+                                     w.getStartsAttr());
       map.map(w.getResult(), nw.getResult());
       continue;
     }
@@ -90,6 +253,11 @@ LogicalResult convertFunction(func::FuncOp fn) {
       auto nc = rt::ConstantOp::create(b, loc, toBuffer(c.getType()),
                                        c.getValue());
       map.map(c.getResult(), nc.getResult());
+      continue;
+    }
+    if (isa_and_nonnull<dist::DistDialect>(op.getDialect())) {
+      if (failed(convertDistOp(op, b, map)))
+        return failure();
       continue;
     }
     if (op.getDialect() != op.getContext()->getLoadedDialect<nn::NNDialect>())
@@ -109,10 +277,11 @@ LogicalResult convertFunction(func::FuncOp fn) {
       outs.push_back(alloc);
       map.map(r, alloc);
     }
-    // The kernel's parameters are the op's attributes, as the nn op had them.
+    // The kernel's parameters are the op's attributes, as the nn op had them
+    // (less dist annotations).
     rt::KernelOp::create(b, loc,
                          b.getStringAttr(op.getName().stripDialect()), ins,
-                         outs, op.getAttrDictionary());
+                         outs, kernelParams(op));
   }
   fn.erase();
   return success();
@@ -121,10 +290,34 @@ LogicalResult convertFunction(func::FuncOp fn) {
 struct ConvertNNToRTPass
     : public shardflow::impl::ConvertNNToRTBase<ConvertNNToRTPass> {
   void runOnOperation() override {
-    SmallVector<func::FuncOp> fns(getOperation().getOps<func::FuncOp>());
-    for (func::FuncOp fn : fns)
-      if (failed(convertFunction(fn)))
+    ModuleOp module = getOperation();
+    // One program runs on one world, so every mesh must have as many ranks.
+    std::optional<int64_t> world;
+    dist::MeshOp first;
+    for (dist::MeshOp mesh : module.getOps<dist::MeshOp>()) {
+      int64_t n = mesh.getNumRanks();
+      if (!world) {
+        world = n;
+        first = mesh;
+      } else if (n != *world) {
+        mesh.emitOpError("has ")
+            << n << " ranks but dist.mesh @" << first.getSymName() << " has "
+            << *world
+            << "; the meshes of one program must have the same number of "
+               "ranks (they share the rt.world_size of its functions)";
         return signalPassFailure();
+      }
+    }
+    SmallVector<func::FuncOp> fns(module.getOps<func::FuncOp>());
+    for (func::FuncOp fn : fns)
+      if (failed(convertFunction(fn, world)))
+        return signalPassFailure();
+    // The rt program names ranks, not meshes: a mesh nothing refers to any
+    // more is dropped.
+    for (dist::MeshOp mesh :
+         llvm::make_early_inc_range(module.getOps<dist::MeshOp>()))
+      if (SymbolTable::symbolKnownUseEmpty(mesh, module))
+        mesh.erase();
   }
 };
 

@@ -1279,7 +1279,24 @@ LogicalResult WeightOp::verify() {
     return emitOpError("storage '") << storage << "' needs a file and an offset";
   if (getOffset() && static_cast<int64_t>(*getOffset()) < 0)
     return emitOpError("offset must be non-negative");
-  auto bytes = getTensorStorageBytes(getResult().getType());
+  auto type = cast<RankedTensorType>(getResult().getType());
+  if (getGlobalShape().has_value() != getStarts().has_value())
+    return emitOpError("global_shape and starts go together");
+  if (auto global = getGlobalShapeAttr()) {
+    if (global.size() != type.getRank())
+      return emitOpError("global_shape has rank ")
+             << global.size() << " but the slice has rank " << type.getRank();
+    for (auto [r, start] : llvm::enumerate(getStartsAttr().getAsRange<DenseI64ArrayAttr>())) {
+      if (start.size() != type.getRank())
+        return emitOpError("starts of rank ") << r << " has the wrong length";
+      for (int64_t d = 0; d < type.getRank(); ++d)
+        if (start[d] < 0 || start[d] + type.getDimSize(d) > global[d])
+          return emitOpError("the slice of rank ")
+                 << r << " leaves the weight in dimension " << d;
+    }
+    type = RankedTensorType::get(global.asArrayRef(), type.getElementType());
+  }
+  auto bytes = getTensorStorageBytes(type);
   if (!bytes)
     return emitOpError("weights must have an integer or float element type");
   if (getSize() && static_cast<int64_t>(*getSize()) != *bytes)

@@ -252,6 +252,38 @@ static LogicalResult checkPeers(Operation *op, ArrayRef<int64_t> peers) {
   return success();
 }
 
+LogicalResult LocalSliceOp::verify() {
+  if (failed(checkWritable(*this, getOutput())))
+    return failure();
+  if (getInput() == getOutput())
+    return emitOpError("reads and writes the same buffer");
+  MemRefType in = getInput().getType(), out = getOutput().getType();
+  if (in.getElementType() != out.getElementType())
+    return emitOpError("input and output element types differ");
+  if (in.getRank() != out.getRank())
+    return emitOpError("input has rank ")
+           << in.getRank() << " but output has rank " << out.getRank();
+  int64_t world = worldSizeOf(*this);
+  if (int64_t(getStarts().size()) != world)
+    return emitOpError("starts has ")
+           << getStarts().size() << " entries for a world of " << world
+           << " ranks (rt.world_size on the function)";
+  for (auto [r, attr] : llvm::enumerate(getStarts())) {
+    auto start = cast<DenseI64ArrayAttr>(attr).asArrayRef();
+    if (int64_t(start.size()) != out.getRank())
+      return emitOpError("the start of rank ")
+             << r << " has " << start.size() << " entries, expected "
+             << out.getRank();
+    for (int64_t d = 0; d < out.getRank(); ++d)
+      if (start[d] < 0 || start[d] + out.getDimSize(d) > in.getDimSize(d))
+        return emitOpError("the block of rank ")
+               << r << " leaves the input in dimension " << d << " (start "
+               << start[d] << ", size " << out.getDimSize(d) << ", input size "
+               << in.getDimSize(d) << ")";
+  }
+  return success();
+}
+
 LogicalResult SendOp::verify() { return checkPeers(*this, getPeers()); }
 LogicalResult RecvOp::verify() {
   if (failed(checkWritable(*this, getOutput())))

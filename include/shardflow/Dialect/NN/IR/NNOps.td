@@ -48,12 +48,19 @@ def NN_WeightOp : NN_Op<"weight"> {
                                          offset = 4096 : i64, size = 65536 : i64}
                                         : tensor<128x128xf32>
     ```
+
+    In a partitioned (per-rank) program a sharded weight's type is this
+    rank's slice: `global_shape` is the whole tensor's shape and `starts`
+    holds, for each rank in order, the index where its slice begins.
   }];
   let arguments = (ins StrAttr:$name,
                        StrAttr:$storage,
                        OptionalAttr<StrAttr>:$file,
                        OptionalAttr<I64Attr>:$offset,
-                       OptionalAttr<I64Attr>:$size);
+                       OptionalAttr<I64Attr>:$size,
+                       OptionalAttr<DenseI64ArrayAttr>:$global_shape,
+                       OptionalAttr<TypedArrayAttrBase<DenseI64ArrayAttr,
+                                                       "list of rank lists">>:$starts);
   let results = (outs NN_Tensor:$result);
   let assemblyFormat = "$name attr-dict `:` type($result)";
   let hasVerifier = 1;

@@ -31,8 +31,9 @@ def RT_Dialect : Dialect {
     function, 1 when absent) runs the same function. Collectives (`rt.all_reduce`,
     `rt.all_gather`, `rt.reduce_scatter`, `rt.all_to_all`,
     `rt.collective_permute`, `rt.send`, `rt.recv`) name the ranks that take
-    part by rank tables, and a sliced `rt.weight` says which part of the
-    weight each rank loads.
+    part by rank tables, a sliced `rt.weight` says which part of the weight
+    each rank loads, and `rt.local_slice` which block of a buffer each rank
+    keeps.
   }];
   let dependentDialects = ["::mlir::memref::MemRefDialect", "::mlir::func::FuncDialect"];
 }
@@ -205,6 +206,28 @@ def RT_RecvOp : RT_Op<"recv"> {
   }];
   let arguments = (ins RT_Buffer:$output, DenseI64ArrayAttr:$peers);
   let assemblyFormat = "$output attr-dict `:` type($output)";
+  let hasVerifier = 1;
+}
+
+def RT_LocalSliceOp : RT_Op<"local_slice"> {
+  let summary = "Copy this rank's block of `input` into `output` (no communication)";
+  let description = [{
+    `starts` holds one start index list per rank of the world, in rank
+    order, as a sliced `rt.weight` does. Each rank copies the block of
+    `input` that begins at its start and has `output`'s shape. This is how a
+    value that every rank holds whole becomes each rank's shard of it (the
+    batch of a data-parallel input, say) without moving data between ranks.
+
+    ```mlir
+    rt.local_slice ins(%x : memref<8x16xf32>) outs(%y : memref<4x16xf32>)
+        {starts = [array<i64: 0, 0>, array<i64: 4, 0>]}
+    ```
+  }];
+  let arguments = (ins RT_Buffer:$input, RT_Buffer:$output, RT_RankLists:$starts);
+  let assemblyFormat = [{
+    `ins` `(` $input `:` type($input) `)` `outs` `(` $output `:` type($output) `)`
+    attr-dict
+  }];
   let hasVerifier = 1;
 }
 

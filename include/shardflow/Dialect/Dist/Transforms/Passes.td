@@ -1,0 +1,91 @@
+//===- Passes.td - dist dialect passes ---------------------*- tablegen -*-===//
+
+#ifndef SHARDFLOW_DIALECT_DIST_TRANSFORMS_PASSES_TD
+#define SHARDFLOW_DIALECT_DIST_TRANSFORMS_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def DistAnnotate : Pass<"dist-annotate", "::mlir::ModuleOp"> {
+  let summary = "Add a mesh and seed shardings from options and strategy presets";
+  let description = [{
+    Creates `dist.mesh @mesh` from `mesh` ("dp=2,tp=4") unless the module
+    already has one, then seeds shardings:
+    - `shard`: entries `NAME=SPEC` naming a graph input (function argument
+      `onnx.name`) or a weight (`nn.weight` name). SPEC lists one entry
+      per dimension separated by commas: `_` (not split), an axis name, or
+      several axes joined by `+` (major first), e.g. `ids=dp,_`,
+      `h.0.mlp.fc.weight=_,tp`, `x=dp+tp,_`.
+    - `strategy`: `dp` splits dimension 0 of every graph input over the
+      `dp-axis`; `megatron` finds column-parallel / row-parallel pairs of
+      linear layers (the MLP's two matmuls, attention's Q/K/V and output
+      projections) and splits them over the `tp-axis`, plus what `dp` does
+      when the mesh has the `dp-axis`; `megatron-sp` also splits the
+      sequence dimension of the norm and dropout regions between them.
+    Seeds from `shard` and from annotations already in the IR outrank the
+    strategy's.
+  }];
+  let options = [
+    Option<"mesh_", "mesh", "std::string", /*default=*/"\"\"",
+           "Mesh axes and sizes, e.g. dp=2,tp=4">,
+    ListOption<"shard", "shard", "std::string",
+               "NAME=SPEC sharding seeds for graph inputs and weights">,
+    Option<"strategy", "strategy", "std::string", /*default=*/"\"\"",
+           "Preset: dp, megatron or megatron-sp">,
+    Option<"dpAxis", "dp-axis", "std::string", /*default=*/"\"dp\"",
+           "Mesh axis for data parallelism">,
+    Option<"tpAxis", "tp-axis", "std::string", /*default=*/"\"tp\"",
+           "Mesh axis for tensor (and sequence) parallelism">,
+  ];
+  let dependentDialects = ["::shardflow::dist::DistDialect"];
+}
+
+def DistPropagate : Pass<"dist-propagate", "::mlir::ModuleOp"> {
+  let summary = "Give every value a sharding, propagating seeds through sharding rules";
+  let description = [{
+    Seeds are `dist.sharding` on function arguments and results,
+    `dist.shardings` on ops and `dist.constraint` ops. Propagation carries
+    them through each op's sharding rule (see docs/sharding.md) until
+    nothing changes, then closes every value's sharding (unset dimensions
+    are replicated) and writes `dist.shardings` on every op.
+
+    Determinism and conflicts: seeds are applied in priority order (user
+    annotations, then strategy seeds); ops are visited in program order,
+    forward then backward, repeatedly; a value's dimension, once set, is
+    never changed by propagation; when two operands disagree about a factor
+    the first operand (in operand order) with the higher priority wins; an
+    axis already used by another factor of the op is not used again.
+    With `explain`, every value gets a remark saying where its sharding came
+    from.
+  }];
+  let options = [
+    Option<"explain", "explain", "bool", /*default=*/"false",
+           "Emit a remark per value: its sharding and where it came from">,
+  ];
+}
+
+def DistInsertReshards : Pass<"dist-insert-reshards", "::mlir::ModuleOp"> {
+  let summary = "Make each op's operands match the sharding its rule needs";
+  let description = [{
+    For every op, decides one sharding per factor (from its result
+    shardings, then its operands'), and inserts `dist.reshard` where an
+    operand is laid out differently from what the factors require, or where
+    the op's result (including partial sums from sharded reduction factors)
+    differs from the result's assigned sharding.
+  }];
+}
+
+def DistPartition : Pass<"dist-partition", "::mlir::ModuleOp"> {
+  let summary = "Turn the global program into the per-rank program";
+  let description = [{
+    Gives every tensor its local shape, slices weights (each rank loads only
+    its part), turns function arguments into this rank's shards (the
+    program takes the global inputs and keeps its slice) and gathers
+    results back to whole tensors, and lowers each `dist.reshard` to
+    collectives: partial sums to all_reduce or reduce_scatter, a split moved
+    between dimensions to all_to_all, splits removed to all_gather, splits
+    added to all_slice.
+  }];
+  let dependentDialects = ["::shardflow::dist::DistDialect"];
+}
+
+#endif // SHARDFLOW_DIALECT_DIST_TRANSFORMS_PASSES_TD

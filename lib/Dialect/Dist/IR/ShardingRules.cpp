@@ -1,0 +1,1071 @@
+//===- ShardingRules.cpp - the sharding rule of every nn op ----------------===//
+//
+// One registry maps each nn op name to the code that builds its rule, so
+// getShardingRule and hasShardingRule cannot disagree. Rules are built on
+// verified ops: the builders rely on the shapes the op verifiers guarantee.
+//
+// The guiding principle for the rules below: a factor is Parallel only when
+// every rank computes a correct slice of every result from the slices of
+// the operands that the factor gives it, with no knowledge of where its
+// slice lies in the global tensor. Anything that needs global positions
+// (causal masks, triangles, random streams, gathers along an axis, flat
+// indices) gets no factor or a NeedReplication one. A dimension that
+// corresponds one to one across tensors but must stay whole gets a shared
+// NeedReplication factor; a dimension with no counterpart of equal size
+// gets no factor.
+//
+//===----------------------------------------------------------------------===//
+
+#include "shardflow/Dialect/Dist/IR/ShardingRule.h"
+
+#include "shardflow/Dialect/NN/IR/NNOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallSet.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <functional>
+#include <map>
+#include <numeric>
+
+using namespace mlir;
+using namespace shardflow;
+using namespace shardflow::dist;
+
+//===----------------------------------------------------------------------===//
+// ShardingRule
+//===----------------------------------------------------------------------===//
+
+int64_t ShardingRule::addFactor(int64_t size, FactorKind kind) {
+  factorSizes.push_back(size);
+  factorKinds.push_back(kind);
+  return static_cast<int64_t>(factorSizes.size()) - 1;
+}
+
+/// i, j, ..., z, then a, ..., h, then f26, f27, ...: the first names read
+/// like the index letters of an einsum.
+static std::string factorName(int64_t f) {
+  if (f >= 0 && f < 26)
+    return std::string(1, static_cast<char>('a' + (f + 8) % 26));
+  return "f" + std::to_string(f);
+}
+
+LogicalResult ShardingRule::verify(Operation *op) const {
+  auto error = [&]() {
+    InFlightDiagnostic diag = op->emitOpError("has an invalid sharding rule: ");
+    return diag;
+  };
+  int64_t n = numFactors();
+  if (static_cast<int64_t>(factorKinds.size()) != n)
+    return error() << n << " factor sizes but " << factorKinds.size()
+                   << " factor kinds";
+  for (int64_t f = 0; f < n; ++f)
+    if (factorSizes[f] < 0)
+      return error() << "factor " << factorName(f) << " has size "
+                     << factorSizes[f];
+  if (operands.size() != op->getNumOperands())
+    return error() << operands.size() << " operand entries for "
+                   << op->getNumOperands() << " operands";
+  if (results.size() != op->getNumResults())
+    return error() << results.size() << " result entries for "
+                   << op->getNumResults() << " results";
+
+  auto checkTensor = [&](bool isResult, unsigned index, Type type,
+                         const TensorFactors &tensor) -> LogicalResult {
+    StringRef what = isResult ? "result #" : "operand #";
+    auto ranked = dyn_cast<RankedTensorType>(type);
+    if (!ranked || !ranked.hasStaticShape())
+      return error() << what << index << " is not a statically shaped tensor";
+    if (static_cast<int64_t>(tensor.size()) != ranked.getRank())
+      return error() << what << index << " has rank " << ranked.getRank()
+                     << " but the rule gives " << tensor.size() << " dims";
+    llvm::SmallSet<int64_t, 8> seen;
+    for (auto [d, factors] : llvm::enumerate(tensor)) {
+      int64_t product = 1;
+      for (int64_t f : factors) {
+        if (f < 0 || f >= n)
+          return error() << what << index << " dim " << d << " names factor "
+                         << f << " of " << n;
+        if (!seen.insert(f).second)
+          return error() << what << index << " holds factor " << factorName(f)
+                         << " twice";
+        if (isResult && factorKinds[f] == FactorKind::Reduction)
+          return error() << what << index << " dim " << d
+                         << " holds reduction factor " << factorName(f);
+        product *= factorSizes[f];
+      }
+      // A factor-less dim is replicated whatever its size.
+      if (!factors.empty() && product != ranked.getDimSize(d))
+        return error() << what << index << " dim " << d << " has size "
+                       << ranked.getDimSize(d) << " but its factors multiply to "
+                       << product;
+    }
+    return success();
+  };
+  for (auto [i, tensor] : llvm::enumerate(operands))
+    if (failed(checkTensor(false, i, op->getOperand(i).getType(), tensor)))
+      return failure();
+  for (auto [i, tensor] : llvm::enumerate(results))
+    if (failed(checkTensor(true, i, op->getResult(i).getType(), tensor)))
+      return failure();
+  return success();
+}
+
+void ShardingRule::print(llvm::raw_ostream &os) const {
+  auto printTensors = [&](ArrayRef<TensorFactors> tensors) {
+    os << '(';
+    llvm::interleaveComma(tensors, os, [&](const TensorFactors &tensor) {
+      os << '[';
+      llvm::interleaveComma(tensor, os, [&](ArrayRef<int64_t> factors) {
+        if (factors.empty())
+          os << '1';
+        else
+          llvm::interleave(
+              factors, os, [&](int64_t f) { os << factorName(f); }, "*");
+      });
+      os << ']';
+    });
+    os << ')';
+  };
+  printTensors(operands);
+  os << " -> ";
+  printTensors(results);
+  os << " {";
+  for (int64_t f = 0, n = numFactors(); f < n; ++f) {
+    os << (f ? ", " : "") << factorName(f) << '=' << factorSizes[f];
+    if (f < static_cast<int64_t>(factorKinds.size())) {
+      if (factorKinds[f] == FactorKind::Reduction)
+        os << " reduction";
+      else if (factorKinds[f] == FactorKind::NeedReplication)
+        os << " need_replication";
+    }
+  }
+  os << '}';
+}
+
+//===----------------------------------------------------------------------===//
+// Rule construction
+//===----------------------------------------------------------------------===//
+
+namespace {
+constexpr FactorKind kParallel = FactorKind::Parallel;
+constexpr FactorKind kReduction = FactorKind::Reduction;
+constexpr FactorKind kNeedReplication = FactorKind::NeedReplication;
+
+/// Builds the rule of one op. Every dim starts factor-less (replicated); the
+/// op's rule adds factors and appends them to dims, major to minor.
+class RuleBuilder {
+public:
+  explicit RuleBuilder(Operation *op) : op(op) {
+    for (Type t : op->getOperandTypes())
+      rule.operands.emplace_back(cast<RankedTensorType>(t).getRank());
+    for (Type t : op->getResultTypes())
+      rule.results.emplace_back(cast<RankedTensorType>(t).getRank());
+  }
+
+  ArrayRef<int64_t> operandShape(unsigned i) const {
+    return cast<RankedTensorType>(op->getOperand(i).getType()).getShape();
+  }
+  ArrayRef<int64_t> resultShape(unsigned i) const {
+    return cast<RankedTensorType>(op->getResult(i).getType()).getShape();
+  }
+  unsigned numOperands() const { return op->getNumOperands(); }
+  unsigned numResults() const { return op->getNumResults(); }
+
+  int64_t factor(int64_t size, FactorKind kind = kParallel) {
+    return rule.addFactor(size, kind);
+  }
+  /// Appends `f` to operand `i`'s dim `d` as its minor-most factor so far.
+  void operand(unsigned i, int64_t d, int64_t f) {
+    rule.operands[i][d].push_back(f);
+  }
+  void result(unsigned i, int64_t d, int64_t f) {
+    rule.results[i][d].push_back(f);
+  }
+  void operand(unsigned i, int64_t d, ArrayRef<int64_t> fs) {
+    for (int64_t f : fs)
+      operand(i, d, f);
+  }
+  void result(unsigned i, int64_t d, ArrayRef<int64_t> fs) {
+    for (int64_t f : fs)
+      result(i, d, f);
+  }
+  /// Sets every dim of operand / result `i` at once.
+  void operand(unsigned i, ArrayRef<SmallVector<int64_t, 2>> dims) {
+    for (auto [d, fs] : llvm::enumerate(dims))
+      operand(i, d, fs);
+  }
+  void result(unsigned i, ArrayRef<SmallVector<int64_t, 2>> dims) {
+    for (auto [d, fs] : llvm::enumerate(dims))
+      result(i, d, fs);
+  }
+
+  /// The rule with factors renumbered by first use (operands in order, then
+  /// results) and unused ones dropped, so that the printed names follow the
+  /// reading order whatever order the factors were added in.
+  ShardingRule finish() && {
+    SmallVector<int64_t> newIndex(rule.numFactors(), -1);
+    ShardingRule out;
+    auto renumber = [&](SmallVector<TensorFactors> &tensors) {
+      for (TensorFactors &tensor : tensors)
+        for (auto &factors : tensor)
+          for (int64_t &f : factors) {
+            if (newIndex[f] < 0)
+              newIndex[f] =
+                  out.addFactor(rule.factorSizes[f], rule.factorKinds[f]);
+            f = newIndex[f];
+          }
+    };
+    renumber(rule.operands);
+    renumber(rule.results);
+    out.operands = std::move(rule.operands);
+    out.results = std::move(rule.results);
+    return out;
+  }
+
+private:
+  Operation *op;
+  ShardingRule rule;
+};
+} // namespace
+
+/// Normalizes an axis that the op verifier has already range-checked.
+static int64_t normalizeAxis(int64_t axis, int64_t rank) {
+  return axis < 0 ? axis + rank : axis;
+}
+
+/// Operands and results of one shape: dim d of all of them shares one
+/// factor of kind `kinds(d)`.
+static void sameShapeRule(RuleBuilder &b,
+                          llvm::function_ref<FactorKind(int64_t)> kinds) {
+  ArrayRef<int64_t> shape = b.resultShape(0);
+  for (auto [d, size] : llvm::enumerate(shape)) {
+    int64_t f = b.factor(size, kinds(d));
+    for (unsigned i = 0; i < b.numOperands(); ++i)
+      b.operand(i, d, f);
+    for (unsigned i = 0; i < b.numResults(); ++i)
+      b.result(i, d, f);
+  }
+}
+
+static void elementwiseRule(RuleBuilder &b) {
+  sameShapeRule(b, [](int64_t) { return kParallel; });
+}
+
+/// Places the dims of operand `operand`, right-aligned against `target`
+/// whose dim t has factors `targetFactors[t]`: a dim of the target's size
+/// takes the target's factors, a size-1 dim broadcast against a larger one
+/// none.
+static void assignBroadcast(RuleBuilder &b, unsigned operand,
+                            ArrayRef<int64_t> target,
+                            ArrayRef<SmallVector<int64_t, 2>> targetFactors) {
+  ArrayRef<int64_t> shape = b.operandShape(operand);
+  int64_t offset = static_cast<int64_t>(target.size()) -
+                   static_cast<int64_t>(shape.size());
+  for (auto [d, size] : llvm::enumerate(shape)) {
+    int64_t t = static_cast<int64_t>(d) + offset;
+    if (t >= 0 && size == target[t])
+      b.operand(operand, d, targetFactors[t]);
+  }
+}
+
+/// ONNX multidirectional broadcasting: one Parallel factor per result dim.
+static void broadcastRule(RuleBuilder &b) {
+  ArrayRef<int64_t> shape = b.resultShape(0);
+  SmallVector<SmallVector<int64_t, 2>> factors;
+  for (auto [d, size] : llvm::enumerate(shape)) {
+    factors.push_back({b.factor(size)});
+    b.result(0, d, factors.back());
+  }
+  for (unsigned i = 0; i < b.numOperands(); ++i)
+    assignBroadcast(b, i, shape, factors);
+}
+
+//===----------------------------------------------------------------------===//
+// Contractions
+//===----------------------------------------------------------------------===//
+
+static void matmulRule(RuleBuilder &b) {
+  ArrayRef<int64_t> lhs = b.operandShape(0), rhs = b.operandShape(1),
+                    res = b.resultShape(0);
+  bool lhsVector = lhs.size() == 1, rhsVector = rhs.size() == 1;
+  int64_t lhsRank = lhs.size(), rhsRank = rhs.size();
+  // Batch dims broadcast right-aligned; a 1-D operand has none.
+  int64_t lhsBatch = lhsVector ? 0 : lhsRank - 2;
+  int64_t rhsBatch = rhsVector ? 0 : rhsRank - 2;
+  int64_t batch = static_cast<int64_t>(res.size()) - (lhsVector ? 0 : 1) -
+                  (rhsVector ? 0 : 1);
+  for (int64_t d = 0; d < batch; ++d) {
+    int64_t f = b.factor(res[d]);
+    b.result(0, d, f);
+    int64_t l = d - (batch - lhsBatch), r = d - (batch - rhsBatch);
+    if (l >= 0 && lhs[l] == res[d])
+      b.operand(0, l, f);
+    if (r >= 0 && rhs[r] == res[d])
+      b.operand(1, r, f);
+  }
+  if (!lhsVector) {
+    int64_t m = b.factor(lhs[lhsRank - 2]);
+    b.operand(0, lhsRank - 2, m);
+    b.result(0, batch, m);
+  }
+  int64_t k = b.factor(lhs.back(), kReduction);
+  b.operand(0, lhsRank - 1, k);
+  b.operand(1, rhsVector ? 0 : rhsRank - 2, k);
+  if (!rhsVector) {
+    int64_t n = b.factor(rhs.back());
+    b.operand(1, rhsRank - 1, n);
+    b.result(0, res.size() - 1, n);
+  }
+}
+
+/// With a bias term (gemm's beta * C, conv's bias) a rank holding part of
+/// the contraction would add the whole bias to its partial product, and the
+/// parts would no longer sum to the result: the contraction stays whole.
+static FactorKind contractionKind(bool addsBias) {
+  return addsBias ? kNeedReplication : kReduction;
+}
+
+static void gemmRule(RuleBuilder &b, nn::GemmOp op) {
+  ArrayRef<int64_t> a = b.operandShape(0);
+  bool transA = op.getTransA(), transB = op.getTransB();
+  bool addsC = op.getC() && !op.getBeta().isZero();
+  int64_t m = b.factor(a[transA ? 1 : 0]);
+  int64_t k = b.factor(a[transA ? 0 : 1], contractionKind(addsC));
+  int64_t n = b.factor(b.resultShape(0)[1]);
+  b.operand(0, transA ? 1 : 0, m);
+  b.operand(0, transA ? 0 : 1, k);
+  b.operand(1, transB ? 1 : 0, k);
+  b.operand(1, transB ? 0 : 1, n);
+  b.result(0, 0, m);
+  b.result(0, 1, n);
+  if (op.getC())
+    assignBroadcast(b, 2, b.resultShape(0), {{m}, {n}});
+}
+
+static LogicalResult einsumRule(RuleBuilder &b, nn::EinsumOp op) {
+  std::string why;
+  FailureOr<nn::EinsumEquation> eq =
+      nn::parseEinsumEquation(op.getEquation(), b.numOperands(), why);
+  if (failed(eq))
+    return op.emitOpError("invalid equation '")
+           << op.getEquation() << "': " << why;
+
+  // The ellipsis dims of all inputs broadcast right-aligned into one shape.
+  SmallVector<int64_t> ellipsisRanks;
+  int64_t ellipsisRank = 0;
+  for (auto [i, labels] : llvm::enumerate(eq->inputs)) {
+    int64_t named = labels.size() - llvm::count(labels, '.');
+    int64_t rank = labels.find('.') == std::string::npos
+                       ? 0
+                       : static_cast<int64_t>(b.operandShape(i).size()) - named;
+    ellipsisRanks.push_back(rank);
+    ellipsisRank = std::max(ellipsisRank, rank);
+  }
+  SmallVector<int64_t> ellipsisShape(ellipsisRank, 1);
+  for (auto [i, labels] : llvm::enumerate(eq->inputs)) {
+    size_t dots = labels.find('.');
+    if (dots == std::string::npos)
+      continue;
+    ArrayRef<int64_t> part =
+        b.operandShape(i).slice(dots, ellipsisRanks[i]);
+    for (auto [k, size] : llvm::enumerate(part))
+      if (size != 1)
+        ellipsisShape[ellipsisRank - ellipsisRanks[i] + k] = size;
+  }
+
+  // A label repeated within one term takes a diagonal; a sharding cannot
+  // put one mesh axis on two dims of a tensor, so such labels stay whole.
+  llvm::SmallSet<char, 8> repeated;
+  auto noteRepeats = [&](StringRef labels) {
+    for (char c : labels)
+      if (c != '.' && llvm::count(labels, c) > 1)
+        repeated.insert(c);
+  };
+  for (const std::string &labels : eq->inputs)
+    noteRepeats(labels);
+  noteRepeats(eq->output);
+
+  // Labels and ellipsis dims missing from the output are summed over.
+  bool outputEllipsis = eq->output.find('.') != std::string::npos;
+  SmallVector<int64_t> ellipsisFactors;
+  for (int64_t size : ellipsisShape)
+    ellipsisFactors.push_back(
+        b.factor(size, outputEllipsis ? kParallel : kReduction));
+  std::map<char, int64_t> labelFactors;
+  for (auto [i, labels] : llvm::enumerate(eq->inputs)) {
+    int64_t dim = 0;
+    for (char c : labels) {
+      if (c == '.') {
+        for (int64_t k = 0; k < ellipsisRanks[i]; ++k, ++dim) {
+          int64_t g = ellipsisRank - ellipsisRanks[i] + k;
+          if (b.operandShape(i)[dim] == ellipsisShape[g])
+            b.operand(i, dim, ellipsisFactors[g]);
+        }
+        continue;
+      }
+      if (!repeated.contains(c)) {
+        auto [it, inserted] = labelFactors.try_emplace(c, -1);
+        if (inserted)
+          it->second = b.factor(b.operandShape(i)[dim],
+                                eq->output.find(c) != std::string::npos
+                                    ? kParallel
+                                    : kReduction);
+        b.operand(i, dim, it->second);
+      }
+      ++dim;
+    }
+  }
+  int64_t dim = 0;
+  for (char c : eq->output) {
+    if (c == '.') {
+      for (int64_t g = 0; g < ellipsisRank; ++g)
+        b.result(0, dim++, ellipsisFactors[g]);
+      continue;
+    }
+    auto it = labelFactors.find(c);
+    if (it != labelFactors.end())
+      b.result(0, dim, it->second);
+    ++dim;
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Normalizations, reductions, scans
+//===----------------------------------------------------------------------===//
+
+/// Softmax, log-softmax, cumsum: the axis stays whole.
+static void axisRule(RuleBuilder &b, int64_t axis) {
+  int64_t rank = b.resultShape(0).size();
+  if (rank == 0)
+    return; // Softmax of a scalar: nothing to shard.
+  axis = normalizeAxis(axis, rank);
+  sameShapeRule(b, [&](int64_t d) {
+    return d == axis ? kNeedReplication : kParallel;
+  });
+}
+
+/// Layer and RMS normalization over [axis, rank); the parameters broadcast
+/// right-aligned to the normalized shape.
+static void normalizationRule(RuleBuilder &b, int64_t axis) {
+  ArrayRef<int64_t> shape = b.operandShape(0);
+  axis = normalizeAxis(axis, shape.size());
+  SmallVector<SmallVector<int64_t, 2>> factors;
+  for (auto [d, size] : llvm::enumerate(shape)) {
+    factors.push_back({b.factor(
+        size, static_cast<int64_t>(d) >= axis ? kNeedReplication : kParallel)});
+    b.operand(0, d, factors.back());
+    b.result(0, d, factors.back());
+  }
+  for (unsigned i = 1; i < b.numOperands(); ++i)
+    assignBroadcast(b, i, shape, factors);
+}
+
+static void batchNormalizationRule(RuleBuilder &b) {
+  ArrayRef<int64_t> shape = b.operandShape(0);
+  for (auto [d, size] : llvm::enumerate(shape)) {
+    int64_t f = b.factor(size);
+    b.operand(0, d, f);
+    b.result(0, d, f);
+    if (d == 1)
+      for (unsigned i = 1; i < b.numOperands(); ++i)
+        b.operand(i, 0, f);
+  }
+}
+
+/// reduce_sum: reduced axes are Reduction (partial sums add up). Means and
+/// maxima of parts are not sums of parts: reduce_mean and reduce_max keep
+/// their reduced axes whole. A kept size-1 dim has no factor.
+static void reduceRule(RuleBuilder &b, ArrayRef<int64_t> axesAttr,
+                       bool keepdims, FactorKind reducedKind) {
+  ArrayRef<int64_t> shape = b.operandShape(0);
+  llvm::SmallSet<int64_t, 4> axes;
+  for (int64_t a : axesAttr)
+    axes.insert(normalizeAxis(a, shape.size()));
+  int64_t out = 0;
+  for (auto [d, size] : llvm::enumerate(shape)) {
+    bool reduced = axes.contains(d);
+    int64_t f = b.factor(size, reduced ? reducedKind : kParallel);
+    b.operand(0, d, f);
+    if (!reduced)
+      b.result(0, out, f);
+    if (!reduced || keepdims)
+      ++out;
+  }
+}
+
+/// The selected axis stays whole; the values and indices share a k-sized
+/// factor there, which has no counterpart in the input.
+static void topkRule(RuleBuilder &b, nn::TopKOp op) {
+  ArrayRef<int64_t> shape = b.operandShape(0);
+  int64_t axis = normalizeAxis(op.getAxis(), shape.size());
+  for (auto [d, size] : llvm::enumerate(shape)) {
+    if (static_cast<int64_t>(d) == axis) {
+      int64_t k = b.factor(b.resultShape(0)[d], kNeedReplication);
+      b.result(0, d, k);
+      b.result(1, d, k);
+      continue;
+    }
+    int64_t f = b.factor(size);
+    b.operand(0, d, f);
+    b.result(0, d, f);
+    b.result(1, d, f);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Convolution, pooling
+//===----------------------------------------------------------------------===//
+
+/// Spatial dims get no factors: a sliding window over a split dim needs a
+/// halo from the neighbour. Input channels are summed over, unless a bias is
+/// added (see contractionKind). With groups, an output channel reads only its
+/// group's input channels, which a split of either channel dim would
+/// misplace, so the channels stay whole too.
+static void convRule(RuleBuilder &b, nn::ConvOp op) {
+  ArrayRef<int64_t> x = b.operandShape(0), w = b.operandShape(1);
+  int64_t n = b.factor(x[0]);
+  b.operand(0, 0, n);
+  b.result(0, 0, n);
+  if (op.getGroup() != 1)
+    return;
+  int64_t m = b.factor(w[0]);
+  int64_t c = b.factor(x[1], contractionKind(static_cast<bool>(op.getBias())));
+  b.operand(0, 1, c);
+  b.operand(1, 0, m);
+  b.operand(1, 1, c);
+  if (op.getBias())
+    b.operand(2, 0, m);
+  b.result(0, 1, m);
+}
+
+/// Batch and channels are independent; windows need whole spatial dims.
+static void poolRule(RuleBuilder &b) {
+  ArrayRef<int64_t> x = b.operandShape(0);
+  for (int64_t d = 0; d < 2; ++d) {
+    int64_t f = b.factor(x[d]);
+    b.operand(0, d, f);
+    b.result(0, d, f);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Attention, rotary embedding
+//===----------------------------------------------------------------------===//
+
+/// Query head h * g + r reads key/value head h (g query heads per kv
+/// head), so the query head dim is the compound (Hkv, g). Softmax runs over
+/// the key positions and the scores sum over the feature dim, so both stay
+/// whole; so do the query positions under a causal mask, which compares
+/// global positions.
+static void attentionRule(RuleBuilder &b, nn::AttentionOp op) {
+  ArrayRef<int64_t> q = b.operandShape(0), k = b.operandShape(1),
+                    v = b.operandShape(2);
+  bool threeD = q.size() == 3;
+  int64_t hq, hkv, sq, skv, d, dv;
+  if (threeD) {
+    hq = static_cast<int64_t>(op.getQNumHeads());
+    hkv = static_cast<int64_t>(op.getKvNumHeads());
+    sq = q[1];
+    skv = k[1];
+    d = q[2] / hq;
+    dv = v[2] / hkv;
+  } else {
+    hq = q[1];
+    hkv = k[1];
+    sq = q[2];
+    skv = k[2];
+    d = q[3];
+    dv = v[3];
+  }
+  int64_t fb = b.factor(q[0]);
+  int64_t fh = b.factor(hkv);
+  int64_t fg = b.factor(hq / hkv);
+  int64_t fsq = b.factor(sq, op.getIsCausal() ? kNeedReplication : kParallel);
+  int64_t fskv = b.factor(skv, kNeedReplication);
+  int64_t fd = b.factor(d, kNeedReplication);
+  int64_t fdv = b.factor(dv);
+  if (threeD) {
+    b.operand(0, {{fb}, {fsq}, {fh, fg, fd}});
+    b.operand(1, {{fb}, {fskv}, {fh, fd}});
+    b.operand(2, {{fb}, {fskv}, {fh, fdv}});
+    b.result(0, {{fb}, {fsq}, {fh, fg, fdv}});
+  } else {
+    b.operand(0, {{fb}, {fh, fg}, {fsq}, {fd}});
+    b.operand(1, {{fb}, {fh}, {fskv}, {fd}});
+    b.operand(2, {{fb}, {fh}, {fskv}, {fdv}});
+    b.result(0, {{fb}, {fh, fg}, {fsq}, {fdv}});
+  }
+  // The mask broadcasts to the scores, [B, Hq, Sq, Skv].
+  if (op.getMask())
+    assignBroadcast(b, 3, {q[0], hq, sq, skv},
+                    {{fb}, {fh, fg}, {fsq}, {fskv}});
+}
+
+/// The rotation mixes the two halves (or pairs) of a head's features, so
+/// the feature dim stays whole. Positions come from position_ids, which
+/// index whole caches, or from caches laid out like the input.
+static void rotaryEmbeddingRule(RuleBuilder &b, nn::RotaryEmbeddingOp op) {
+  ArrayRef<int64_t> x = b.operandShape(0);
+  bool threeD = x.size() == 3;
+  int64_t heads = threeD ? static_cast<int64_t>(op.getNumHeads()) : x[1];
+  int64_t seq = threeD ? x[1] : x[2];
+  int64_t headSize = threeD ? x[2] / heads : x[3];
+  int64_t fb = b.factor(x[0]), fh = b.factor(heads), fs = b.factor(seq);
+  int64_t fd = b.factor(headSize, kNeedReplication);
+  SmallVector<SmallVector<int64_t, 2>> dims =
+      threeD ? SmallVector<SmallVector<int64_t, 2>>{{fb}, {fs}, {fh, fd}}
+             : SmallVector<SmallVector<int64_t, 2>>{{fb}, {fh}, {fs}, {fd}};
+  b.operand(0, dims);
+  b.result(0, dims);
+  if (op.getPositionIds()) {
+    b.operand(3, 0, fb);
+    b.operand(3, 1, fs);
+    return;
+  }
+  for (unsigned cache : {1u, 2u}) {
+    b.operand(cache, 0, fb);
+    b.operand(cache, 1, fs);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Shape and data movement
+//===----------------------------------------------------------------------===//
+
+/// Reshape-like ops: the element order is unchanged, so a run of input dims
+/// and a run of result dims with equal products hold the same elements.
+/// Walking both shapes from the major end, the next shared factor is the
+/// common part of the two current dim remainders: all of the smaller one
+/// when it divides the larger ([2,6] -> [4,3]: 2, 2, 3), else their gcd,
+/// after which the remainders are coprime and the rest of the run cannot be
+/// split the same way on both sides: each side's remaining dims there get
+/// their own NeedReplication factors. Size-1 dims get no factor.
+static void reshapeRule(RuleBuilder &b) {
+  ArrayRef<int64_t> in = b.operandShape(0), out = b.resultShape(0);
+  // With no elements there is nothing to split.
+  if (llvm::is_contained(in, 0) || llvm::is_contained(out, 0))
+    return;
+  SmallVector<int64_t> inDims, outDims;
+  for (auto [d, size] : llvm::enumerate(in))
+    if (size != 1)
+      inDims.push_back(d);
+  for (auto [d, size] : llvm::enumerate(out))
+    if (size != 1)
+      outDims.push_back(d);
+
+  if (inDims.empty() || outDims.empty())
+    return;
+
+  // inDims[i] and outDims[j] are the current dims; inRest and outRest what
+  // is left of them; inEnd and outEnd the element counts of the prefixes
+  // through them, so the two sides' dim boundaries meet where they agree.
+  size_t i = 0, j = 0;
+  int64_t inRest = in[inDims[0]], outRest = out[outDims[0]];
+  int64_t inEnd = inRest, outEnd = outRest;
+  auto nextIn = [&] {
+    if (++i < inDims.size()) {
+      inRest = in[inDims[i]];
+      inEnd *= inRest;
+    }
+  };
+  auto nextOut = [&] {
+    if (++j < outDims.size()) {
+      outRest = out[outDims[j]];
+      outEnd *= outRest;
+    }
+  };
+  auto shared = [&](int64_t size) {
+    int64_t f = b.factor(size);
+    b.operand(0, inDims[i], f);
+    b.result(0, outDims[j], f);
+    inRest /= size;
+    outRest /= size;
+  };
+  while (i < inDims.size() && j < outDims.size()) {
+    if (inRest == outRest) {
+      shared(inRest);
+      nextIn();
+      nextOut();
+    } else if (outRest % inRest == 0) {
+      shared(inRest);
+      nextIn();
+    } else if (inRest % outRest == 0) {
+      shared(outRest);
+      nextOut();
+    } else {
+      int64_t g = std::gcd(inRest, outRest);
+      if (g > 1)
+        shared(g);
+      // The remainders are now coprime: up to where the dim boundaries
+      // meet again, each side is split its own way.
+      b.operand(0, inDims[i], b.factor(inRest, kNeedReplication));
+      b.result(0, outDims[j], b.factor(outRest, kNeedReplication));
+      while (inEnd != outEnd) {
+        if (inEnd < outEnd) {
+          nextIn();
+          b.operand(0, inDims[i], b.factor(inRest, kNeedReplication));
+        } else {
+          nextOut();
+          b.result(0, outDims[j], b.factor(outRest, kNeedReplication));
+        }
+      }
+      nextIn();
+      nextOut();
+    }
+  }
+}
+
+/// A size-1 input dim broadcast against a larger result dim has no factor.
+static void expandRule(RuleBuilder &b) { broadcastRule(b); }
+
+static void transposeRule(RuleBuilder &b, nn::TransposeOp op) {
+  ArrayRef<int64_t> in = b.operandShape(0);
+  SmallVector<int64_t> factors;
+  for (auto [d, size] : llvm::enumerate(in)) {
+    factors.push_back(b.factor(size));
+    b.operand(0, d, factors.back());
+  }
+  for (auto [d, p] : llvm::enumerate(op.getPerm()))
+    b.result(0, d, factors[p]);
+}
+
+/// Every operand and result has one shape outside `axis`, which has no
+/// factor (its parts have different sizes, or the op reads it whole).
+static void allButAxisRule(RuleBuilder &b, int64_t axis) {
+  ArrayRef<int64_t> shape = b.operandShape(0);
+  axis = normalizeAxis(axis, shape.size());
+  for (auto [d, size] : llvm::enumerate(shape)) {
+    if (static_cast<int64_t>(d) == axis)
+      continue;
+    int64_t f = b.factor(size);
+    for (unsigned i = 0; i < b.numOperands(); ++i)
+      b.operand(i, d, f);
+    for (unsigned i = 0; i < b.numResults(); ++i)
+      b.result(i, d, f);
+  }
+}
+
+/// Same-rank input and result where the dims in `whole` have no factor
+/// (their bounds are positions in the global dim) and the others share one.
+static void keepUnlessRule(RuleBuilder &b,
+                           llvm::function_ref<bool(int64_t)> whole) {
+  ArrayRef<int64_t> in = b.operandShape(0);
+  for (auto [d, size] : llvm::enumerate(in)) {
+    if (whole(d))
+      continue;
+    int64_t f = b.factor(size);
+    b.operand(0, d, f);
+    b.result(0, d, f);
+  }
+}
+
+static void sliceRule(RuleBuilder &b, nn::SliceOp op) {
+  ArrayRef<int64_t> in = b.operandShape(0), out = b.resultShape(0);
+  llvm::SmallSet<int64_t, 4> sliced;
+  // An axis taken whole in order (step 1, all elements) is not sliced: its
+  // bounds clamp to any local size.
+  for (auto [axis, step] : llvm::zip(op.getAxes(), op.getSteps())) {
+    int64_t d = normalizeAxis(axis, in.size());
+    if (step != 1 || in[d] != out[d])
+      sliced.insert(d);
+  }
+  keepUnlessRule(b, [&](int64_t d) { return sliced.contains(d); });
+}
+
+static void padRule(RuleBuilder &b, nn::PadOp op) {
+  ArrayRef<int64_t> pads = op.getPads();
+  int64_t rank = b.operandShape(0).size();
+  keepUnlessRule(b, [&](int64_t d) {
+    return pads[d] != 0 || pads[d + rank] != 0;
+  });
+}
+
+/// The triangle is cut by global row and column positions.
+static void triluRule(RuleBuilder &b) {
+  int64_t rank = b.resultShape(0).size();
+  sameShapeRule(b, [&](int64_t d) {
+    return d >= rank - 2 ? kNeedReplication : kParallel;
+  });
+}
+
+/// The table axis is read whole at global indices; every index picks its
+/// slice independently.
+static void gatherRule(RuleBuilder &b, nn::GatherOp op) {
+  ArrayRef<int64_t> x = b.operandShape(0), idx = b.operandShape(1);
+  int64_t axis = normalizeAxis(op.getAxis(), x.size());
+  int64_t q = idx.size();
+  for (auto [d, size] : llvm::enumerate(x)) {
+    int64_t dd = static_cast<int64_t>(d);
+    if (dd == axis)
+      continue;
+    int64_t f = b.factor(size);
+    b.operand(0, d, f);
+    b.result(0, dd < axis ? dd : dd - 1 + q, f);
+  }
+  for (auto [d, size] : llvm::enumerate(idx)) {
+    int64_t f = b.factor(size);
+    b.operand(1, d, f);
+    b.result(0, axis + d, f);
+  }
+}
+
+/// Outside the axis, result (i, j, ...) reads input (i, j, ...) at the same
+/// global coordinates, so a dim splits alike only where input and indices
+/// have the same size.
+static void gatherElementsRule(RuleBuilder &b, nn::GatherElementsOp op) {
+  ArrayRef<int64_t> x = b.operandShape(0), idx = b.operandShape(1);
+  int64_t axis = normalizeAxis(op.getAxis(), x.size());
+  for (auto [d, size] : llvm::enumerate(x)) {
+    if (static_cast<int64_t>(d) == axis || size != idx[d])
+      continue;
+    int64_t f = b.factor(size);
+    b.operand(0, d, f);
+    b.operand(1, d, f);
+    b.result(0, d, f);
+  }
+}
+
+/// The indexed leading dims of the input are written at global positions,
+/// and the update rows may land anywhere, so only the trailing slice dims,
+/// copied whole per update, split.
+static void scatterNDRule(RuleBuilder &b) {
+  ArrayRef<int64_t> x = b.operandShape(0), idx = b.operandShape(1);
+  int64_t q = idx.back();
+  int64_t updateOffset = static_cast<int64_t>(idx.size()) - 1 - q;
+  for (int64_t d = q, rank = x.size(); d < rank; ++d) {
+    int64_t f = b.factor(x[d]);
+    b.operand(0, d, f);
+    b.operand(2, d + updateOffset, f);
+    b.result(0, d, f);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// The registry
+//===----------------------------------------------------------------------===//
+
+namespace {
+using RuleFn = std::function<LogicalResult(RuleBuilder &, Operation *)>;
+
+class Registry {
+public:
+  Registry();
+
+  const RuleFn *lookup(StringRef name) const {
+    auto it = rules.find(name);
+    return it == rules.end() ? nullptr : &it->second;
+  }
+
+private:
+  /// Registers `fn(RuleBuilder &, OpTy)`, which returns void or
+  /// LogicalResult, for OpTy.
+  template <typename OpTy, typename Fn> void add(Fn fn) {
+    bool inserted =
+        rules
+            .try_emplace(OpTy::getOperationName(),
+                         [fn](RuleBuilder &b, Operation *op) -> LogicalResult {
+                           using R = decltype(fn(b, cast<OpTy>(op)));
+                           if constexpr (std::is_void_v<R>) {
+                             fn(b, cast<OpTy>(op));
+                             return success();
+                           } else {
+                             return fn(b, cast<OpTy>(op));
+                           }
+                         })
+            .second;
+    assert(inserted && "op registered twice");
+    (void)inserted;
+  }
+  /// Registers one op-independent `fn(RuleBuilder &)` for every OpTys.
+  template <typename... OpTys> void addAll(void (*fn)(RuleBuilder &)) {
+    (add<OpTys>([fn](RuleBuilder &b, OpTys) { fn(b); }), ...);
+  }
+
+  llvm::StringMap<RuleFn> rules;
+};
+} // namespace
+
+Registry::Registry() {
+  using namespace nn;
+  // Sources: a slice of a constant or weight is a slice of its value.
+  addAll<ConstantOp, WeightOp, ConstantOfShapeOp>(elementwiseRule);
+  // Range values are start + i * delta at global positions i; shape's
+  // values are the global dims.
+  addAll<RangeOp, ShapeOp>([](RuleBuilder &) {});
+
+  addAll<SqrtOp, ExpOp, LogOp, TanhOp, SigmoidOp, ErfOp, ReciprocalOp, ReluOp,
+         NegOp, AbsOp, NotOp, IdentityOp, LeakyReluOp, GeluOp, ClipOp,
+         DropoutOp, CastOp>(elementwiseRule);
+  addAll<AddOp, SubOp, MulOp, DivOp, PowOp, MinOp, MaxOp, EqualOp, LessOp,
+         GreaterOp, AndOp, WhereOp>(broadcastRule);
+  // The mask is drawn from one random stream in global row-major order.
+  add<TrainingDropoutOp>([](RuleBuilder &b, TrainingDropoutOp) {
+    sameShapeRule(b, [](int64_t) { return kNeedReplication; });
+  });
+
+  add<SoftmaxOp>([](RuleBuilder &b, SoftmaxOp op) { axisRule(b, op.getAxis()); });
+  add<LogSoftmaxOp>(
+      [](RuleBuilder &b, LogSoftmaxOp op) { axisRule(b, op.getAxis()); });
+  add<CumSumOp>([](RuleBuilder &b, CumSumOp op) { axisRule(b, op.getAxis()); });
+  add<TopKOp>(topkRule);
+  add<LayerNormalizationOp>([](RuleBuilder &b, LayerNormalizationOp op) {
+    normalizationRule(b, op.getAxis());
+  });
+  add<RMSNormalizationOp>([](RuleBuilder &b, RMSNormalizationOp op) {
+    normalizationRule(b, op.getAxis());
+  });
+  addAll<BatchNormalizationOp>(batchNormalizationRule);
+  add<ReduceSumOp>([](RuleBuilder &b, ReduceSumOp op) {
+    reduceRule(b, op.getAxes(), op.getKeepdims(), kReduction);
+  });
+  add<ReduceMeanOp>([](RuleBuilder &b, ReduceMeanOp op) {
+    reduceRule(b, op.getAxes(), op.getKeepdims(), kNeedReplication);
+  });
+  add<ReduceMaxOp>([](RuleBuilder &b, ReduceMaxOp op) {
+    reduceRule(b, op.getAxes(), op.getKeepdims(), kNeedReplication);
+  });
+
+  addAll<MatMulOp>(matmulRule);
+  add<GemmOp>(gemmRule);
+  add<EinsumOp>(einsumRule);
+  add<ConvOp>(convRule);
+  addAll<MaxPoolOp, AveragePoolOp, GlobalAveragePoolOp>(poolRule);
+  // The indices are flat positions in the whole input (batch and channel
+  // included): a rank holding part of the input would compute local ones.
+  addAll<MaxPoolWithIndicesOp>([](RuleBuilder &) {});
+  add<AttentionOp>(attentionRule);
+  add<RotaryEmbeddingOp>(rotaryEmbeddingRule);
+
+  addAll<ReshapeOp, FlattenOp, SqueezeOp, UnsqueezeOp>(reshapeRule);
+  addAll<ExpandOp>(expandRule);
+  add<TransposeOp>(transposeRule);
+  add<ConcatOp>(
+      [](RuleBuilder &b, ConcatOp op) { allButAxisRule(b, op.getAxis()); });
+  add<SplitOp>(
+      [](RuleBuilder &b, SplitOp op) { allButAxisRule(b, op.getAxis()); });
+  add<SliceOp>(sliceRule);
+  add<PadOp>(padRule);
+  addAll<TriluOp>(triluRule);
+  add<GatherOp>(gatherRule);
+  add<GatherElementsOp>(gatherElementsRule);
+  addAll<ScatterNDOp>(scatterNDRule);
+}
+
+static const Registry &registry() {
+  static const Registry instance;
+  return instance;
+}
+
+FailureOr<ShardingRule> shardflow::dist::getShardingRule(Operation *op) {
+  const RuleFn *build = registry().lookup(op->getName().getStringRef());
+  if (!build || !op->isRegistered())
+    return op->emitOpError("has no sharding rule");
+  auto isStatic = [](Type t) {
+    auto ranked = dyn_cast<RankedTensorType>(t);
+    return ranked && ranked.hasStaticShape();
+  };
+  if (!llvm::all_of(op->getOperandTypes(), isStatic) ||
+      !llvm::all_of(op->getResultTypes(), isStatic))
+    return op->emitOpError(
+        "needs statically shaped tensor operands and results for a sharding "
+        "rule");
+  RuleBuilder builder(op);
+  if (failed((*build)(builder, op)))
+    return failure();
+  ShardingRule rule = std::move(builder).finish();
+  if (failed(rule.verify(op)))
+    return failure();
+  return rule;
+}
+
+bool shardflow::dist::hasShardingRule(StringRef opName) {
+  return registry().lookup(opName) != nullptr;
+}
+
+//===----------------------------------------------------------------------===//
+// Local attributes
+//===----------------------------------------------------------------------===//
+
+LogicalResult
+shardflow::dist::localizeAttributes(Operation *op,
+                                    const ShardingRule &globalRule,
+                                    ArrayRef<int64_t> localFactorSizes) {
+  if (static_cast<int64_t>(localFactorSizes.size()) != globalRule.numFactors())
+    return op->emitOpError("got ")
+           << localFactorSizes.size() << " local factor sizes for "
+           << globalRule.numFactors() << " factors";
+  // The local count of what a list of factors counts; fails on a factor
+  // index outside the rule or a local size below 1.
+  auto localCount = [&](ArrayRef<int64_t> factors) -> FailureOr<int64_t> {
+    int64_t count = 1;
+    for (int64_t f : factors) {
+      if (f < 0 || f >= globalRule.numFactors() || localFactorSizes[f] < 1)
+        return failure();
+      count *= localFactorSizes[f];
+    }
+    return count;
+  };
+  // The factors of `operand`'s dim `dim`, without the last `dropMinor`.
+  auto headFactors = [&](unsigned operand, int64_t dim,
+                         size_t dropMinor) -> FailureOr<ArrayRef<int64_t>> {
+    if (operand >= globalRule.operands.size() ||
+        dim >= static_cast<int64_t>(globalRule.operands[operand].size()))
+      return failure();
+    ArrayRef<int64_t> factors = globalRule.operands[operand][dim];
+    if (factors.size() <= dropMinor)
+      return failure();
+    return factors.drop_back(dropMinor);
+  };
+  Builder builder(op->getContext());
+
+  if (auto attention = dyn_cast<nn::AttentionOp>(op)) {
+    bool threeD =
+        cast<RankedTensorType>(attention.getQuery().getType()).getRank() == 3;
+    // A 4-D op may state its head counts too; they must then match the
+    // local shapes.
+    bool setQ = threeD || attention.getQNumHeads() != 0;
+    bool setKv = threeD || attention.getKvNumHeads() != 0;
+    if (!setQ && !setKv)
+      return success();
+    // 3-D: the hidden dim is (heads..., feature); 4-D: the head dim.
+    int64_t dim = threeD ? 2 : 1;
+    size_t drop = threeD ? 1 : 0;
+    auto qHeads = headFactors(0, dim, drop), kvHeads = headFactors(1, dim, drop);
+    FailureOr<int64_t> hq = failure(), hkv = failure();
+    if (succeeded(qHeads) && succeeded(kvHeads)) {
+      hq = localCount(*qHeads);
+      hkv = localCount(*kvHeads);
+    }
+    if (failed(hq) || failed(hkv))
+      return op->emitOpError(
+          "cannot localize the head counts: the sharding rule does not have "
+          "the shape of an attention rule");
+    if (setQ)
+      attention.setQNumHeadsAttr(builder.getI64IntegerAttr(*hq));
+    if (setKv)
+      attention.setKvNumHeadsAttr(builder.getI64IntegerAttr(*hkv));
+    return success();
+  }
+
+  if (auto rotary = dyn_cast<nn::RotaryEmbeddingOp>(op)) {
+    bool threeD =
+        cast<RankedTensorType>(rotary.getInput().getType()).getRank() == 3;
+    if (!threeD && rotary.getNumHeads() == 0)
+      return success();
+    auto heads = headFactors(0, threeD ? 2 : 1, threeD ? 1 : 0);
+    FailureOr<int64_t> h = failure();
+    if (succeeded(heads))
+      h = localCount(*heads);
+    if (failed(h))
+      return op->emitOpError(
+          "cannot localize num_heads: the sharding rule does not have the "
+          "shape of a rotary embedding rule");
+    rotary.setNumHeadsAttr(builder.getI64IntegerAttr(*h));
+    return success();
+  }
+  return success();
+}

@@ -1,0 +1,456 @@
+//===- Annotate.cpp - the mesh and sharding seeds from options and presets -===//
+//
+// Seeds only say where a few tensors should be split; propagation carries
+// them through the program. Presets look for patterns in the graph rather
+// than for names, so they apply to any model with the same structure:
+// - dp: the batch dimension (0) of every graph input;
+// - megatron: linear layers (a matmul or gemm by a 2-D weight) are paired:
+//   following a linear's output through ops that keep its columns apart
+//   (elementwise ops, reshapes, transposes, attention, rotary embeddings)
+//   until other linears read it marks it column-parallel (weight split by
+//   columns, bias likewise) and those readers row-parallel (weight split by
+//   rows). This finds the MLP pair (and gated MLPs) and attention's Q/K/V
+//   and output projections;
+// - megatron-sp: also splits the sequence dimension of the inputs and
+//   outputs of normalizations and dropouts, so that the regions between a
+//   row-parallel and the next column-parallel layer run on 1/tp of the
+//   tokens.
+// User seeds (--shard, annotations) have priority 0, the presets' weight
+// seeds 1, batch seeds 1, sequence seeds 2.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ShardingUtils.h"
+#include "shardflow/Dialect/Dist/Transforms/Passes.h"
+#include "shardflow/Dialect/NN/IR/NNOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringExtras.h"
+
+namespace shardflow::dist {
+#define GEN_PASS_DEF_DISTANNOTATE
+#include "shardflow/Dialect/Dist/Transforms/Passes.h.inc"
+} // namespace shardflow::dist
+
+using namespace mlir;
+using namespace shardflow;
+using namespace shardflow::dist;
+
+namespace {
+
+constexpr int kUserPriority = 0;
+constexpr int kWeightPriority = 1;
+constexpr int kBatchPriority = 1;
+constexpr int kSequencePriority = 2;
+
+/// Parses "dp=2,tp=4" into a mesh at the start of the module.
+FailureOr<MeshOp> createMesh(ModuleOp module, StringRef spec) {
+  SmallVector<Attribute> names;
+  SmallVector<int64_t> sizes;
+  Builder b(module.getContext());
+  SmallVector<StringRef> parts;
+  spec.split(parts, ',');
+  for (StringRef part : parts) {
+    auto [name, size] = part.trim().split('=');
+    int64_t n;
+    if (name.empty() || size.trim().getAsInteger(10, n) || n < 1) {
+      module.emitError("--mesh: expected AXIS=SIZE entries separated by commas "
+                       "(e.g. dp=2,tp=4), got '")
+          << part << "'";
+      return failure();
+    }
+    for (Attribute a : names)
+      if (cast<StringAttr>(a).getValue() == name.trim()) {
+        module.emitError("--mesh: axis '") << name.trim() << "' is given twice";
+        return failure();
+      }
+    names.push_back(b.getStringAttr(name.trim()));
+    sizes.push_back(n);
+  }
+  OpBuilder ob(module.getBodyRegion());
+  auto mesh = MeshOp::create(ob, module.getLoc(), b.getStringAttr("mesh"),
+                             b.getArrayAttr(names), b.getDenseI64ArrayAttr(sizes));
+  return mesh;
+}
+
+/// Seeds `sharding` on `v` (replacing an earlier seed of lower priority).
+void seed(Value v, ShardingAttr sharding, int priority, StringRef origin) {
+  Builder b(v.getContext());
+  if (auto arg = dyn_cast<BlockArgument>(v)) {
+    auto fn = cast<func::FuncOp>(arg.getOwner()->getParentOp());
+    unsigned i = arg.getArgNumber();
+    if (auto p = fn.getArgAttrOfType<IntegerAttr>(i, "dist.priority"))
+      if (p.getInt() < priority)
+        return;
+    if (!fn.getArgAttrOfType<IntegerAttr>(i, "dist.priority") &&
+        fn.getArgAttr(i, kShardingAttr))
+      return; // an annotation that came with the IR
+    fn.setArgAttr(i, kShardingAttr, sharding);
+    fn.setArgAttr(i, "dist.priority", b.getI64IntegerAttr(priority));
+    fn.setArgAttr(i, "dist.origin", b.getStringAttr(origin));
+    return;
+  }
+  Operation *op = v.getDefiningOp();
+  if (auto p = op->getAttrOfType<IntegerAttr>("dist.priority"))
+    if (p.getInt() < priority)
+      return;
+  if (!op->hasAttr("dist.priority") && op->hasAttr(kShardingsAttr))
+    return;
+  setValueSharding(v, sharding);
+  op->setAttr("dist.priority", b.getI64IntegerAttr(priority));
+  op->setAttr("dist.origin", b.getStringAttr(origin));
+}
+
+/// A sharding with `axes[d]` on each dim; other dims open.
+ShardingAttr makeSeed(MLIRContext *ctx, MeshOp mesh, ArrayRef<AxisList> dims,
+                      bool openRest = true) {
+  SmallVector<DimShardingAttr> d;
+  for (const AxisList &axes : dims)
+    d.push_back(DimShardingAttr::get(ctx, axes, axes.empty() && openRest));
+  return ShardingAttr::get(ctx, FlatSymbolRefAttr::get(mesh.getSymNameAttr()), d,
+                           {}, {});
+}
+
+struct Annotator {
+  ModuleOp module;
+  MeshOp mesh;
+  StringRef dpAxis, tpAxis;
+
+  LogicalResult seedFromSpec(StringRef entry);
+  void seedBatch();
+  LogicalResult seedMegatron(bool sequence);
+};
+
+LogicalResult Annotator::seedFromSpec(StringRef entry) {
+  auto [name, spec] = entry.rsplit('=');
+  if (name.empty() || entry.find('=') == StringRef::npos)
+    return module.emitError("--shard: expected NAME=SPEC, got '") << entry << "'";
+  SmallVector<Value> targets;
+  module.walk([&](func::FuncOp fn) {
+    for (BlockArgument arg : fn.getArguments())
+      if (auto n = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "nn.name"))
+        if (n.getValue() == name)
+          targets.push_back(arg);
+  });
+  module.walk([&](nn::WeightOp w) {
+    if (w.getName() == name)
+      targets.push_back(w.getResult());
+  });
+  if (targets.empty())
+    return module.emitError("--shard: no graph input or weight is named '") << name << "'";
+  SmallVector<StringRef> dimSpecs;
+  spec.split(dimSpecs, ',');
+  SmallVector<AxisList> dims;
+  MLIRContext *ctx = module.getContext();
+  for (StringRef d : dimSpecs) {
+    d = d.trim();
+    AxisList axes;
+    if (d != "_" && !d.empty()) {
+      SmallVector<StringRef> names;
+      d.split(names, '+');
+      for (StringRef a : names) {
+        if (mesh.axisIndex(a.trim()) < 0)
+          return module.emitError("--shard ")
+                 << name << ": unknown mesh axis '" << a.trim() << "' (the mesh has "
+                 << mesh.getAxisNames() << ")";
+        axes.push_back(StringAttr::get(ctx, a.trim()));
+      }
+    }
+    dims.push_back(axes);
+  }
+  for (Value v : targets) {
+    auto type = cast<RankedTensorType>(v.getType());
+    if ((int64_t)dims.size() != type.getRank())
+      return module.emitError("--shard ")
+             << name << ": SPEC has " << dims.size() << " entries but '" << name
+             << "' has rank " << type.getRank() << " (" << type << ")";
+    // User dims are closed: `_` means "not split".
+    SmallVector<DimShardingAttr> d;
+    for (const AxisList &axes : dims)
+      d.push_back(DimShardingAttr::get(ctx, axes, false));
+    auto sharding = ShardingAttr::get(ctx, FlatSymbolRefAttr::get(mesh.getSymNameAttr()),
+                                      d, {}, {});
+    if (failed(verifySharding(sharding, type, mesh, [&] {
+          return module.emitError("--shard ") << name << ": ";
+        })))
+      return failure();
+    seed(v, sharding, kUserPriority, ("--shard " + entry).str());
+  }
+  return success();
+}
+
+void Annotator::seedBatch() {
+  MLIRContext *ctx = module.getContext();
+  int64_t n = mesh.axisSize(dpAxis);
+  module.walk([&](func::FuncOp fn) {
+    for (BlockArgument arg : fn.getArguments()) {
+      auto type = dyn_cast<RankedTensorType>(arg.getType());
+      if (!type || type.getRank() == 0 || type.getDimSize(0) % n != 0)
+        continue;
+      SmallVector<AxisList> dims(type.getRank());
+      dims[0].push_back(StringAttr::get(ctx, dpAxis));
+      seed(arg, makeSeed(ctx, mesh, dims), kBatchPriority, "--strategy dp (batch)");
+    }
+  });
+}
+
+/// The 2-D weight a linear layer multiplies by, with whether its output
+/// features are its dim 1 (x @ W) or dim 0 (Gemm with trans_b).
+struct Linear {
+  Operation *op;
+  nn::WeightOp weight;
+  int64_t outDim;
+};
+
+/// A projection by a fused weight that a Split then cuts into k equal
+/// parts (GPT-2's c_attn: [D, 3D], then q, k and v): splitting the weight's
+/// columns over ranks would give each rank a mix of q and k columns. The
+/// weight is viewed as [K, k, N] instead (same bytes), the product becomes
+/// an einsum giving [..., k, N], and the Split cuts the k axis, so that the
+/// N axis (the heads) can be split like any column-parallel layer.
+void unfuseSplitProjections(ModuleOp module) {
+  SmallVector<nn::SplitOp> splits;
+  module.walk([&](nn::SplitOp s) { splits.push_back(s); });
+  for (nn::SplitOp split : splits) {
+    auto type = cast<RankedTensorType>(split.getInput().getType());
+    int64_t rank = type.getRank();
+    int64_t k = split.getSizes().size();
+    if (k < 2 || int64_t(split.getAxis()) != rank - 1 || rank < 2)
+      continue;
+    int64_t n = split.getSizes()[0];
+    if (llvm::any_of(split.getSizes(), [&](int64_t s) { return s != n; }))
+      continue;
+    // Optional bias add between the product and the split.
+    Value fused = split.getInput();
+    Value bias;
+    Operation *add = nullptr;
+    if (auto a = fused.getDefiningOp<nn::AddOp>()) {
+      for (int side = 0; side < 2; ++side) {
+        Value other = a->getOperand(1 - side);
+        auto otherType = cast<RankedTensorType>(other.getType());
+        if (a->getOperand(side).getDefiningOp<nn::MatMulOp>() && otherType.getRank() == 1 &&
+            a->getOperand(side).hasOneUse()) {
+          bias = other;
+          add = a;
+          fused = a->getOperand(side);
+        }
+      }
+      if (!add)
+        continue;
+    }
+    auto matmul = fused.getDefiningOp<nn::MatMulOp>();
+    if (!matmul || !fused.hasOneUse() || (add && !add->getResult(0).hasOneUse()))
+      continue;
+    auto weight = matmul.getRhs().getDefiningOp<nn::WeightOp>();
+    if (!weight || !weight->hasOneUse() ||
+        cast<RankedTensorType>(weight.getType()).getRank() != 2 ||
+        cast<RankedTensorType>(matmul.getLhs().getType()).getRank() < 2)
+      continue;
+    auto wType = cast<RankedTensorType>(weight.getType());
+    int64_t kDim = wType.getDimSize(0);
+    if (wType.getDimSize(1) != k * n)
+      continue;
+    OpBuilder b(split);
+    Location loc = matmul.getLoc();
+    weight.getResult().setType(
+        RankedTensorType::get({kDim, k, n}, wType.getElementType()));
+    Value product = nn::EinsumOp::create(b, loc, ValueRange{matmul.getLhs(), weight},
+                                         b.getStringAttr("...a,abc->...bc"));
+    if (bias) {
+      auto bType = cast<RankedTensorType>(bias.getType());
+      Value b2 = nn::ReshapeOp::create(
+          b, bias.getLoc(), RankedTensorType::get({k, n}, bType.getElementType()), bias);
+      product = nn::AddOp::create(b, add->getLoc(), product, b2);
+    }
+    SmallVector<Type> pieceTypes;
+    SmallVector<int64_t> pieceShape(type.getShape());
+    pieceShape.back() = 1;
+    pieceShape.push_back(n);
+    for (int64_t i = 0; i < k; ++i)
+      pieceTypes.push_back(RankedTensorType::get(pieceShape, type.getElementType()));
+    auto pieces = nn::SplitOp::create(b, split.getLoc(), pieceTypes, product,
+                                      b.getI64IntegerAttr(rank - 1),
+                                      b.getDenseI64ArrayAttr(SmallVector<int64_t>(k, 1)));
+    for (int64_t i = 0; i < k; ++i) {
+      Value piece = nn::SqueezeOp::create(b, split.getLoc(), pieces.getResult(i),
+                                          b.getDenseI64ArrayAttr({rank - 1}));
+      split.getResult(i).replaceAllUsesWith(piece);
+    }
+    split.erase();
+    if (add)
+      add->erase();
+    matmul.erase();
+  }
+}
+
+std::optional<Linear> asLinear(Operation *op) {
+  auto weightOf = [](Value v) -> nn::WeightOp {
+    auto w = v.getDefiningOp<nn::WeightOp>();
+    if (w && cast<RankedTensorType>(w.getType()).getRank() == 2)
+      return w;
+    return {};
+  };
+  if (auto m = dyn_cast<nn::MatMulOp>(op))
+    if (auto w = weightOf(m.getRhs()))
+      return Linear{op, w, 1};
+  // The unfused form of a split projection ([K, k, N] weight).
+  if (auto e = dyn_cast<nn::EinsumOp>(op))
+    if (e.getInputs().size() == 2 && e.getEquation() == "...a,abc->...bc")
+      if (auto w = e.getInputs()[1].getDefiningOp<nn::WeightOp>())
+        return Linear{op, w, 2};
+  if (auto g = dyn_cast<nn::GemmOp>(op))
+    if (!g.getTransA())
+      if (auto w = weightOf(g.getB()))
+        return Linear{op, w, g.getTransB() ? 0 : 1};
+  return std::nullopt;
+}
+
+/// Ops through which a column-parallel split stays useful.
+bool keepsColumnsApart(Operation *op) {
+  return isa<nn::AddOp, nn::SubOp, nn::MulOp, nn::DivOp, nn::GeluOp, nn::ReluOp,
+             nn::SigmoidOp, nn::TanhOp, nn::ErfOp, nn::PowOp, nn::SqrtOp, nn::CastOp,
+             nn::ReshapeOp, nn::TransposeOp, nn::AttentionOp, nn::RotaryEmbeddingOp,
+             nn::SoftmaxOp, nn::MatMulOp, nn::DropoutOp, nn::IdentityOp,
+             nn::LeakyReluOp, nn::ExpOp, nn::NegOp, nn::WhereOp, nn::SplitOp,
+             nn::SqueezeOp, nn::UnsqueezeOp>(op);
+}
+
+LogicalResult Annotator::seedMegatron(bool sequence) {
+  MLIRContext *ctx = module.getContext();
+  int64_t tp = mesh.axisSize(tpAxis);
+  StringAttr tpName = StringAttr::get(ctx, tpAxis);
+  unfuseSplitProjections(module);
+  SmallVector<Linear> linears;
+  module.walk([&](Operation *op) {
+    if (auto l = asLinear(op))
+      linears.push_back(*l);
+  });
+  llvm::DenseSet<Operation *> rowParallel, columnParallel;
+  for (const Linear &l : linears) {
+    if (rowParallel.contains(l.op))
+      continue;
+    // Follow the output until linears read it; give up at anything else.
+    SmallVector<Value> work{l.op->getResult(0)};
+    llvm::DenseSet<Operation *> seen;
+    SmallVector<Operation *> readers;
+    bool ok = true;
+    while (!work.empty() && ok) {
+      Value v = work.pop_back_val();
+      for (Operation *user : v.getUsers()) {
+        if (!seen.insert(user).second)
+          continue;
+        if (auto r = asLinear(user)) {
+          // The column-split value must be the input, not the weight.
+          if (user->getOperand(0) == v) {
+            readers.push_back(user);
+            continue;
+          }
+        }
+        if (!keepsColumnsApart(user)) {
+          ok = false;
+          break;
+        }
+        for (Value r : user->getResults())
+          work.push_back(r);
+      }
+    }
+    if (!ok || readers.empty())
+      continue;
+    columnParallel.insert(l.op);
+    for (Operation *r : readers)
+      rowParallel.insert(r);
+  }
+  auto seedWeight = [&](Linear l, int64_t dim, StringRef role) {
+    auto type = cast<RankedTensorType>(l.weight.getType());
+    if (type.getDimSize(dim) % tp != 0)
+      return;
+    SmallVector<AxisList> dims(type.getRank());
+    dims[dim].push_back(tpName);
+    seed(l.weight.getResult(), makeSeed(ctx, mesh, dims, /*openRest=*/false),
+         kWeightPriority, ("--strategy megatron (" + role + ")").str());
+  };
+  for (Linear l : linears) {
+    if (columnParallel.contains(l.op) && !rowParallel.contains(l.op))
+      seedWeight(l, l.outDim, "column-parallel");
+    else if (rowParallel.contains(l.op) && !columnParallel.contains(l.op))
+      seedWeight(l, l.outDim == 1 ? 0 : (l.outDim == 0 ? 1 : 0), "row-parallel");
+  }
+  if (!sequence)
+    return success();
+  // Sequence parallelism: the token dimension of what normalizations and
+  // dropouts read and write ([B, S, H]: dim 1; [T, H]: dim 0).
+  auto seedTokens = [&](Value v) {
+    auto type = dyn_cast<RankedTensorType>(v.getType());
+    if (!type || type.getRank() < 2 || type.getRank() > 3)
+      return;
+    int64_t d = type.getRank() == 3 ? 1 : 0;
+    if (type.getDimSize(d) % tp != 0)
+      return;
+    SmallVector<AxisList> dims(type.getRank());
+    dims[d].push_back(tpName);
+    seed(v, makeSeed(ctx, mesh, dims), kSequencePriority,
+         "--strategy megatron-sp (sequence)");
+  };
+  module.walk([&](Operation *op) {
+    if (!isa<nn::LayerNormalizationOp, nn::RMSNormalizationOp, nn::DropoutOp>(op))
+      return;
+    seedTokens(op->getOperand(0));
+    seedTokens(op->getResult(0));
+  });
+  return success();
+}
+
+struct DistAnnotatePass : public shardflow::dist::impl::DistAnnotateBase<DistAnnotatePass> {
+  using DistAnnotateBase::DistAnnotateBase;
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto meshes = llvm::to_vector(module.getOps<MeshOp>());
+    MeshOp mesh;
+    if (!mesh_.empty()) {
+      if (!meshes.empty()) {
+        module.emitError("--mesh given, but the program already has dist.mesh @")
+            << meshes.front().getSymName();
+        return signalPassFailure();
+      }
+      auto created = createMesh(module, mesh_);
+      if (failed(created))
+        return signalPassFailure();
+      mesh = *created;
+    } else {
+      mesh = getModuleMesh(module);
+      if (!mesh)
+        return signalPassFailure();
+    }
+    Annotator a{module, mesh, dpAxis, tpAxis};
+    for (const std::string &entry : shard)
+      if (failed(a.seedFromSpec(entry)))
+        return signalPassFailure();
+    if (strategy.empty())
+      return;
+    if (strategy != "dp" && strategy != "megatron" && strategy != "megatron-sp") {
+      module.emitError("--strategy must be dp, megatron or megatron-sp, got '")
+          << strategy << "'";
+      return signalPassFailure();
+    }
+    bool hasDp = mesh.axisIndex(dpAxis) >= 0, hasTp = mesh.axisIndex(tpAxis) >= 0;
+    if (strategy == "dp" && !hasDp) {
+      module.emitError("--strategy dp needs a mesh axis named '")
+          << dpAxis.getValue() << "' (or set --dp-axis)";
+      return signalPassFailure();
+    }
+    if (strategy != "dp" && !hasTp) {
+      module.emitError("--strategy ")
+          << strategy.getValue() << " needs a mesh axis named '" << tpAxis.getValue()
+          << "' (or set --tp-axis)";
+      return signalPassFailure();
+    }
+    if (hasDp)
+      a.seedBatch();
+    if (strategy != "dp" && failed(a.seedMegatron(strategy == "megatron-sp")))
+      return signalPassFailure();
+  }
+};
+
+} // namespace
