@@ -530,9 +530,11 @@ int main(int argc, char **argv) {
     context.getDiagEngine().registerHandler([&](Diagnostic &diag) {
       const char *kind = diag.getSeverity() == DiagnosticSeverity::Error
                              ? "error"
-                             : diag.getSeverity() == DiagnosticSeverity::Warning
-                                   ? "warning"
-                                   : "note";
+                         : diag.getSeverity() == DiagnosticSeverity::Warning
+                             ? "warning"
+                         : diag.getSeverity() == DiagnosticSeverity::Remark
+                             ? "remark"
+                             : "note";
       llvm::errs() << displayPath << ": " << kind << ": " << diag.str() << "\n";
       for (Diagnostic &note : diag.getNotes())
         llvm::errs() << displayPath << ": note: " << note.str() << "\n";

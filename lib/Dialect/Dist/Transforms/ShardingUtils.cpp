@@ -176,30 +176,42 @@ FailureOr<SmallVector<ReshardStep>> dist::planReshard(const Layout &from,
   cur.unreduced = to.unreduced;
 
   // 2. Splits that move from one dimension to another: all_to_all, which
-  // sends each rank only the data it keeps.
-  bool moved = true;
-  while (moved) {
-    moved = false;
-    for (int64_t i = 0; i < rank && !moved; ++i) {
+  // sends each rank only the data it keeps. Moves into a dimension that is
+  // ready for the axis come first; only when none is left does a move clear
+  // its destination of splits the target does not want there (a swap or a
+  // cycle of axes between dimensions): those are gathered first, so only
+  // they move twice, not the whole tensor.
+  auto tryMove = [&](bool clearDestination) {
+    for (int64_t i = 0; i < rank; ++i) {
       AxisList &src = cur.dims[i];
       if (src.empty() || commonPrefix(src, to.dims[i]) == src.size())
         continue;
       StringAttr a = src.back();
-      for (int64_t j = 0; j < rank && !moved; ++j) {
+      for (int64_t j = 0; j < rank; ++j) {
         if (j == i)
           continue;
         AxisList &dst = cur.dims[j];
         const AxisList &want = to.dims[j];
-        if (commonPrefix(dst, want) != dst.size() || want.size() <= dst.size() ||
-            want[dst.size()] != a)
+        size_t keep = commonPrefix(dst, want);
+        if (want.size() <= keep || want[keep] != a)
           continue;
+        if (keep < dst.size()) {
+          if (!clearDestination)
+            continue;
+          steps.push_back(
+              {ReshardStep::AllGather, AxisList(dst.begin() + keep, dst.end()), j, -1});
+          dst.resize(keep);
+        }
         // Split j, concatenate i.
         steps.push_back({ReshardStep::AllToAll, {a}, j, i});
         src.pop_back();
         dst.push_back(a);
-        moved = true;
+        return true;
       }
     }
+    return false;
+  };
+  while (tryMove(/*clearDestination=*/false) || tryMove(/*clearDestination=*/true)) {
   }
 
   // 3. Splits the target does not have: gather the extra suffix of each

@@ -81,8 +81,9 @@ struct ReshardStep {
 /// The collectives that turn layout `from` into `to`, in order: partial
 /// sums first (reduce_scatter where the target splits the reduced axis
 /// next, else all_reduce), then splits moved between dimensions
-/// (all_to_all), then splits removed (all_gather), then splits added
-/// (all_slice). Fails when `to` has unreduced axes that `from` lacks.
+/// (all_to_all; a destination holding an unwanted split has it gathered
+/// first), then splits removed (all_gather), then splits added (all_slice).
+/// Fails when `to` has unreduced axes that `from` lacks.
 mlir::FailureOr<llvm::SmallVector<ReshardStep>>
 planReshard(const Layout &from, const Layout &to, MeshOp mesh);
 
