@@ -169,3 +169,28 @@ func.func @recv(%x: tensor<6x8xf32>) -> tensor<6x8xf32> {
   %0 = dist.recv on @m {peers = array<i64: 0, 0>} : tensor<6x8xf32>
   return %0 : tensor<6x8xf32>
 }
+
+// -----
+
+dist.mesh @m ["tp"=4]
+// expected-error @below {{dimension 0 of size 6 cannot be split evenly over 4 ranks}}
+func.func @arg_uneven(%x: tensor<6x8xf32> {dist.sharding = #dist.sharding<@m, [{"tp"}, {}]>}) -> tensor<6x8xf32> {
+  return %x : tensor<6x8xf32>
+}
+
+// -----
+
+dist.mesh @m ["tp"=2]
+// expected-error @below {{unknown mesh axis "dp" in dimension 1}}
+func.func @result_axis(%x: tensor<6x8xf32>) -> (tensor<6x8xf32> {dist.sharding = #dist.sharding<@m, [{}, {"dp"}]>}) {
+  return %x : tensor<6x8xf32>
+}
+
+// -----
+
+dist.mesh @m ["tp"=2]
+func.func @sharding_on_op(%x: tensor<6x8xf32>) -> tensor<6x8xf32> {
+  // expected-error @below {{'dist.sharding' belongs on function arguments and results; ops carry 'dist.shardings'}}
+  %0 = nn.relu %x {dist.sharding = #dist.sharding<@m, [{}, {}]>} : (tensor<6x8xf32>) -> tensor<6x8xf32>
+  return %0 : tensor<6x8xf32>
+}

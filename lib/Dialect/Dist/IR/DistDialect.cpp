@@ -251,13 +251,11 @@ LogicalResult DistDialect::verifyOperationAttribute(Operation *op,
         return failure();
     return success();
   }
-  if (attr.getName() == kShardingAttr) {
-    // On function arguments and results: checked by the function's users
-    // (propagation), since an attribute verifier sees no argument type here.
-    if (!isa<ShardingAttr>(attr.getValue()))
-      return op->emitError() << "'" << kShardingAttr << "' expects a #dist.sharding";
-    return success();
-  }
+  if (attr.getName() == kShardingAttr)
+    return op->emitError() << "'" << kShardingAttr
+                           << "' belongs on function arguments and results; ops "
+                              "carry '"
+                           << kShardingsAttr << "'";
   // Seed bookkeeping of dist-annotate, read and removed by dist-propagate.
   if (attr.getName() == "dist.priority") {
     if (!isa<IntegerAttr>(attr.getValue()))
@@ -270,6 +268,40 @@ LogicalResult DistDialect::verifyOperationAttribute(Operation *op,
     return success();
   }
   return op->emitError() << "unknown dist attribute '" << attr.getName() << "'";
+}
+
+/// `dist.sharding` (and seed bookkeeping) on a function argument or result.
+static LogicalResult verifyValueAttr(Operation *op, Type type, NamedAttribute attr) {
+  if (attr.getName() == "dist.priority" || attr.getName() == "dist.origin")
+    return success();
+  if (attr.getName() != kShardingAttr)
+    return op->emitError() << "unknown dist attribute '" << attr.getName()
+                           << "' on a function argument or result";
+  auto sharding = dyn_cast<ShardingAttr>(attr.getValue());
+  if (!sharding)
+    return op->emitError() << "'" << kShardingAttr << "' expects a #dist.sharding";
+  MeshOp mesh = lookupMesh(op, sharding.getMesh());
+  if (!mesh)
+    return failure();
+  return verifySharding(sharding, type, mesh, [&] { return op->emitError(); });
+}
+
+LogicalResult DistDialect::verifyRegionArgAttribute(Operation *op, unsigned region,
+                                                    unsigned argIndex,
+                                                    NamedAttribute attr) {
+  Region &r = op->getRegion(region);
+  if (r.empty() || argIndex >= r.front().getNumArguments())
+    return success();
+  return verifyValueAttr(op, r.front().getArgument(argIndex).getType(), attr);
+}
+
+LogicalResult DistDialect::verifyRegionResultAttribute(Operation *op, unsigned region,
+                                                       unsigned resultIndex,
+                                                       NamedAttribute attr) {
+  auto fn = dyn_cast<func::FuncOp>(op);
+  if (!fn || resultIndex >= fn.getNumResults())
+    return success();
+  return verifyValueAttr(op, fn.getResultTypes()[resultIndex], attr);
 }
 
 //===----------------------------------------------------------------------===//
