@@ -100,3 +100,23 @@ func.func @constraint(%x: tensor<8x4xf32>) -> tensor<8x4xf32> {
   %2 = nn.sigmoid %1 : (tensor<8x4xf32>) -> tensor<8x4xf32>
   return %2 : tensor<8x4xf32>
 }
+
+// -----
+
+dist.mesh @m ["dp"=2, "tp"=2]
+// An open dimension grows: x's {"dp", ?} is extended to y's {"dp", "tp"};
+// a closed {"dp"} is not.
+// CHECK-LABEL: func.func @open_extends
+// CHECK-SAME: (%arg0: tensor<8x4xf32> {dist.sharding = #dist.sharding<@m, [{"dp", "tp"}, {}]>}
+// CHECK-SAME: %arg2: tensor<8x4xf32> {dist.sharding = #dist.sharding<@m, [{"dp"}, {}]>}
+// CHECK: nn.add %arg0, %arg1 {dist.shardings = [#dist.sharding<@m, [{"dp", "tp"}, {}]>]}
+// CHECK: nn.add %arg2, %arg1 {dist.shardings = [#dist.sharding<@m, [{"dp"}, {}]>]}
+// EXPLAIN: remark: argument 0 is #dist.sharding<@m, [{"dp", "tp"}, {}]>; dim 0 ["dp", "tp"] seeded on argument 0, extended from argument 1 dim 0 through nn.add
+func.func @open_extends(%x: tensor<8x4xf32> {dist.sharding = #dist.sharding<@m, [{"dp", ?}, {}]>},
+                        %y: tensor<8x4xf32> {dist.sharding = #dist.sharding<@m, [{"dp", "tp"}, {}]>},
+                        %z: tensor<8x4xf32> {dist.sharding = #dist.sharding<@m, [{"dp"}, {}]>})
+    -> (tensor<8x4xf32>, tensor<8x4xf32>) {
+  %0 = nn.add %x, %y : (tensor<8x4xf32>, tensor<8x4xf32>) -> tensor<8x4xf32>
+  %1 = nn.add %z, %y : (tensor<8x4xf32>, tensor<8x4xf32>) -> tensor<8x4xf32>
+  return %0, %1 : tensor<8x4xf32>, tensor<8x4xf32>
+}

@@ -38,6 +38,9 @@ struct DimState {
   AxisList axes;
   /// Set dims are decided: propagation does not change them.
   bool set = false;
+  /// A set dimension seeded open (`{"dp", ?}`): propagation may append
+  /// axes to it, never change the ones it has.
+  bool open = false;
   int priority = kUnset;
   std::string origin;
 };
@@ -203,6 +206,7 @@ void Propagator::applySeed(const Seed &seed) {
       continue;
     ds.axes.assign(dim.getAxes().begin(), dim.getAxes().end());
     ds.set = true;
+    ds.open = dim.getOpen();
     ds.priority = seed.priority;
     ds.origin = seed.origin;
   }
@@ -251,6 +255,7 @@ bool Propagator::propagateOp(Operation *op) {
     size_t order;
     int64_t factor;
     AxisList axes;
+    bool open;
     std::string origin;
   };
   SmallVector<Candidate> candidates;
@@ -278,6 +283,7 @@ bool Propagator::propagateOp(Operation *op) {
       if (axes.empty())
         continue;
       candidates.push_back({ds.priority, order, f, axes,
+                            ds.open && axes.size() == ds.axes.size(),
                             describe(v) + " dim " + std::to_string(d)});
     }
   }
@@ -287,15 +293,31 @@ bool Propagator::propagateOp(Operation *op) {
   FactorAxes assignment(rule->numFactors());
   SmallVector<int> factorPriority(rule->numFactors(), kUnset);
   SmallVector<std::string> factorOrigin(rule->numFactors());
+  SmallVector<bool> factorOpen(rule->numFactors(), false);
   llvm::SmallSet<StringRef, 4> used;
+  auto isUsed = [&](StringAttr a) { return used.contains(a.getValue()); };
   for (const Candidate &c : candidates) {
-    if (!assignment[c.factor].empty())
+    AxisList &have = assignment[c.factor];
+    if (!have.empty()) {
+      // An open split may grow: a later offer that starts with the same
+      // axes and adds unused ones extends it.
+      if (!factorOpen[c.factor] || c.axes.size() <= have.size() ||
+          !std::equal(have.begin(), have.end(), c.axes.begin()) ||
+          llvm::any_of(ArrayRef<StringAttr>(c.axes).drop_front(have.size()), isUsed))
+        continue;
+      for (StringAttr a : ArrayRef<StringAttr>(c.axes).drop_front(have.size()))
+        used.insert(a.getValue());
+      have = c.axes;
+      factorOpen[c.factor] = c.open;
+      factorOrigin[c.factor] = c.origin;
       continue;
-    if (llvm::any_of(c.axes, [&](StringAttr a) { return used.contains(a.getValue()); }))
+    }
+    if (llvm::any_of(c.axes, isUsed))
       continue;
-    assignment[c.factor] = c.axes;
+    have = c.axes;
     factorPriority[c.factor] = c.priority;
     factorOrigin[c.factor] = c.origin;
+    factorOpen[c.factor] = c.open;
     for (StringAttr a : c.axes)
       used.insert(a.getValue());
   }
@@ -306,13 +328,19 @@ bool Propagator::propagateOp(Operation *op) {
     ValueState &st = stateOf(v);
     const TensorFactors &factors = factorsOf(t);
     for (auto [d, ds] : llvm::enumerate(st.dims)) {
-      if (ds.set || factors[d].empty())
+      if (factors[d].empty())
         continue;
       int64_t f = factors[d].front();
       if (assignment[f].empty())
         continue;
+      // A set dimension changes only when it is open and the factor's
+      // axes extend its own.
+      bool extends = ds.set && ds.open && assignment[f].size() > ds.axes.size() &&
+                     std::equal(ds.axes.begin(), ds.axes.end(), assignment[f].begin());
+      if (ds.set && !extends)
+        continue;
       bool clash = false;
-      for (StringAttr a : assignment[f]) {
+      for (StringAttr a : ArrayRef<StringAttr>(assignment[f]).drop_front(ds.axes.size())) {
         clash |= llvm::is_contained(st.replicated, a);
         for (auto [e, other] : llvm::enumerate(st.dims))
           if (e != d)
@@ -322,12 +350,13 @@ bool Propagator::propagateOp(Operation *op) {
         continue;
       ds.axes = assignment[f];
       ds.set = true;
-      ds.priority = factorPriority[f];
+      if (!extends)
+        ds.priority = factorPriority[f];
       std::string s;
       llvm::raw_string_ostream os(s);
       os << "from " << factorOrigin[f] << " through " << op->getName() << " at "
          << op->getLoc();
-      ds.origin = s;
+      ds.origin = extends ? ds.origin + ", extended " + s : s;
       changed = true;
     }
   }
