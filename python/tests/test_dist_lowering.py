@@ -111,16 +111,13 @@ def run(tmp_path, mesh, text, inputs=None, weights=None, extra=()):
     for name, data in (weights or {}).items():
         data.tofile(tmp_path / f"{name}.bin")
     (tmp_path / "p.mlir").write_text(text)
-    # The program is already partitioned: convert-nn-to-rt lowers it (and
-    # drops the mesh), then --target plans memory and writes the artifact.
-    # (--target on a module with a dist.mesh would run the sharding passes.)
-    shard_opt = str(pipeline.tool("shard-opt"))
+    # The program is already partitioned: shard-opt --target lowers it as
+    # it is (it runs the sharding passes only on global programs).
     artifact = tmp_path / "p.shard"
-    for cmd in ([shard_opt, str(tmp_path / "p.mlir"), "--convert-nn-to-rt", "-o",
-                 str(tmp_path / "p.rt.mlir")],
-                [shard_opt, str(tmp_path / "p.rt.mlir"), "--target", "cpu", "-o", str(artifact)]):
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
-        assert out.returncode == 0, out.stderr
+    out = subprocess.run([str(pipeline.tool("shard-opt")), str(tmp_path / "p.mlir"),
+                          "--target", "cpu", "-o", str(artifact)],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
     cmd = [MPIRUN, "-np", str(mesh.world), "--oversubscribe", str(pipeline.tool("shard-run")),
            str(artifact), "--output", str(tmp_path / "out.{rank}.npz"), *extra]
     for name, data in (inputs or {}).items():

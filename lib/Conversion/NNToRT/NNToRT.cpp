@@ -112,54 +112,44 @@ LogicalResult convertDistOp(Operation &op, OpBuilder &b, IRMapping &map) {
     map.map(result, buffer);
     return buffer;
   };
-  auto meshOf = [&](FlatSymbolRefAttr name) {
-    return dist::lookupMesh(&op, name);
+  // Collectives over mesh axes: look the mesh up, map the input, give the
+  // result a fresh buffer, then build the rt op from them.
+  auto onMesh = [&](auto c, auto build) -> LogicalResult {
+    dist::MeshOp mesh = dist::lookupMesh(&op, c.getMeshAttr());
+    if (!mesh)
+      return failure();
+    build(mesh, map.lookup(c.getInput()), alloc(c.getResult()));
+    return success();
   };
   return llvm::TypeSwitch<Operation *, LogicalResult>(&op)
       .Case([&](dist::AllReduceOp c) {
-        dist::MeshOp mesh = meshOf(c.getMeshAttr());
-        if (!mesh)
-          return failure();
-        Value in = map.lookup(c.getInput()), out = alloc(c.getResult());
-        rt::AllReduceOp::create(b, loc, in, out, groupsOf(b, mesh, c.getAxes()),
-                                b.getStringAttr(c.getReduction()));
-        return success();
+        return onMesh(c, [&](dist::MeshOp mesh, Value in, Value out) {
+          rt::AllReduceOp::create(b, loc, in, out, groupsOf(b, mesh, c.getAxes()),
+                                  b.getStringAttr(c.getReduction()));
+        });
       })
       .Case([&](dist::AllGatherOp c) {
-        dist::MeshOp mesh = meshOf(c.getMeshAttr());
-        if (!mesh)
-          return failure();
-        Value in = map.lookup(c.getInput()), out = alloc(c.getResult());
-        rt::AllGatherOp::create(b, loc, in, out, groupsOf(b, mesh, c.getAxes()),
-                                c.getDimAttr());
-        return success();
+        return onMesh(c, [&](dist::MeshOp mesh, Value in, Value out) {
+          rt::AllGatherOp::create(b, loc, in, out, groupsOf(b, mesh, c.getAxes()),
+                                  c.getDimAttr());
+        });
       })
       .Case([&](dist::ReduceScatterOp c) {
-        dist::MeshOp mesh = meshOf(c.getMeshAttr());
-        if (!mesh)
-          return failure();
-        Value in = map.lookup(c.getInput()), out = alloc(c.getResult());
-        rt::ReduceScatterOp::create(
-            b, loc, in, out, groupsOf(b, mesh, c.getAxes()), c.getDimAttr(),
-            b.getStringAttr(c.getReduction()));
-        return success();
+        return onMesh(c, [&](dist::MeshOp mesh, Value in, Value out) {
+          rt::ReduceScatterOp::create(b, loc, in, out, groupsOf(b, mesh, c.getAxes()),
+                                      c.getDimAttr(), b.getStringAttr(c.getReduction()));
+        });
       })
       .Case([&](dist::AllToAllOp c) {
-        dist::MeshOp mesh = meshOf(c.getMeshAttr());
-        if (!mesh)
-          return failure();
-        Value in = map.lookup(c.getInput()), out = alloc(c.getResult());
-        rt::AllToAllOp::create(b, loc, in, out, groupsOf(b, mesh, c.getAxes()),
-                               c.getSplitDimAttr(), c.getConcatDimAttr());
-        return success();
+        return onMesh(c, [&](dist::MeshOp mesh, Value in, Value out) {
+          rt::AllToAllOp::create(b, loc, in, out, groupsOf(b, mesh, c.getAxes()),
+                                 c.getSplitDimAttr(), c.getConcatDimAttr());
+        });
       })
       .Case([&](dist::AllSliceOp c) {
-        dist::MeshOp mesh = meshOf(c.getMeshAttr());
-        if (!mesh)
-          return failure();
-        Value in = map.lookup(c.getInput()), out = alloc(c.getResult());
-        rt::LocalSliceOp::create(b, loc, in, out, sliceStarts(b, mesh, c));
-        return success();
+        return onMesh(c, [&](dist::MeshOp mesh, Value in, Value out) {
+          rt::LocalSliceOp::create(b, loc, in, out, sliceStarts(b, mesh, c));
+        });
       })
       .Case([&](dist::CollectivePermuteOp c) {
         // rt.collective_permute zeroes the output of a rank no pair targets,
