@@ -21,15 +21,15 @@ int64_t BufferDesc::numel() const {
 
 void shardflow::runtime::forEachWeightRun(
     const BufferDesc &b, int rank, const std::function<void(size_t, size_t)> &fn) {
-  size_t elem = dtypeSize(b.dtype);
+  size_t elem = dtypeSize(b.fileDType());
   if (b.starts.empty()) {
-    fn(0, b.bytes());
+    fn(0, b.fileBytes());
     return;
   }
   const std::vector<int64_t> &global = b.globalShape, &start = b.starts.at(size_t(rank));
   size_t rankDims = global.size();
   if (rankDims == 0 || b.numel() == 0) {
-    fn(0, b.bytes());
+    fn(0, b.fileBytes());
     return;
   }
   // Row-major strides of the global tensor, in elements.
@@ -151,7 +151,9 @@ void shardflow::runtime::writeArtifact(const Artifact &a, std::ostream &os) {
       os << " name=" << encode(b.name) << " storage=" << b.storage;
       if (!b.file.empty())
         os << " file=" << encode(b.file) << " offset=" << b.fileOffset;
-      os << " size=" << b.bytes();
+      os << " size=" << b.fileBytes();
+      if (b.sourceDType)
+        os << " source-dtype=" << dtypeName(*b.sourceDType);
       if (!b.globalShape.empty() || !b.starts.empty()) {
         os << " global=" << shapeText(b.globalShape) << " starts=";
         for (size_t r = 0; r < b.starts.size(); ++r)
@@ -176,6 +178,9 @@ void shardflow::runtime::writeArtifact(const Artifact &a, std::ostream &os) {
     }
     os << "\n";
   }
+  for (const DeviceModule &m : a.modules)
+    os << "module " << encode(m.name) << " arch=" << encode(m.arch)
+       << " format=" << encode(m.format) << " data=" << encodeBase64(m.data) << "\n";
   for (const Instruction &inst : a.program) {
     os << (inst.collective ? "collective " : "kernel ") << inst.kernel << " in=" << join(inst.inputs)
        << " out=" << join(inst.outputs);
@@ -488,6 +493,7 @@ Artifact Reader::read() {
                                        BufferDesc::Kind::Arena);
       b.dtype = toDType(tok[3]);
       b.shape = toShape(tok[4]);
+      int64_t declaredSize = -1;
       for (size_t i = 5; i < tok.size(); ++i) {
         auto eq = tok[i].find('=');
         if (eq == std::string::npos)
@@ -504,10 +510,11 @@ Artifact Reader::read() {
           b.storage = v;
         else if (k == "file")
           b.file = decode(v);
-        else if (k == "size") {
-          if (toInt(v, "size") != int64_t(b.bytes()))
-            fail("weight size " + v + " does not match its type");
-        } else if (k == "global") {
+        else if (k == "size")
+          declaredSize = toInt(v, "size");
+        else if (k == "source-dtype")
+          b.sourceDType = toDType(v);
+        else if (k == "global") {
           b.globalShape = toShape(v);
         } else if (k == "starts") {
           std::stringstream ss(v);
@@ -546,6 +553,10 @@ Artifact Reader::read() {
           fail("unknown buffer field '" + k + "'");
         }
       }
+      if (declaredSize >= 0 && declaredSize != int64_t(b.fileBytes()))
+        fail("weight size " + std::to_string(declaredSize) + " does not match its type");
+      if (b.sourceDType && b.kind != BufferDesc::Kind::Weight)
+        fail("only weights have a source-dtype");
       if (b.kind == BufferDesc::Kind::Weight)
         checkWeight(b, a.worldSize);
       if (b.kind == BufferDesc::Kind::View &&
@@ -558,6 +569,30 @@ Artifact Reader::read() {
           (b.offset < 0 || b.offset + int64_t(b.bytes()) > a.arenaBytes))
         fail("buffer lies outside the arena");
       a.buffers.push_back(std::move(b));
+    } else if (key == "module") {
+      need(5);
+      DeviceModule m;
+      m.name = decode(tok[1]);
+      for (size_t i = 2; i < tok.size(); ++i) {
+        auto eq = tok[i].find('=');
+        if (eq == std::string::npos)
+          fail("expected key=value, got '" + tok[i] + "'");
+        std::string k = tok[i].substr(0, eq), v = tok[i].substr(eq + 1);
+        if (k == "arch")
+          m.arch = decode(v);
+        else if (k == "format")
+          m.format = decode(v);
+        else if (k == "data") {
+          if (!decodeBase64(v, m.data))
+            fail("module '" + m.name + "' data is not base64");
+        } else
+          fail("unknown module field '" + k + "'");
+      }
+      if (m.format != "cubin" && m.format != "ptx")
+        fail("module '" + m.name + "' has format '" + m.format + "' (cubin or ptx expected)");
+      if (m.arch.empty() || m.data.empty())
+        fail("module '" + m.name + "' needs arch= and data=");
+      a.modules.push_back(std::move(m));
     } else if (key == "kernel" || key == "collective") {
       need(4);
       Instruction inst;
@@ -606,6 +641,66 @@ Artifact Reader::read() {
 }
 
 } // namespace
+
+std::string shardflow::runtime::encodeBase64(const std::vector<uint8_t> &bytes) {
+  static const char *alphabet =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  out.reserve((bytes.size() + 2) / 3 * 4);
+  for (size_t i = 0; i < bytes.size(); i += 3) {
+    uint32_t n = uint32_t(bytes[i]) << 16;
+    if (i + 1 < bytes.size())
+      n |= uint32_t(bytes[i + 1]) << 8;
+    if (i + 2 < bytes.size())
+      n |= bytes[i + 2];
+    out += alphabet[(n >> 18) & 63];
+    out += alphabet[(n >> 12) & 63];
+    out += i + 1 < bytes.size() ? alphabet[(n >> 6) & 63] : '=';
+    out += i + 2 < bytes.size() ? alphabet[n & 63] : '=';
+  }
+  return out;
+}
+
+bool shardflow::runtime::decodeBase64(const std::string &text, std::vector<uint8_t> &bytes) {
+  auto value = [](char c) -> int {
+    if (c >= 'A' && c <= 'Z')
+      return c - 'A';
+    if (c >= 'a' && c <= 'z')
+      return c - 'a' + 26;
+    if (c >= '0' && c <= '9')
+      return c - '0' + 52;
+    if (c == '+')
+      return 62;
+    if (c == '/')
+      return 63;
+    return -1;
+  };
+  if (text.size() % 4)
+    return false;
+  bytes.clear();
+  bytes.reserve(text.size() / 4 * 3);
+  for (size_t i = 0; i < text.size(); i += 4) {
+    int v[4];
+    int pad = 0;
+    for (int j = 0; j < 4; ++j) {
+      char c = text[i + j];
+      if (c == '=' && i + 4 == text.size() && j >= 2) {
+        v[j] = 0;
+        ++pad;
+        continue;
+      }
+      if (pad || (v[j] = value(c)) < 0)
+        return false;
+    }
+    uint32_t n = uint32_t(v[0]) << 18 | uint32_t(v[1]) << 12 | uint32_t(v[2]) << 6 | uint32_t(v[3]);
+    bytes.push_back(uint8_t(n >> 16));
+    if (pad < 2)
+      bytes.push_back(uint8_t(n >> 8));
+    if (pad < 1)
+      bytes.push_back(uint8_t(n));
+  }
+  return true;
+}
 
 Artifact shardflow::runtime::parseArtifact(const std::string &text,
                                            const std::string &path) {

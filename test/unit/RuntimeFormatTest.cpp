@@ -149,7 +149,7 @@ void expectRejected(const std::string &text, const std::string &phrase) {
 }
 
 TEST(Artifact, RejectsBadSlicesAndCollectives) {
-  std::string head = "shardflow-artifact 2\ntarget cpu\nworld-size 2\narena 64\n";
+  std::string head = "shardflow-artifact 3\ntarget cpu\nworld-size 2\narena 64\n";
   std::string weight = "buffer 0 weight f32 2x2 name=w storage=external file=m offset=0 size=16";
   expectRejected(head + weight + " global=4x2 starts=0,0\nend\n",
                  "1 slice starts for a world of 2 ranks");
@@ -172,7 +172,7 @@ TEST(Artifact, RejectsBadSlicesAndCollectives) {
 }
 
 TEST(Artifact, LocalSliceStartsAreCheckedAgainstItsBuffers) {
-  std::string head = "shardflow-artifact 2\ntarget cpu\nworld-size 2\narena 64\n"
+  std::string head = "shardflow-artifact 3\ntarget cpu\nworld-size 2\narena 64\n"
                      "buffer 0 input f32 4x6 name=x\nbuffer 1 arena f32 2x3 offset=0\n";
   Artifact a = parseArtifact(
       head + "collective local_slice in=0 out=1 starts=is:0,0,2,3\noutput y 1\nend\n",
@@ -187,6 +187,63 @@ TEST(Artifact, LocalSliceStartsAreCheckedAgainstItsBuffers) {
                  "the block of rank 1 leaves the input in dimension 1");
   expectRejected(head + "collective local_slice in=0,0 out=1 starts=is:0,0,2,3\nend\n",
                  "needs one input and one output");
+}
+
+TEST(Artifact, Base64RoundTripsEveryLength) {
+  for (size_t n = 0; n < 70; ++n) {
+    std::vector<uint8_t> bytes(n);
+    for (size_t i = 0; i < n; ++i)
+      bytes[i] = uint8_t(i * 37 + 11);
+    std::string text = encodeBase64(bytes);
+    EXPECT_EQ(text.size(), (n + 2) / 3 * 4);
+    std::vector<uint8_t> back;
+    ASSERT_TRUE(decodeBase64(text, back)) << text;
+    EXPECT_EQ(back, bytes);
+  }
+  // RFC 4648's test vectors.
+  EXPECT_EQ(encodeBase64({'f', 'o', 'o', 'b'}), "Zm9vYg==");
+  EXPECT_EQ(encodeBase64({'f', 'o', 'o', 'b', 'a'}), "Zm9vYmE=");
+  std::vector<uint8_t> out;
+  EXPECT_FALSE(decodeBase64("Zm9", out));
+  EXPECT_FALSE(decodeBase64("Zm=v", out));
+  EXPECT_FALSE(decodeBase64("Z!9v", out));
+}
+
+TEST(Artifact, DeviceModulesAndSourceTypesRoundTrip) {
+  Artifact a;
+  a.target = "cuda";
+  BufferDesc w;
+  w.kind = BufferDesc::Kind::Weight;
+  w.dtype = DType::BF16;
+  w.sourceDType = DType::F32;
+  w.shape = {4, 2};
+  w.name = "w";
+  w.storage = "external";
+  w.file = "m.data";
+  a.buffers.push_back(w);
+  a.modules.push_back({"kernels", "sm_90", "cubin", {0x7f, 'E', 'L', 'F', 0, 1}});
+  a.modules.push_back({"kernels", "compute_80", "ptx", {'/', '/', '\n'}});
+  a.outputs.emplace_back("w", 0);
+  std::ostringstream os;
+  writeArtifact(a, os);
+  // The file holds f32: 8 elements of 4 bytes.
+  EXPECT_NE(os.str().find("size=32 source-dtype=f32"), std::string::npos) << os.str();
+  Artifact b = parseArtifact(os.str(), "t.shard");
+  ASSERT_EQ(b.modules.size(), 2u);
+  EXPECT_EQ(b.modules[0].arch, "sm_90");
+  EXPECT_EQ(b.modules[0].data, a.modules[0].data);
+  EXPECT_EQ(b.modules[1].format, "ptx");
+  ASSERT_TRUE(b.buffers[0].sourceDType.has_value());
+  EXPECT_EQ(*b.buffers[0].sourceDType, DType::F32);
+  EXPECT_EQ(b.buffers[0].fileBytes(), 32u);
+  EXPECT_EQ(b.buffers[0].bytes(), 16u);
+
+  std::string head = "shardflow-artifact 3\ntarget cuda\nworld-size 1\narena 0\n";
+  expectRejected(head + "module k arch=sm_90 format=elf data=AAAA\nend\n", "format 'elf'");
+  expectRejected(head + "module k arch=sm_90 format=cubin data=AA*A\nend\n", "not base64");
+  expectRejected(head + "buffer 0 weight bf16 2 name=w storage=external file=m offset=0 size=4 "
+                        "source-dtype=f32\nend\n",
+                 "weight size 4 does not match its type");
 }
 
 } // namespace
