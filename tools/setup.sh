@@ -16,7 +16,7 @@ debian_packages=(
   libopenblas-dev
   python3-venv
 )
-python_packages=(onnx onnxruntime numpy pytest)
+python_packages=(onnx onnxruntime numpy ml_dtypes pytest)
 
 missing=()
 for p in "${debian_packages[@]}"; do
@@ -38,7 +38,16 @@ if ! "$venv/bin/python" -c 'import sys' >/dev/null 2>&1; then
   rm -rf "$venv"
   python3 -m venv "$venv"
 fi
-if ! "$venv/bin/python" -c 'import onnx, onnxruntime, numpy, pytest' >/dev/null 2>&1; then
+if ! "$venv/bin/python" -c 'import onnx, onnxruntime, numpy, ml_dtypes, pytest' >/dev/null 2>&1; then
   echo "setup: installing Python packages: ${python_packages[*]}"
   "$venv/bin/pip" install -q --disable-pip-version-check "${python_packages[@]}"
+fi
+
+# The CUDA target (shard-opt --target cuda: ptxas, libdevice) and shard-run's
+# CUDA executor (cuda.h, cublasLt.h, nccl.h) need the CUDA toolkit, which
+# Debian does not package; its tests fail without it.
+cuda="${CUDA_PATH:-${CUDA_HOME:-/usr/local/cuda}}"
+if [ ! -x "$cuda/bin/ptxas" ] || [ ! -f "$cuda/nvvm/libdevice/libdevice.10.bc" ]; then
+  echo "setup: warning: no CUDA toolkit in $cuda (bin/ptxas, nvvm/libdevice): the --target cuda" \
+       "tests will fail; install CUDA 13 with cuBLASLt and NCCL, or set CUDA_PATH" >&2
 fi

@@ -25,16 +25,39 @@ echo "== python tests"
 PYTHONPATH="$root/python" "$root/.venv/bin/python" -m pytest -q -p no:cacheprovider \
   --junitxml="$results/pytest.xml" python/tests
 
-echo "== the runtime builds alone (no MLIR, no libonnx)"
+echo "== the runtime builds alone (no MLIR, no libonnx, no CUDA library linked)"
+# Twice: with the CUDA executor (the default where the CUDA headers are;
+# the driver, cuBLASLt and NCCL are loaded at run time, never linked) and
+# without it (-DSHARDFLOW_ENABLE_CUDA=OFF), which must refuse a CUDA
+# artifact with a clear message.
+runtime_only_build() { # build-dir extra-cmake-args...
+  local dir="$1"
+  shift
+  cmake -S "$root" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DSHARDFLOW_RUNTIME_ONLY=ON "$@" >"$dir.log" 2>&1 &&
+    ninja -C "$dir" -j "${SHARDFLOW_JOBS:-$(nproc)}" shard-run >>"$dir.log" 2>&1 &&
+    ! ldd "$dir/bin/shard-run" |
+      grep -Eq 'libMLIR|libLLVM|libonnx|libprotobuf|libcuda|libcudart|libcublas|libnccl'
+}
 rt_build="$build-runtime-only"
-if cmake -S "$root" -B "$rt_build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-     -DSHARDFLOW_RUNTIME_ONLY=ON >"$rt_build.log" 2>&1 &&
-   ninja -C "$rt_build" -j "${SHARDFLOW_JOBS:-$(nproc)}" shard-run >>"$rt_build.log" 2>&1 &&
-   ! ldd "$rt_build/bin/shard-run" | grep -Eq 'libMLIR|libLLVM|libonnx|libprotobuf'; then
+rt_nocuda="$build-runtime-only-nocuda"
+if runtime_only_build "$rt_build"; then
   steps+=(--step "runtime-only-build=0")
 else
   tail -20 "$rt_build.log"
   steps+=(--step "runtime-only-build=1")
+fi
+cuda_probe="$rt_nocuda.probe.shard"
+printf 'shardflow-artifact 3\ntarget cuda\nworld-size 1\nmodel-dir .\narena 64\nbuffer 0 arena f32 4 offset=0\noutput y 0\nend\n' >"$cuda_probe"
+# shard-run exits 1 on the probe: take its message before grepping, as
+# pipefail would count that exit status.
+if runtime_only_build "$rt_nocuda" -DSHARDFLOW_ENABLE_CUDA=OFF &&
+   probe_message="$("$rt_nocuda/bin/shard-run" "$cuda_probe" 2>&1 || true)" &&
+   grep -q "built without CUDA support" <<<"$probe_message"; then
+  steps+=(--step "runtime-only-build-without-cuda=0")
+else
+  tail -20 "$rt_nocuda.log"
+  steps+=(--step "runtime-only-build-without-cuda=1")
 fi
 
 echo "== importer fuzzer smoke run"

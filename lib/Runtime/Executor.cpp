@@ -1,8 +1,9 @@
 //===- Executor.cpp - run an artifact's program on the CPU -----------------===//
 
 #include "shardflow/Runtime/Executor.h"
+#include "shardflow/Runtime/Layout.h"
 
-#include "shardflow/Runtime/Checksum.h"
+#include "shardflow/Runtime/WeightLoader.h"
 
 #include "kernels/cpu/Gemm.h"
 #include "kernels/cpu/Parallel.h"
@@ -10,11 +11,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fcntl.h>
 #include <map>
 #include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 using namespace shardflow::runtime;
 
@@ -41,7 +39,8 @@ Executor::Executor(Artifact artifact, std::string weightsDir, int threads,
                        " rank(s) but runs on " + std::to_string(comm->size()));
   if (art.target != "cpu")
     throw RuntimeError("artifact targets '" + art.target +
-                       "'; this shard-run executes cpu artifacts only");
+                       "'; the CPU executor runs cpu artifacts only (cuda artifacts "
+                       "run on the CUDA executor)");
   size_t bytes = size_t((art.arenaBytes + 63) / 64 * 64);
   arena.reset(static_cast<uint8_t *>(std::aligned_alloc(64, bytes ? bytes : 64)));
   if (!arena)
@@ -75,85 +74,21 @@ Executor::~Executor() {
 }
 
 void Executor::mapWeights() {
-  std::string dir = weightsDir.empty() ? art.modelDir : weightsDir;
-  // One mapping per file, covering the whole file; each weight points into it.
-  std::map<std::string, std::pair<uint8_t *, size_t>> files;
+  // Mapped in place where possible; strided slices and mixed-precision
+  // weights (source-dtype) get an owned copy (see WeightLoader.h).
+  WeightLoader loader(art, weightsDir, comm->rank(), verifyWeights);
   for (size_t i = 0; i < art.buffers.size(); ++i) {
     const BufferDesc &b = art.buffers[i];
     if (b.kind != BufferDesc::Kind::Weight)
       continue;
-    if (b.storage == "protobuf")
-      throw RuntimeError(
-          "weight '" + b.name +
-          "' is stored in the model in a form that cannot be mapped "
-          "(varint-encoded or ONNX text); recompile with this shard-opt, "
-          "which writes such weights next to the artifact");
-    // Weights converted at compile time sit next to the artifact.
-    const std::string &folder = b.storage == "artifact" ? art.artifactDir : dir;
-    std::string path = folder.empty() ? b.file : folder + "/" + b.file;
-    auto it = files.find(path);
-    if (it == files.end()) {
-      int fd = open(path.c_str(), O_RDONLY);
-      if (fd < 0)
-        throw RuntimeError("cannot open weight file '" + path + "' (for '" +
-                           b.name + "'); pass --weights with the model's path");
-      struct stat st;
-      fstat(fd, &st);
-      size_t length = size_t(st.st_size);
-      void *base = length ? mmap(nullptr, length, PROT_READ, MAP_PRIVATE, fd, 0)
-                          : nullptr;
-      close(fd);
-      if (base == MAP_FAILED)
-        throw RuntimeError("cannot map weight file '" + path + "'");
-      mappings.push_back({base, length});
-      it = files.emplace(path, std::make_pair(static_cast<uint8_t *>(base), length))
-               .first;
-    }
-    auto [base, length] = it->second;
-    // The whole tensor's extent in the file, then this rank's part of it.
-    const std::vector<int64_t> &global = b.starts.empty() ? b.shape : b.globalShape;
-    size_t elem = dtypeSize(b.dtype), globalBytes = elem;
-    for (int64_t d : global)
-      globalBytes *= size_t(d);
-    if (b.fileOffset < 0 || size_t(b.fileOffset) + globalBytes > length)
-      throw RuntimeError("weight '" + b.name + "' needs " +
-                         std::to_string(globalBytes) + " bytes at offset " +
-                         std::to_string(b.fileOffset) + " of '" + path +
-                         "', which has " + std::to_string(length) +
-                         " bytes: wrong or modified weight file?");
-    const uint8_t *whole = base + b.fileOffset;
-    int rank = comm->rank();
-    std::vector<std::pair<size_t, size_t>> runs;
-    forEachWeightRun(b, rank, [&](size_t offset, size_t len) {
-      runs.emplace_back(offset, len);
-    });
-    if (runs.size() == 1) {
-      // Mapped in place: the rank touches only its own pages.
-      pointers[i] = const_cast<uint8_t *>(whole + runs[0].first);
-    } else {
-      // Rows of the slice are apart in the file: copy them together.
-      sliceCopies.emplace_back(new uint8_t[std::max<size_t>(b.bytes(), 1)]);
-      uint8_t *dst = sliceCopies.back().get();
-      for (auto [offset, len] : runs) {
-        std::memcpy(dst, whole + offset, len);
-        dst += len;
-      }
-      pointers[i] = sliceCopies.back().get();
-    }
-    if (verifyWeights && !b.crc32c.empty()) {
-      uint32_t want = b.crc32c[b.starts.empty() ? 0 : size_t(rank)];
-      uint32_t got = crc32c(pointers[i], b.bytes());
-      if (got != want) {
-        char text[64];
-        std::snprintf(text, sizeof(text), "%08x, the artifact expects %08x", got, want);
-        throw RuntimeError("weight '" + b.name + "' in '" + path +
-                           "' has checksum " + text +
-                           ": the weight file changed since compilation (recompile, "
-                           "or pass --no-verify-weights to use it anyway)");
-      }
-    }
+    WeightBytes w = loader.load(i);
+    pointers[i] = const_cast<void *>(w.data);
+    if (w.owned)
+      sliceCopies.push_back(std::move(w.owned));
     weightBytes += b.bytes();
   }
+  for (auto [base, length] : loader.releaseMappings())
+    mappings.push_back({base, length});
   for (size_t i = 0; i < art.buffers.size(); ++i)
     if (art.buffers[i].kind == BufferDesc::Kind::View && !pointers[i])
       pointers[i] = pointers[art.buffers[i].source];
@@ -163,30 +98,6 @@ namespace {
 std::vector<int64_t> groupsOf(const Instruction &inst) {
   return inst.params.has("groups") ? inst.params.getInts("groups")
                                    : std::vector<int64_t>{};
-}
-
-/// The key of a collective's sub-communicator: its flat rank list and its
-/// group size, since [[0,2],[1,3]] and [[0,2,1,3]] flatten alike.
-std::vector<int64_t> groupKey(const Instruction &inst) {
-  std::vector<int64_t> key = groupsOf(inst);
-  if (!key.empty())
-    key.insert(key.begin(), inst.params.getInt("group_size"));
-  return key;
-}
-
-/// Rows and row bytes of `shape` split at `dim`: outer = prod(shape[:dim]),
-/// inner = prod(shape[dim:]) * elem.
-std::pair<int64_t, size_t> splitAt(const std::vector<int64_t> &shape, int64_t dim,
-                                   size_t elem) {
-  int64_t outer = 1;
-  size_t inner = elem;
-  for (size_t d = 0; d < shape.size(); ++d) {
-    if (int64_t(d) < dim)
-      outer *= shape[d];
-    else
-      inner *= size_t(shape[d]);
-  }
-  return {outer, inner};
 }
 
 /// Packs `src` (shape `shape`) into `parts` contiguous pieces along `dim`.
@@ -220,7 +131,7 @@ void Executor::prepareCollectives() {
     if (!inst.collective)
       continue;
     std::vector<int64_t> groups = groupsOf(inst);
-    if (groups.empty() || groupComms.count(groupKey(inst)))
+    if (groups.empty() || groupComms.count(collectiveGroupKey(inst)))
       continue;
     int64_t size = inst.params.getInt("group_size");
     int color = -1, key = 0;
@@ -229,7 +140,7 @@ void Executor::prepareCollectives() {
         color = int(int64_t(i) / size);
         key = int(int64_t(i) % size);
       }
-    groupComms[groupKey(inst)] = comm->split(color, key);
+    groupComms[collectiveGroupKey(inst)] = comm->split(color, key);
   }
 }
 
@@ -310,20 +221,13 @@ void Executor::runCollective(const Instruction &inst) {
   }
   Tensor in = tensorOf(inst.inputs.at(0)), out = tensorOf(inst.outputs.at(0));
   if (op == "collective_permute") {
-    std::vector<int64_t> pairs = inst.params.getInts("pairs");
-    int dst = -1, src = -1;
-    for (size_t i = 0; i + 1 < pairs.size(); i += 2) {
-      if (pairs[i] == rank)
-        dst = int(pairs[i + 1]);
-      if (pairs[i + 1] == rank)
-        src = int(pairs[i]);
-    }
+    auto [dst, src] = permutePeers(inst, rank);
     if (src < 0)
       std::memset(out.data, 0, out.bytes());
     comm->sendRecv(dst >= 0 ? &in : nullptr, dst, src >= 0 ? &out : nullptr, src);
     return;
   }
-  Communicator *group = groupComms.at(groupKey(inst)).get();
+  Communicator *group = groupComms.at(collectiveGroupKey(inst)).get();
   if (!group)
     return; // this rank is in none of the groups
   int g = group->size();

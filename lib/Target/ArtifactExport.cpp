@@ -12,6 +12,7 @@
 #include "shardflow/Target/ArtifactExport.h"
 #include "shardflow/Conversion/Passes.h"
 #include "shardflow/Dialect/NN/IR/NNOps.h"
+#include "shardflow/Dialect/NN/Transforms/Passes.h"
 #include "shardflow/Dialect/RT/IR/RTOps.h"
 #include "shardflow/Dialect/RT/Transforms/Passes.h"
 
@@ -22,8 +23,14 @@ using namespace mlir;
 using namespace shardflow;
 namespace rtm = shardflow::runtime;
 
-void shardflow::buildLowerToRTPipeline(OpPassManager &pm) {
+void shardflow::buildLowerToRTPipeline(OpPassManager &pm, StringRef target) {
+  // On CUDA the attention kernel reads heads in place ([B, S, H*D]), which
+  // saves the transposes around it.
+  if (target == "cuda")
+    pm.addNestedPass<func::FuncOp>(nn::createNNFoldAttentionLayout());
   pm.addPass(createConvertNNToRT());
+  if (target == "cuda")
+    pm.addPass(createConvertRTToGPU());
   pm.addNestedPass<func::FuncOp>(rt::createRTPlanMemory());
 }
 
@@ -212,6 +219,12 @@ FailureOr<rtm::Artifact> shardflow::exportArtifact(ModuleOp module,
         b.fileOffset = int64_t(*w.getOffset());
       if (failed(describe(w, &op, b)))
         return failure();
+      if (auto source = w.getSourceTypeAttr()) {
+        auto d = dtypeOf(source.getValue(), &op);
+        if (failed(d))
+          return failure();
+        b.sourceDType = *d;
+      }
       if (auto global = w.getGlobalShapeAttr()) {
         b.globalShape.assign(global.asArrayRef().begin(), global.asArrayRef().end());
         for (Attribute start : w.getStartsAttr()) {
@@ -239,6 +252,22 @@ FailureOr<rtm::Artifact> shardflow::exportArtifact(ModuleOp module,
       for (NamedAttribute attr : k.getParams())
         if (failed(addParam(inst.params, attr, &op)))
           return failure();
+      art.program.push_back(std::move(inst));
+    } else if (auto launch = dyn_cast<rt::LaunchOp>(op)) {
+      // Generated device code: the module and function by name, the launch
+      // shape; the device code itself is added by compileDeviceCode.
+      rtm::Instruction inst;
+      inst.kernel = "launch";
+      for (Value v : launch.getInputs())
+        inst.inputs.push_back(index.lookup(v));
+      for (Value v : launch.getOutputs())
+        inst.outputs.push_back(index.lookup(v));
+      inst.params.set("module", launch.getKernel().getRootReference().str());
+      inst.params.set("function", launch.getKernel().getLeafReference().str());
+      inst.params.set("grid", std::vector<int64_t>(launch.getGrid().begin(), launch.getGrid().end()));
+      inst.params.set("block",
+                      std::vector<int64_t>(launch.getBlock().begin(), launch.getBlock().end()));
+      inst.params.set("shared", int64_t(launch.getShared()));
       art.program.push_back(std::move(inst));
     } else if (isa<rt::AllReduceOp, rt::AllGatherOp, rt::ReduceScatterOp, rt::AllToAllOp,
                    rt::CollectivePermuteOp, rt::SendOp, rt::RecvOp,

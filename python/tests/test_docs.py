@@ -14,6 +14,7 @@ GENERATED = {
     "NNDialect.md": "Dialects/NNDialect.md",
     "DistDialect.md": "Dialects/DistDialect.md",
     "RTDialect.md": "Dialects/RTDialect.md",
+    "NNPasses.md": "NNPasses.md",
     "DistPasses.md": "DistPasses.md",
     "RTPasses.md": "RTPasses.md",
     "ConversionPasses.md": "ConversionPasses.md",

@@ -30,7 +30,7 @@
 // CHECK-NEXT: output m 3
 // CHECK-NEXT: end
 
-// TARGET: shard-opt: --target must be cpu, got 'gpu'
+// TARGET: shard-opt: --target must be cpu or cuda, got 'gpu'
 
 func.func @main(%x: tensor<2x8xf32> {nn.name = "x"}) -> (tensor<2x4xf32> {nn.name = "y"}, tensor<2x2x2xf32> {nn.name = "z"}, tensor<2x4xbf16> {nn.name = "c"}, tensor<2xi1> {nn.name = "m"}) {
   %w = nn.weight "fc.w" {storage = "external", file = "m.data", offset = 0 : i64, size = 128 : i64} : tensor<8x4xf32>

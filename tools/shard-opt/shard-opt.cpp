@@ -12,11 +12,13 @@
 #include "shardflow/Dialect/Dist/IR/TestShardingRules.h"
 #include "shardflow/Dialect/Dist/Transforms/Passes.h"
 #include "shardflow/Dialect/NN/IR/NNOps.h"
+#include "shardflow/Dialect/NN/Transforms/Passes.h"
 #include "shardflow/Dialect/RT/IR/RTOps.h"
 #include "shardflow/Dialect/RT/Transforms/Passes.h"
 #include "shardflow/Import/ONNX/ONNXImporter.h"
 #include "shardflow/Runtime/Checksum.h"
 #include "shardflow/Target/ArtifactExport.h"
+#include "shardflow/Target/DeviceCode.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/AsmState.h"
@@ -82,8 +84,29 @@ static cl::opt<std::string> target(
     "target",
     cl::desc("Compile for a target and write the .shard artifact to -o "
              "instead of printing IR: lower nn to rt, plan memory, export. "
-             "Targets: cpu"),
+             "Targets: cpu (runtime kernels, MPI), cuda (generated fused "
+             "kernels as cubin for --cuda-arch and PTX, cuBLASLt GEMMs, "
+             "NCCL; needs the CUDA toolkit at compile time)"),
     cl::value_desc("target"), cl::init(""), cl::cat(compileCategory));
+
+static cl::list<std::string> cudaArchs(
+    "cuda-arch",
+    cl::desc("With --target cuda: GPU architectures to build cubins for, "
+             "oldest first; the oldest one's PTX is stored too, for newer "
+             "GPUs (default sm_80,sm_90)"),
+    cl::CommaSeparated, cl::value_desc("sm_XY"), cl::cat(compileCategory));
+
+static cl::opt<std::string> cudaPath(
+    "cuda-path",
+    cl::desc("With --target cuda: the CUDA toolkit holding bin/ptxas and "
+             "nvvm/libdevice (default $CUDA_PATH, $CUDA_HOME, /usr/local/cuda)"),
+    cl::value_desc("dir"), cl::init(""), cl::cat(compileCategory));
+
+static cl::opt<std::string> dumpPTX(
+    "dump-ptx",
+    cl::desc("With --target cuda: also write the generated kernels' PTX (for "
+             "the oldest --cuda-arch) to this file ('-' for stdout)"),
+    cl::value_desc("file"), cl::init(""), cl::cat(compileCategory));
 
 static cl::opt<bool> weightChecksums(
     "weight-checksums",
@@ -136,6 +159,63 @@ static cl::opt<bool> printReport(
              "activation bytes, and each collective with the bytes it moves"),
     cl::init(false), cl::cat(shardCategory));
 
+//===----------------------------------------------------------------------===//
+// Raising and precision (--raise-attention, --dtype): nn passes that run
+// before sharding (raising) and after partitioning (precision).
+//===----------------------------------------------------------------------===//
+
+static cl::opt<bool> raiseAttention(
+    "raise-attention",
+    cl::desc("Raise materialized attention (matmul, scale, mask, softmax, "
+             "matmul) to nn.attention before sharding (nn-raise-attention). "
+             "Default: on for --target cuda; off for --target cpu, whose "
+             "attention kernel is slower than OpenBLAS matmuls for "
+             "bidirectional attention, and when printing IR"),
+    cl::cat(compileCategory));
+
+static cl::opt<std::string> computeType(
+    "dtype",
+    cl::desc("Element type the program computes in: f32 (default), bf16 or "
+             "f16. Weights stay f32 in their files and are converted at load; "
+             "inputs and outputs keep their types (nn-convert-float-type, "
+             "after partitioning)"),
+    cl::value_desc("f32|bf16|f16"), cl::init("f32"), cl::cat(compileCategory));
+
+/// Whether --raise-attention applies: as given, else for --target cuda
+/// (a fused kernel there; on the CPU the materialized form's OpenBLAS
+/// matmuls beat the attention kernel's serial GEMMs without a causal mask).
+static bool raiseAttentionEnabled() {
+  if (raiseAttention.getNumOccurrences())
+    return raiseAttention;
+  return target == "cuda";
+}
+
+static bool nnPassesRequested() {
+  return (raiseAttention.getNumOccurrences() && raiseAttention) ||
+         computeType != "f32";
+}
+
+static LogicalResult checkComputeType() {
+  if (computeType == "f32" || computeType == "bf16" || computeType == "f16")
+    return success();
+  llvm::errs() << "shard-opt: --dtype must be f32, bf16 or f16, got '"
+               << computeType << "'\n";
+  return failure();
+}
+
+static void addRaisingPasses(PassManager &pm) {
+  if (raiseAttentionEnabled())
+    pm.addNestedPass<func::FuncOp>(shardflow::nn::createNNRaiseAttention());
+}
+
+static void addPrecisionPasses(PassManager &pm) {
+  if (computeType == "f32")
+    return;
+  shardflow::nn::NNConvertFloatTypeOptions options;
+  options.type = computeType;
+  pm.addPass(shardflow::nn::createNNConvertFloatType(options));
+}
+
 static bool shardingRequested() {
   return !meshSpec.empty() || !shardSpecs.empty() || !strategyName.empty();
 }
@@ -182,6 +262,19 @@ static LogicalResult buildShardingPipeline(ModuleOp module, PassManager &pm) {
   pm.addPass(shardflow::dist::createDistPropagate(propagate));
   pm.addPass(shardflow::dist::createDistInsertReshards());
   pm.addPass(shardflow::dist::createDistPartition());
+  return success();
+}
+
+/// The nn passes of a compilation: raising, then sharding, then precision
+/// (presets find linear layers by their nn.weight operands, so weights
+/// are cast only once they are sliced).
+static LogicalResult buildNNPipeline(ModuleOp module, PassManager &pm) {
+  if (failed(checkComputeType()))
+    return failure();
+  addRaisingPasses(pm);
+  if (failed(buildShardingPipeline(module, pm)))
+    return failure();
+  addPrecisionPasses(pm);
   return success();
 }
 
@@ -424,14 +517,28 @@ static LogicalResult addWeightChecksums(shardflow::runtime::Artifact &artifact,
 /// Lowers `module` for --target and writes the artifact to `outputFile`.
 static int compileToArtifact(ModuleOp module, StringRef inputFile,
                              StringRef outputFile, bool fromONNX) {
-  if (target != "cpu") {
-    llvm::errs() << "shard-opt: --target must be cpu, got '" << target << "'\n";
+  if (target != "cpu" && target != "cuda") {
+    llvm::errs() << "shard-opt: --target must be cpu or cuda, got '" << target << "'\n";
     return 1;
   }
-  PassManager pm(module.getContext());
-  if (failed(buildShardingPipeline(module, pm)))
+  if (target != "cuda" && (!cudaArchs.empty() || !cudaPath.empty() || !dumpPTX.empty())) {
+    llvm::errs() << "shard-opt: --cuda-arch, --cuda-path and --dump-ptx need --target cuda\n";
     return 1;
-  shardflow::buildLowerToRTPipeline(pm);
+  }
+  for (const std::string &arch : cudaArchs) {
+    StringRef digits = StringRef(arch).drop_front(3);
+    if (!StringRef(arch).starts_with("sm_") || digits.empty() ||
+        !llvm::all_of(digits, [](char c) { return llvm::isDigit(c); }) ||
+        std::stoi(digits.str()) < 80) {
+      llvm::errs() << "shard-opt: --cuda-arch takes sm_80 or newer (sm_XY), got '" << arch
+                   << "'\n";
+      return 1;
+    }
+  }
+  PassManager pm(module.getContext());
+  if (failed(buildNNPipeline(module, pm)))
+    return 1;
+  shardflow::buildLowerToRTPipeline(pm, target);
   if (failed(pm.run(module)))
     return 1;
   if (printReport)
@@ -442,6 +549,29 @@ static int compileToArtifact(ModuleOp module, StringRef inputFile,
   llvm::sys::fs::make_absolute(dir);
   llvm::sys::path::remove_filename(dir);
   auto artifact = shardflow::exportArtifact(module, target, dir);
+  if (succeeded(artifact) && target == "cuda") {
+    shardflow::DeviceCodeOptions options;
+    if (!cudaArchs.empty())
+      options.chips.assign(cudaArchs.begin(), cudaArchs.end());
+    options.cudaPath = cudaPath;
+    auto modules = shardflow::compileDeviceCode(module, options);
+    if (failed(modules))
+      return 1;
+    artifact->modules = std::move(*modules);
+    if (!dumpPTX.empty()) {
+      std::string error;
+      auto ptx = openOutputFile(dumpPTX, &error);
+      if (!ptx) {
+        llvm::errs() << "shard-opt: " << error << "\n";
+        return 1;
+      }
+      for (const auto &m : artifact->modules)
+        if (m.format == "ptx")
+          ptx->os() << "// module " << m.name << " (" << m.arch << ")\n"
+                    << StringRef(reinterpret_cast<const char *>(m.data.data()), m.data.size());
+      ptx->keep();
+    }
+  }
   if (failed(artifact) ||
       failed(writeSideWeights(module.getContext(), *artifact, inputFile,
                               fromONNX, outputFile)) ||
@@ -470,11 +600,13 @@ int main(int argc, char **argv) {
   registry.insert<shardflow::nn::NNDialect, shardflow::dist::DistDialect,
                   shardflow::rt::RTDialect, func::FuncDialect,
                   memref::MemRefDialect>();
+  shardflow::registerDeviceCodeDialects(registry);
   mlir::registerTransformsPasses();
   shardflow::registerConversionPasses();
   shardflow::rt::registerRTPasses();
   shardflow::dist::registerTestShardingRulesPass();
   shardflow::dist::registerDistPasses();
+  shardflow::nn::registerNNPasses();
 
   auto [inputFile, outputFile] = registerAndParseCLIOptions(
       argc, argv,
@@ -566,9 +698,9 @@ int main(int argc, char **argv) {
         llvm::errs() << summary << "\n";
       return rc;
     }
-    if (shardingRequested()) {
+    if (shardingRequested() || nnPassesRequested()) {
       PassManager pm(&context);
-      if (failed(buildShardingPipeline(*module, pm)) || failed(pm.run(*module)))
+      if (failed(buildNNPipeline(*module, pm)) || failed(pm.run(*module)))
         return 1;
     }
     // Hand the module to the opt pipeline as text; locations go along so
@@ -594,7 +726,7 @@ int main(int argc, char **argv) {
         return 1;
       return compileToArtifact(*module, inputFile, outputFile, /*fromONNX=*/false);
     }
-    if (shardingRequested()) {
+    if (shardingRequested() || nnPassesRequested()) {
       MLIRContext context(registry);
       context.printOpOnDiagnostic(false);
       llvm::SourceMgr sourceMgr;
@@ -604,7 +736,7 @@ int main(int argc, char **argv) {
       if (!module)
         return 1;
       PassManager pm(&context);
-      if (failed(buildShardingPipeline(*module, pm)) || failed(pm.run(*module)))
+      if (failed(buildNNPipeline(*module, pm)) || failed(pm.run(*module)))
         return 1;
       std::string text;
       llvm::raw_string_ostream os(text);

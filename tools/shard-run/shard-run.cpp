@@ -2,12 +2,15 @@
 //
 // Runs one rank of a compiled model: reads the artifact, maps this rank's
 // weights, reads the inputs (.npy/.npz), runs the program and writes the
-// outputs. Links no MLIR and no libonnx.
+// outputs. Links no MLIR and no libonnx, and no CUDA library: a `target
+// cuda` artifact runs on the CUDA executor, which loads the driver, cuBLASLt
+// and NCCL at run time; a `target cpu` one runs on the CPU executor.
 //
 //===----------------------------------------------------------------------===//
 
 #include "shardflow/Runtime/Artifact.h"
 #include "shardflow/Runtime/Communicator.h"
+#include "shardflow/Runtime/CudaExecutor.h"
 #include "shardflow/Runtime/Executor.h"
 #include "shardflow/Runtime/NpyIO.h"
 #include "shardflow/Runtime/TensorProtoIO.h"
@@ -19,13 +22,17 @@
 #include <cstring>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <string>
 
 using namespace shardflow::runtime;
 
 static const char *kUsage = R"(usage: shard-run ARTIFACT [options]
 
-Runs a model compiled by `shard-opt MODEL --target cpu -o ARTIFACT`.
+Runs a model compiled by `shard-opt MODEL --target cpu|cuda -o ARTIFACT`.
+A `target cpu` artifact runs on the CPU (no GPU or driver needed); a
+`target cuda` one needs an NVIDIA GPU per rank, the driver (libcuda.so.1),
+cuBLASLt (libcublasLt.so.13) and NCCL (libnccl.so.2), loaded at run time.
 
 options:
   --weights PATH     the model file (.onnx) or its folder: weight files are
@@ -42,6 +49,17 @@ options:
   --repeat N         run the program N times (for timing; see --verbose)
   --no-verify-weights  skip the CRC-32C check of the weight bytes each rank
                      loads against the checksums recorded at compile time
+
+CUDA artifacts:
+  --device N         the GPU to use (default: the rank's local rank, from
+                     OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID or
+                     MPI_LOCAL_RANK, modulo the number of GPUs)
+  --allow-tf32       let f32 matmuls use TF32 tensor cores (faster, about
+                     10 bits of mantissa in the products; default: full f32)
+  --collective-timeout SECONDS
+                     how long a rank waits for the GPU, collectives
+                     included, before it aborts every rank with the reason
+                     (default 600); NCCL errors abort at once
   --verbose          print timings and memory figures to stderr
   --help             this text
 
@@ -76,6 +94,7 @@ int main(int argc, char **argv) {
   std::string inputsNpz;
   int threads = 1, repeat = 1;
   bool verbose = false, verifyWeights = true;
+  CudaOptions cudaOptions;
   try {
     for (int i = 1; i < argc; ++i) {
       std::string arg = argv[i];
@@ -115,6 +134,23 @@ int main(int argc, char **argv) {
         repeat = std::atoi(v.c_str());
         if (repeat < 1)
           throw RuntimeError("--repeat must be a positive integer, got '" + v + "'");
+      } else if (is("--device")) {
+        std::string v = value("--device");
+        char *end = nullptr;
+        long d = std::strtol(v.c_str(), &end, 10);
+        if (v.empty() || *end || d < 0)
+          throw RuntimeError("--device must be a GPU number (0, 1, ...), got '" + v + "'");
+        cudaOptions.device = int(d);
+      } else if (arg == "--allow-tf32") {
+        cudaOptions.allowTf32 = true;
+      } else if (is("--collective-timeout")) {
+        std::string v = value("--collective-timeout");
+        char *end = nullptr;
+        double t = std::strtod(v.c_str(), &end);
+        if (v.empty() || *end || !(t > 0))
+          throw RuntimeError("--collective-timeout must be a positive number of seconds, got '" +
+                             v + "'");
+        cudaOptions.collectiveTimeoutSeconds = t;
       } else if (arg == "--verbose") {
         verbose = true;
       } else if (arg == "--no-verify-weights") {
@@ -154,17 +190,41 @@ int main(int argc, char **argv) {
     for (const auto &[name, file] : inputFiles)
       inputs[name] = endsWith(file, ".pb") ? readTensorProto(file) : readNpy(file);
 
-    Executor executor(std::move(artifact), weightsDir, threads, comm.get(), verifyWeights);
+    // The artifact's target picks the executor; both have the same shape.
+    std::unique_ptr<Executor> cpuExecutor;
+    std::unique_ptr<CudaExecutor> cudaExecutor;
+    cudaOptions.verbose = verbose;
+    if (artifact.target == "cuda")
+      cudaExecutor = std::make_unique<CudaExecutor>(std::move(artifact), weightsDir, comm.get(),
+                                                    verifyWeights, cudaOptions);
+    else
+      cpuExecutor = std::make_unique<Executor>(std::move(artifact), weightsDir, threads,
+                                               comm.get(), verifyWeights);
+    auto runOnce = [&] {
+      return cudaExecutor ? cudaExecutor->run(inputs) : cpuExecutor->run(inputs);
+    };
+    const Artifact &loadedArtifact =
+        cudaExecutor ? cudaExecutor->artifact() : cpuExecutor->artifact();
+    size_t weightBytes =
+        cudaExecutor ? cudaExecutor->mappedWeightBytes() : cpuExecutor->mappedWeightBytes();
     if (const char *fail = std::getenv("SHARDFLOW_TEST_FAIL_RANK"))
       if (std::atoi(fail) == comm->rank())
         throw RuntimeError("injected failure (SHARDFLOW_TEST_FAIL_RANK)");
     auto loaded = std::chrono::steady_clock::now();
-    auto outputs = executor.run(inputs);
+    auto outputs = runOnce();
     auto done = std::chrono::steady_clock::now();
     double best = std::chrono::duration<double>(done - loaded).count();
+    // GPU time of each run's program (no host copies); the first run also
+    // pays for lazy initialization inside the libraries, so it is left out
+    // when there are more.
+    std::vector<double> deviceTimes;
+    if (cudaExecutor && repeat == 1)
+      deviceTimes.push_back(cudaExecutor->lastDeviceSeconds());
     for (int i = 1; i < repeat; ++i) {
       auto t0 = std::chrono::steady_clock::now();
-      outputs = executor.run(inputs);
+      outputs = runOnce();
+      if (cudaExecutor)
+        deviceTimes.push_back(cudaExecutor->lastDeviceSeconds());
       best = std::min(best, std::chrono::duration<double>(
                                 std::chrono::steady_clock::now() - t0)
                                 .count());
@@ -201,10 +261,18 @@ int main(int argc, char **argv) {
       using S = std::chrono::duration<double>;
       std::fprintf(stderr,
                    "shard-run: load %.3f s, first run %.3f s, best of %d runs "
-                   "%.6f s; arena %lld bytes, weights mapped %zu bytes\n",
+                   "%.6f s; arena %lld bytes, weights %s %zu bytes\n",
                    S(loaded - start).count(), S(done - loaded).count(), repeat,
-                   best, (long long)executor.artifact().arenaBytes,
-                   executor.mappedWeightBytes());
+                   best, (long long)loadedArtifact.arenaBytes,
+                   cudaExecutor ? "on the GPU" : "mapped", weightBytes);
+      if (!deviceTimes.empty()) {
+        std::sort(deviceTimes.begin(), deviceTimes.end());
+        std::fprintf(stderr,
+                     "shard-run: GPU program time: best %.3f ms, median %.3f ms over %zu "
+                     "runs\n",
+                     deviceTimes.front() * 1e3, deviceTimes[deviceTimes.size() / 2] * 1e3,
+                     deviceTimes.size());
+      }
     }
   } catch (const std::exception &e) {
     comm->abort(e.what());

@@ -28,4 +28,41 @@ def ConvertNNToRT : Pass<"convert-nn-to-rt", "::mlir::ModuleOp"> {
                            "::mlir::memref::MemRefDialect"];
 }
 
+def ConvertRTToGPU : Pass<"convert-rt-to-gpu", "::mlir::ModuleOp"> {
+  let summary = "Fuse elementwise and row-reduction kernels into generated GPU kernels";
+  let description = [{
+    For the CUDA target. Elementwise rt.kernel calls (arithmetic with
+    broadcasting, comparisons, `where`, unary math, activations, `cast`,
+    `constant_of_shape`) and row reductions (`softmax`, `log_softmax`,
+    `layer_normalization`, `rms_normalization`) become `gpu.func` kernels in
+    `gpu.module @shardflow_kernels`, called by `rt.launch`.
+
+    Fusion is producer-consumer: an elementwise kernel joins the group that
+    computes an operand whose buffer has no other reader, is not returned,
+    and is read element for element; that buffer disappears (the value
+    stays in a register). A row reduction takes such a group as its
+    prologue. Groups never reach across collectives. Elementwise kernels
+    run one thread per element, 256 per block; a row reduction runs one
+    block of 256 threads per row, with block-wide reductions. Code computes
+    in f32 for f16, bf16 and f32 data and rounds once when it stores.
+
+    Contractions, attention and data movement (`matmul`, `gemm`,
+    `attention`, `transpose`, `slice`, `concat`, `split`, `expand`,
+    `gather`, `pad`) stay rt.kernel calls for the CUDA runtime; any other
+    kernel is an error naming it. With `gemm-epilogues`, a matmul whose
+    result only a bias add reads (a bias over its last dimension), and
+    that add's result only a tanh gelu or a relu, becomes one matmul with
+    the cuBLASLt epilogue `bias`, `gelu_bias` or `relu_bias`. An einsum
+    that contracts the last dimension of its first operand with the first
+    of its second ("...a,abc->...bc") becomes a matmul of views.
+  }];
+  let options = [
+    Option<"gemmEpilogues", "gemm-epilogues", "bool", /*default=*/"true",
+           "Fold bias adds (and a following tanh gelu or relu) into matmuls">,
+  ];
+  let dependentDialects = ["::mlir::gpu::GPUDialect", "::mlir::arith::ArithDialect",
+                           "::mlir::math::MathDialect", "::mlir::memref::MemRefDialect",
+                           "::mlir::scf::SCFDialect"];
+}
+
 #endif // SHARDFLOW_CONVERSION_PASSES_TD

@@ -16,8 +16,9 @@
 
 namespace shardflow {
 
-/// Adds the passes that lower an nn module to a planned rt module.
-void buildLowerToRTPipeline(mlir::OpPassManager &pm);
+/// Adds the passes that lower an nn module to a planned rt module for
+/// `target` ("cpu", or "cuda": generated GPU kernels called by rt.launch).
+void buildLowerToRTPipeline(mlir::OpPassManager &pm, llvm::StringRef target = "cpu");
 
 /// Exports the module's `main` function. Emits a diagnostic and fails on
 /// anything the artifact cannot express (unplanned buffers, attributes

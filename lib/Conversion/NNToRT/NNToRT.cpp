@@ -6,6 +6,10 @@
 // shape-only ops become views of their operand's buffer. Where each buffer
 // lives in memory is decided later by rt-plan-memory.
 //
+// An nn.cast between float types of an nn.weight folds into the rt.weight,
+// which then records the file's element type (`source_type`): the runtime
+// converts the weight once at load instead of a kernel on every run.
+//
 // A partitioned program (per-rank tensors, `dist` collectives over a
 // dist.mesh) becomes an SPMD rt program: each collective turns into the rt
 // collective over the rank groups its mesh axes define, and the function
@@ -42,6 +46,16 @@ MemRefType toBuffer(Type t) {
 bool isView(Operation *op) {
   return isa<nn::ReshapeOp, nn::FlattenOp, nn::SqueezeOp, nn::UnsqueezeOp,
              nn::IdentityOp, nn::DropoutOp>(op);
+}
+
+/// An nn.cast from one float type to another of an nn.weight: it becomes
+/// that weight's rt.weight, loaded in the cast's type (mixed precision).
+bool isFoldedWeightCast(Operation *op) {
+  auto c = dyn_cast<nn::CastOp>(op);
+  if (!c || !c.getInput().getDefiningOp<nn::WeightOp>())
+    return false;
+  Type from = c.getInput().getType().getElementType(), to = c.getTo();
+  return isa<FloatType>(from) && isa<FloatType>(to) && from != to;
 }
 
 /// A function that is already an rt program (buffers in, no nn ops), as
@@ -231,12 +245,28 @@ LogicalResult convertFunction(func::FuncOp fn, std::optional<int64_t> world) {
       continue;
     }
     if (auto w = dyn_cast<nn::WeightOp>(op)) {
+      // A weight read only through casts it folds needs no buffer of its own.
+      if (!w->use_empty() && llvm::all_of(w->getUsers(), isFoldedWeightCast))
+        continue;
       auto nw = rt::WeightOp::create(b, loc, toBuffer(w.getType()),
                                      w.getNameAttr(), w.getStorageAttr(),
                                      w.getFileAttr(), w.getOffsetAttr(),
                                      w.getSizeAttr(), w.getGlobalShapeAttr(),
-                                     w.getStartsAttr());
+                                     w.getStartsAttr(), TypeAttr());
       map.map(w.getResult(), nw.getResult());
+      continue;
+    }
+    if (isFoldedWeightCast(&op)) {
+      // The cast's type is the buffer's; the runtime converts the file's
+      // elements (source_type) once, at load.
+      auto c = cast<nn::CastOp>(op);
+      auto w = c.getInput().getDefiningOp<nn::WeightOp>();
+      auto nw = rt::WeightOp::create(
+          b, loc, toBuffer(c.getType()), w.getNameAttr(), w.getStorageAttr(),
+          w.getFileAttr(), w.getOffsetAttr(), w.getSizeAttr(),
+          w.getGlobalShapeAttr(), w.getStartsAttr(),
+          TypeAttr::get(w.getType().getElementType()));
+      map.map(c.getResult(), nw.getResult());
       continue;
     }
     if (auto c = dyn_cast<nn::ConstantOp>(op)) {

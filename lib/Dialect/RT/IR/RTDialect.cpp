@@ -4,6 +4,7 @@
 #include "shardflow/Dialect/RT/IR/RTOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "llvm/ADT/DenseSet.h"
 
 using namespace mlir;
@@ -53,6 +54,49 @@ LogicalResult KernelOp::verify() {
   return success();
 }
 
+LogicalResult LaunchOp::verify() {
+  if (getGrid().size() != 3 || getBlock().size() != 3)
+    return emitOpError("grid and block need three sizes each (x, y, z)");
+  if (llvm::any_of(getGrid(), [](int64_t v) { return v < 1 || v > (int64_t(1) << 31) - 1; }) ||
+      llvm::any_of(getBlock(), [](int64_t v) { return v < 1 || v > 1024; }))
+    return emitOpError("grid sizes must lie in [1, 2^31) and block sizes in [1, 1024]");
+  if (getBlock()[0] * getBlock()[1] * getBlock()[2] > 1024)
+    return emitOpError("a block has at most 1024 threads");
+  if (getShared() < 0)
+    return emitOpError("shared memory size must be non-negative");
+  if (getOutputs().empty())
+    return emitOpError("writes no outputs");
+  for (Value out : getOutputs()) {
+    if (failed(checkWritable(*this, out)))
+      return failure();
+    if (llvm::is_contained(getInputs(), out))
+      return emitOpError("reads and writes the same buffer");
+  }
+  return success();
+}
+
+LogicalResult LaunchOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  auto fn = symbols.lookupNearestSymbolFrom<gpu::GPUFuncOp>(*this, getKernel());
+  if (!fn || !fn.isKernel())
+    return emitOpError("'") << getKernel() << "' is not a gpu.func kernel";
+  SmallVector<Value> buffers(getInputs());
+  llvm::append_range(buffers, getOutputs());
+  if (fn.getNumArguments() != buffers.size())
+    return emitOpError("kernel '") << getKernel() << "' takes " << fn.getNumArguments()
+                                   << " arguments, the launch passes " << buffers.size();
+  for (auto [i, buffer] : llvm::enumerate(buffers)) {
+    auto param = dyn_cast<MemRefType>(fn.getArgument(i).getType());
+    auto type = cast<MemRefType>(buffer.getType());
+    if (!param || !param.hasStaticShape() ||
+        param.getElementType() != type.getElementType() ||
+        param.getNumElements() != type.getNumElements())
+      return emitOpError("buffer #") << i << " of type " << type
+                                     << " does not match kernel argument type "
+                                     << fn.getArgument(i).getType();
+  }
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Weights and collectives: rank tables
 //===----------------------------------------------------------------------===//
@@ -74,6 +118,14 @@ static LogicalResult checkRank(Operation *op, int64_t rank, int64_t world,
 }
 
 LogicalResult WeightOp::verify() {
+  if (auto source = getSourceTypeAttr()) {
+    Type elem = getResult().getType().getElementType();
+    if (!isa<FloatType>(source.getValue()) || !isa<FloatType>(elem) ||
+        source.getValue() == elem)
+      return emitOpError("source_type ")
+             << source.getValue() << " must be a float type other than the buffer's "
+             << elem;
+  }
   auto global = getGlobalShapeAttr();
   auto starts = getStartsAttr();
   if (!global && !starts)

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "shardflow/Runtime/Kernel.h"
+#include "shardflow/Runtime/Layout.h"
 
 #include "Gemm.h"
 #include "KernelSupport.h"
@@ -32,37 +33,13 @@ namespace {
 //===----------------------------------------------------------------------===//
 
 
-/// Where the rows of a [B, H, S, D] operand lie, for 4-D tensors or for
-/// 3-D [B, S, H * D] ones: element (b, h, s, d) is at b*sb + h*sh + s*ss + d.
-struct Heads {
-  int64_t batch = 0, heads = 0, seq = 0, dim = 0;
-  int64_t sb = 0, sh = 0, ss = 0;
-};
+/// A [B, H, S, D] view of a 3-D or 4-D operand (Layout.h).
+using Heads = AttentionHeads;
 
 Heads headsOf(const KernelContext &ctx, const Tensor &t, int64_t numHeads, const char *what) {
   Heads h;
-  if (t.rank() == 4) {
-    h.batch = t.shape[0];
-    h.heads = t.shape[1];
-    h.seq = t.shape[2];
-    h.dim = t.shape[3];
-    h.ss = h.dim;
-    h.sh = h.seq * h.dim;
-    h.sb = h.heads * h.sh;
-  } else if (t.rank() == 3) {
-    if (numHeads <= 0 || t.shape[2] % numHeads)
-      fail(ctx, std::string("3-D ") + what + " needs a head count dividing its hidden size " +
-                    std::to_string(t.shape[2]));
-    h.batch = t.shape[0];
-    h.heads = numHeads;
-    h.seq = t.shape[1];
-    h.dim = t.shape[2] / numHeads;
-    h.sh = h.dim;
-    h.ss = t.shape[2];
-    h.sb = h.seq * h.ss;
-  } else {
-    fail(ctx, std::string(what) + " must be 3-D or 4-D");
-  }
+  if (std::string problem = attentionHeads(t.shape, numHeads, what, h); !problem.empty())
+    fail(ctx, problem);
   return h;
 }
 
@@ -180,30 +157,12 @@ template <typename T> void attentionTyped(const KernelContext &ctx) {
   const Tensor *mask = ctx.inputs.size() > 3 ? &ctx.inputs[3] : nullptr;
   int64_t qHeads = ctx.params.getInt("q_num_heads", 0);
   int64_t kvHeads = ctx.params.getInt("kv_num_heads", 0);
-  Heads q = headsOf(ctx, qt, qHeads, "query"), k = headsOf(ctx, kt, kvHeads, "key"),
-        v = headsOf(ctx, vt, kvHeads, "value");
-  if (qt.rank() != kt.rank() || qt.rank() != vt.rank())
-    fail(ctx, "query, key and value must all be 3-D or all 4-D");
-  if (k.batch != q.batch || v.batch != q.batch || k.dim != q.dim || v.heads != k.heads ||
-      v.seq != k.seq)
-    fail(ctx, "query, key and value shapes disagree");
-  if (k.heads < 1 || q.heads % k.heads)
-    fail(ctx, "query heads " + std::to_string(q.heads) + " must be a multiple of key heads " +
-                  std::to_string(k.heads));
-  // The result has the query's layout with the value's head size.
-  Heads y = q;
-  y.dim = v.dim;
-  if (yt.rank() == 4) {
-    y.ss = y.dim;
-    y.sh = y.seq * y.dim;
-    y.sb = y.heads * y.sh;
-  } else {
-    y.sh = y.dim;
-    y.ss = y.heads * y.dim;
-    y.sb = y.seq * y.ss;
-  }
-  if (yt.numel() != y.batch * y.heads * y.seq * y.dim)
-    fail(ctx, "result has the wrong number of elements");
+  AttentionLayout layout;
+  if (std::string problem = attentionLayout(qt.shape, kt.shape, vt.shape, yt.shape, qHeads,
+                                            kvHeads, layout);
+      !problem.empty())
+    fail(ctx, problem);
+  const Heads &q = layout.q, &k = layout.k, &v = layout.v, &y = layout.y;
   int64_t B = q.batch, Hq = q.heads, Sq = q.seq, Skv = k.seq, D = q.dim;
   int64_t group = Hq / k.heads;
   double scale = ctx.params.has("scale") ? ctx.params.getFloat("scale")

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "shardflow/Runtime/Kernel.h"
+#include "shardflow/Runtime/Layout.h"
 
 #include "KernelSupport.h"
 #include "Parallel.h"
@@ -38,16 +39,6 @@ void expectArity(const KernelContext &ctx, size_t ins, size_t outs) {
                   std::to_string(ctx.outputs.size()));
 }
 
-
-std::vector<int64_t> stridesOf(const std::vector<int64_t> &shape) {
-  std::vector<int64_t> s(shape.size());
-  int64_t acc = 1;
-  for (size_t i = shape.size(); i-- > 0;) {
-    s[i] = acc;
-    acc *= shape[i];
-  }
-  return s;
-}
 
 int64_t product(const std::vector<int64_t> &v, size_t from = 0, size_t to = SIZE_MAX) {
   int64_t n = 1;
@@ -239,7 +230,7 @@ void transposeKernel(const KernelContext &ctx) {
   if (int64_t(perm.size()) != in.rank())
     fail(ctx, "perm has " + std::to_string(perm.size()) + " entries for rank " +
                   std::to_string(in.rank()));
-  std::vector<int64_t> inStrides = stridesOf(in.shape), strides;
+  std::vector<int64_t> inStrides = rowMajorStrides(in.shape), strides;
   for (int64_t p : perm) {
     if (p < 0 || p >= in.rank())
       fail(ctx, "perm entry " + std::to_string(p) + " is out of range");
@@ -302,7 +293,7 @@ void sliceKernel(const KernelContext &ctx) {
     fail(ctx, "starts and axes differ in length");
   if (steps.empty())
     steps.assign(axes.size(), 1);
-  std::vector<int64_t> strides = stridesOf(in.shape);
+  std::vector<int64_t> strides = rowMajorStrides(in.shape);
   int64_t base = 0;
   for (size_t i = 0; i < axes.size(); ++i) {
     int64_t axis = axes[i] < 0 ? axes[i] + in.rank() : axes[i];
@@ -356,7 +347,7 @@ void padKernel(const KernelContext &ctx) {
   for (size_t d = 0; d < rank; ++d)
     for (int64_t o = 0; o < out.shape[d]; ++o)
       src[d].push_back(padSource(o - pads[d], in.shape[d], mode));
-  std::vector<int64_t> inStrides = stridesOf(in.shape);
+  std::vector<int64_t> inStrides = rowMajorStrides(in.shape);
   double value = ctx.params.getFloat("value", 0.0);
   dispatchSize(ctx, dtypeSize(in.dtype), [&](auto e) {
     using E = decltype(e);
@@ -438,7 +429,7 @@ void gatherElementsKernel(const KernelContext &ctx) {
   if (indices.rank() != in.rank())
     fail(ctx, "indices rank differs from the input's");
   std::vector<int64_t> idx = readIndices(ctx, indices);
-  std::vector<int64_t> inStrides = stridesOf(in.shape);
+  std::vector<int64_t> inStrides = rowMajorStrides(in.shape);
   int64_t size = in.shape[size_t(axis)];
   dispatchSize(ctx, dtypeSize(in.dtype), [&](auto e) {
     using E = decltype(e);
@@ -486,7 +477,7 @@ void scatterNDKernel(const KernelContext &ctx) {
   if (q < 1 || q > size_t(in.rank()))
     fail(ctx, "indices' last dimension is out of range");
   std::vector<int64_t> idx = readIndices(ctx, indices);
-  std::vector<int64_t> strides = stridesOf(in.shape);
+  std::vector<int64_t> strides = rowMajorStrides(in.shape);
   int64_t slice = product(in.shape, q);
   int64_t count = q ? int64_t(idx.size() / q) : 0;
   size_t esize = dtypeSize(in.dtype);
@@ -536,15 +527,9 @@ void expandKernel(const KernelContext &ctx) {
   const Tensor &in = ctx.inputs[0], &out = ctx.outputs[0];
   if (in.rank() > out.rank())
     fail(ctx, "input rank exceeds the result's");
-  std::vector<int64_t> inStrides = stridesOf(in.shape);
-  size_t lead = size_t(out.rank() - in.rank());
-  std::vector<int64_t> strides(size_t(out.rank()), 0);
-  for (size_t d = 0; d < size_t(in.rank()); ++d) {
-    int64_t o = out.shape[lead + d], i = in.shape[d];
-    if (i != o && i != 1)
-      fail(ctx, "input dimension " + std::to_string(d) + " does not broadcast");
-    strides[lead + d] = i == 1 ? 0 : inStrides[d];
-  }
+  std::vector<int64_t> strides;
+  if (int64_t d = broadcastStrides(in.shape, out.shape, strides); d >= 0)
+    fail(ctx, "input dimension " + std::to_string(d) + " does not broadcast");
   stridedCopyAny(ctx, in, 0, out, strides);
 }
 

@@ -14,6 +14,7 @@ include "mlir/IR/OpBase.td"
 include "mlir/IR/CommonTypeConstraints.td"
 include "mlir/IR/CommonAttrConstraints.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/IR/SymbolInterfaces.td"
 
 def RT_Dialect : Dialect {
   let name = "rt";
@@ -74,16 +75,24 @@ def RT_WeightOp : RT_Op<"weight", [Pure]> {
     slice: the block of the global tensor at its start with the result's
     shape.
 
+    With `source_type` the file holds elements of that float type and the
+    buffer another float type (mixed precision: f32 bytes, a bf16 buffer);
+    the runtime converts them once at load. `size`, `offset` and the slices
+    refer to the bytes in the file.
+
     ```mlir
     %w = rt.weight "fc.weight" {storage = "external", file = "m.data",
         offset = 0 : i64, global_shape = array<i64: 64, 32>,
         starts = [array<i64: 0, 0>, array<i64: 32, 0>]} : memref<32x32xf32>
+    %h = rt.weight "fc.weight" {storage = "external", file = "m.data",
+        offset = 0 : i64, source_type = f32} : memref<64x32xbf16>
     ```
   }];
   let arguments = (ins StrAttr:$name, StrAttr:$storage, OptionalAttr<StrAttr>:$file,
                        OptionalAttr<I64Attr>:$offset, OptionalAttr<I64Attr>:$size,
                        OptionalAttr<DenseI64ArrayAttr>:$global_shape,
-                       OptionalAttr<RT_RankLists>:$starts);
+                       OptionalAttr<RT_RankLists>:$starts,
+                       OptionalAttr<TypeAttr>:$source_type);
   let results = (outs RT_Buffer:$result);
   let assemblyFormat = "$name attr-dict `:` type($result)";
   let hasVerifier = 1;
@@ -122,6 +131,35 @@ def RT_KernelOp : RT_Op<"kernel", [AttrSizedOperandSegments]> {
 //===----------------------------------------------------------------------===//
 // Collectives
 //===----------------------------------------------------------------------===//
+
+def RT_LaunchOp : RT_Op<"launch", [AttrSizedOperandSegments,
+                                    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "Run a compiler-generated GPU kernel: read `ins`, write `outs`";
+  let description = [{
+    `kernel` names a `gpu.func` (with the `kernel` attribute) inside a
+    `gpu.module` of the enclosing module; it is launched on `grid` thread
+    blocks of `block` threads with `shared` bytes of dynamic shared memory.
+    The kernel takes one argument per buffer, `ins` then `outs`, each a
+    contiguous memref with the buffer's element type and element count (the
+    kernel may view an N-d buffer as 1-d). Outputs never alias inputs.
+
+    ```mlir
+    rt.launch @shardflow_kernels::@k0_add_gelu grid [96, 1, 1] block [256, 1, 1]
+        ins(%a, %b : memref<8x3072xf32>, memref<3072xf32>)
+        outs(%c : memref<8x3072xf32>)
+    ```
+  }];
+  let arguments = (ins SymbolRefAttr:$kernel, DenseI64ArrayAttr:$grid,
+                       DenseI64ArrayAttr:$block,
+                       DefaultValuedAttr<I64Attr, "0">:$shared,
+                       Variadic<RT_Buffer>:$inputs, Variadic<RT_Buffer>:$outputs);
+  let assemblyFormat = [{
+    $kernel `grid` $grid `block` $block
+    (`ins` `(` $inputs^ `:` type($inputs) `)`)?
+    `outs` `(` $outputs `:` type($outputs) `)` attr-dict
+  }];
+  let hasVerifier = 1;
+}
 
 class RT_GroupCollectiveOp<string mnemonic, string text, dag extra>
     : RT_Op<mnemonic> {

@@ -1,0 +1,219 @@
+"""GPT-2-small-shaped forward on one GPU: Shardflow against PyTorch.
+
+Side by side in one run, on the same weights and token ids: our compiled
+CUDA artifact (bf16, generated fused kernels, cuBLASLt, the runtime's
+attention kernel) run by shard-run, PyTorch eager, and torch.compile. It
+prints the time per forward of each, the ratios ours/eager and
+ours/compile, our model FLOP utilization, and the logits' relative error
+against PyTorch's float32 forward.
+
+Two steps, because the GPU machines have no LLVM/MLIR (so no shard-opt):
+
+    # where shard-opt is built: the model (weights streamed to disk from a
+    # seeded RNG) and the artifact
+    python bench/gpt2_gpu_bench.py prepare --out /tmp/g2
+    # on the GPU machine, from a checkout that holds /tmp/g2/gpt2s.shard
+    # (and a runtime-only shard-run, see tools/gpu-check.sh):
+    python bench/gpt2_gpu_bench.py run --dir /tmp/g2 --shard-run build-gpu/bin/shard-run
+
+`run` regenerates the weights with the same seed (identical bytes: the
+artifact's CRC-32C checks prove it) unless they are already there.
+The model: 12 layers, hidden 768, 12 heads, vocabulary 50257, 1024
+positions, batch 8, sequence 1024 (GPT-2 small's shapes; weights random).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "python"))
+
+CONFIG = dict(layers=12, hidden=768, heads=12, seq=1024, batch=8, vocab=50257, max_pos=1024)
+# Dense bf16 tensor-core peaks (FLOP/s) by device name, for MFU.
+PEAK_BF16 = {"H100 SXM": 989.4e12, "H100 PCIe": 756.5e12, "H100 NVL": 835.5e12,
+             "H200": 989.4e12, "A100": 312e12}
+
+
+def _config(args) -> dict:
+    cfg = dict(CONFIG)
+    if args.layers:
+        cfg["layers"] = args.layers
+    if args.batch:
+        cfg["batch"] = args.batch
+    return cfg
+
+
+def _generate(out: Path, cfg: dict) -> Path:
+    from shardflow import models
+
+    path = out / "gpt2s.onnx"
+    if not (out / "gpt2s.data").exists() or not path.exists():
+        t0 = time.time()
+        models.generate_to_file("gpt2", path, external_data=True, **cfg)
+        print(f"generated {path} ({time.time() - t0:.0f} s)", file=sys.stderr)
+    return path
+
+
+def prepare(args) -> int:
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    cfg = _config(args)
+    model = _generate(out, cfg)
+    shard_opt = Path(args.shard_opt)
+    cmd = [str(shard_opt), str(model), "--target", "cuda", "--dtype", "bf16", "-o",
+           str(out / "gpt2s.shard")]
+    t0 = time.time()
+    subprocess.run(cmd, check=True)
+    print(f"compiled in {time.time() - t0:.1f} s: {' '.join(cmd)}", file=sys.stderr)
+    (out / "config.json").write_text(json.dumps(cfg))
+    return 0
+
+
+def _flops(cfg: dict) -> float:
+    """Forward FLOPs: 2 per multiply-add of every matmul; causal attention
+    counts the scores and values it needs (half the square)."""
+    b, s, h, l, v = cfg["batch"], cfg["seq"], cfg["hidden"], cfg["layers"], cfg["vocab"]
+    tokens = b * s
+    dense = 2 * tokens * (l * (3 * h * h + h * h + 8 * h * h) + h * v)
+    attention = l * 2 * 2 * b * s * s * h / 2
+    return float(dense + attention)
+
+
+def _time_shard_run(args, out: Path, ids_path: Path) -> tuple[float, "object"]:
+    import numpy as np
+
+    result = out / "ours.npz"
+    cmd = [str(args.shard_run), str(out / "gpt2s.shard"), "--weights", str(out),
+           "--input", f"input_ids={ids_path}", "--output", str(result),
+           "--repeat", str(args.repeat), "--verbose"]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    sys.stderr.write(proc.stderr)
+    if proc.returncode:
+        raise SystemExit(f"shard-run failed ({proc.returncode})")
+    # shard-run --verbose prints the GPU time of the program (events around
+    # it, no host copies), as torch's times below are measured.
+    m = re.search(r"GPU program time: best ([0-9.]+) ms, median ([0-9.]+) ms", proc.stderr)
+    if not m:
+        raise SystemExit("no GPU program time in shard-run --verbose output")
+    return float(m.group(2)) / 1e3, np.load(result)["logits"]
+
+
+def _torch_model(model_path: Path, cfg: dict):
+    import onnx
+    import torch
+    import torch.nn.functional as F
+    from onnx import numpy_helper
+
+    m = onnx.load(str(model_path))  # external data next to it
+    w = {t.name: torch.from_numpy(numpy_helper.to_array(t).copy()) for t in m.graph.initializer}
+    heads, hidden = cfg["heads"], cfg["hidden"]
+
+    def forward(params, ids):
+        b, s = ids.shape
+        x = params["wte.weight"][ids] + params["wpe.weight"][:s][None]
+        for i in range(cfg["layers"]):
+            p = f"h.{i}"
+            h = F.layer_norm(x, (hidden,), params[f"{p}.ln_1.weight"], params[f"{p}.ln_1.bias"])
+            qkv = h @ params[f"{p}.attn.c_attn.weight"] + params[f"{p}.attn.c_attn.bias"]
+            q, k, v = (t.view(b, s, heads, -1).transpose(1, 2) for t in qkv.split(hidden, -1))
+            a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            a = a.transpose(1, 2).reshape(b, s, hidden)
+            x = x + a @ params[f"{p}.attn.c_proj.weight"] + params[f"{p}.attn.c_proj.bias"]
+            h = F.layer_norm(x, (hidden,), params[f"{p}.ln_2.weight"], params[f"{p}.ln_2.bias"])
+            h = F.gelu(h @ params[f"{p}.mlp.c_fc.weight"] + params[f"{p}.mlp.c_fc.bias"],
+                       approximate="tanh")
+            x = x + h @ params[f"{p}.mlp.c_proj.weight"] + params[f"{p}.mlp.c_proj.bias"]
+        x = F.layer_norm(x, (hidden,), params["ln_f.weight"], params["ln_f.bias"])
+        return x @ params["lm_head.weight"]
+
+    return forward, w
+
+
+def _time_torch(fn, ids, repeat: int) -> float:
+    import torch
+
+    for _ in range(3):
+        fn(ids)
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(repeat):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn(ids)
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end) / 1e3)
+    times.sort()
+    return times[len(times) // 2]
+
+
+def run(args) -> int:
+    import numpy as np
+    import torch
+
+    out = Path(args.dir)
+    cfg = json.loads((out / "config.json").read_text())
+    model_path = _generate(out, cfg)
+    ids = np.random.default_rng(1).integers(0, cfg["vocab"], (cfg["batch"], cfg["seq"]),
+                                            dtype=np.int64)
+    ids_path = out / "input_ids.npy"
+    np.save(ids_path, ids)
+
+    ours_s, ours_logits = _time_shard_run(args, out, ids_path)
+
+    forward, w = _torch_model(model_path, cfg)
+    dev = torch.device("cuda")
+    tids = torch.from_numpy(ids).to(dev)
+    with torch.inference_mode():
+        f32 = {k: v.to(dev) for k, v in w.items()}
+        ref = forward(f32, tids).float().cpu().numpy()
+        del f32
+        bf = {k: v.to(dev, torch.bfloat16) for k, v in w.items()}
+        eager = lambda t: forward(bf, t)
+        eager_s = _time_torch(eager, tids, args.repeat)
+        compiled = torch.compile(lambda t: forward(bf, t))
+        compile_s = _time_torch(compiled, tids, args.repeat)
+        torch_bf16 = eager(tids).float().cpu().numpy()
+
+    err = float(np.linalg.norm(ours_logits - ref) / np.linalg.norm(ref))
+    err_torch = float(np.linalg.norm(torch_bf16 - ref) / np.linalg.norm(ref))
+    name = torch.cuda.get_device_name()
+    peak = next((v for k, v in PEAK_BF16.items() if k in name), None)
+    flops = _flops(cfg)
+    print(f"device: {name}; date: {time.strftime('%Y-%m-%d')}")
+    print(f"model: GPT-2 small shapes {cfg}, bf16, {flops / 1e12:.2f} TFLOP per forward")
+    print(f"shardflow      {ours_s * 1e3:9.2f} ms  {flops / ours_s / 1e12:7.1f} TFLOP/s"
+          + (f"  MFU {flops / ours_s / peak:.1%}" if peak else ""))
+    print(f"torch eager    {eager_s * 1e3:9.2f} ms  {flops / eager_s / 1e12:7.1f} TFLOP/s")
+    print(f"torch.compile  {compile_s * 1e3:9.2f} ms  {flops / compile_s / 1e12:7.1f} TFLOP/s")
+    print(f"ratio ours/eager {ours_s / eager_s:.3f}  ours/compile {ours_s / compile_s:.3f}")
+    print(f"logits rel. L2 error vs torch f32: ours {err:.2e}, torch bf16 {err_torch:.2e}")
+    return 0 if err < 2e-2 else 1
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="step", required=True)
+    p = sub.add_parser("prepare", help="generate the model and compile it (needs shard-opt)")
+    p.add_argument("--out", required=True, help="folder for the model and the artifact")
+    p.add_argument("--shard-opt", default=str(REPO / "build" / "bin" / "shard-opt"))
+    r = sub.add_parser("run", help="time ours, torch eager and torch.compile (needs a GPU)")
+    r.add_argument("--dir", required=True, help="the folder `prepare` wrote")
+    r.add_argument("--shard-run", required=True, help="a CUDA-enabled shard-run")
+    r.add_argument("--repeat", type=int, default=20, help="timed forwards of each (median)")
+    for q in (p,):
+        q.add_argument("--layers", type=int, help="fewer layers for a quick check")
+        q.add_argument("--batch", type=int, help="another batch size")
+    args = ap.parse_args(argv)
+    return prepare(args) if args.step == "prepare" else run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,111 @@
+//===- Passes.td - nn dialect passes -----------------------*- tablegen -*-===//
+//
+// Passes on the nn program before it is lowered: raising exporters' op
+// chains to first-class ops, and changing the precision it computes in.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SHARDFLOW_DIALECT_NN_TRANSFORMS_PASSES_TD
+#define SHARDFLOW_DIALECT_NN_TRANSFORMS_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def NNRaiseAttention : Pass<"nn-raise-attention", "::mlir::func::FuncOp"> {
+  let summary = "Raise materialized scaled dot-product attention to nn.attention";
+  let description = [{
+    Exporters write attention as a chain of ops:
+
+    ```
+    scores = matmul(Q, K^T)              Q [B, H, Sq, D], K^T [B, Hkv, D, Skv]
+    scores = scores * c  |  scores / c   optional, c a scalar constant
+    scores = tanh(scores / t) * t        optional soft-capping
+    scores = where(keep, scores, fill) | scores + bias    optional mask
+    probs  = softmax(scores, axis = -1)  (an inference nn.dropout may follow)
+    out    = matmul(probs, V)            V [B, Hkv, Skv, Dv]
+    ```
+
+    and this pass replaces each such chain by one 4-D `nn.attention`, when
+    the match is exact:
+
+    - K^T is a transpose whose last two dimensions swap those of K (the
+      transpose is folded away), or any other value (K is its transpose);
+    - the scale is a splat constant (`scale` = c, or 1/c for a division);
+      no scale gives `scale` = 1;
+    - a constant mask (nn.constant, possibly through nn.trilu, nn.cast,
+      nn.expand, nn.reshape, nn.unsqueeze) that keeps exactly key j <= query
+      i, with only unit leading dimensions, becomes `is_causal`, the
+      convention of nn.attention (upper-left aligned). This covers a boolean
+      `where(keep, s, fill)`, its `masked_fill` form `where(drop, fill, s)`
+      and an additive mask of 0 and `fill`; `fill` must be -inf or at most
+      -1e30, so that masked scores contribute exactly 0;
+    - any other additive mask becomes the float `mask` operand; any other
+      boolean mask becomes the boolean `mask` operand when `fill` is -inf,
+      and the float mask `where(keep, 0, fill)` otherwise (for finite `fill`
+      a fully masked row then averages every key, as the original chain
+      does, where a boolean mask would give zeros);
+    - K and V repeated per query-head group (`unsqueeze` at dim 2 or an
+      equivalent reshape, `expand`, `reshape` to [B, Hkv * g, S, D]: the
+      repeat_kv of grouped-query models) are used unrepeated, giving
+      grouped-query attention, when both are repeated by the same factor.
+
+    Every intermediate value of the chain (scores, scaled, capped, masked,
+    probabilities) must have no other user; otherwise the chain stays.
+    With `explain`, every softmax that is not raised gets a remark saying
+    why.
+  }];
+  let options = [
+    Option<"explain", "explain", "bool", /*default=*/"false",
+           "Emit a remark at every softmax whose chain is not raised, with the reason">,
+  ];
+  let dependentDialects = ["::shardflow::nn::NNDialect"];
+}
+
+def NNConvertFloatType : Pass<"nn-convert-float-type", "::mlir::ModuleOp"> {
+  let summary = "Compute an f32 program in bf16 or f16 (mixed precision)";
+  let description = [{
+    Every f32 value of each function becomes a value of the low type `type`
+    (bf16 or f16), with the program's interface unchanged:
+
+    - each f32 `nn.weight` keeps its type (its bytes in the file are f32)
+      and is followed by an `nn.cast` to the low type; convert-nn-to-rt
+      folds that cast into the `rt.weight`, which then records the f32
+      source type for the runtime to convert once at load;
+    - f32 function arguments are cast to the low type at entry, and f32
+      results are cast back to f32 before they are returned;
+    - f32 `nn.constant`s are converted (round to nearest even);
+    - `nn.cast` to f32 casts to the low type; every other op gets its
+      result types again from type inference (or, for ops whose result type
+      is given, such as reshape, expand, constant_of_shape and the dist
+      collectives, the low type in place of f32).
+
+    Kernels accumulate in f32 whatever the storage type; that is the
+    runtime's job. Run it after sharding: presets look for linear layers
+    whose weight is an `nn.weight` operand, and slicing a weight before
+    the cast keeps the weight table in file types.
+  }];
+  let options = [
+    Option<"type", "type", "std::string", /*default=*/"\"bf16\"",
+           "The element type to compute in: bf16 or f16">,
+  ];
+  let dependentDialects = ["::shardflow::nn::NNDialect"];
+}
+
+def NNFoldAttentionLayout : Pass<"nn-fold-attention-layout", "::mlir::func::FuncOp"> {
+  let summary = "Run attention on [B, S, H*D] tensors instead of transposed heads";
+  let description = [{
+    Exporters split heads with a reshape [B, S, H*D] -> [B, S, H, D] and a
+    transpose to [B, H, S, D] before attention, and transpose back after
+    it; each transpose copies an activation. When Q, K and V of a 4-D
+    `nn.attention` all come from such a split and transpose, and every user
+    of its result is the inverse transpose (0, 2, 1, 3), the attention
+    takes the 3-D tensors (`q_num_heads`, `kv_num_heads` set) and its
+    result, reshaped to [B, S, H, Dv] (a view), replaces those transposes.
+    Transposes and reshapes left without users are erased.
+
+    The CUDA target runs it on the per-rank program, after sharding, so
+    sharding sees the exporter's form.
+  }];
+  let dependentDialects = ["::shardflow::nn::NNDialect"];
+}
+
+#endif // SHARDFLOW_DIALECT_NN_TRANSFORMS_PASSES_TD

@@ -1,0 +1,69 @@
+//===- WeightLoader.h - this rank's weight bytes, for any executor -*- C++ -*-===//
+//
+// Both executors (CPU and CUDA) load weights the same way: map each weight
+// file once, read-only; take this rank's slice (in place when its bytes are
+// one run of the file, else its rows copied together); check the CRC-32C
+// recorded at compile time over the file's bytes; and, for a mixed-precision
+// weight (`source-dtype`), convert those bytes to the buffer's element type
+// into an owned copy. The CPU executor keeps the result; the CUDA executor
+// uploads it and lets the host copy go.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SHARDFLOW_RUNTIME_WEIGHTLOADER_H
+#define SHARDFLOW_RUNTIME_WEIGHTLOADER_H
+
+#include "shardflow/Runtime/Artifact.h"
+
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace shardflow::runtime {
+
+/// One weight's bytes for this rank, in the buffer's element type.
+struct WeightBytes {
+  const void *data = nullptr; // points into a mapping, or into `owned`
+  size_t bytes = 0;
+  /// Set when the bytes had to be copied (a strided slice) or converted.
+  std::unique_ptr<uint8_t[]> owned;
+};
+
+class WeightLoader {
+public:
+  /// `weightsDir` overrides the artifact's model folder when non-empty.
+  WeightLoader(const Artifact &artifact, std::string weightsDir, int rank,
+               bool verifyWeights);
+  ~WeightLoader(); // unmaps the files: `data` pointing into them dies too
+  WeightLoader(const WeightLoader &) = delete;
+  WeightLoader &operator=(const WeightLoader &) = delete;
+
+  /// Loads buffer `index` (a weight). Throws RuntimeError naming the weight
+  /// and file: missing or short file, changed checksum, or a source-dtype
+  /// conversion that is not supported.
+  WeightBytes load(size_t index);
+
+  /// Hands the file mappings (base, length) to the caller, who munmaps
+  /// them when done: an executor that keeps pointers into the files.
+  std::vector<std::pair<void *, size_t>> releaseMappings();
+
+private:
+  const uint8_t *mapFile(const std::string &path, const std::string &weight,
+                         size_t &length);
+
+  const Artifact &art;
+  std::string dir;
+  int rank;
+  bool verify;
+  struct Mapping {
+    void *base = nullptr;
+    size_t length = 0;
+  };
+  std::map<std::string, Mapping> files;
+};
+
+} // namespace shardflow::runtime
+
+#endif // SHARDFLOW_RUNTIME_WEIGHTLOADER_H

@@ -1,0 +1,1232 @@
+//===- RTToGPU.cpp - fuse rt kernels into generated GPU kernels -------------===//
+//
+// For the CUDA target, every rt.kernel that is elementwise (arithmetic,
+// comparisons, select, unary math, activations, casts, fills) or a row
+// reduction (softmax, log-softmax, layer and RMS normalization) becomes
+// code the compiler generates, in one `gpu.module @shardflow_kernels`, and
+// is called by rt.launch. Contractions and attention stay rt.kernel calls:
+// the runtime runs them with cuBLASLt and its attention kernel, as it runs
+// data movement (transpose, slice, concat, split, expand, gather, pad).
+//
+// Fusion is producer-consumer over buffers: an elementwise kernel joins the
+// group that computes one of its operands when that operand's buffer (seen
+// through views) has no other reader, is not returned, and is read element
+// for element (no broadcast). The buffer then never exists: the value stays
+// in a register. A row reduction takes such a group as its prologue (the
+// residual add before a layer norm). A group is emitted where its last
+// member stood, so a group closes as soon as anything else reads one of
+// its outputs, and at any instruction that is not a kernel call (a
+// collective may write a buffer in place).
+//
+// Generated code computes in f32 for f16/bf16/f32 data (f64 stays f64) and
+// rounds once when it stores. Every argument is a flat memref of its
+// buffer's element count (the launch ABI passes bare pointers), so indexing
+// is linear and views cost nothing.
+//
+//===----------------------------------------------------------------------===//
+
+#include "shardflow/Conversion/Passes.h"
+#include "shardflow/Dialect/RT/IR/RTOps.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringSet.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace shardflow {
+#define GEN_PASS_DEF_CONVERTRTTOGPU
+#include "shardflow/Conversion/Passes.h.inc"
+} // namespace shardflow
+
+using namespace mlir;
+using namespace shardflow;
+
+namespace {
+
+constexpr StringLiteral kModuleName = "shardflow_kernels";
+constexpr int64_t kLoopBlock = 256; // threads per block, elementwise kernels
+constexpr int64_t kRowBlock = 256;  // threads per block (one row), reductions
+constexpr int64_t kMaxCachedRow = 8192; // rows up to this many elements stay in shared memory
+
+/// Kernels the CUDA runtime implements itself (cuBLASLt, its attention
+/// kernel, strided copies): they stay rt.kernel calls.
+bool isRuntimeKernel(StringRef name) {
+  static const llvm::StringSet<> names = {"matmul", "gemm",  "attention", "transpose",
+                                          "slice",  "concat", "split",    "expand",
+                                          "gather", "pad"};
+  return names.contains(name);
+}
+
+bool isElementwise(StringRef name) {
+  static const llvm::StringSet<> names = {
+      "add",     "sub",        "mul",  "div",   "pow",  "min",  "max",   "equal",
+      "less",    "greater",    "and",  "where", "sqrt", "exp",  "log",   "tanh",
+      "sigmoid", "erf",        "reciprocal",    "relu", "neg",  "abs",   "not",
+      "identity", "leaky_relu", "gelu", "clip", "cast", "dropout", "constant_of_shape",
+      "range", "trilu"};
+  return names.contains(name);
+}
+
+/// Elementwise in its output, but reading its input at other positions
+/// (the rotation partner): it never takes a fused producer.
+bool readsNeighbours(StringRef name) { return name == "rotary_embedding"; }
+
+bool isRowReduction(StringRef name) {
+  return name == "softmax" || name == "log_softmax" || name == "layer_normalization" ||
+         name == "rms_normalization";
+}
+
+/// The buffer a value's bytes belong to: through views to the allocation.
+Value rootOf(Value v) {
+  while (auto view = v.getDefiningOp<rt::ViewOp>())
+    v = view.getSource();
+  return v;
+}
+
+int64_t numel(Value v) { return cast<MemRefType>(v.getType()).getNumElements(); }
+ArrayRef<int64_t> shapeOf(Value v) { return cast<MemRefType>(v.getType()).getShape(); }
+Type elemOf(Value v) { return cast<MemRefType>(v.getType()).getElementType(); }
+
+/// The type generated code computes in for data of type `t`.
+Type computeType(Type t) {
+  if (t.isF16() || t.isBF16() || t.isF32())
+    return Float32Type::get(t.getContext());
+  return t;
+}
+
+bool isSupportedElement(Type t) {
+  return t.isF16() || t.isBF16() || t.isF32() || t.isF64() || t.isSignlessInteger();
+}
+
+/// A fusion group: kernels emitted as one generated kernel.
+struct Group {
+  enum class Kind { Loop, Row } kind = Kind::Loop;
+  SmallVector<rt::KernelOp> members; // program order; a Row group's last is the reduction
+  llvm::SmallPtrSet<Operation *, 8> internal; // allocs (and views) that vanish
+  int64_t iterations = 0; // Loop: elements of every member's output
+  bool closed = false;
+};
+
+//===----------------------------------------------------------------------===//
+// Scalar code for one elementwise kernel
+//===----------------------------------------------------------------------===//
+
+class KernelEmitter {
+public:
+  KernelEmitter(OpBuilder &b, Location loc) : b(b), loc(loc) {}
+
+  Value index(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
+  Value floatConst(Type t, double v) {
+    return arith::ConstantOp::create(b, loc, t, b.getFloatAttr(t, v));
+  }
+
+  /// Loads element `idx` of `buf` (flat) in its compute type.
+  Value load(Value buf, Value idx) {
+    Value v = memref::LoadOp::create(b, loc, buf, ValueRange{idx});
+    return toCompute(v);
+  }
+  Value toCompute(Value v) {
+    Type t = v.getType(), c = computeType(t);
+    if (t == c)
+      return v;
+    return arith::ExtFOp::create(b, loc, c, v);
+  }
+  /// Stores compute value `v` at `idx` of `buf`, rounding once.
+  void store(Value v, Value buf, Value idx) {
+    Type storage = cast<MemRefType>(buf.getType()).getElementType();
+    if (v.getType() != storage)
+      v = arith::TruncFOp::create(b, loc, storage, v);
+    memref::StoreOp::create(b, loc, v, buf, ValueRange{idx});
+  }
+
+  /// The element of an operand of shape `from` that broadcasts (numpy rules,
+  /// right-aligned) to linear index `idx` of shape `to`.
+  Value broadcastIndex(Value idx, ArrayRef<int64_t> to, ArrayRef<int64_t> from) {
+    if (to == from)
+      return idx;
+    int64_t fromCount = 1;
+    for (int64_t d : from)
+      fromCount *= d;
+    if (fromCount == 1)
+      return index(0);
+    // Walk dimensions from the innermost: coordinate = (idx / strideTo) % dim.
+    Value result;
+    int64_t strideTo = 1, strideFrom = 1;
+    size_t offset = to.size() - from.size();
+    for (size_t d = to.size(); d-- > 0;) {
+      int64_t dim = to[d];
+      bool present = d >= offset && from[d - offset] != 1;
+      if (present && dim != 1) {
+        Value coord = idx;
+        if (strideTo != 1)
+          coord = arith::DivUIOp::create(b, loc, coord, index(strideTo));
+        // The outermost dimension needs no remainder.
+        bool outermost = true;
+        for (size_t e = 0; e < d; ++e)
+          outermost &= to[e] == 1;
+        if (!outermost)
+          coord = arith::RemUIOp::create(b, loc, coord, index(dim));
+        if (strideFrom != 1)
+          coord = arith::MulIOp::create(b, loc, coord, index(strideFrom));
+        result = result ? arith::AddIOp::create(b, loc, result, coord).getResult() : coord;
+      }
+      strideTo *= dim;
+      if (d >= offset)
+        strideFrom *= from[d - offset];
+    }
+    return result ? result : index(0);
+  }
+
+  /// The scalar result of elementwise kernel `k` on compute-typed operands,
+  /// at flat index `idx` of its output (for ops that depend on position).
+  FailureOr<Value> elementwise(rt::KernelOp k, ArrayRef<Value> in, Value idx) {
+    StringRef name = k.getKernel();
+    DictionaryAttr params = k.getParams();
+    Type outStorage = elemOf(k.getOutputs()[0]);
+    Type ct = computeType(outStorage);
+    auto isFloat = [](Value v) { return isa<FloatType>(v.getType()); };
+    auto fail = [&](const Twine &why) -> FailureOr<Value> {
+      return k.emitOpError("cannot be generated for CUDA: ") << why, failure();
+    };
+    if (name == "add" || name == "sub" || name == "mul" || name == "div" || name == "min" ||
+        name == "max" || name == "pow") {
+      Value x = in[0], y = in[1];
+      if (isFloat(x)) {
+        if (name == "add")
+          return arith::AddFOp::create(b, loc, x, y).getResult();
+        if (name == "sub")
+          return arith::SubFOp::create(b, loc, x, y).getResult();
+        if (name == "mul")
+          return arith::MulFOp::create(b, loc, x, y).getResult();
+        if (name == "div")
+          return arith::DivFOp::create(b, loc, x, y).getResult();
+        if (name == "min")
+          return arith::MinimumFOp::create(b, loc, x, y).getResult();
+        if (name == "max")
+          return arith::MaximumFOp::create(b, loc, x, y).getResult();
+        return math::PowFOp::create(b, loc, x, y).getResult();
+      }
+      if (x.getType().isInteger(1))
+        return fail("boolean arithmetic");
+      if (name == "add")
+        return arith::AddIOp::create(b, loc, x, y).getResult();
+      if (name == "sub")
+        return arith::SubIOp::create(b, loc, x, y).getResult();
+      if (name == "mul")
+        return arith::MulIOp::create(b, loc, x, y).getResult();
+      if (name == "min")
+        return arith::MinSIOp::create(b, loc, x, y).getResult();
+      if (name == "max")
+        return arith::MaxSIOp::create(b, loc, x, y).getResult();
+      return fail("integer " + name + " (division by zero and negative exponents "
+                  "need the CPU kernel's checks)");
+    }
+    if (name == "equal" || name == "less" || name == "greater") {
+      Value x = in[0], y = in[1];
+      if (isFloat(x)) {
+        auto pred = name == "equal"  ? arith::CmpFPredicate::OEQ
+                    : name == "less" ? arith::CmpFPredicate::OLT
+                                     : arith::CmpFPredicate::OGT;
+        return arith::CmpFOp::create(b, loc, pred, x, y).getResult();
+      }
+      auto pred = name == "equal"  ? arith::CmpIPredicate::eq
+                  : name == "less" ? arith::CmpIPredicate::slt
+                                   : arith::CmpIPredicate::sgt;
+      return arith::CmpIOp::create(b, loc, pred, x, y).getResult();
+    }
+    if (name == "and")
+      return arith::AndIOp::create(b, loc, in[0], in[1]).getResult();
+    if (name == "not")
+      return arith::XOrIOp::create(b, loc, in[0],
+                                   arith::ConstantOp::create(b, loc, b.getBoolAttr(true)))
+          .getResult();
+    if (name == "where")
+      return arith::SelectOp::create(b, loc, in[0], in[1], in[2]).getResult();
+    if (name == "identity" || name == "dropout")
+      return in[0];
+    if (name == "range") {
+      // start + i * delta: in f64 for floats, in integers for integers.
+      auto start = dyn_cast_or_null<FloatAttr>(params.get("start"));
+      auto delta = dyn_cast_or_null<FloatAttr>(params.get("delta"));
+      if (!start || !delta)
+        return fail("range without start and delta");
+      Value i64 = arith::IndexCastOp::create(b, loc, b.getI64Type(), idx);
+      if (isa<FloatType>(ct)) {
+        Type f64 = b.getF64Type();
+        Value v = arith::AddFOp::create(
+            b, loc, floatConst(f64, start.getValueAsDouble()),
+            arith::MulFOp::create(b, loc, arith::SIToFPOp::create(b, loc, f64, i64),
+                                  floatConst(f64, delta.getValueAsDouble())));
+        if (ct == f64)
+          return v;
+        return toCompute(arith::TruncFOp::create(b, loc, outStorage, v));
+      }
+      auto i64Const = [&](double v) {
+        return arith::ConstantOp::create(b, loc, b.getI64Type(),
+                                         b.getI64IntegerAttr(int64_t(v)));
+      };
+      Value v = arith::AddIOp::create(
+          b, loc, i64Const(start.getValueAsDouble()),
+          arith::MulIOp::create(b, loc, i64, i64Const(delta.getValueAsDouble())));
+      if (ct.getIntOrFloatBitWidth() < 64)
+        v = arith::TruncIOp::create(b, loc, ct, v);
+      return v;
+    }
+    if (name == "trilu") {
+      // upper keeps column j >= row i + k; lower keeps j <= i + k.
+      ArrayRef<int64_t> shape = shapeOf(k.getOutputs()[0]);
+      if (shape.size() < 2)
+        return fail("trilu needs rank 2 or more");
+      int64_t rows = shape[shape.size() - 2], cols = shape[shape.size() - 1];
+      auto upper = dyn_cast_or_null<BoolAttr>(params.get("upper"));
+      auto kAttr = dyn_cast_or_null<IntegerAttr>(params.get("k"));
+      Value i64 = arith::IndexCastOp::create(b, loc, b.getI64Type(), idx);
+      auto c = [&](int64_t v) {
+        return arith::ConstantOp::create(b, loc, b.getI64Type(), b.getI64IntegerAttr(v));
+      };
+      Value col = arith::RemSIOp::create(b, loc, i64, c(cols));
+      Value row = arith::RemSIOp::create(b, loc, arith::DivSIOp::create(b, loc, i64, c(cols)),
+                                         c(rows));
+      Value diag = arith::AddIOp::create(b, loc, row, c(kAttr ? kAttr.getInt() : 0));
+      bool isUpper = !upper || upper.getValue();
+      Value keep = arith::CmpIOp::create(
+          b, loc, isUpper ? arith::CmpIPredicate::sge : arith::CmpIPredicate::sle, col, diag);
+      Type t = in[0].getType();
+      Value zero = isa<FloatType>(t) ? floatConst(t, 0.0)
+                                     : arith::ConstantOp::create(b, loc, t,
+                                                                 b.getIntegerAttr(t, 0))
+                                           .getResult();
+      return arith::SelectOp::create(b, loc, keep, in[0], zero).getResult();
+    }
+    if (name == "constant_of_shape") {
+      auto value = dyn_cast_or_null<TypedAttr>(params.get("value"));
+      if (!value)
+        return fail("no fill value");
+      double v = 0;
+      if (auto f = dyn_cast<FloatAttr>(value))
+        v = f.getValueAsDouble();
+      else if (auto i = dyn_cast<IntegerAttr>(value)) {
+        if (!isa<FloatType>(ct))
+          return arith::ConstantOp::create(b, loc, ct, b.getIntegerAttr(ct, i.getInt()))
+              .getResult();
+        v = double(i.getInt());
+      } else if (auto d = dyn_cast<DenseElementsAttr>(value)) {
+        if (!d.isSplat())
+          return fail("a fill value that is not a scalar");
+        if (isa<FloatType>(d.getElementType()))
+          v = d.getSplatValue<APFloat>().convertToDouble();
+        else {
+          int64_t iv = d.getSplatValue<APInt>().getSExtValue();
+          if (!isa<FloatType>(ct))
+            return arith::ConstantOp::create(b, loc, ct, b.getIntegerAttr(ct, iv)).getResult();
+          v = double(iv);
+        }
+      } else
+        return fail("an unknown fill value");
+      if (!isa<FloatType>(ct))
+        return arith::ConstantOp::create(b, loc, ct, b.getIntegerAttr(ct, int64_t(v)))
+            .getResult();
+      return floatConst(ct, v);
+    }
+    if (name == "cast") {
+      Value x = in[0];
+      Type from = x.getType();
+      bool fromFloat = isa<FloatType>(from), toFloat = isa<FloatType>(ct);
+      if (fromFloat && toFloat) {
+        // A cast to a narrower float rounds even inside a fused kernel,
+        // where the value then goes on in the compute type.
+        if (outStorage != ct) {
+          Value narrow = outStorage.getIntOrFloatBitWidth() < from.getIntOrFloatBitWidth()
+                             ? arith::TruncFOp::create(b, loc, outStorage, x).getResult()
+                             : arith::ExtFOp::create(b, loc, outStorage, x).getResult();
+          return toCompute(narrow);
+        }
+        if (from == ct)
+          return x;
+        return from.getIntOrFloatBitWidth() < ct.getIntOrFloatBitWidth()
+                   ? arith::ExtFOp::create(b, loc, ct, x).getResult()
+                   : arith::TruncFOp::create(b, loc, ct, x).getResult();
+      }
+      if (from == ct)
+        return x;
+      if (!fromFloat && toFloat)
+        return from.isInteger(1) ? arith::UIToFPOp::create(b, loc, ct, x).getResult()
+                                 : arith::SIToFPOp::create(b, loc, ct, x).getResult();
+      if (fromFloat && ct.isInteger(1))
+        return arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNE, x,
+                                     floatConst(from, 0.0))
+            .getResult();
+      if (fromFloat)
+        return fail("casts from floating point to integers (out-of-range values need "
+                    "the CPU kernel's saturation)");
+      if (ct.isInteger(1))
+        return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, x,
+                                     arith::ConstantOp::create(b, loc, from,
+                                                               b.getIntegerAttr(from, 0)))
+            .getResult();
+      unsigned fw = from.getIntOrFloatBitWidth(), tw = ct.getIntOrFloatBitWidth();
+      if (fw < tw)
+        return from.isInteger(1) ? arith::ExtUIOp::create(b, loc, ct, x).getResult()
+                                 : arith::ExtSIOp::create(b, loc, ct, x).getResult();
+      return arith::TruncIOp::create(b, loc, ct, x).getResult();
+    }
+    // Unary operations.
+    Value x = in[0];
+    if (!isFloat(x)) {
+      Value zero = arith::ConstantOp::create(b, loc, x.getType(), b.getIntegerAttr(x.getType(), 0));
+      if (name == "neg")
+        return arith::SubIOp::create(b, loc, zero, x).getResult();
+      if (name == "abs")
+        return math::AbsIOp::create(b, loc, x).getResult();
+      if (name == "relu")
+        return arith::MaxSIOp::create(b, loc, x, zero).getResult();
+      return fail("integer " + name);
+    }
+    Type ft = x.getType();
+    Value one = floatConst(ft, 1.0), zero = floatConst(ft, 0.0);
+    if (name == "sqrt")
+      return math::SqrtOp::create(b, loc, x).getResult();
+    if (name == "exp")
+      return math::ExpOp::create(b, loc, x).getResult();
+    if (name == "log")
+      return math::LogOp::create(b, loc, x).getResult();
+    if (name == "tanh")
+      return math::TanhOp::create(b, loc, x).getResult();
+    if (name == "erf")
+      return math::ErfOp::create(b, loc, x).getResult();
+    if (name == "reciprocal")
+      return arith::DivFOp::create(b, loc, one, x).getResult();
+    if (name == "neg")
+      return arith::NegFOp::create(b, loc, x).getResult();
+    if (name == "abs")
+      return math::AbsFOp::create(b, loc, x).getResult();
+    if (name == "relu") {
+      // relu(NaN) is NaN: select on x > 0 would give 0.
+      Value neg = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, x, zero);
+      return arith::SelectOp::create(b, loc, neg, zero, x).getResult();
+    }
+    if (name == "sigmoid") {
+      Value e = math::ExpOp::create(b, loc, arith::NegFOp::create(b, loc, x));
+      return arith::DivFOp::create(b, loc, one, arith::AddFOp::create(b, loc, one, e))
+          .getResult();
+    }
+    if (name == "leaky_relu") {
+      auto alpha = dyn_cast_or_null<FloatAttr>(params.get("alpha"));
+      Value a = floatConst(ft, alpha ? alpha.getValueAsDouble() : 0.01);
+      Value neg = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, x, zero);
+      return arith::SelectOp::create(b, loc, neg, arith::MulFOp::create(b, loc, a, x), x)
+          .getResult();
+    }
+    if (name == "gelu") {
+      auto approx = dyn_cast_or_null<StringAttr>(params.get("approximate"));
+      Value half = floatConst(ft, 0.5);
+      Value inner;
+      if (approx && approx.getValue() == "tanh") {
+        // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+        Value x3 = arith::MulFOp::create(b, loc, x, arith::MulFOp::create(b, loc, x, x));
+        Value poly = arith::AddFOp::create(
+            b, loc, x, arith::MulFOp::create(b, loc, floatConst(ft, 0.044715), x3));
+        Value arg = arith::MulFOp::create(b, loc, floatConst(ft, std::sqrt(2.0 / M_PI)), poly);
+        inner = math::TanhOp::create(b, loc, arg);
+      } else {
+        // 0.5 x (1 + erf(x / sqrt(2)))
+        inner = math::ErfOp::create(
+            b, loc, arith::MulFOp::create(b, loc, x, floatConst(ft, M_SQRT1_2)));
+      }
+      Value t = arith::AddFOp::create(b, loc, one, inner);
+      return arith::MulFOp::create(b, loc, arith::MulFOp::create(b, loc, half, x), t)
+          .getResult();
+    }
+    if (name == "clip") {
+      // min(max(x, lo), hi); NaN stays NaN; lo > hi gives hi.
+      Value r = x;
+      if (auto lo = dyn_cast_or_null<FloatAttr>(params.get("min"))) {
+        Value l = floatConst(ft, lo.getValueAsDouble());
+        Value below = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, r, l);
+        r = arith::SelectOp::create(b, loc, below, l, r);
+      }
+      if (auto hi = dyn_cast_or_null<FloatAttr>(params.get("max"))) {
+        Value h = floatConst(ft, hi.getValueAsDouble());
+        Value above = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, r, h);
+        r = arith::SelectOp::create(b, loc, above, h, r);
+      }
+      return r;
+    }
+    return fail("no code generation for '" + name + "'");
+  }
+
+  /// Rotary embedding at flat output index `idx`: the element and its
+  /// rotation partner (the other half, or the other of a pair) times the
+  /// cos/sin of the position. Position ids outside the cache are clamped
+  /// (a device kernel has no way to stop the program).
+  FailureOr<Value> rotary(rt::KernelOp k, DenseMap<Value, Value> &args, Value idx) {
+    DictionaryAttr params = k.getParams();
+    Value x = k.getInputs()[0], cosCache = k.getInputs()[1], sinCache = k.getInputs()[2];
+    Value pos = k.getInputs().size() > 3 ? k.getInputs()[3] : Value();
+    ArrayRef<int64_t> shape = shapeOf(x);
+    auto intParam = [&](StringRef n) {
+      auto a = dyn_cast_or_null<IntegerAttr>(params.get(n));
+      return a ? a.getInt() : int64_t(0);
+    };
+    auto interleavedAttr = dyn_cast_or_null<BoolAttr>(params.get("interleaved"));
+    bool interleaved = interleavedAttr && interleavedAttr.getValue();
+    int64_t batch, heads, seq, dim;
+    bool fourD = shape.size() == 4;
+    if (fourD) {
+      batch = shape[0], heads = shape[1], seq = shape[2], dim = shape[3];
+    } else if (shape.size() == 3 && intParam("num_heads") > 0 &&
+               shape[2] % intParam("num_heads") == 0) {
+      batch = shape[0], seq = shape[1], heads = intParam("num_heads");
+      dim = shape[2] / heads;
+    } else {
+      return k.emitOpError("rotary_embedding needs [B, H, S, D], or [B, S, H*D] with "
+                           "num_heads"),
+             failure();
+    }
+    int64_t rot = intParam("rotary_embedding_dim");
+    if (rot == 0)
+      rot = dim;
+    if (rot < 0 || rot > dim || rot % 2)
+      return k.emitOpError("rotary_embedding_dim must be even and at most the head size"),
+             failure();
+    int64_t half = rot / 2;
+    int64_t positions = numel(cosCache) / std::max<int64_t>(half, 1);
+    (void)batch;
+    auto div = [&](Value v, int64_t by) { return arith::DivUIOp::create(b, loc, v, index(by)); };
+    auto rem = [&](Value v, int64_t by) { return arith::RemUIOp::create(b, loc, v, index(by)); };
+    Value d = rem(idx, dim);
+    Value s, bIdx;
+    if (fourD) {
+      s = rem(div(idx, dim), seq);
+      bIdx = div(idx, dim * seq * heads);
+    } else {
+      s = rem(div(idx, dim * heads), seq);
+      bIdx = div(idx, dim * heads * seq);
+    }
+    Value row = arith::AddIOp::create(b, loc, arith::MulIOp::create(b, loc, bIdx, index(seq)), s);
+    Value p = row;
+    if (pos) {
+      Value id = memref::LoadOp::create(b, loc, args.lookup(pos), ValueRange{row});
+      Value id64 = id.getType().isInteger(64)
+                       ? id
+                       : arith::ExtSIOp::create(b, loc, b.getI64Type(), id).getResult();
+      auto c = [&](int64_t v) {
+        return arith::ConstantOp::create(b, loc, b.getI64Type(), b.getI64IntegerAttr(v));
+      };
+      id64 = arith::MaxSIOp::create(b, loc, arith::MinSIOp::create(b, loc, id64, c(positions - 1)),
+                                    c(0));
+      p = arith::IndexCastOp::create(b, loc, b.getIndexType(), id64);
+    }
+    Value xv = load(args.lookup(x), idx);
+    Value inRot = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, d, index(rot));
+    // j: the cache column; first: whether this is the first of its pair.
+    Value j, first, partner;
+    if (interleaved) {
+      j = div(d, 2);
+      first = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, rem(d, 2), index(0));
+      partner = arith::SelectOp::create(b, loc, first,
+                                        arith::AddIOp::create(b, loc, idx, index(1)),
+                                        arith::SubIOp::create(b, loc, idx, index(1)));
+    } else {
+      first = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, d, index(half));
+      j = arith::SelectOp::create(b, loc, first, d, arith::SubIOp::create(b, loc, d, index(half)));
+      partner = arith::SelectOp::create(b, loc, first,
+                                        arith::AddIOp::create(b, loc, idx, index(half)),
+                                        arith::SubIOp::create(b, loc, idx, index(half)));
+    }
+    // Outside the rotated features every index stays in range: use idx.
+    Value safeJ = arith::SelectOp::create(b, loc, inRot, j, index(0));
+    Value safePartner = arith::SelectOp::create(b, loc, inRot, partner, idx);
+    Value cacheIdx = arith::AddIOp::create(b, loc, arith::MulIOp::create(b, loc, p, index(half)),
+                                           safeJ);
+    Value c = load(args.lookup(cosCache), cacheIdx);
+    Value sn = load(args.lookup(sinCache), cacheIdx);
+    Value other = load(args.lookup(x), safePartner);
+    // first: c x - s partner; second: s partner + c x.
+    Value cx = arith::MulFOp::create(b, loc, c, xv);
+    Value sp = arith::MulFOp::create(b, loc, sn, other);
+    Value rotated = arith::SelectOp::create(b, loc, first, arith::SubFOp::create(b, loc, cx, sp),
+                                            arith::AddFOp::create(b, loc, sp, cx));
+    return arith::SelectOp::create(b, loc, inRot, rotated, xv).getResult();
+  }
+
+  OpBuilder &b;
+  Location loc;
+};
+
+//===----------------------------------------------------------------------===//
+// The pass
+//===----------------------------------------------------------------------===//
+
+struct ConvertRTToGPU : shardflow::impl::ConvertRTToGPUBase<ConvertRTToGPU> {
+  using ConvertRTToGPUBase::ConvertRTToGPUBase;
+  void runOnOperation() override;
+
+private:
+  LogicalResult formGroups(func::FuncOp fn, SmallVectorImpl<std::unique_ptr<Group>> &groups);
+  LogicalResult emitGroup(Group &g, gpu::GPUModuleOp module, int id);
+  /// Values of a Loop group's members at flat index `idx`; stores the
+  /// outputs that leave the group when `store` is set.
+  LogicalResult emitLoopBody(KernelEmitter &e, ArrayRef<rt::KernelOp> members,
+                             const Group &g, Value idx, DenseMap<Value, Value> &args,
+                             DenseMap<Value, Value> &values, bool store);
+  FailureOr<Value> emitRowBody(KernelEmitter &e, Group &g, DenseMap<Value, Value> &args);
+
+  bool isInternal(const Group &g, Value v) const {
+    return g.internal.contains(rootOf(v).getDefiningOp());
+  }
+};
+
+/// Whether `operand` can take its value from the register of the group
+/// member that computes it: it is read element for element (no broadcast)
+/// and its buffer has exactly one writer.
+bool readsElementwise(Value operand, ArrayRef<int64_t> readShape) {
+  if (shapeOf(operand) != readShape)
+    return false;
+  auto alloc = rootOf(operand).getDefiningOp<rt::AllocOp>();
+  if (!alloc)
+    return false;
+  int writers = 0;
+  for (Operation *user : alloc.getResult().getUsers())
+    if (auto k = dyn_cast<rt::KernelOp>(user);
+        k && llvm::is_contained(k.getOutputs(), alloc.getResult()))
+      ++writers;
+  return writers == 1;
+}
+
+/// Every operation that reads `buffer`, through views (the views excluded).
+void collectReaders(Value buffer, SmallVectorImpl<Operation *> &readers,
+                    SmallVectorImpl<Operation *> &views) {
+  for (Operation *user : buffer.getUsers()) {
+    if (auto view = dyn_cast<rt::ViewOp>(user)) {
+      views.push_back(view);
+      collectReaders(view.getResult(), readers, views);
+    } else if (auto k = dyn_cast<rt::KernelOp>(user);
+               !k || !llvm::is_contained(k.getOutputs(), buffer)) {
+      readers.push_back(user);
+    }
+  }
+}
+
+rt::KernelOp writerOf(Value v) {
+  Value root = rootOf(v);
+  for (Operation *user : root.getUsers())
+    if (auto k = dyn_cast<rt::KernelOp>(user); k && llvm::is_contained(k.getOutputs(), root))
+      return k;
+  return {};
+}
+
+LogicalResult ConvertRTToGPU::formGroups(func::FuncOp fn,
+                                         SmallVectorImpl<std::unique_ptr<Group>> &groups) {
+  DenseMap<Operation *, Group *> groupOf; // kernel -> its group
+  auto closeAll = [&] {
+    for (auto &g : groups)
+      g->closed = true;
+  };
+  for (Operation &op : fn.getBody().front()) {
+    auto k = dyn_cast<rt::KernelOp>(&op);
+    if (!k) {
+      if (!isa<rt::AllocOp, rt::ViewOp, rt::WeightOp, rt::ConstantOp, func::ReturnOp>(op))
+        closeAll();
+      continue;
+    }
+    StringRef name = k.getKernel();
+    bool elementwise = isElementwise(name) || readsNeighbours(name),
+         row = isRowReduction(name);
+    // Anything this kernel reads from an open group that it does not join
+    // closes that group (the group is emitted at its last member).
+    auto closeReadGroups = [&](Group *except) {
+      for (Value in : k.getInputs())
+        if (rt::KernelOp w = writerOf(in))
+          if (Group *g = groupOf.lookup(w); g && g != except)
+            g->closed = true;
+    };
+    if (!elementwise && !row) {
+      closeReadGroups(nullptr);
+      if (!isRuntimeKernel(name))
+        return k.emitOpError("kernel '")
+               << name << "' has no CUDA implementation yet (neither generated code "
+               << "nor a runtime kernel); compile with --target cpu";
+      continue;
+    }
+    for (Value v : llvm::concat<Value>(k.getInputs(), k.getOutputs()))
+      if (!isSupportedElement(elemOf(v)))
+        return k.emitOpError("element type ") << elemOf(v) << " of kernel '" << name
+                                              << "' is not supported on the CUDA target yet";
+    // Producer groups this kernel can join: open elementwise groups all of
+    // whose buffers it reads are read element for element (anything else
+    // would read another thread's result).
+    Value out = k.getOutputs()[0];
+    SmallVector<Group *> producers, refused;
+    for (auto [i, in] : llvm::enumerate(k.getInputs())) {
+      rt::KernelOp w = writerOf(in);
+      Group *g = w ? groupOf.lookup(w) : nullptr;
+      if (!g || g->closed || g->kind != Group::Kind::Loop)
+        continue;
+      bool ok = !readsNeighbours(name) && (!row || i == 0) &&
+                numel(rootOf(in)) == g->iterations &&
+                readsElementwise(in, row ? shapeOf(in) : shapeOf(out)) &&
+                (row || g->iterations == numel(out));
+      if (!ok) {
+        refused.push_back(g);
+        continue;
+      }
+      if (!llvm::is_contained(producers, g))
+        producers.push_back(g);
+    }
+    llvm::erase_if(producers, [&](Group *g) { return llvm::is_contained(refused, g); });
+    if (elementwise && k.getOutputs().size() != 1)
+      return k.emitOpError("elementwise kernel with several outputs");
+    Group *target;
+    if (producers.empty()) {
+      groups.push_back(std::make_unique<Group>());
+      target = groups.back().get();
+      target->iterations = numel(out);
+    } else {
+      target = producers.front();
+      for (Group *other : ArrayRef<Group *>(producers).drop_front()) {
+        llvm::append_range(target->members, other->members);
+        for (rt::KernelOp m : other->members)
+          groupOf[m] = target;
+        other->members.clear();
+        other->closed = true;
+      }
+      llvm::sort(target->members, [](rt::KernelOp a, rt::KernelOp b) {
+        return a->isBeforeInBlock(b);
+      });
+    }
+    closeReadGroups(target);
+    target->members.push_back(k);
+    groupOf[k] = target;
+    if (row) {
+      target->kind = Group::Kind::Row;
+      target->closed = true;
+    }
+  }
+  llvm::erase_if(groups, [](const std::unique_ptr<Group> &g) { return g->members.empty(); });
+  // A buffer a member writes never exists in memory when only members of
+  // its group read it (and the function does not return it).
+  for (auto &g : groups) {
+    llvm::SmallPtrSet<Operation *, 16> members;
+    for (rt::KernelOp m : g->members)
+      members.insert(m);
+    for (rt::KernelOp m : g->members) {
+      Value out = m.getOutputs()[0];
+      SmallVector<Operation *> readers, views;
+      collectReaders(out, readers, views);
+      if (!out.getDefiningOp<rt::AllocOp>() || readers.empty() ||
+          !llvm::all_of(readers, [&](Operation *r) { return members.contains(r); }))
+        continue;
+      g->internal.insert(out.getDefiningOp());
+      g->internal.insert(views.begin(), views.end());
+    }
+  }
+  return success();
+}
+
+LogicalResult ConvertRTToGPU::emitLoopBody(KernelEmitter &e, ArrayRef<rt::KernelOp> members,
+                                           const Group &g, Value idx,
+                                           DenseMap<Value, Value> &args,
+                                           DenseMap<Value, Value> &values, bool store) {
+  for (rt::KernelOp k : members) {
+    Value out = k.getOutputs()[0];
+    if (readsNeighbours(k.getKernel())) {
+      FailureOr<Value> r = e.rotary(k, args, idx);
+      if (failed(r))
+        return failure();
+      values[out] = *r;
+      if (store && !isInternal(g, out))
+        e.store(*r, args.lookup(out), idx);
+      continue;
+    }
+    SmallVector<Value> operands;
+    for (Value in : k.getInputs()) {
+      if (Value v = values.lookup(rootOf(in))) {
+        // Computed by an earlier member, read element for element.
+        operands.push_back(v);
+        continue;
+      }
+      Value i = e.broadcastIndex(idx, shapeOf(out), shapeOf(in));
+      operands.push_back(e.load(args.lookup(in), i));
+    }
+    FailureOr<Value> r = e.elementwise(k, operands, idx);
+    if (failed(r))
+      return failure();
+    values[out] = *r;
+    if (store && !isInternal(g, out))
+      e.store(*r, args.lookup(out), idx);
+  }
+  return success();
+}
+
+/// Pads a reduction's partial value across the block: every thread of the
+/// block takes part.
+Value blockReduce(OpBuilder &b, Location loc, Value v, gpu::AllReduceOperation op) {
+  return gpu::AllReduceOp::create(b, loc, v, gpu::AllReduceOperationAttr::get(b.getContext(), op),
+                                  /*uniform=*/true)
+      .getResult();
+}
+
+FailureOr<Value> ConvertRTToGPU::emitRowBody(KernelEmitter &e, Group &g,
+                                             DenseMap<Value, Value> &args) {
+  OpBuilder &b = e.b;
+  Location loc = e.loc;
+  rt::KernelOp k = g.members.back();
+  ArrayRef<rt::KernelOp> prologue = ArrayRef<rt::KernelOp>(g.members).drop_back();
+  StringRef name = k.getKernel();
+  Value x = k.getInputs()[0], out = k.getOutputs()[0];
+  bool xFromPrologue = llvm::any_of(
+      prologue, [&](rt::KernelOp m) { return m.getOutputs()[0] == rootOf(x); });
+  ArrayRef<int64_t> shape = shapeOf(x);
+  int64_t rank = shape.size();
+  auto axisAttr = dyn_cast_or_null<IntegerAttr>(k.getParams().get("axis"));
+  int64_t axis = axisAttr ? axisAttr.getInt() : -1;
+  if (axis < 0)
+    axis += rank;
+  if (axis < 0 || axis >= std::max<int64_t>(rank, 1))
+    return k.emitOpError("axis out of range"), failure();
+  // Softmax reduces one axis (rows strided by `inner`); the normalizations
+  // reduce the trailing dimensions [axis, rank), so their rows are contiguous.
+  bool normalization = name == "layer_normalization" || name == "rms_normalization";
+  int64_t length = 1, inner = 1;
+  for (int64_t d = axis; d < rank; ++d)
+    (normalization || d == axis ? length : inner) *= shape[d];
+  Type ft = computeType(elemOf(out));
+
+  Value row = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
+  Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
+  Value step = gpu::BlockDimOp::create(b, loc, gpu::Dimension::x);
+  Value base;
+  if (inner == 1)
+    base = arith::MulIOp::create(b, loc, row, e.index(length));
+  else {
+    Value outer = arith::DivUIOp::create(b, loc, row, e.index(inner));
+    Value in = arith::RemUIOp::create(b, loc, row, e.index(inner));
+    base = arith::AddIOp::create(
+        b, loc, arith::MulIOp::create(b, loc, outer, e.index(length * inner)), in);
+  }
+  auto elementIndex = [&](OpBuilder &lb, Value j) -> Value {
+    Value off = inner == 1 ? j : arith::MulIOp::create(lb, loc, j, e.index(inner)).getResult();
+    return arith::AddIOp::create(lb, loc, base, off);
+  };
+  // x[j] of this row, computed by the prologue when there is one.
+  auto valueAt = [&](Value flat) -> FailureOr<Value> {
+    if (!xFromPrologue)
+      return e.load(args.lookup(x), flat);
+    DenseMap<Value, Value> values;
+    if (failed(emitLoopBody(e, prologue, g, flat, args, values, /*store=*/true)))
+      return failure();
+    return values.lookup(rootOf(x));
+  };
+  // A strided loop of the block's threads over the row, folding `fn`.
+  auto rowLoop = [&](Value init,
+                     function_ref<FailureOr<Value>(Value acc, Value flat, Value j)> fn)
+      -> FailureOr<Value> {
+    auto loop = scf::ForOp::create(b, loc, tid, e.index(length), step, ValueRange{init});
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value j = loop.getInductionVar();
+    FailureOr<Value> next = fn(loop.getRegionIterArgs()[0], elementIndex(b, j), j);
+    if (failed(next))
+      return failure();
+    scf::YieldOp::create(b, loc, *next);
+    return loop.getResult(0);
+  };
+  // The first pass reads (or computes) each element once and keeps it in
+  // shared memory when the row fits: the later passes read it back from
+  // there. Each thread reads back only what it wrote (the same j), so no
+  // barrier is needed. Longer rows are read (or recomputed) again. The
+  // prologue's stores (outputs that leave the group) happen in the first
+  // pass only.
+  Value cache;
+  if (length <= kMaxCachedRow) {
+    auto fn = b.getBlock()->getParent()->getParentOfType<gpu::GPUFuncOp>();
+    auto space = gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup);
+    cache = fn.addWorkgroupAttribution(
+        MemRefType::get({length}, ft, MemRefLayoutAttrInterface{}, space), loc);
+  }
+  bool firstPass = true;
+  auto xAt = [&](Value flat, Value j) -> FailureOr<Value> {
+    if (cache && !firstPass)
+      return memref::LoadOp::create(b, loc, cache, ValueRange{j}).getResult();
+    FailureOr<Value> v;
+    if (!xFromPrologue || firstPass) {
+      v = valueAt(flat);
+    } else {
+      DenseMap<Value, Value> values;
+      if (failed(emitLoopBody(e, prologue, g, flat, args, values, /*store=*/false)))
+        return failure();
+      v = values.lookup(rootOf(x));
+    }
+    if (succeeded(v) && cache)
+      memref::StoreOp::create(b, loc, *v, cache, ValueRange{j});
+    return v;
+  };
+  Value zero = e.floatConst(ft, 0.0);
+  Value lengthF = e.floatConst(ft, double(length));
+
+  if (name == "softmax" || name == "log_softmax") {
+    Value lowest = e.floatConst(ft, -INFINITY);
+    FailureOr<Value> partialMax = rowLoop(lowest, [&](Value acc, Value flat, Value j) -> FailureOr<Value> {
+      FailureOr<Value> v = xAt(flat, j);
+      if (failed(v))
+        return failure();
+      return arith::MaximumFOp::create(b, loc, acc, *v).getResult();
+    });
+    if (failed(partialMax))
+      return failure();
+    firstPass = false;
+    Value m = blockReduce(b, loc, *partialMax, gpu::AllReduceOperation::MAXIMUMF);
+    FailureOr<Value> partialSum = rowLoop(zero, [&](Value acc, Value flat, Value j) -> FailureOr<Value> {
+      FailureOr<Value> v = xAt(flat, j);
+      if (failed(v))
+        return failure();
+      Value ex = math::ExpOp::create(b, loc, arith::SubFOp::create(b, loc, *v, m));
+      return arith::AddFOp::create(b, loc, acc, ex).getResult();
+    });
+    if (failed(partialSum))
+      return failure();
+    Value s = blockReduce(b, loc, *partialSum, gpu::AllReduceOperation::ADD);
+    Value logS = name == "log_softmax" ? math::LogOp::create(b, loc, s).getResult() : Value();
+    Value invS = name == "softmax"
+                     ? arith::DivFOp::create(b, loc, e.floatConst(ft, 1.0), s).getResult()
+                     : Value();
+    FailureOr<Value> done = rowLoop(zero, [&](Value acc, Value flat, Value j) -> FailureOr<Value> {
+      FailureOr<Value> v = xAt(flat, j);
+      if (failed(v))
+        return failure();
+      Value shifted = arith::SubFOp::create(b, loc, *v, m);
+      Value r = name == "softmax"
+                    ? arith::MulFOp::create(b, loc, math::ExpOp::create(b, loc, shifted), invS)
+                          .getResult()
+                    : arith::SubFOp::create(b, loc, shifted, logS).getResult();
+      e.store(r, args.lookup(out), flat);
+      return acc;
+    });
+    if (failed(done))
+      return failure();
+    return Value();
+  }
+
+  // Layer / RMS normalization over the trailing `length` elements.
+  auto epsAttr = dyn_cast_or_null<FloatAttr>(k.getParams().get("epsilon"));
+  Value eps = e.floatConst(ft, epsAttr ? epsAttr.getValueAsDouble() : 1e-5);
+  Value scale = k.getInputs()[1];
+  Value bias = k.getInputs().size() > 2 ? k.getInputs()[2] : Value();
+  ArrayRef<int64_t> normalized = shape.drop_front(axis);
+  Value mean;
+  if (name == "layer_normalization") {
+    FailureOr<Value> partial = rowLoop(zero, [&](Value acc, Value flat, Value j) -> FailureOr<Value> {
+      FailureOr<Value> v = xAt(flat, j);
+      if (failed(v))
+        return failure();
+      return arith::AddFOp::create(b, loc, acc, *v).getResult();
+    });
+    if (failed(partial))
+      return failure();
+    firstPass = false;
+    mean = arith::DivFOp::create(b, loc, blockReduce(b, loc, *partial, gpu::AllReduceOperation::ADD),
+                                 lengthF);
+  }
+  FailureOr<Value> partialSq = rowLoop(zero, [&](Value acc, Value flat, Value j) -> FailureOr<Value> {
+    FailureOr<Value> v = xAt(flat, j);
+    if (failed(v))
+      return failure();
+    Value d = mean ? arith::SubFOp::create(b, loc, *v, mean).getResult() : *v;
+    return arith::AddFOp::create(b, loc, acc, arith::MulFOp::create(b, loc, d, d)).getResult();
+  });
+  if (failed(partialSq))
+    return failure();
+  firstPass = false;
+  Value var = arith::DivFOp::create(
+      b, loc, blockReduce(b, loc, *partialSq, gpu::AllReduceOperation::ADD), lengthF);
+  Value inv = math::RsqrtOp::create(b, loc, arith::AddFOp::create(b, loc, var, eps));
+  FailureOr<Value> done = rowLoop(zero, [&](Value acc, Value flat, Value j) -> FailureOr<Value> {
+    FailureOr<Value> v = xAt(flat, j);
+    if (failed(v))
+      return failure();
+    Value d = mean ? arith::SubFOp::create(b, loc, *v, mean).getResult() : *v;
+    Value y = arith::MulFOp::create(b, loc, d, inv);
+    y = arith::MulFOp::create(
+        b, loc, y, e.load(args.lookup(scale), e.broadcastIndex(j, normalized, shapeOf(scale))));
+    if (bias)
+      y = arith::AddFOp::create(
+          b, loc, y, e.load(args.lookup(bias), e.broadcastIndex(j, normalized, shapeOf(bias))));
+    e.store(y, args.lookup(out), flat);
+    return acc;
+  });
+  if (failed(done))
+    return failure();
+  return Value();
+}
+
+LogicalResult ConvertRTToGPU::emitGroup(Group &g, gpu::GPUModuleOp module, int id) {
+  // Arguments: buffers read from outside the group, then buffers written
+  // that outlive it, each once.
+  llvm::SetVector<Value> ins, outs;
+  llvm::SmallPtrSet<Value, 16> produced; // computed in the kernel itself
+  for (rt::KernelOp k : g.members)
+    produced.insert(k.getOutputs()[0]);
+  for (rt::KernelOp k : g.members) {
+    for (Value in : k.getInputs())
+      if (!produced.contains(rootOf(in)))
+        ins.insert(in);
+    for (Value out : k.getOutputs())
+      if (!isInternal(g, out))
+        outs.insert(out);
+  }
+  rt::KernelOp last = g.members.back();
+  std::string name = "k" + std::to_string(id);
+  for (rt::KernelOp k : g.members) {
+    if (name.size() > 48)
+      break;
+    name += "_" + k.getKernel().str();
+  }
+  Location loc = last.getLoc();
+  OpBuilder mb = OpBuilder::atBlockEnd(module.getBody());
+  SmallVector<Value> buffers(ins.begin(), ins.end());
+  buffers.append(outs.begin(), outs.end());
+  SmallVector<Type> argTypes;
+  for (Value v : buffers)
+    argTypes.push_back(MemRefType::get({numel(v)}, elemOf(v)));
+  auto fn = gpu::GPUFuncOp::create(mb, loc, name, mb.getFunctionType(argTypes, {}));
+  fn->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), mb.getUnitAttr());
+  int64_t block, grid;
+  if (g.kind == Group::Kind::Loop) {
+    block = kLoopBlock;
+    grid = (g.iterations + block - 1) / block;
+  } else {
+    // One block per row: every element outside the reduced extent.
+    rt::KernelOp k = last;
+    ArrayRef<int64_t> shape = shapeOf(k.getInputs()[0]);
+    auto axisAttr = dyn_cast_or_null<IntegerAttr>(k.getParams().get("axis"));
+    int64_t axis = axisAttr ? axisAttr.getInt() : -1;
+    if (axis < 0)
+      axis += shape.size();
+    int64_t length = 1;
+    bool normalization = k.getKernel() != "softmax" && k.getKernel() != "log_softmax";
+    for (int64_t d = axis; d < int64_t(shape.size()); ++d)
+      if (normalization || d == axis)
+        length *= shape[d];
+    grid = length ? numel(k.getInputs()[0]) / length : 0;
+    // Short rows get fewer threads (whole warps), long rows stride.
+    block = std::clamp<int64_t>((length + 31) / 32 * 32, 32, kRowBlock);
+  }
+  if (grid < 1) {
+    // Empty tensors: nothing to compute, nothing to launch.
+    fn.erase();
+    for (rt::KernelOp k : g.members)
+      k.erase();
+    return success();
+  }
+  if (grid > (int64_t(1) << 31) - 1)
+    return last.emitOpError("needs more than 2^31 - 1 thread blocks"), failure();
+  fn.setKnownBlockSizeAttr(mb.getDenseI32ArrayAttr({int32_t(block), 1, 1}));
+  fn.setKnownGridSizeAttr(mb.getDenseI32ArrayAttr({int32_t(grid), 1, 1}));
+
+  OpBuilder b = OpBuilder::atBlockBegin(&fn.getBody().front());
+  KernelEmitter e(b, loc);
+  DenseMap<Value, Value> args;
+  for (auto [i, v] : llvm::enumerate(buffers))
+    args[v] = fn.getArgument(i);
+  if (g.kind == Group::Kind::Loop) {
+    Value bid = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
+    Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
+    Value idx = arith::AddIOp::create(b, loc, arith::MulIOp::create(b, loc, bid, e.index(block)),
+                                      tid);
+    Value inRange = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, idx,
+                                          e.index(g.iterations));
+    auto ifOp = scf::IfOp::create(b, loc, inRange, /*withElseRegion=*/false);
+    b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+    DenseMap<Value, Value> values;
+    if (failed(emitLoopBody(e, g.members, g, idx, args, values, /*store=*/true)))
+      return failure();
+    b.setInsertionPointAfter(ifOp);
+  } else if (failed(emitRowBody(e, g, args))) {
+    return failure();
+  }
+  gpu::ReturnOp::create(b, loc);
+
+  // The call, where the group's last member stood.
+  OpBuilder cb(last);
+  rt::LaunchOp::create(cb, loc,
+                       SymbolRefAttr::get(cb.getStringAttr(kModuleName),
+                                          {FlatSymbolRefAttr::get(fn.getNameAttr())}),
+                       cb.getDenseI64ArrayAttr({grid, 1, 1}),
+                       cb.getDenseI64ArrayAttr({block, 1, 1}), cb.getI64IntegerAttr(0),
+                       ins.getArrayRef(), outs.getArrayRef());
+  for (rt::KernelOp k : llvm::reverse(g.members))
+    k.erase();
+  // Internal buffers: views first, then their allocations.
+  SmallVector<Operation *> dead(g.internal.begin(), g.internal.end());
+  llvm::sort(dead, [](Operation *a, Operation *b) { return b->isBeforeInBlock(a); });
+  for (Operation *op : dead)
+    if (op->use_empty())
+      op->erase();
+  return success();
+}
+
+/// An einsum that contracts the last dimension of its first operand with
+/// the first of its second ("...a,abc->...bc", what the megatron preset
+/// makes of a fused projection) is a matmul of views: [..., a] times
+/// [a, b*c], viewed back as [..., b, c]. cuBLASLt runs it.
+void rewriteEinsumsAsMatmuls(func::FuncOp fn) {
+  SmallVector<rt::KernelOp> einsums;
+  fn.walk([&](rt::KernelOp k) {
+    if (k.getKernel() == "einsum" && k.getInputs().size() == 2 && k.getOutputs().size() == 1)
+      einsums.push_back(k);
+  });
+  for (rt::KernelOp k : einsums) {
+    auto eq = dyn_cast_or_null<StringAttr>(k.getParams().get("equation"));
+    if (!eq)
+      continue;
+    std::string text = eq.str();
+    llvm::erase_if(text, [](char c) { return c == ' '; });
+    // "<lhs>,<rhs>-><out>", lhs = P + "a", rhs = "a" + R, out = P + R,
+    // with the labels of P ("..." allowed), a and R all distinct.
+    size_t comma = text.find(','), arrow = text.find("->");
+    if (comma == std::string::npos || arrow == std::string::npos || arrow < comma)
+      continue;
+    std::string lhs = text.substr(0, comma), rhs = text.substr(comma + 1, arrow - comma - 1),
+                out = text.substr(arrow + 2);
+    if (lhs.empty() || rhs.size() < 2 || rhs.find('.') != std::string::npos)
+      continue;
+    char a = lhs.back();
+    std::string prefix = lhs.substr(0, lhs.size() - 1), rest = rhs.substr(1);
+    if (rhs.front() != a || out != prefix + rest)
+      continue;
+    std::string labels = prefix + a + rest;
+    llvm::erase_if(labels, [](char c) { return c == '.'; });
+    llvm::SmallDenseSet<char> seen(labels.begin(), labels.end());
+    if (seen.size() != labels.size())
+      continue;
+    Value x = k.getInputs()[0], w = k.getInputs()[1], y = k.getOutputs()[0];
+    ArrayRef<int64_t> ws = shapeOf(w), ys = shapeOf(y);
+    int64_t contracted = ws.front(), cols = numel(w) / std::max<int64_t>(contracted, 1);
+    if (ys.size() < rest.size() || shapeOf(x).back() != contracted)
+      continue;
+    SmallVector<int64_t> flatOut(ys.drop_back(rest.size()));
+    flatOut.push_back(cols);
+    OpBuilder b(k);
+    Location loc = k.getLoc();
+    Value w2 = rt::ViewOp::create(b, loc, MemRefType::get({contracted, cols}, elemOf(w)), w);
+    // The matmul writes a fresh buffer; the einsum's result becomes its view.
+    auto flat = rt::AllocOp::create(b, loc, MemRefType::get(flatOut, elemOf(y)), IntegerAttr());
+    rt::KernelOp::create(b, loc, b.getStringAttr("matmul"), ValueRange{x, w2},
+                         ValueRange{flat}, b.getDictionaryAttr({}));
+    auto view = rt::ViewOp::create(b, loc, cast<MemRefType>(y.getType()), flat);
+    Operation *alloc = y.getDefiningOp();
+    y.replaceAllUsesWith(view.getResult());
+    k.erase();
+    if (alloc && alloc->use_empty())
+      alloc->erase();
+  }
+}
+
+/// The one operation that reads `buffer` (through views), or null.
+Operation *soleReader(Value buffer) {
+  SmallVector<Operation *> readers, views;
+  collectReaders(buffer, readers, views);
+  return readers.size() == 1 && views.empty() ? readers.front() : nullptr;
+}
+
+/// A matmul whose result only a bias add reads ([N], the result's last
+/// dimension), and that add's result only a tanh gelu or a relu, becomes one
+/// matmul with cuBLASLt's epilogue (`bias`, `gelu_bias`, `relu_bias`): the
+/// product is written once, with the bias (and activation) applied.
+void fuseGemmEpilogues(func::FuncOp fn) {
+  SmallVector<rt::KernelOp> matmuls;
+  fn.walk([&](rt::KernelOp k) {
+    if (k.getKernel() == "matmul" && k.getInputs().size() == 2 && k.getOutputs().size() == 1)
+      matmuls.push_back(k);
+  });
+  for (rt::KernelOp mm : matmuls) {
+    Value product = mm.getOutputs()[0];
+    Type elem = elemOf(product);
+    if (!(elem.isF32() || elem.isF16() || elem.isBF16()) || shapeOf(product).size() < 2 ||
+        elemOf(mm.getInputs()[0]) != elem || elemOf(mm.getInputs()[1]) != elem ||
+        !product.getDefiningOp<rt::AllocOp>())
+      continue;
+    auto add = dyn_cast_or_null<rt::KernelOp>(soleReader(product));
+    if (!add || add.getKernel() != "add" || add.getInputs().size() != 2)
+      continue;
+    Value bias = add.getInputs()[0] == product ? add.getInputs()[1] : add.getInputs()[0];
+    if (bias == product || shapeOf(bias).size() != 1 ||
+        shapeOf(bias)[0] != shapeOf(product).back() || elemOf(bias) != elem ||
+        shapeOf(add.getOutputs()[0]) != shapeOf(product) ||
+        !add.getOutputs()[0].getDefiningOp<rt::AllocOp>())
+      continue;
+    StringRef epilogue = "bias";
+    rt::KernelOp last = add;
+    if (auto act = dyn_cast_or_null<rt::KernelOp>(soleReader(add.getOutputs()[0]));
+        act && act.getInputs().size() == 1 && act.getInputs()[0] == add.getOutputs()[0] &&
+        act.getOutputs()[0].getDefiningOp<rt::AllocOp>()) {
+      auto approx = dyn_cast_or_null<StringAttr>(act.getParams().get("approximate"));
+      if (act.getKernel() == "gelu" && approx && approx.getValue() == "tanh") {
+        epilogue = "gelu_bias"; // cuBLASLt's GELU is the tanh form
+        last = act;
+      } else if (act.getKernel() == "relu") {
+        epilogue = "relu_bias";
+        last = act;
+      }
+    }
+    Value result = last.getOutputs()[0];
+    OpBuilder b(last);
+    rt::KernelOp::create(
+        b, last.getLoc(), b.getStringAttr("matmul"),
+        ValueRange{mm.getInputs()[0], mm.getInputs()[1], bias}, ValueRange{result},
+        b.getDictionaryAttr({b.getNamedAttr("epilogue", b.getStringAttr(epilogue))}));
+    SmallVector<Operation *> dead = {last.getOperation()};
+    if (last != add) {
+      dead.push_back(add);
+      dead.push_back(add.getOutputs()[0].getDefiningOp());
+    }
+    dead.push_back(mm);
+    dead.push_back(product.getDefiningOp());
+    for (Operation *op : dead)
+      op->erase();
+  }
+}
+
+void ConvertRTToGPU::runOnOperation() {
+  ModuleOp module = getOperation();
+  for (func::FuncOp fn : module.getOps<func::FuncOp>())
+    if (!fn.isExternal()) {
+      rewriteEinsumsAsMatmuls(fn);
+      if (gemmEpilogues)
+        fuseGemmEpilogues(fn);
+    }
+  SmallVector<func::FuncOp> fns(module.getOps<func::FuncOp>());
+  gpu::GPUModuleOp kernels;
+  int id = 0;
+  for (func::FuncOp fn : fns) {
+    if (fn.isExternal())
+      continue;
+    SmallVector<std::unique_ptr<Group>> groups;
+    if (failed(formGroups(fn, groups)))
+      return signalPassFailure();
+    if (groups.empty())
+      continue;
+    if (!kernels) {
+      module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
+                      UnitAttr::get(module.getContext()));
+      OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
+      kernels = gpu::GPUModuleOp::create(b, module.getLoc(), kModuleName);
+    }
+    for (auto &g : groups)
+      if (failed(emitGroup(*g, kernels, id++)))
+        return signalPassFailure();
+  }
+}
+
+} // namespace

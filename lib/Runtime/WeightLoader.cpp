@@ -1,0 +1,128 @@
+//===- WeightLoader.cpp - map, slice, check and convert weights ------------===//
+
+#include "shardflow/Runtime/WeightLoader.h"
+
+#include "shardflow/Runtime/Checksum.h"
+#include "shardflow/Runtime/FloatConversion.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+using namespace shardflow::runtime;
+
+WeightLoader::WeightLoader(const Artifact &artifact, std::string weightsDir, int rank,
+                           bool verifyWeights)
+    : art(artifact), dir(weightsDir.empty() ? artifact.modelDir : std::move(weightsDir)),
+      rank(rank), verify(verifyWeights) {}
+
+WeightLoader::~WeightLoader() {
+  for (auto &[path, m] : files)
+    if (m.base)
+      munmap(m.base, m.length);
+}
+
+std::vector<std::pair<void *, size_t>> WeightLoader::releaseMappings() {
+  std::vector<std::pair<void *, size_t>> out;
+  for (auto &[path, m] : files)
+    if (m.base)
+      out.emplace_back(m.base, m.length);
+  files.clear();
+  return out;
+}
+
+const uint8_t *WeightLoader::mapFile(const std::string &path, const std::string &weight,
+                                     size_t &length) {
+  auto it = files.find(path);
+  if (it == files.end()) {
+    int fd = open(path.c_str(), O_RDONLY);
+    if (fd < 0)
+      throw RuntimeError("cannot open weight file '" + path + "' (for '" + weight +
+                         "'); pass --weights with the model's path");
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+      close(fd);
+      throw RuntimeError("cannot read the size of weight file '" + path + "'");
+    }
+    Mapping m;
+    m.length = size_t(st.st_size);
+    m.base = m.length ? mmap(nullptr, m.length, PROT_READ, MAP_PRIVATE, fd, 0) : nullptr;
+    close(fd);
+    if (m.base == MAP_FAILED)
+      throw RuntimeError("cannot map weight file '" + path + "'");
+    it = files.emplace(path, m).first;
+  }
+  length = it->second.length;
+  return static_cast<const uint8_t *>(it->second.base);
+}
+
+WeightBytes WeightLoader::load(size_t index) {
+  const BufferDesc &b = art.buffers.at(index);
+  if (b.storage == "protobuf")
+    throw RuntimeError("weight '" + b.name +
+                       "' is stored in the model in a form that cannot be mapped "
+                       "(varint-encoded or ONNX text); recompile with this shard-opt, "
+                       "which writes such weights next to the artifact");
+  // Weights converted at compile time sit next to the artifact.
+  const std::string &folder = b.storage == "artifact" ? art.artifactDir : dir;
+  std::string path = folder.empty() ? b.file : folder + "/" + b.file;
+  size_t length = 0;
+  const uint8_t *base = mapFile(path, b.name, length);
+
+  // The whole tensor's extent in the file (in the file's element type),
+  // then this rank's part of it.
+  const std::vector<int64_t> &global = b.starts.empty() ? b.shape : b.globalShape;
+  size_t globalBytes = dtypeSize(b.fileDType());
+  for (int64_t d : global)
+    globalBytes *= size_t(d);
+  if (b.fileOffset < 0 || size_t(b.fileOffset) + globalBytes > length)
+    throw RuntimeError("weight '" + b.name + "' needs " + std::to_string(globalBytes) +
+                       " bytes at offset " + std::to_string(b.fileOffset) + " of '" + path +
+                       "', which has " + std::to_string(length) +
+                       " bytes: wrong or modified weight file?");
+  const uint8_t *whole = base + b.fileOffset;
+  std::vector<std::pair<size_t, size_t>> runs;
+  forEachWeightRun(b, rank, [&](size_t offset, size_t len) { runs.emplace_back(offset, len); });
+
+  WeightBytes out;
+  const uint8_t *fileBytes = nullptr;
+  if (runs.size() == 1) {
+    // In place: the rank touches only its own pages.
+    fileBytes = whole + runs[0].first;
+  } else {
+    // Rows of the slice are apart in the file: copy them together.
+    out.owned.reset(new uint8_t[std::max<size_t>(b.fileBytes(), 1)]);
+    uint8_t *dst = out.owned.get();
+    for (auto [offset, len] : runs) {
+      std::memcpy(dst, whole + offset, len);
+      dst += len;
+    }
+    fileBytes = out.owned.get();
+  }
+  if (verify && !b.crc32c.empty()) {
+    uint32_t want = b.crc32c[b.starts.empty() ? 0 : size_t(rank)];
+    uint32_t got = crc32c(fileBytes, b.fileBytes());
+    if (got != want) {
+      char text[64];
+      std::snprintf(text, sizeof(text), "%08x, the artifact expects %08x", got, want);
+      throw RuntimeError("weight '" + b.name + "' in '" + path + "' has checksum " + text +
+                         ": the weight file changed since compilation (recompile, "
+                         "or pass --no-verify-weights to use it anyway)");
+    }
+  }
+  if (b.fileDType() != b.dtype) {
+    // Mixed precision: converted once, here.
+    std::unique_ptr<uint8_t[]> converted(new uint8_t[std::max<size_t>(b.bytes(), 1)]);
+    convertElements(fileBytes, b.fileDType(), converted.get(), b.dtype, size_t(b.numel()),
+                    "weight '" + b.name + "' (source-dtype " + dtypeName(b.fileDType()) + ")");
+    out.owned = std::move(converted);
+    fileBytes = out.owned.get();
+  }
+  out.data = fileBytes;
+  out.bytes = b.bytes();
+  return out;
+}

@@ -1,0 +1,1189 @@
+//===- CudaExecutor.cpp - run a `target cuda` artifact on one GPU ----------===//
+//
+// Loading does all the work that does not depend on the inputs: device
+// memory, weights, module code, cuBLASLt algorithms, device-kernel launch
+// plans, NCCL communicators, and the stream schedule (which instruction
+// waits for which). A run then uploads the inputs, enqueues every
+// instruction, waits for the GPU (watching NCCL) and downloads the outputs.
+//
+// Device pointers of every buffer are fixed at load (inputs have their own
+// device slots), which is what lets launches and GEMMs be planned once.
+//
+//===----------------------------------------------------------------------===//
+
+#include "shardflow/Runtime/CudaExecutor.h"
+#include "shardflow/Runtime/Layout.h"
+
+#include "shardflow/Runtime/CudaLibraries.h"
+#include "shardflow/Runtime/WeightLoader.h"
+
+#include "CudaGemm.h"
+#include "CudaPlanning.h"
+
+#ifdef SHARDFLOW_HAVE_DEVICE_KERNELS
+#include "shardflow/Runtime/DeviceKernels.h"
+#endif
+
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+using namespace shardflow::runtime;
+using namespace shardflow::runtime::cuda;
+
+namespace {
+
+void checkCu(CUresult status, const char *call) {
+  if (status != CUDA_SUCCESS)
+    throw RuntimeError(std::string(call) + " failed: " + describe(status));
+}
+
+void checkNccl(ncclResult_t status, const char *call, ncclComm_t comm) {
+  if (status == ncclSuccess)
+    return;
+  std::string detail;
+  if (comm)
+    if (const char *last = nccl().ncclGetLastError(comm))
+      if (*last)
+        detail = std::string(": ") + last;
+  throw RuntimeError(std::string(call) + " failed: " + describe(status) + detail);
+}
+
+#define CU_CALL(fn, ...) checkCu(driver().fn(__VA_ARGS__), #fn)
+
+std::string shapeText(const std::vector<int64_t> &shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? "," : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+size_t alignUp(size_t v, size_t a) { return (v + a - 1) / a * a; }
+
+bool deviceKernelAvailable(std::string_view kernel) {
+#ifdef SHARDFLOW_HAVE_DEVICE_KERNELS
+  return hasDeviceKernel(kernel);
+#else
+  (void)kernel;
+  return false;
+#endif
+}
+
+ncclRedOp_t ncclOp(Reduction r) {
+  switch (r) {
+  case Reduction::Sum:
+    return ncclSum;
+  case Reduction::Prod:
+    return ncclProd;
+  case Reduction::Max:
+    return ncclMax;
+  case Reduction::Min:
+    return ncclMin;
+  }
+  return ncclSum;
+}
+
+/// NCCL's type for reductions of `t`; throws for the types it lacks.
+ncclDataType_t ncclReduceType(DType t, Reduction r) {
+  switch (t) {
+  case DType::F32:
+    return ncclFloat32;
+  case DType::F16:
+    return ncclFloat16;
+  case DType::BF16:
+    return ncclBfloat16;
+  case DType::F64:
+    return ncclFloat64;
+  case DType::I8:
+    return ncclInt8;
+  case DType::I32:
+    return ncclInt32;
+  case DType::I64:
+    return ncclInt64;
+  case DType::U8:
+    return ncclUint8;
+  case DType::U32:
+    return ncclUint32;
+  case DType::U64:
+    return ncclUint64;
+  case DType::I1:
+    if (r == Reduction::Sum || r == Reduction::Prod)
+      throw RuntimeError("i1 values can only be reduced with max (or) and min (and)");
+    return ncclUint8;
+  default:
+    throw RuntimeError(std::string("NCCL cannot reduce ") + dtypeName(t) + " values");
+  }
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// The executor
+//===----------------------------------------------------------------------===//
+
+class CudaExecutor::Impl {
+public:
+  Impl(Artifact artifact, const std::string &weightsDir, Communicator *world, bool verify,
+       CudaOptions options);
+  ~Impl();
+
+  std::vector<std::pair<std::string, Tensor>> run(const std::map<std::string, HostTensor> &in);
+
+  Artifact art;
+  size_t weightBytes = 0;
+  double deviceSeconds = 0; // the last run's program, on the GPU
+
+private:
+  enum Stream { ComputeStream = 0, CommStream = 1 };
+
+  struct GemmCall {
+    const GemmRunner::Prepared *prepared = nullptr;
+    float alpha = 1, beta = 0;
+    CUdeviceptr a = 0, b = 0, c = 0, d = 0, bias = 0;
+  };
+
+  /// One instruction, prepared at load.
+  struct Step {
+    enum class Kind { Launch, DeviceKernel, Gemm, Copies, Collective } kind = Kind::Launch;
+    int stream = ComputeStream;
+    std::vector<int> waits;      // steps on the other stream to wait for
+    CUevent done = nullptr;      // recorded after the step if someone waits
+    // Launch: a compiler-generated kernel.
+    CUfunction function = nullptr;
+    unsigned grid[3] = {1, 1, 1}, block[3] = {1, 1, 1}, shared = 0;
+    std::vector<CUdeviceptr> arguments;
+    // DeviceKernel: hand-written kernels.
+    std::vector<std::vector<uint8_t>> launchArguments;
+    std::vector<CUfunction> launchFunctions;
+    std::vector<std::array<unsigned, 7>> launchGeometry; // grid, block, shared
+    // Gemm: zero fills, C broadcast into D, then the GEMMs.
+    std::vector<std::pair<CUdeviceptr, size_t>> zeroFills;
+    std::vector<Copy2D> copies; // also Copies (local_slice without a kernel)
+    CUdeviceptr copySource = 0, copyDestination = 0;
+    std::vector<GemmCall> gemms;
+  };
+
+  struct GroupComm {
+    ncclComm_t comm = nullptr; // nullptr: this rank is in none of the groups
+    int size = 0, rank = -1;
+  };
+
+  void openDevice();
+  void allocate(const std::string &weightsDir);
+  void prepareProgram();
+  void prepareKernel(size_t n, Step &step);
+  void prepareGemm(size_t n, Step &step, bool onnxGemm);
+  void prepareDeviceKernel(const std::string &kernel, const Instruction &inst, Step &step);
+  void planStreams();
+  void createCommunicators();
+  void checkNcclHealth();
+
+  void execute(size_t n);
+  void runCollective(const Instruction &inst, CUstream stream);
+  void runCopies(const std::vector<Copy2D> &copies, CUdeviceptr src, CUdeviceptr dst,
+                 CUstream stream);
+  /// Waits for every event, watching NCCL for errors and the deadline;
+  /// aborts the job (every rank) on a collective error or timeout.
+  void waitForGpu(const std::vector<CUevent> &events, const std::string &what);
+  [[noreturn]] void abortJob(const std::string &reason);
+
+  CUmodule moduleNamed(const std::string &name);
+  CUfunction deviceKernelFunction(const std::string &name);
+  Tensor deviceTensor(int buffer) const;
+  CUdeviceptr pointerOf(int buffer) const { return pointers.at(size_t(buffer)); }
+  bool rangesOverlap(int a, int b) const;
+  std::vector<Access> accessesOf(const Instruction &inst) const;
+  bool rangeOf(int buffer, ByteRange &range) const;
+
+  Communicator *comm;
+  std::unique_ptr<Communicator> single;
+  bool verify;
+  CudaOptions options;
+  int rank = 0;
+
+  CUdevice device = 0;
+  CUcontext context = nullptr;
+  int ccMajor = 0, ccMinor = 0;
+  std::string deviceName;
+  CUstream streams[2] = {nullptr, nullptr};
+  CUevent uploaded = nullptr, finished[2] = {nullptr, nullptr};
+
+  CUdeviceptr arena = 0, inputMemory = 0, weightMemory = 0, scratch = 0, workspace = 0,
+              probe = 0;
+  size_t scratchBytes = 0, workspaceBytes = 0;
+  std::vector<CUdeviceptr> pointers; // per buffer
+  std::vector<std::vector<uint8_t>> hostOutputs;
+
+  std::map<std::string, CUmodule> modules;
+  CUmodule kernelModule = nullptr;
+  std::map<std::string, CUfunction> kernelFunctions;
+  std::unique_ptr<GemmRunner> gemm;
+
+  ncclComm_t worldComm = nullptr;
+  std::map<std::vector<int64_t>, GroupComm> groupComms;
+
+  std::vector<Step> steps;
+  /// Cleared while GPU work is in flight: the destructor then leaves the
+  /// device alone (freeing could block on a hung kernel) and only aborts
+  /// NCCL, since the process is about to exit.
+  bool idle = false;
+};
+
+CudaExecutor::Impl::Impl(Artifact artifact, const std::string &weightsDir, Communicator *world,
+                         bool verifyWeights, CudaOptions opts)
+    : art(std::move(artifact)), comm(world), verify(verifyWeights), options(opts) {
+  if (!comm) {
+    single = createSingleRankCommunicator();
+    comm = single.get();
+  }
+  rank = comm->rank();
+  if (comm->size() != art.worldSize)
+    throw RuntimeError("the artifact was compiled for " + std::to_string(art.worldSize) +
+                       " rank(s) but runs on " + std::to_string(comm->size()));
+  if (art.target != "cuda")
+    throw RuntimeError("artifact targets '" + art.target +
+                       "'; the CUDA executor runs cuda artifacts only");
+  try {
+    driver();
+    cublasLt();
+    nccl();
+  } catch (const RuntimeError &e) {
+    throw RuntimeError(std::string("this artifact targets 'cuda', but ") + e.what());
+  }
+  openDevice();
+  allocate(weightsDir);
+  prepareProgram();
+  planStreams();
+  createCommunicators();
+  checkNcclHealth();
+  idle = true;
+}
+
+CudaExecutor::Impl::~Impl() {
+  const Nccl &nc = nccl();
+  if (!idle) {
+    for (auto &[key, g] : groupComms)
+      if (g.comm)
+        nc.ncclCommAbort(g.comm);
+    if (worldComm)
+      nc.ncclCommAbort(worldComm);
+    return;
+  }
+  const CudaDriver &d = driver();
+  d.cuCtxSetCurrent(context);
+  gemm.reset();
+  for (auto &[key, g] : groupComms)
+    if (g.comm)
+      nc.ncclCommDestroy(g.comm);
+  if (worldComm)
+    nc.ncclCommDestroy(worldComm);
+  for (Step &s : steps)
+    if (s.done)
+      d.cuEventDestroy(s.done);
+  for (CUevent e : {uploaded, finished[0], finished[1]})
+    if (e)
+      d.cuEventDestroy(e);
+  for (CUstream s : streams)
+    if (s)
+      d.cuStreamDestroy(s);
+  for (auto &[name, m] : modules)
+    d.cuModuleUnload(m);
+  if (kernelModule)
+    d.cuModuleUnload(kernelModule);
+  for (CUdeviceptr p : {arena, inputMemory, weightMemory, scratch, workspace, probe})
+    if (p)
+      d.cuMemFree(p);
+  d.cuDevicePrimaryCtxRelease(device);
+}
+
+void CudaExecutor::Impl::openDevice() {
+  const CudaDriver &d = driver();
+  int count = 0;
+  CU_CALL(cuDeviceGetCount, &count);
+  int ordinal = chooseDevice(options.device, launcherLocalRank(), count);
+  CU_CALL(cuDeviceGet, &device, ordinal);
+  CU_CALL(cuDeviceGetAttribute, &ccMajor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device);
+  CU_CALL(cuDeviceGetAttribute, &ccMinor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device);
+  char name[256] = {};
+  CU_CALL(cuDeviceGetName, name, int(sizeof(name)), device);
+  deviceName = name;
+  // The primary context is the one the CUDA runtime inside cuBLASLt and
+  // NCCL picks up, so all three work in one context.
+  CU_CALL(cuDevicePrimaryCtxRetain, &context, device);
+  CU_CALL(cuCtxSetCurrent, context);
+  for (CUstream &s : streams)
+    CU_CALL(cuStreamCreate, &s, CU_STREAM_NON_BLOCKING);
+  // These three time the program (lastDeviceSeconds).
+  for (CUevent *e : {&uploaded, &finished[0], &finished[1]})
+    CU_CALL(cuEventCreate, e, CU_EVENT_DEFAULT);
+  if (options.verbose)
+    std::fprintf(stderr,
+                 "shard-run: rank %d uses GPU %d (%s, sm_%d%d); driver %d, %s %zu, NCCL %d\n",
+                 rank, ordinal, name, ccMajor, ccMinor, d.version,
+                 cublasLt().library.c_str(), cublasLt().cublasLtGetVersion(), nccl().version);
+}
+
+void CudaExecutor::Impl::allocate(const std::string &weightsDir) {
+  const size_t kAlign = 256; // cuBLASLt's preferred alignment
+  size_t inputBytes = 0, weightTotal = 0;
+  std::vector<size_t> offset(art.buffers.size(), 0);
+  for (size_t i = 0; i < art.buffers.size(); ++i) {
+    const BufferDesc &b = art.buffers[i];
+    if (b.kind == BufferDesc::Kind::Input) {
+      offset[i] = inputBytes;
+      inputBytes += alignUp(std::max<size_t>(b.bytes(), 1), kAlign);
+    } else if (b.kind == BufferDesc::Kind::Weight || b.kind == BufferDesc::Kind::Constant) {
+      offset[i] = weightTotal;
+      weightTotal += alignUp(std::max<size_t>(b.bytes(), 1), kAlign);
+    }
+  }
+  auto alloc = [&](CUdeviceptr &p, size_t bytes, const char *what) {
+    CUresult r = driver().cuMemAlloc(&p, std::max<size_t>(bytes, kAlign));
+    if (r != CUDA_SUCCESS)
+      throw RuntimeError("cannot allocate " + std::to_string(bytes) + " bytes of GPU memory for " +
+                         what + ": " + describe(r));
+  };
+  alloc(arena, size_t(art.arenaBytes), "the activation arena");
+  alloc(inputMemory, inputBytes, "the inputs");
+  alloc(weightMemory, weightTotal, "the weights");
+  alloc(probe, kAlign, "the NCCL health check");
+
+  pointers.assign(art.buffers.size(), 0);
+  for (size_t i = 0; i < art.buffers.size(); ++i) {
+    const BufferDesc &b = art.buffers[i];
+    switch (b.kind) {
+    case BufferDesc::Kind::Arena:
+      pointers[i] = arena + CUdeviceptr(b.offset);
+      break;
+    case BufferDesc::Kind::Input:
+      pointers[i] = inputMemory + offset[i];
+      break;
+    case BufferDesc::Kind::Weight:
+    case BufferDesc::Kind::Constant:
+      pointers[i] = weightMemory + offset[i];
+      break;
+    case BufferDesc::Kind::View:
+      break;
+    }
+  }
+  // Views share their source's pointer (a view of a view resolves through).
+  for (size_t i = 0; i < art.buffers.size(); ++i) {
+    size_t root = i;
+    for (int hops = 0; art.buffers[root].kind == BufferDesc::Kind::View; ++hops) {
+      if (hops > int(art.buffers.size()))
+        throw RuntimeError("buffer " + std::to_string(i) + " is a view of itself");
+      root = size_t(art.buffers[root].source);
+    }
+    pointers[i] = pointers[root];
+  }
+
+  // Weights: mapped, checked and converted on the host, then uploaded; the
+  // host copies go as soon as each upload has been staged.
+  CUstream s = streams[ComputeStream];
+  {
+    WeightLoader loader(art, weightsDir, rank, verify);
+    for (size_t i = 0; i < art.buffers.size(); ++i) {
+      const BufferDesc &b = art.buffers[i];
+      if (b.kind == BufferDesc::Kind::Weight) {
+        WeightBytes w = loader.load(i);
+        if (w.bytes)
+          CU_CALL(cuMemcpyHtoDAsync, pointers[i], w.data, w.bytes, s);
+        weightBytes += w.bytes;
+      } else if (b.kind == BufferDesc::Kind::Constant && !b.data.empty()) {
+        if (b.data.size() != b.bytes())
+          throw RuntimeError("constant buffer " + std::to_string(i) + " has " +
+                             std::to_string(b.data.size()) + " bytes, expected " +
+                             std::to_string(b.bytes()));
+        CU_CALL(cuMemcpyHtoDAsync, pointers[i], b.data.data(), b.data.size(), s);
+      }
+    }
+    CU_CALL(cuStreamSynchronize, s);
+  }
+
+  hostOutputs.resize(art.outputs.size());
+  for (size_t o = 0; o < art.outputs.size(); ++o)
+    hostOutputs[o].resize(art.buffers.at(size_t(art.outputs[o].second)).bytes());
+
+  // Collective scratch: packed pieces and received pieces (all_to_all
+  // needs both), or a copy of an input that overlaps its output.
+  for (const Instruction &inst : art.program) {
+    if (!inst.collective || inst.inputs.empty() || inst.outputs.empty())
+      continue;
+    size_t bytes = std::max(art.buffers.at(size_t(inst.inputs[0])).bytes(),
+                            art.buffers.at(size_t(inst.outputs[0])).bytes());
+    scratchBytes = std::max(scratchBytes, 2 * alignUp(bytes, kAlign));
+  }
+  if (scratchBytes)
+    alloc(scratch, scratchBytes, "collective scratch");
+}
+
+Tensor CudaExecutor::Impl::deviceTensor(int buffer) const {
+  const BufferDesc &b = art.buffers.at(size_t(buffer));
+  return Tensor{reinterpret_cast<void *>(pointerOf(buffer)), b.dtype, b.shape};
+}
+
+CUmodule CudaExecutor::Impl::moduleNamed(const std::string &name) {
+  auto it = modules.find(name);
+  if (it != modules.end())
+    return it->second;
+  const DeviceModule &m = selectModule(art.modules, name, ccMajor, ccMinor);
+  CUmodule module = nullptr;
+  if (m.format == "cubin") {
+    CU_CALL(cuModuleLoadData, &module, m.data.data());
+  } else {
+    // PTX is text; the driver wants it NUL-terminated, and its compiler's
+    // log says why a JIT failed.
+    std::vector<uint8_t> text = m.data;
+    text.push_back(0);
+    char log[8192] = {};
+    CUjit_option keys[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+    void *values[] = {log, reinterpret_cast<void *>(uintptr_t(sizeof(log)))};
+    CUresult r = driver().cuModuleLoadDataEx(&module, text.data(), 2, keys, values);
+    if (r != CUDA_SUCCESS)
+      throw RuntimeError("the driver could not compile module '" + name + "' (" + m.arch +
+                         " PTX) for sm_" + std::to_string(ccMajor * 10 + ccMinor) + ": " +
+                         describe(r) + (log[0] ? std::string(": ") + log : ""));
+  }
+  modules[name] = module;
+  return module;
+}
+
+CUfunction CudaExecutor::Impl::deviceKernelFunction(const std::string &name) {
+  auto it = kernelFunctions.find(name);
+  if (it != kernelFunctions.end())
+    return it->second;
+  if (!kernelModule) {
+#ifdef SHARDFLOW_HAVE_DEVICE_KERNELS
+    const unsigned char *fatbin = deviceKernelsFatbin();
+#else
+    const unsigned char *fatbin = nullptr;
+#endif
+    if (!fatbin)
+      throw RuntimeError("this shard-run was built without nvcc, so it has no device kernels");
+    CU_CALL(cuModuleLoadData, &kernelModule, fatbin);
+  }
+  CUfunction f = nullptr;
+  CUresult r = driver().cuModuleGetFunction(&f, kernelModule, name.c_str());
+  if (r != CUDA_SUCCESS)
+    throw RuntimeError("the device kernels have no function '" + name + "' for sm_" +
+                       std::to_string(ccMajor * 10 + ccMinor) + ": " + describe(r));
+  kernelFunctions[name] = f;
+  return f;
+}
+
+void CudaExecutor::Impl::prepareDeviceKernel(const std::string &kernel, const Instruction &inst,
+                                             Step &step) {
+#ifdef SHARDFLOW_HAVE_DEVICE_KERNELS
+  std::vector<Tensor> ins, outs;
+  for (int i : inst.inputs)
+    ins.push_back(deviceTensor(i));
+  for (int o : inst.outputs)
+    outs.push_back(deviceTensor(o));
+  step.kind = Step::Kind::DeviceKernel;
+  for (DeviceLaunch &l : planDeviceKernel(kernel, ins, outs, inst.params, rank)) {
+    CUfunction f = deviceKernelFunction(l.function);
+    if (l.sharedBytes > 48 * 1024)
+      CU_CALL(cuFuncSetAttribute, f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+              int(l.sharedBytes));
+    step.launchFunctions.push_back(f);
+    step.launchGeometry.push_back(
+        {l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1], l.block[2], l.sharedBytes});
+    step.launchArguments.push_back(std::move(l.argument));
+  }
+#else
+  (void)inst;
+  (void)step;
+  throw RuntimeError("kernel " + kernel + " has no CUDA implementation in this shard-run");
+#endif
+}
+
+void CudaExecutor::Impl::prepareGemm(size_t n, Step &step, bool onnxGemm) {
+  const Instruction &inst = art.program[n];
+  step.kind = Step::Kind::Gemm;
+  if (inst.inputs.size() < 2 || inst.outputs.size() != 1)
+    throw RuntimeError("needs at least two inputs and one output");
+  Tensor a = deviceTensor(inst.inputs[0]), b = deviceTensor(inst.inputs[1]),
+         d = deviceTensor(inst.outputs[0]);
+  if (a.dtype != b.dtype || a.dtype != d.dtype)
+    throw RuntimeError(std::string("operands and result must have one element type, got ") +
+                       dtypeName(a.dtype) + ", " + dtypeName(b.dtype) + " -> " +
+                       dtypeName(d.dtype));
+  gemmDataType(d.dtype); // refuses other types with a message
+  size_t elem = dtypeSize(d.dtype);
+  auto ptr = [](const Tensor &t) { return CUdeviceptr(reinterpret_cast<uintptr_t>(t.data)); };
+
+  // An optional fused epilogue: act(A B + bias), the bias of shape [N].
+  std::string epilogueName = inst.params.getString("epilogue", "");
+  cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+  if (epilogueName == "bias")
+    epilogue = CUBLASLT_EPILOGUE_BIAS;
+  else if (epilogueName == "relu_bias")
+    epilogue = CUBLASLT_EPILOGUE_RELU_BIAS;
+  else if (epilogueName == "gelu_bias")
+    epilogue = CUBLASLT_EPILOGUE_GELU_BIAS;
+  else if (!epilogueName.empty())
+    throw RuntimeError("unknown epilogue '" + epilogueName + "' (bias, relu_bias or gelu_bias)");
+  const Tensor *third = nullptr;
+  Tensor thirdTensor;
+  if (inst.inputs.size() > 2) {
+    thirdTensor = deviceTensor(inst.inputs[2]);
+    third = &thirdTensor;
+    if (third->dtype != d.dtype)
+      throw RuntimeError(std::string(onnxGemm ? "C" : "the bias") + " is " +
+                         dtypeName(third->dtype) + " but the result is " + dtypeName(d.dtype));
+  }
+  if (!onnxGemm && (third != nullptr) != !epilogueName.empty())
+    throw RuntimeError("matmul takes two inputs, or three with epilogue=s:bias|relu_bias|gelu_bias");
+
+  GemmProblem problem;
+  problem.dtype = d.dtype;
+  problem.tf32 = options.allowTf32;
+  problem.epilogue = epilogue;
+  float alpha = 1, beta = 0;
+  CUdeviceptr bias = 0, c = 0;
+  MatmulPlan plan;
+  if (onnxGemm) {
+    // The nn dialect's names (nn.gemm): trans_a, trans_b, alpha, beta.
+    bool transA = inst.params.getBool("trans_a", false);
+    bool transB = inst.params.getBool("trans_b", false);
+    alpha = float(inst.params.getFloat("alpha", 1.0));
+    float betaParam = float(inst.params.getFloat("beta", 1.0));
+    GemmPlan g = planGemm(a.shape, b.shape, third ? &third->shape : nullptr, transA, transB,
+                          d.shape);
+    problem.transA = transA;
+    problem.transB = transB;
+    plan.m = g.m;
+    plan.n = g.n;
+    plan.k = g.k;
+    if (third && epilogue != CUBLASLT_EPILOGUE_DEFAULT) {
+      if (g.cRows != 1 || g.cCols != g.n || betaParam != 1.0f)
+        throw RuntimeError("a bias epilogue needs C of shape [N] and beta 1");
+      bias = ptr(*third);
+    } else if (third && betaParam != 0.0f) {
+      beta = betaParam;
+      if (g.cRows == g.m && g.cCols == g.n) {
+        c = ptr(*third);
+      } else {
+        // C broadcast into D first, then accumulated in place.
+        step.copies = planBroadcast2D(g.cRows, g.cCols, g.m, g.n, elem);
+        step.copySource = ptr(*third);
+        step.copyDestination = ptr(d);
+        c = ptr(d);
+      }
+    } else if (epilogue != CUBLASLT_EPILOGUE_DEFAULT) {
+      throw RuntimeError("epilogue '" + epilogueName + "' needs C as its bias");
+    }
+  } else {
+    plan = planMatmul(a.shape, b.shape, d.shape);
+    if (third) {
+      if (third->numel() != plan.n || third->shape.size() > 2 ||
+          (third->shape.size() == 2 && third->shape[0] != 1))
+        throw RuntimeError("the bias has shape " + shapeText(third->shape) + ", expected [" +
+                           std::to_string(plan.n) + "]");
+      bias = ptr(*third);
+    }
+  }
+  if (plan.m == 0 || plan.n == 0)
+    return;
+  if (plan.k == 0) {
+    // An empty sum: zeros (then C or the bias, which cuBLASLt cannot add
+    // without a product).
+    if (c || bias)
+      throw RuntimeError("a GEMM with an empty contracted dimension and C or a bias is not "
+                         "supported on the GPU");
+    step.zeroFills.emplace_back(ptr(d), d.bytes());
+    step.copies.clear();
+    return;
+  }
+  problem.m = plan.m;
+  problem.n = plan.n;
+  problem.k = plan.k;
+  problem.alignA = pointerAlignment(ptr(a));
+  problem.alignB = pointerAlignment(ptr(b));
+  problem.alignD = pointerAlignment(ptr(d));
+  problem.alignC = c ? pointerAlignment(c) : problem.alignD;
+
+  auto describeProblem = [&] {
+    return std::string(dtypeName(d.dtype)) + " GEMM m=" + std::to_string(plan.m) +
+           " n=" + std::to_string(plan.n) + " k=" + std::to_string(plan.k) +
+           (plan.batch > 1 ? " batch=" + std::to_string(plan.batch) : "");
+  };
+  if (plan.kind == MatmulPlan::Kind::StridedBatched) {
+    GemmProblem batched = problem;
+    batched.batch = plan.batch;
+    batched.strideA = plan.strideA;
+    batched.strideB = plan.strideB;
+    batched.strideC = plan.strideC;
+    if (const GemmRunner::Prepared *p = gemm->prepare(batched)) {
+      step.gemms.push_back({p, alpha, beta, ptr(a), ptr(b), c, ptr(d), bias});
+      return;
+    }
+    // No algorithm for a zero (broadcast) stride: one GEMM per batch.
+    plan = expandToLoop(plan);
+  }
+  if (plan.kind == MatmulPlan::Kind::Broadcast) {
+    for (auto [oa, ob] : plan.offsets) {
+      problem.alignA = std::min(problem.alignA, pointerAlignment(ptr(a) + CUdeviceptr(oa) * elem));
+      problem.alignB = std::min(problem.alignB, pointerAlignment(ptr(b) + CUdeviceptr(ob) * elem));
+    }
+    for (size_t i = 0; i < plan.offsets.size(); ++i) {
+      CUdeviceptr out = ptr(d) + CUdeviceptr(i) * CUdeviceptr(plan.m * plan.n) * elem;
+      problem.alignD = std::min(problem.alignD, pointerAlignment(out));
+    }
+    problem.alignC = problem.alignD;
+    const GemmRunner::Prepared *p = gemm->prepare(problem);
+    if (!p)
+      throw RuntimeError("cuBLASLt has no algorithm for the " + describeProblem());
+    for (size_t i = 0; i < plan.offsets.size(); ++i) {
+      CUdeviceptr out = ptr(d) + CUdeviceptr(i) * CUdeviceptr(plan.m * plan.n) * elem;
+      step.gemms.push_back({p, alpha, beta, ptr(a) + CUdeviceptr(plan.offsets[i].first) * elem,
+                            ptr(b) + CUdeviceptr(plan.offsets[i].second) * elem, 0, out, bias});
+    }
+    return;
+  }
+  const GemmRunner::Prepared *p = gemm->prepare(problem);
+  if (!p)
+    throw RuntimeError("cuBLASLt has no algorithm for the " + describeProblem());
+  step.gemms.push_back({p, alpha, beta, ptr(a), ptr(b), c, ptr(d), bias});
+}
+
+void CudaExecutor::Impl::prepareKernel(size_t n, Step &step) {
+  const Instruction &inst = art.program[n];
+  if (inst.kernel == "launch") {
+    std::string module = inst.params.getString("module", "");
+    std::string function = inst.params.getString("function", "");
+    if (module.empty() || function.empty())
+      throw RuntimeError("a launch needs module=s: and function=s:");
+    std::vector<int64_t> grid = inst.params.getInts("grid"), block = inst.params.getInts("block");
+    if (grid.size() != 3 || block.size() != 3)
+      throw RuntimeError("grid and block need three sizes each");
+    int64_t shared = inst.params.getInt("shared", 0);
+    step.kind = Step::Kind::Launch;
+    CUresult r = driver().cuModuleGetFunction(&step.function, moduleNamed(module), function.c_str());
+    if (r != CUDA_SUCCESS)
+      throw RuntimeError("module '" + module + "' has no function '" + function + "': " +
+                         describe(r));
+    for (int i = 0; i < 3; ++i) {
+      if (grid[size_t(i)] < 1 || block[size_t(i)] < 1)
+        throw RuntimeError("grid and block sizes must be positive");
+      step.grid[i] = unsigned(grid[size_t(i)]);
+      step.block[i] = unsigned(block[size_t(i)]);
+    }
+    step.shared = unsigned(shared);
+    if (shared > 48 * 1024)
+      CU_CALL(cuFuncSetAttribute, step.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+              int(shared));
+    for (int i : inst.inputs)
+      step.arguments.push_back(pointerOf(i));
+    for (int o : inst.outputs)
+      step.arguments.push_back(pointerOf(o));
+    return;
+  }
+  if (inst.kernel == "matmul" || inst.kernel == "gemm") {
+    if (!gemm) {
+      workspaceBytes = 32u << 20; // what cuBLASLt recommends for Hopper
+      CUresult r = driver().cuMemAlloc(&workspace, workspaceBytes);
+      if (r != CUDA_SUCCESS)
+        throw RuntimeError("cannot allocate the cuBLASLt workspace: " + describe(r));
+      gemm = std::make_unique<GemmRunner>(workspace, workspaceBytes);
+    }
+    return prepareGemm(n, step, inst.kernel == "gemm");
+  }
+  if (!deviceKernelAvailable(inst.kernel))
+    throw RuntimeError("kernel " + inst.kernel + " has no CUDA implementation in this shard-run");
+  prepareDeviceKernel(inst.kernel, inst, step);
+}
+
+void CudaExecutor::Impl::prepareProgram() {
+  steps.resize(art.program.size());
+  for (size_t n = 0; n < art.program.size(); ++n) {
+    const Instruction &inst = art.program[n];
+    Step &step = steps[n];
+    try {
+      if (inst.collective && inst.kernel == "local_slice") {
+        // No communication: a strided copy on the compute stream.
+        step.stream = ComputeStream;
+        if (deviceKernelAvailable("local_slice")) {
+          prepareDeviceKernel("local_slice", inst, step);
+        } else {
+          Tensor in = deviceTensor(inst.inputs.at(0)), out = deviceTensor(inst.outputs.at(0));
+          std::vector<int64_t> all = inst.params.getInts("starts");
+          size_t dims = out.shape.size();
+          if (all.size() != size_t(art.worldSize) * dims)
+            throw RuntimeError("starts does not hold one index per dimension and rank");
+          std::vector<int64_t> start(all.begin() + long(size_t(rank) * dims),
+                                     all.begin() + long(size_t(rank + 1) * dims));
+          step.kind = Step::Kind::Copies;
+          step.copies = planBlockCopy(in.shape, out.shape, start, dtypeSize(out.dtype));
+          step.copySource = pointerOf(inst.inputs[0]);
+          step.copyDestination = pointerOf(inst.outputs[0]);
+        }
+      } else if (inst.collective) {
+        step.kind = Step::Kind::Collective;
+        step.stream = CommStream;
+      } else {
+        step.stream = ComputeStream;
+        prepareKernel(n, step);
+      }
+    } catch (const std::exception &e) {
+      throw RuntimeError(std::string(inst.collective ? "collective '" : "kernel '") +
+                         inst.kernel + "' (instruction " + std::to_string(n) + "): " + e.what());
+    }
+  }
+}
+
+bool CudaExecutor::Impl::rangeOf(int buffer, ByteRange &range) const {
+  size_t root = size_t(buffer);
+  while (art.buffers[root].kind == BufferDesc::Kind::View)
+    root = size_t(art.buffers[root].source);
+  const BufferDesc &r = art.buffers[root];
+  int64_t bytes = int64_t(art.buffers[size_t(buffer)].bytes());
+  switch (r.kind) {
+  case BufferDesc::Kind::Arena:
+    range = {0, r.offset, r.offset + bytes};
+    return true;
+  case BufferDesc::Kind::Input:
+    range = {1 + int(root), 0, bytes};
+    return true;
+  default:
+    return false; // weights and constants are never written
+  }
+}
+
+bool CudaExecutor::Impl::rangesOverlap(int a, int b) const {
+  ByteRange ra, rb;
+  return rangeOf(a, ra) && rangeOf(b, rb) && ra.overlaps(rb);
+}
+
+std::vector<Access> CudaExecutor::Impl::accessesOf(const Instruction &inst) const {
+  std::vector<Access> accesses;
+  ByteRange r;
+  for (int i : inst.inputs)
+    if (rangeOf(i, r))
+      accesses.push_back({r, false});
+  for (int o : inst.outputs)
+    if (rangeOf(o, r))
+      accesses.push_back({r, true});
+  return accesses;
+}
+
+void CudaExecutor::Impl::planStreams() {
+  HazardTracker tracker(2);
+  for (size_t n = 0; n < steps.size(); ++n)
+    steps[n].waits = tracker.add(int(n), steps[n].stream, accessesOf(art.program[n]));
+  for (size_t n = 0; n < steps.size(); ++n)
+    for (int w : steps[n].waits)
+      if (!steps[size_t(w)].done)
+        CU_CALL(cuEventCreate, &steps[size_t(w)].done, CU_EVENT_DISABLE_TIMING);
+}
+
+void CudaExecutor::Impl::createCommunicators() {
+  const Nccl &nc = nccl();
+  // Every rank walks the same program, so the MPI broadcasts and splits
+  // below happen in the same order everywhere. A group's communicator is
+  // made from an MPI split plus a fresh unique id from its member 0, not
+  // with ncclCommSplit: that works with any NCCL from 2.13 on, gives the
+  // same members and ranks as the CPU executor's communicators, and ranks
+  // outside every group create nothing.
+  auto initComm = [&](Communicator &members, ncclComm_t &out) {
+    ncclUniqueId id{};
+    if (members.rank() == 0)
+      checkNccl(nc.ncclGetUniqueId(&id), "ncclGetUniqueId", nullptr);
+    members.broadcast(Tensor{&id, DType::U8, {int64_t(sizeof(id))}}, 0);
+    checkNccl(nc.ncclCommInitRank(&out, members.size(), id, members.rank()), "ncclCommInitRank",
+              nullptr);
+  };
+  try {
+    initComm(*comm, worldComm);
+    for (const Instruction &inst : art.program) {
+      if (!inst.collective || inst.kernel == "local_slice")
+        continue;
+      std::vector<int64_t> key = collectiveGroupKey(inst);
+      if (key.empty() || groupComms.count(key))
+        continue;
+      std::vector<int64_t> groups(key.begin() + 1, key.end());
+      int64_t size = key[0];
+      int color = -1, order = 0;
+      for (size_t i = 0; i < groups.size(); ++i)
+        if (groups[i] == rank) {
+          color = int(int64_t(i) / size);
+          order = int(int64_t(i) % size);
+        }
+      std::unique_ptr<Communicator> members = comm->split(color, order);
+      GroupComm &g = groupComms[key];
+      if (!members)
+        continue;
+      initComm(*members, g.comm);
+      g.size = members->size();
+      g.rank = members->rank();
+    }
+  } catch (const std::exception &e) {
+    throw RuntimeError(std::string("creating the NCCL communicators: ") + e.what() +
+                       " (several ranks on one GPU are not supported by NCCL; check "
+                       "--device and the launcher's GPU binding)");
+  }
+}
+
+void CudaExecutor::Impl::checkNcclHealth() {
+  // NCCL in the loop from the start: one all_reduce over the world, so a
+  // broken NCCL setup fails at load with its own message, not in the middle
+  // of a program (and a single-rank run exercises NCCL too).
+  CUstream s = streams[CommStream];
+  float one = 1.0f, sum = 0.0f;
+  CU_CALL(cuMemcpyHtoDAsync, probe, &one, sizeof(one), s);
+  checkNccl(nccl().ncclAllReduce(reinterpret_cast<const void *>(probe),
+                                 reinterpret_cast<void *>(probe), 1, ncclFloat32, ncclSum,
+                                 worldComm, s),
+            "ncclAllReduce (NCCL health check)", worldComm);
+  CU_CALL(cuEventRecord, finished[CommStream], s);
+  waitForGpu({finished[CommStream]}, "the NCCL health check");
+  CU_CALL(cuMemcpyDtoH, &sum, probe, sizeof(sum));
+  if (sum != float(art.worldSize))
+    throw RuntimeError("the NCCL health check (an all_reduce of 1 over " +
+                       std::to_string(art.worldSize) + " rank(s)) gave " + std::to_string(sum));
+}
+
+[[noreturn]] void CudaExecutor::Impl::abortJob(const std::string &reason) {
+  const Nccl &nc = nccl();
+  for (auto &[key, g] : groupComms)
+    if (g.comm)
+      nc.ncclCommAbort(g.comm);
+  if (worldComm)
+    nc.ncclCommAbort(worldComm);
+  groupComms.clear();
+  worldComm = nullptr;
+  comm->abort(reason);
+  std::exit(1); // abort() does not return; this tells the compiler so
+}
+
+void CudaExecutor::Impl::waitForGpu(const std::vector<CUevent> &events, const std::string &what) {
+  using Clock = std::chrono::steady_clock;
+  const CudaDriver &d = driver();
+  const Nccl &nc = nccl();
+  auto start = Clock::now();
+  auto deadline = start + std::chrono::duration_cast<Clock::duration>(
+                              std::chrono::duration<double>(options.collectiveTimeoutSeconds));
+  std::vector<ncclComm_t> comms;
+  if (worldComm)
+    comms.push_back(worldComm);
+  for (auto &[key, g] : groupComms)
+    if (g.comm)
+      comms.push_back(g.comm);
+  for (int polls = 0;; ++polls) {
+    bool done = true;
+    for (CUevent e : events) {
+      CUresult r = d.cuEventQuery(e);
+      if (r == CUDA_ERROR_NOT_READY)
+        done = false;
+      else if (r != CUDA_SUCCESS)
+        // A fault in a kernel: the context is lost, and so is the job.
+        abortJob("rank " + std::to_string(rank) + ": the GPU failed while running " + what +
+                 ": " + describe(r));
+    }
+    for (ncclComm_t c : comms) {
+      ncclResult_t async = ncclSuccess;
+      nc.ncclCommGetAsyncError(c, &async);
+      if (async != ncclSuccess && async != ncclInProgress) {
+        const char *last = nc.ncclGetLastError(c);
+        abortJob("rank " + std::to_string(rank) + ": NCCL failed during " + what + ": " +
+                 describe(async) + (last && *last ? std::string(": ") + last : ""));
+      }
+    }
+    if (done)
+      return;
+    if (Clock::now() > deadline) {
+      char seconds[32];
+      std::snprintf(seconds, sizeof(seconds), "%g", options.collectiveTimeoutSeconds);
+      abortJob("rank " + std::to_string(rank) + ": " + what + " did not finish within " +
+               seconds + " s (--collective-timeout): a collective is probably waiting for a "
+               "rank that never joined it");
+    }
+    // Spin briefly (short programs), then poll at 100 us: this thread has
+    // nothing else to do, but other ranks may share the CPU.
+    if (polls < 1000)
+      std::this_thread::yield();
+    else
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+}
+
+void CudaExecutor::Impl::runCopies(const std::vector<Copy2D> &copies, CUdeviceptr src,
+                                   CUdeviceptr dst, CUstream stream) {
+  for (const Copy2D &c : copies) {
+    CUDA_MEMCPY2D m{};
+    m.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+    m.srcDevice = (c.fromDestination ? dst : src) + c.srcOffset;
+    m.srcPitch = c.srcPitch;
+    m.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+    m.dstDevice = dst + c.dstOffset;
+    m.dstPitch = c.dstPitch;
+    m.WidthInBytes = c.width;
+    m.Height = c.height;
+    CU_CALL(cuMemcpy2DAsync, &m, stream);
+  }
+}
+
+void CudaExecutor::Impl::runCollective(const Instruction &inst, CUstream stream) {
+  const Nccl &nc = nccl();
+  const std::string &op = inst.kernel;
+  auto ncclCall = [&](ncclResult_t r, const char *call, ncclComm_t c) { checkNccl(r, call, c); };
+  auto peerOf = [&](const char *what) {
+    return int(inst.params.getInts(what).at(size_t(rank)));
+  };
+  auto voidPtr = [](CUdeviceptr p) { return reinterpret_cast<void *>(p); };
+  if (op == "send" || op == "recv") {
+    int peer = peerOf("peers");
+    if (peer < 0)
+      return;
+    if (op == "send") {
+      const BufferDesc &b = art.buffers.at(size_t(inst.inputs.at(0)));
+      ncclCall(nc.ncclSend(voidPtr(pointerOf(inst.inputs[0])), b.bytes(), ncclUint8, peer,
+                           worldComm, stream),
+               "ncclSend", worldComm);
+    } else {
+      const BufferDesc &b = art.buffers.at(size_t(inst.outputs.at(0)));
+      ncclCall(nc.ncclRecv(voidPtr(pointerOf(inst.outputs[0])), b.bytes(), ncclUint8, peer,
+                           worldComm, stream),
+               "ncclRecv", worldComm);
+    }
+    return;
+  }
+  int inBuffer = inst.inputs.at(0), outBuffer = inst.outputs.at(0);
+  const BufferDesc &inDesc = art.buffers.at(size_t(inBuffer));
+  const BufferDesc &outDesc = art.buffers.at(size_t(outBuffer));
+  CUdeviceptr in = pointerOf(inBuffer), out = pointerOf(outBuffer);
+  size_t elem = dtypeSize(inDesc.dtype);
+  CUdeviceptr scratch0 = scratch, scratch1 = scratch + scratchBytes / 2;
+  // NCCL reads `in` while it writes `out`: an input that overlaps its
+  // output (other than exactly in place) is copied aside first.
+  auto separate = [&](bool inPlaceOk) {
+    if (inPlaceOk || !rangesOverlap(inBuffer, outBuffer))
+      return in;
+    CU_CALL(cuMemcpyDtoDAsync, scratch0, in, inDesc.bytes(), stream);
+    return scratch0;
+  };
+  if (op == "collective_permute") {
+    auto [dst, src] = permutePeers(inst, rank);
+    CUdeviceptr send = dst >= 0 && src >= 0 ? separate(false) : in;
+    if (src < 0)
+      CU_CALL(cuMemsetD8Async, out, 0, outDesc.bytes(), stream);
+    ncclCall(nc.ncclGroupStart(), "ncclGroupStart", nullptr);
+    if (dst >= 0)
+      ncclCall(nc.ncclSend(voidPtr(send), inDesc.bytes(), ncclUint8, dst, worldComm, stream),
+               "ncclSend", worldComm);
+    if (src >= 0)
+      ncclCall(nc.ncclRecv(voidPtr(out), outDesc.bytes(), ncclUint8, src, worldComm, stream),
+               "ncclRecv", worldComm);
+    ncclCall(nc.ncclGroupEnd(), "ncclGroupEnd", worldComm);
+    return;
+  }
+  const GroupComm &g = groupComms.at(collectiveGroupKey(inst));
+  if (!g.comm)
+    return; // this rank is in none of the groups
+  int parts = g.size;
+  auto dimParam = [&](const char *name, const std::vector<int64_t> &shape) {
+    int64_t d = inst.params.getInt(name);
+    if (d < 0 || d >= int64_t(shape.size()))
+      throw RuntimeError(std::string(name) + " " + std::to_string(d) +
+                         " is out of range for rank " + std::to_string(shape.size()));
+    return d;
+  };
+  if (op == "all_reduce") {
+    Reduction r = parseReduction(inst.params.getString("reduction", "sum"));
+    ncclDataType_t type = ncclReduceType(inDesc.dtype, r);
+    CUdeviceptr send = separate(in == out);
+    ncclCall(nc.ncclAllReduce(voidPtr(send), voidPtr(out), size_t(inDesc.numel()), type,
+                              ncclOp(r), g.comm, stream),
+             "ncclAllReduce", g.comm);
+  } else if (op == "all_gather") {
+    int64_t dim = dimParam("dim", inDesc.shape);
+    if (splitAt(inDesc.shape, dim, elem).first == 1) {
+      // Concatenation along dim is the byte order.
+      CUdeviceptr send = separate(in == out + CUdeviceptr(g.rank) * inDesc.bytes());
+      ncclCall(nc.ncclAllGather(voidPtr(send), voidPtr(out), inDesc.bytes(), ncclUint8, g.comm,
+                                stream),
+               "ncclAllGather", g.comm);
+    } else {
+      ncclCall(nc.ncclAllGather(voidPtr(in), voidPtr(scratch1), inDesc.bytes(), ncclUint8,
+                                g.comm, stream),
+               "ncclAllGather", g.comm);
+      runCopies(planUnpackPieces(inDesc.shape, dim, parts, elem), scratch1, out, stream);
+    }
+  } else if (op == "reduce_scatter") {
+    int64_t dim = dimParam("dim", inDesc.shape);
+    Reduction r = parseReduction(inst.params.getString("reduction", "sum"));
+    ncclDataType_t type = ncclReduceType(inDesc.dtype, r);
+    if (inDesc.shape[size_t(dim)] % parts)
+      throw RuntimeError("reduce_scatter: dimension " + std::to_string(dim) +
+                         " does not split into " + std::to_string(parts) + " pieces");
+    CUdeviceptr send;
+    if (splitAt(inDesc.shape, dim, elem).first == 1) {
+      send = separate(out == in + CUdeviceptr(g.rank) * outDesc.bytes());
+    } else {
+      runCopies(planPackPieces(inDesc.shape, dim, parts, elem), in, scratch1, stream);
+      send = scratch1;
+    }
+    ncclCall(nc.ncclReduceScatter(voidPtr(send), voidPtr(out), size_t(outDesc.numel()), type,
+                                  ncclOp(r), g.comm, stream),
+             "ncclReduceScatter", g.comm);
+  } else if (op == "all_to_all") {
+    int64_t split = dimParam("split_dim", inDesc.shape),
+            concat = dimParam("concat_dim", inDesc.shape);
+    if (inDesc.shape[size_t(split)] % parts)
+      throw RuntimeError("all_to_all: dimension " + std::to_string(split) +
+                         " does not split into " + std::to_string(parts) + " pieces");
+    runCopies(planPackPieces(inDesc.shape, split, parts, elem), in, scratch0, stream);
+    size_t piece = inDesc.bytes() / size_t(parts);
+    ncclCall(nc.ncclGroupStart(), "ncclGroupStart", nullptr);
+    for (int j = 0; j < parts; ++j) {
+      ncclCall(nc.ncclSend(voidPtr(scratch0 + j * piece), piece, ncclUint8, j, g.comm, stream),
+               "ncclSend", g.comm);
+      ncclCall(nc.ncclRecv(voidPtr(scratch1 + j * piece), piece, ncclUint8, j, g.comm, stream),
+               "ncclRecv", g.comm);
+    }
+    ncclCall(nc.ncclGroupEnd(), "ncclGroupEnd", g.comm);
+    std::vector<int64_t> pieceShape = inDesc.shape;
+    pieceShape[size_t(split)] /= parts;
+    runCopies(planUnpackPieces(pieceShape, concat, parts, elem), scratch1, out, stream);
+  } else {
+    throw RuntimeError("unknown collective '" + op + "'");
+  }
+}
+
+void CudaExecutor::Impl::execute(size_t n) {
+  Step &step = steps[n];
+  CUstream stream = streams[step.stream];
+  for (int w : step.waits)
+    CU_CALL(cuStreamWaitEvent, stream, steps[size_t(w)].done, 0);
+  switch (step.kind) {
+  case Step::Kind::Launch: {
+    std::vector<void *> args;
+    for (CUdeviceptr &p : step.arguments)
+      args.push_back(&p);
+    CU_CALL(cuLaunchKernel, step.function, step.grid[0], step.grid[1], step.grid[2],
+            step.block[0], step.block[1], step.block[2], step.shared, stream,
+            args.empty() ? nullptr : args.data(), nullptr);
+    break;
+  }
+  case Step::Kind::DeviceKernel:
+    for (size_t i = 0; i < step.launchFunctions.size(); ++i) {
+      const auto &geo = step.launchGeometry[i];
+      void *args[] = {step.launchArguments[i].data()};
+      CU_CALL(cuLaunchKernel, step.launchFunctions[i], geo[0], geo[1], geo[2], geo[3], geo[4],
+              geo[5], geo[6], stream, args, nullptr);
+    }
+    break;
+  case Step::Kind::Gemm:
+    for (auto [pointer, bytes] : step.zeroFills)
+      CU_CALL(cuMemsetD8Async, pointer, 0, bytes, stream);
+    runCopies(step.copies, step.copySource, step.copyDestination, stream);
+    for (const GemmCall &g : step.gemms)
+      gemm->run(*g.prepared, g.alpha, g.a, g.b, g.beta, g.c, g.d, g.bias, stream);
+    break;
+  case Step::Kind::Copies:
+    runCopies(step.copies, step.copySource, step.copyDestination, stream);
+    break;
+  case Step::Kind::Collective:
+    runCollective(art.program[n], stream);
+    break;
+  }
+  if (step.done)
+    CU_CALL(cuEventRecord, step.done, stream);
+}
+
+std::vector<std::pair<std::string, Tensor>>
+CudaExecutor::Impl::run(const std::map<std::string, HostTensor> &inputs) {
+  CU_CALL(cuCtxSetCurrent, context);
+  for (const auto &[name, t] : inputs) {
+    bool known = false;
+    for (const BufferDesc &b : art.buffers)
+      known |= b.kind == BufferDesc::Kind::Input && b.name == name;
+    if (!known)
+      throw RuntimeError("'" + name + "' is not an input of this model");
+  }
+  std::vector<std::pair<size_t, const HostTensor *>> uploads;
+  for (size_t i = 0; i < art.buffers.size(); ++i) {
+    const BufferDesc &b = art.buffers[i];
+    if (b.kind != BufferDesc::Kind::Input)
+      continue;
+    auto it = inputs.find(b.name);
+    if (it == inputs.end())
+      throw RuntimeError("input '" + b.name + "' (" + dtypeName(b.dtype) + shapeText(b.shape) +
+                         ") was not given; pass --input " + b.name + "=FILE.npy");
+    const HostTensor &t = it->second;
+    if (t.dtype != b.dtype || t.shape != b.shape)
+      throw RuntimeError("input '" + b.name + "' is " + dtypeName(t.dtype) + shapeText(t.shape) +
+                         " but the model was compiled for " + dtypeName(b.dtype) +
+                         shapeText(b.shape));
+    uploads.emplace_back(i, &t);
+  }
+  // From here on the GPU is busy until the end of the run.
+  idle = false;
+  CUstream compute = streams[ComputeStream];
+  for (auto [i, t] : uploads)
+    if (!t->bytes.empty())
+      CU_CALL(cuMemcpyHtoDAsync, pointers[i], t->bytes.data(), art.buffers[i].bytes(), compute);
+  // Collectives may read inputs: the communication stream starts after the
+  // uploads (the previous run ended with both streams idle).
+  CU_CALL(cuEventRecord, uploaded, compute);
+  CU_CALL(cuStreamWaitEvent, streams[CommStream], uploaded, 0);
+
+  for (size_t n = 0; n < art.program.size(); ++n) {
+    const Instruction &inst = art.program[n];
+    try {
+      execute(n);
+    } catch (const std::exception &e) {
+      throw RuntimeError(std::string(inst.collective ? "collective '" : "kernel '") +
+                         inst.kernel + "' (instruction " + std::to_string(n) + "): " + e.what());
+    }
+  }
+  for (int s : {ComputeStream, CommStream})
+    CU_CALL(cuEventRecord, finished[s], streams[s]);
+  waitForGpu({finished[0], finished[1]}, "the program");
+  deviceSeconds = 0;
+  for (CUevent end : finished) {
+    float ms = 0;
+    CU_CALL(cuEventElapsedTime, &ms, uploaded, end);
+    deviceSeconds = std::max(deviceSeconds, double(ms) / 1e3);
+  }
+  // Both streams are idle: plain synchronous copies are safe.
+  for (size_t o = 0; o < art.outputs.size(); ++o)
+    if (!hostOutputs[o].empty())
+      CU_CALL(cuMemcpyDtoH, hostOutputs[o].data(), pointers[size_t(art.outputs[o].second)],
+              hostOutputs[o].size());
+  idle = true;
+
+  std::vector<std::pair<std::string, Tensor>> outputs;
+  for (size_t o = 0; o < art.outputs.size(); ++o) {
+    const BufferDesc &b = art.buffers[size_t(art.outputs[o].second)];
+    outputs.emplace_back(art.outputs[o].first, Tensor{hostOutputs[o].data(), b.dtype, b.shape});
+  }
+  return outputs;
+}
+
+//===----------------------------------------------------------------------===//
+// The public face
+//===----------------------------------------------------------------------===//
+
+bool shardflow::runtime::cudaSupportBuiltIn() { return true; }
+
+CudaExecutor::CudaExecutor(Artifact artifact, std::string weightsDir, Communicator *comm,
+                           bool verifyWeights, CudaOptions options)
+    : impl(std::make_unique<Impl>(std::move(artifact), weightsDir, comm, verifyWeights,
+                                  options)) {}
+
+CudaExecutor::~CudaExecutor() = default;
+
+std::vector<std::pair<std::string, Tensor>>
+CudaExecutor::run(const std::map<std::string, HostTensor> &inputs) {
+  return impl->run(inputs);
+}
+
+const Artifact &CudaExecutor::artifact() const { return impl->art; }
+
+size_t CudaExecutor::mappedWeightBytes() const { return impl->weightBytes; }
+
+double CudaExecutor::lastDeviceSeconds() const { return impl->deviceSeconds; }

@@ -1,0 +1,170 @@
+//===- CudaGemm.cpp - row-major GEMMs through cuBLASLt ---------------------===//
+
+#include "CudaGemm.h"
+
+#include <cstdint>
+
+using namespace shardflow::runtime;
+using namespace shardflow::runtime::cuda;
+
+namespace {
+void checkLt(cublasStatus_t status, const char *call) {
+  if (status != CUBLAS_STATUS_SUCCESS)
+    throw RuntimeError(std::string(call) + " failed: " + describe(status));
+}
+} // namespace
+
+#define LT_CALL(fn, ...) checkLt(cublasLt().fn(__VA_ARGS__), #fn)
+
+std::string GemmProblem::key() const {
+  std::string text;
+  for (int64_t v : {int64_t(dtype), int64_t(tf32), m, n, k, int64_t(transA), int64_t(transB),
+                    batch, strideA, strideB, strideC, int64_t(epilogue), int64_t(alignA),
+                    int64_t(alignB), int64_t(alignC), int64_t(alignD)})
+    text += std::to_string(v) + ",";
+  return text;
+}
+
+cudaDataType_t cuda::gemmDataType(DType t) {
+  switch (t) {
+  case DType::F32:
+    return CUDA_R_32F;
+  case DType::F16:
+    return CUDA_R_16F;
+  case DType::BF16:
+    return CUDA_R_16BF;
+  default:
+    throw RuntimeError(std::string("GEMMs on the GPU take f32, f16 or bf16, not ") +
+                       dtypeName(t));
+  }
+}
+
+unsigned cuda::pointerAlignment(CUdeviceptr pointer) {
+  unsigned a = 256;
+  while (a > 1 && pointer % a)
+    a /= 2;
+  return a;
+}
+
+struct GemmRunner::Prepared {
+  cublasLtMatmulDesc_t desc = nullptr;
+  // First and second operand of the column-major problem (our B, then A),
+  // and C = D's layout.
+  cublasLtMatrixLayout_t first = nullptr, second = nullptr, result = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  size_t workspaceBytes = 0;
+  bool hasBias = false;
+
+  ~Prepared() {
+    const CublasLt &lt = cublasLt();
+    if (desc)
+      lt.cublasLtMatmulDescDestroy(desc);
+    for (cublasLtMatrixLayout_t l : {first, second, result})
+      if (l)
+        lt.cublasLtMatrixLayoutDestroy(l);
+  }
+};
+
+GemmRunner::GemmRunner(CUdeviceptr workspace, size_t workspaceBytes)
+    : workspace(workspace), workspaceBytes(workspaceBytes) {
+  LT_CALL(cublasLtCreate, &handle);
+}
+
+GemmRunner::~GemmRunner() {
+  cache.clear();
+  if (handle)
+    cublasLt().cublasLtDestroy(handle);
+}
+
+const GemmRunner::Prepared *GemmRunner::prepare(const GemmProblem &p) {
+  std::string key = p.key();
+  auto it = cache.find(key);
+  if (it != cache.end())
+    return it->second.get();
+  cudaDataType_t type = gemmDataType(p.dtype);
+  auto prepared = std::make_unique<Prepared>();
+  cublasComputeType_t compute =
+      p.dtype == DType::F32 && p.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  LT_CALL(cublasLtMatmulDescCreate, &prepared->desc, compute, CUDA_R_32F);
+  // Column-major view: D^T[n,m] = op(B)^T[n,k] op(A)^T[k,m]. Row-major B
+  // [k,n] is column-major B^T [n,k] with ld n; transB means it is stored
+  // [n,k], i.e. column-major [k,n], which needs a transpose. Same for A.
+  cublasOperation_t opFirst = p.transB ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t opSecond = p.transA ? CUBLAS_OP_T : CUBLAS_OP_N;
+  LT_CALL(cublasLtMatmulDescSetAttribute, prepared->desc, CUBLASLT_MATMUL_DESC_TRANSA,
+          &opFirst, sizeof(opFirst));
+  LT_CALL(cublasLtMatmulDescSetAttribute, prepared->desc, CUBLASLT_MATMUL_DESC_TRANSB,
+          &opSecond, sizeof(opSecond));
+  cublasLtEpilogue_t epilogue = p.epilogue;
+  LT_CALL(cublasLtMatmulDescSetAttribute, prepared->desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
+          &epilogue, sizeof(epilogue));
+  prepared->hasBias = p.epilogue != CUBLASLT_EPILOGUE_DEFAULT;
+
+  auto layout = [&](cublasLtMatrixLayout_t &l, int64_t rows, int64_t cols, int64_t ld,
+                    int64_t stride) {
+    LT_CALL(cublasLtMatrixLayoutCreate, &l, type, uint64_t(rows), uint64_t(cols), ld);
+    if (p.batch > 1) {
+      int32_t count = int32_t(p.batch);
+      LT_CALL(cublasLtMatrixLayoutSetAttribute, l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
+              sizeof(count));
+      LT_CALL(cublasLtMatrixLayoutSetAttribute, l,
+              CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride));
+    }
+  };
+  if (p.transB)
+    layout(prepared->first, p.k, p.n, p.k, p.strideB);
+  else
+    layout(prepared->first, p.n, p.k, p.n, p.strideB);
+  if (p.transA)
+    layout(prepared->second, p.m, p.k, p.m, p.strideA);
+  else
+    layout(prepared->second, p.k, p.m, p.k, p.strideA);
+  layout(prepared->result, p.n, p.m, p.n, p.strideC);
+
+  cublasLtMatmulPreference_t preference = nullptr;
+  LT_CALL(cublasLtMatmulPreferenceCreate, &preference);
+  struct PreferenceGuard {
+    cublasLtMatmulPreference_t p;
+    ~PreferenceGuard() { cublasLt().cublasLtMatmulPreferenceDestroy(p); }
+  } guard{preference};
+  uint64_t limit = workspaceBytes;
+  LT_CALL(cublasLtMatmulPreferenceSetAttribute, preference,
+          CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &limit, sizeof(limit));
+  // The first operand of the column-major problem is our B.
+  uint32_t aligns[4] = {p.alignB, p.alignA, p.alignC, p.alignD};
+  const cublasLtMatmulPreferenceAttributes_t alignAttrs[4] = {
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+  for (int i = 0; i < 4; ++i)
+    LT_CALL(cublasLtMatmulPreferenceSetAttribute, preference, alignAttrs[i], &aligns[i],
+            sizeof(uint32_t));
+  cublasLtMatmulHeuristicResult_t result{};
+  int returned = 0;
+  cublasStatus_t status = cublasLt().cublasLtMatmulAlgoGetHeuristic(
+      handle, prepared->desc, prepared->first, prepared->second, prepared->result,
+      prepared->result, preference, 1, &result, &returned);
+  if (status == CUBLAS_STATUS_NOT_SUPPORTED || (status == CUBLAS_STATUS_SUCCESS && returned == 0))
+    return nullptr;
+  checkLt(status, "cublasLtMatmulAlgoGetHeuristic");
+  prepared->algo = result.algo;
+  prepared->workspaceBytes = result.workspaceSize;
+  return cache.emplace(key, std::move(prepared)).first->second.get();
+}
+
+void GemmRunner::run(const Prepared &p, float alpha, CUdeviceptr a, CUdeviceptr b, float beta,
+                     CUdeviceptr c, CUdeviceptr d, CUdeviceptr bias, CUstream stream) {
+  if (p.hasBias) {
+    // Per call: the descriptor is shared by every GEMM of this shape, and
+    // cuBLASLt reads the attribute when the call is enqueued.
+    void *pointer = reinterpret_cast<void *>(bias);
+    LT_CALL(cublasLtMatmulDescSetAttribute, p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+            &pointer, sizeof(pointer));
+  }
+  // C is only read when beta != 0; cuBLASLt still wants a valid pointer.
+  CUdeviceptr cPointer = c ? c : d;
+  LT_CALL(cublasLtMatmul, handle, p.desc, &alpha, reinterpret_cast<const void *>(b), p.first,
+          reinterpret_cast<const void *>(a), p.second, &beta,
+          reinterpret_cast<const void *>(cPointer), p.result, reinterpret_cast<void *>(d),
+          p.result, &p.algo, reinterpret_cast<void *>(workspace), p.workspaceBytes,
+          reinterpret_cast<cudaStream_t>(stream));
+}

@@ -1,0 +1,76 @@
+//===- CudaGemm.h - row-major GEMMs through cuBLASLt -----------*- C++ -*-===//
+//
+// The CUDA executor's matmul and gemm kernels describe a row-major problem
+// D[m,n] = alpha * op(A) op(B) + beta * C (+ bias, activation), batched or
+// not; this turns it into cuBLASLt's column-major one by computing D^T =
+// op(B)^T op(A)^T, which reads the same bytes with the operands swapped, so
+// no transposition ever runs. Descriptors and the heuristic's algorithm
+// are built once per distinct problem and reused.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SHARDFLOW_RUNTIME_CUDA_CUDAGEMM_H
+#define SHARDFLOW_RUNTIME_CUDA_CUDAGEMM_H
+
+#include "shardflow/Runtime/CudaLibraries.h"
+#include "shardflow/Runtime/Kernel.h"
+
+#include <map>
+#include <memory>
+#include <string>
+
+namespace shardflow::runtime::cuda {
+
+/// One row-major GEMM problem (a batch of them when batch > 1).
+struct GemmProblem {
+  DType dtype = DType::F32; // A, B, C, D and the bias
+  bool tf32 = false;        // f32 only: allow TF32 tensor cores
+  int64_t m = 0, n = 0, k = 0;
+  bool transA = false, transB = false; // A stored [k,m], B stored [n,k]
+  int64_t batch = 1;
+  int64_t strideA = 0, strideB = 0, strideC = 0; // elements, batch > 1
+  cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+  /// Pointer alignments in bytes (a power of two, at most 256): cuBLASLt
+  /// assumes 256 unless told, and an algorithm picked for aligned pointers
+  /// may fault on others.
+  unsigned alignA = 256, alignB = 256, alignC = 256, alignD = 256;
+
+  std::string key() const;
+};
+
+/// cudaDataType for f32, f16, bf16; throws RuntimeError for others.
+cudaDataType_t gemmDataType(DType t);
+
+/// The largest power of two (at most 256) that divides `pointer`.
+unsigned pointerAlignment(CUdeviceptr pointer);
+
+class GemmRunner {
+public:
+  /// `workspace` of `workspaceBytes` on the device is used by every GEMM
+  /// (they run on one stream).
+  GemmRunner(CUdeviceptr workspace, size_t workspaceBytes);
+  ~GemmRunner();
+  GemmRunner(const GemmRunner &) = delete;
+  GemmRunner &operator=(const GemmRunner &) = delete;
+
+  struct Prepared;
+  /// The descriptors and algorithm for `p`, built on first use. Returns
+  /// nullptr when cuBLASLt has no algorithm for it (the caller may try
+  /// another formulation); throws RuntimeError on a cuBLASLt error.
+  const Prepared *prepare(const GemmProblem &p);
+
+  /// Enqueues D = alpha * op(A) op(B) + beta * C (+ bias) on `stream`.
+  /// C may be D (in place) or 0 when beta is 0.
+  void run(const Prepared &prepared, float alpha, CUdeviceptr a, CUdeviceptr b,
+           float beta, CUdeviceptr c, CUdeviceptr d, CUdeviceptr bias, CUstream stream);
+
+private:
+  cublasLtHandle_t handle = nullptr;
+  CUdeviceptr workspace;
+  size_t workspaceBytes;
+  std::map<std::string, std::unique_ptr<Prepared>> cache;
+};
+
+} // namespace shardflow::runtime::cuda
+
+#endif // SHARDFLOW_RUNTIME_CUDA_CUDAGEMM_H

@@ -1,0 +1,295 @@
+//===- AttentionMma.cu - CUDA attention on tensor cores (f16/bf16) ---------===//
+//
+// The fast path of nn.attention for f16 and bf16 with D = Dv in {64, 128}
+// (sm_80+: mma.sync m16n8k16, ldmatrix, cp.async). Same semantics and the
+// same score rule as the SIMT kernel (AttentionCommon.cuh); the score
+// matrix never leaves registers.
+//
+// One block of four warps takes 64 query rows of one (batch, query head);
+// warp w owns rows 16w..16w+15. Q is loaded once into A fragments. Keys go
+// by tiles of 64: K and V tiles are double-buffered in shared memory with
+// cp.async, so the next tile loads while this one computes. Per tile a warp
+// computes S = Q K^T (16 x 64, f32 accumulators), applies scale, softcap,
+// causal bound and mask, updates its rows' running max and sum, turns S
+// into P in registers (the accumulator layout of S is the A-fragment
+// layout of P, so no shared-memory round trip) and accumulates O += P V.
+// A warp whose rows all lie above a causal tile skips its math.
+//
+// Shared rows are padded by 16 bytes so that ldmatrix's eight row
+// addresses fall in distinct bank groups.
+//
+//===----------------------------------------------------------------------===//
+
+#include "AttentionCommon.cuh"
+
+using namespace shardflow::runtime::cuda;
+using namespace shardflow::runtime::cuda::device;
+
+namespace {
+
+__device__ __forceinline__ unsigned smemAddr(const void *p) {
+  return unsigned(__cvta_generic_to_shared(p));
+}
+
+/// 16 bytes global -> shared without a register round trip; `valid`
+/// false writes zeros (rows past the end of the sequence).
+__device__ __forceinline__ void cpAsync16(void *dst, const void *src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smemAddr(dst)), "l"(src),
+               "r"(valid ? 16 : 0)
+               : "memory");
+}
+__device__ __forceinline__ void cpAsyncCommit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+template <int N> __device__ __forceinline__ void cpAsyncWait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+__device__ __forceinline__ void ldmatrixX4(uint32_t (&r)[4], const void *p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smemAddr(p)));
+}
+__device__ __forceinline__ void ldmatrixX4Trans(uint32_t (&r)[4], const void *p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smemAddr(p)));
+}
+
+/// c += a * b for one m16n8k16 tile with f32 accumulators.
+template <typename T>
+__device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                    uint32_t b1);
+template <>
+__device__ __forceinline__ void mma<__nv_bfloat16>(float (&c)[4], const uint32_t (&a)[4],
+                                                   uint32_t b0, uint32_t b1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+               "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+template <>
+__device__ __forceinline__ void mma<__half>(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                            uint32_t b1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+               "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/// Two floats as one register of two 16-bit elements, the first in the
+/// low half (the lower column of a fragment).
+template <typename T> __device__ __forceinline__ uint32_t pack2(float lo, float hi);
+template <> __device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float lo, float hi) {
+  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<uint32_t *>(&v);
+}
+template <> __device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi) {
+  __half2 v = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<uint32_t *>(&v);
+}
+
+template <typename T, int D> __device__ __forceinline__ void attentionMma(const AttentionArgs &a) {
+  constexpr int kPitch = D + 8;               // elements per shared row
+  constexpr int kTile = kMmaKeys * kPitch;    // elements of one K or V tile
+  constexpr int kChunks = D / 8;              // 16-byte chunks per row
+  constexpr int kKeyTiles = kMmaKeys / 8;     // n-tiles of S
+  constexpr int kDimTiles = D / 8;            // n-tiles of O
+  static_assert(kMmaRows == 64 && kMmaKeys == 64 && kMmaThreads == 128, "tile shape");
+  extern __shared__ __align__(16) unsigned char smemRaw[];
+  T *Qs = reinterpret_cast<T *>(smemRaw); // kMmaRows x kPitch
+  T *Ks = Qs + kMmaRows * kPitch;         // two stages
+  T *Vs = Ks + 2 * kTile;                 // two stages
+
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int g = lane >> 2, tig = lane & 3; // fragment row group, thread in group
+  const int qb = a.qBlocks - 1 - int(blockIdx.x % unsigned(a.qBlocks));
+  const int bh = int(blockIdx.x / unsigned(a.qBlocks));
+  const int h = bh % a.qHeads, b = bh / a.qHeads, kvh = h / a.group;
+  const int q0 = qb * kMmaRows;
+  const int wRow0 = q0 + 16 * warp;
+
+  const T *Q = static_cast<const T *>(a.q) + b * a.qStride[0] + h * a.qStride[1];
+  const T *K = static_cast<const T *>(a.k) + b * a.kStride[0] + kvh * a.kStride[1];
+  const T *V = static_cast<const T *>(a.v) + b * a.vStride[0] + kvh * a.vStride[1];
+
+  // 64 rows from `first` of a [seq, D] operand (row stride `stride`) into
+  // shared memory; rows at or past `limit` become zeros.
+  auto loadRows = [&](T *dst, const T *src, int64_t stride, int first, int limit) {
+#pragma unroll
+    for (int i = tid; i < 64 * kChunks; i += kMmaThreads) {
+      const int r = i / kChunks, c = i % kChunks, s = first + r;
+      const bool ok = s < limit;
+      cpAsync16(dst + r * kPitch + c * 8, src + int64_t(ok ? s : 0) * stride + c * 8, ok);
+    }
+  };
+
+  const int keyEnd = a.causal ? min(a.skv, q0 + kMmaRows) : a.skv;
+  const int nTiles = (keyEnd + kMmaKeys - 1) / kMmaKeys;
+  loadRows(Qs, Q, a.qStride[2], q0, a.sq);
+  if (nTiles > 0) {
+    loadRows(Ks, K, a.kStride[2], 0, a.skv);
+    loadRows(Vs, V, a.vStride[2], 0, a.skv);
+  }
+  cpAsyncCommit();
+
+  // This thread's two rows: wRow0 + g and wRow0 + g + 8.
+  const uint8_t *maskB[2] = {};
+  const T *maskF[2] = {};
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = wRow0 + g + 8 * r;
+    if (a.maskKind != kMaskNone && row < a.sq) {
+      const int64_t off = b * a.maskStride[0] + h * a.maskStride[1] + row * a.maskStride[2];
+      maskB[r] = static_cast<const uint8_t *>(a.mask) + off;
+      maskF[r] = static_cast<const T *>(a.mask) + off;
+    }
+  }
+
+  float o[kDimTiles][4];
+#pragma unroll
+  for (int j = 0; j < kDimTiles; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      o[j][e] = 0.f;
+  float rowMax[2] = {kNegInf, kNegInf};
+  float rowSum[2] = {0.f, 0.f}; // this thread's share; the quad adds them at the end
+  uint32_t qf[D / 16][4];
+
+  for (int t = 0; t < nTiles; ++t) {
+    const int stage = t & 1;
+    if (t + 1 < nTiles) {
+      loadRows(Ks + (stage ^ 1) * kTile, K, a.kStride[2], (t + 1) * kMmaKeys, a.skv);
+      loadRows(Vs + (stage ^ 1) * kTile, V, a.vStride[2], (t + 1) * kMmaKeys, a.skv);
+    }
+    // Always commit (maybe an empty group) so that "all but the newest
+    // group" is this tile's data on every iteration.
+    cpAsyncCommit();
+    cpAsyncWait<1>();
+    __syncthreads();
+    if (t == 0) {
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk)
+        ldmatrixX4(qf[kk], Qs + (16 * warp + (lane & 7) + ((lane >> 3) & 1) * 8) * kPitch +
+                               kk * 16 + (lane >> 4) * 8);
+    }
+    const int k0 = t * kMmaKeys;
+    // Warp-uniform: some row of this warp exists and sees a key of the tile.
+    const bool active = wRow0 < a.sq && (!a.causal || k0 <= wRow0 + 15);
+    if (active) {
+      const T *Kt = Ks + stage * kTile, *Vt = Vs + stage * kTile;
+      float s[kKeyTiles][4];
+#pragma unroll
+      for (int j = 0; j < kKeyTiles; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          s[j][e] = 0.f;
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk)
+#pragma unroll
+        for (int jp = 0; jp < kKeyTiles / 2; ++jp) {
+          uint32_t kf[4];
+          ldmatrixX4(kf, Kt + (jp * 16 + (lane & 7) + (lane >> 4) * 8) * kPitch + kk * 16 +
+                             ((lane >> 3) & 1) * 8);
+          mma<T>(s[2 * jp], qf[kk], kf[0], kf[1]);
+          mma<T>(s[2 * jp + 1], qf[kk], kf[2], kf[3]);
+        }
+
+      // Interior tiles without mask or softcap need no per-score checks.
+      const bool plain = a.maskKind == kMaskNone && a.softcap == 0.f && k0 + kMmaKeys <= a.skv &&
+                         (!a.causal || k0 + kMmaKeys - 1 <= wRow0) && wRow0 + 16 <= a.sq;
+      float mx[2] = {kNegInf, kNegInf};
+#pragma unroll
+      for (int j = 0; j < kKeyTiles; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int r = e >> 1;
+          float x = s[j][e] * a.scale;
+          if (!plain) {
+            const int row = wRow0 + g + 8 * r, col = k0 + j * 8 + tig * 2 + (e & 1);
+            x = row < a.sq && col < a.skv ? scoreOf<T>(a, maskB[r], maskF[r], row, col, x)
+                                          : kNegInf;
+          }
+          s[j][e] = x;
+          mx[r] = fmaxf(mx[r], x);
+        }
+      float base[2], alpha[2];
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+        const float newMax = fmaxf(rowMax[r], mx[r]);
+        // Nothing visible yet: stay at zero (exp(-inf - -inf) is NaN).
+        base[r] = newMax == kNegInf ? 0.f : newMax;
+        alpha[r] = __expf(rowMax[r] - base[r]);
+        rowMax[r] = newMax;
+        rowSum[r] *= alpha[r];
+      }
+#pragma unroll
+      for (int j = 0; j < kKeyTiles; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const float p = __expf(s[j][e] - base[e >> 1]);
+          s[j][e] = p;
+          rowSum[e >> 1] += p;
+        }
+#pragma unroll
+      for (int j = 0; j < kDimTiles; ++j) {
+        o[j][0] *= alpha[0];
+        o[j][1] *= alpha[0];
+        o[j][2] *= alpha[1];
+        o[j][3] *= alpha[1];
+      }
+      // O += P V: S's n-tiles 2kk and 2kk+1 are the A fragment of keys
+      // 16kk..16kk+15.
+#pragma unroll
+      for (int kk = 0; kk < kMmaKeys / 16; ++kk) {
+        uint32_t pf[4] = {pack2<T>(s[2 * kk][0], s[2 * kk][1]),
+                          pack2<T>(s[2 * kk][2], s[2 * kk][3]),
+                          pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                          pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+        for (int jp = 0; jp < kDimTiles / 2; ++jp) {
+          uint32_t vf[4];
+          ldmatrixX4Trans(vf, Vt + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * kPitch +
+                                  jp * 16 + (lane >> 4) * 8);
+          mma<T>(o[2 * jp], pf, vf[0], vf[1]);
+          mma<T>(o[2 * jp + 1], pf, vf[2], vf[3]);
+        }
+      }
+    }
+    __syncthreads(); // the next iteration refills this stage
+  }
+  cpAsyncWait<0>();
+
+  T *Y = static_cast<T *>(a.y) + b * a.yStride[0] + h * a.yStride[1];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float sum = rowSum[r];
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    const int row = wRow0 + g + 8 * r;
+    if (row >= a.sq)
+      continue;
+    // A fully masked row has sum 0 and output 0 (every p was 0).
+    const float inv = sum > 0.f ? 1.f / sum : 0.f;
+    T *out = Y + row * a.yStride[2] + tig * 2;
+#pragma unroll
+    for (int j = 0; j < kDimTiles; ++j)
+      *reinterpret_cast<uint32_t *>(out + j * 8) =
+          pack2<T>(o[j][2 * r] * inv, o[j][2 * r + 1] * inv);
+  }
+}
+
+} // namespace
+
+#define SF_ATTENTION_MMA(NAME, T, D)                                           \
+  extern "C" __global__ void __launch_bounds__(kMmaThreads)                    \
+      sf_attention_mma_##NAME##_d##D(const AttentionArgs a) {                  \
+    attentionMma<T, D>(a);                                                     \
+  }
+
+SF_ATTENTION_MMA(f16, __half, 64)
+SF_ATTENTION_MMA(f16, __half, 128)
+SF_ATTENTION_MMA(bf16, __nv_bfloat16, 64)
+SF_ATTENTION_MMA(bf16, __nv_bfloat16, 128)

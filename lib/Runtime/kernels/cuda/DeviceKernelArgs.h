@@ -1,0 +1,114 @@
+//===- DeviceKernelArgs.h - argument structs of the CUDA kernels -*- C++ -*-===//
+//
+// The single by-value argument of every device kernel, shared by the .cu
+// files (nvcc) and the host planner (the C++ compiler): both compile this
+// one definition, so the bytes the planner writes are the struct the kernel
+// reads. Only fixed-size fields, 8-byte members first, no padding holes the
+// two compilers could lay out differently (static_asserts on the host side
+// pin the sizes).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SHARDFLOW_RUNTIME_KERNELS_CUDA_DEVICEKERNELARGS_H
+#define SHARDFLOW_RUNTIME_KERNELS_CUDA_DEVICEKERNELARGS_H
+
+#include <cstdint>
+
+namespace shardflow::runtime::cuda {
+
+/// Dimensions a strided copy or pad handles after the planner merged
+/// contiguous ones; more is an error naming the kernel.
+constexpr int kMaxCopyDims = 8;
+
+/// out[base + sum idx_d * outStride_d] = in[base + sum idx_d * inStride_d]
+/// for every index of `shape` (row-major order of the copy). Offsets and
+/// strides count elements of `elemSize` bytes (the planner may widen
+/// elements to 16 bytes when the innermost run allows it).
+struct StridedCopyArgs {
+  void *out;
+  const void *in;
+  int64_t total; // number of elements copied: the product of shape
+  int64_t shape[kMaxCopyDims];
+  int64_t outStride[kMaxCopyDims];
+  int64_t inStride[kMaxCopyDims];
+  int32_t rank; // 0: one element
+  int32_t pad0;
+};
+
+/// Pad: out (contiguous, outShape) from in (contiguous, inShape); output
+/// coordinate o of dimension d reads input coordinate o - before[d] mapped
+/// by `mode` (0 constant, 1 edge, 2 reflect, 3 wrap); constant positions
+/// get the `fill` bytes (the value in the element type, little-endian).
+struct PadArgs {
+  void *out;
+  const void *in;
+  int64_t total;
+  int64_t outShape[kMaxCopyDims];
+  int64_t inShape[kMaxCopyDims];
+  int64_t inStride[kMaxCopyDims];
+  int64_t before[kMaxCopyDims];
+  uint64_t fill;
+  int32_t rank;
+  int32_t mode;
+};
+
+/// Gather: out[o, c, j] = in[o, idx[c], j] with o < outer, c < count,
+/// j < inner (elements of elemSize), idx normalized from [-axisSize,
+/// axisSize); an out-of-range index yields zeros (a kernel cannot report
+/// it; the CPU kernel throws).
+struct GatherArgs {
+  void *out;
+  const void *in;
+  const void *indices;
+  int64_t outer;
+  int64_t count;
+  int64_t inner;
+  int64_t axisSize;
+  int32_t index64; // indices are i64 (else i32)
+  int32_t pad0;
+};
+
+/// Attention over [B, H, S, D] views: element (b, h, s, d) of an operand is
+/// at b * stride[0] + h * stride[1] + s * stride[2] + d, so 3-D [B, S, H*D]
+/// and 4-D tensors are the same kernel. The mask broadcasts to [B, Hq, Sq,
+/// Skv] through maskStride (0 on broadcast dimensions).
+struct AttentionArgs {
+  const void *q;
+  const void *k;
+  const void *v;
+  void *y;
+  const void *mask; // null: none
+  int64_t qStride[3];
+  int64_t kStride[3];
+  int64_t vStride[3];
+  int64_t yStride[3];
+  int64_t maskStride[4];
+  int32_t batch, qHeads, group; // group: query heads per key/value head
+  int32_t sq, skv, d, dv;
+  int32_t qBlocks;  // ceil(sq / query rows per block)
+  int32_t maskKind; // 0 none, 1 bool (1 byte, keep where nonzero), 2 additive (Q's type)
+  int32_t causal;   // key j is visible to query i only when j <= i
+  float scale;
+  float softcap; // 0: none
+};
+
+/// Mask kinds of AttentionArgs::maskKind.
+enum : int32_t { kMaskNone = 0, kMaskBool = 1, kMaskAdd = 2 };
+/// Pad modes of PadArgs::mode.
+enum : int32_t { kPadConstant = 0, kPadEdge = 1, kPadReflect = 2, kPadWrap = 3 };
+
+/// The SIMT attention kernel's tile: query rows per block, keys per tile,
+/// threads per block (16 x 16 threads, 4 x 4 scores each).
+constexpr int kAttnRows = 64;
+constexpr int kAttnKeys = 64;
+constexpr int kAttnThreads = 256;
+
+/// The tensor-core attention kernel's tile (f16/bf16, D = Dv in {64, 128}):
+/// four warps of 16 query rows each, 64 keys per tile.
+constexpr int kMmaRows = 64;
+constexpr int kMmaKeys = 64;
+constexpr int kMmaThreads = 128;
+
+} // namespace shardflow::runtime::cuda
+
+#endif // SHARDFLOW_RUNTIME_KERNELS_CUDA_DEVICEKERNELARGS_H

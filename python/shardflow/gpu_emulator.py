@@ -1,0 +1,559 @@
+"""Run Shardflow's generated GPU kernels on the CPU, for tests without a GPU.
+
+``convert-rt-to-gpu`` turns elementwise and row-reduction kernels into
+``gpu.func`` code. This module executes that code, as printed by
+``shard-opt --mlir-print-op-generic``, with numpy: every SSA value holds one
+lane per GPU thread of the whole grid, ``scf.for``/``scf.if`` run with
+per-lane masks, ``gpu.all_reduce`` reduces over each block's lanes, and
+memory is one flat numpy array per buffer. It also runs the host side
+(``rt.alloc``, ``rt.view``, ``rt.constant``, ``rt.launch``) of programs made
+only of generated kernels, so a test can compare a whole compiled program
+with onnxruntime.
+
+It checks what the compiler generates (indexing, broadcasting, fusion,
+reductions, rounding to the stored type) with the same IR the NVVM backend
+receives; it does not check the NVVM lowering itself, which is MLIR's. Only
+the ops the generator emits are understood: anything else raises.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+
+import ml_dtypes
+import numpy as np
+
+_DTYPES = {
+    "f32": np.float32, "f64": np.float64, "f16": np.float16, "bf16": ml_dtypes.bfloat16,
+    "i1": np.bool_, "i8": np.int8, "i16": np.int16, "i32": np.int32, "i64": np.int64,
+    "index": np.int64,
+}
+
+
+@dataclass
+class Op:
+    name: str
+    results: list[str]
+    operands: list[str]
+    props: str
+    attrs: str
+    types: str
+    regions: list[list["Block"]] = field(default_factory=list)
+
+
+@dataclass
+class Block:
+    args: list[tuple[str, str]]
+    ops: list[Op]
+
+
+_OP_RE = re.compile(r'^(?:(?P<res>%[\w.#:]+(?:, %[\w.#]+)*) = )?"(?P<name>[\w.]+)"\((?P<ops>[^)]*)\)(?P<rest>.*)$')
+
+
+def _split_results(text: str | None) -> list[str]:
+    if not text:
+        return []
+    out = []
+    for r in text.split(", "):
+        if ":" in r:
+            base, count = r.split(":")
+            out += [f"{base}#{i}" for i in range(int(count))]
+        else:
+            out.append(r)
+    return out
+
+
+def _take_braced(s: str, open_: str, close: str) -> tuple[str, str]:
+    """Splits `s` (starting with `open_`) after its matching `close`."""
+    depth = 0
+    i = 0
+    while i < len(s):
+        if s.startswith(open_, i):
+            depth += 1
+            i += len(open_)
+            continue
+        if s.startswith(close, i):
+            depth -= 1
+            i += len(close)
+            if depth == 0:
+                return s[:i], s[i:]
+            continue
+        if s[i] == '"':
+            j = s.index('"', i + 1)
+            i = j + 1
+            continue
+        i += 1
+    raise ValueError(f"unbalanced {open_!r} in {s!r}")
+
+
+class _Parser:
+    def __init__(self, text: str):
+        self.lines = [l.strip() for l in text.splitlines() if l.strip()]
+        self.i = 0
+
+    def parse_ops(self) -> list[Op]:
+        ops = []
+        while self.i < len(self.lines):
+            line = self.lines[self.i]
+            if line.startswith("})") or line.startswith("}, {") or line == "}":
+                return ops
+            if line.startswith("^"):
+                return ops
+            ops.append(self.parse_op())
+        return ops
+
+    def parse_op(self) -> Op:
+        line = self.lines[self.i]
+        self.i += 1
+        m = _OP_RE.match(line)
+        if not m:
+            raise ValueError(f"cannot parse MLIR line: {line}")
+        rest = m.group("rest").strip()
+        props = ""
+        if rest.startswith("<{"):
+            props, rest = _take_braced(rest, "<{", "}>")
+            rest = rest.strip()
+        op = Op(m.group("name"), _split_results(m.group("res")),
+                [o.strip() for o in m.group("ops").split(",") if o.strip()], props, "", "")
+        if rest.startswith("({"):
+            # Regions: blocks until "})"; further regions follow "}, {".
+            while True:
+                op.regions.append(self.parse_region())
+                closing = self.lines[self.i]
+                self.i += 1
+                if closing.startswith("}, {"):
+                    continue
+                rest = closing[2:].strip()
+                break
+        if rest.startswith("{"):
+            op.attrs, rest = _take_braced(rest, "{", "}")
+            rest = rest.strip()
+        op.types = rest.lstrip(":").strip()
+        return op
+
+    def parse_region(self) -> list[Block]:
+        blocks = []
+        if self.lines[self.i].startswith(("})", "}, {")):
+            return [Block([], [])]  # an empty region
+        while True:
+            line = self.lines[self.i]
+            args = []
+            if line.startswith("^"):
+                self.i += 1
+                inner = line[line.index("(") + 1:line.rindex(")")] if "(" in line else ""
+                for a in filter(None, [x.strip() for x in inner.split(", %")]):
+                    name, ty = a.split(":", 1)
+                    args.append(("%" + name.lstrip("%"), ty.strip()))
+            blocks.append(Block(args, self.parse_ops()))
+            if not self.lines[self.i].startswith("^"):
+                return blocks
+
+
+def parse(text: str) -> list[Op]:
+    p = _Parser(text)
+    ops = p.parse_ops()
+    if ops and ops[0].name == "builtin.module":
+        return ops[0].regions[0][0].ops
+    return ops
+
+
+def _attr(props: str, key: str) -> str | None:
+    m = re.search(rf"\b{key} = ", props)
+    if not m:
+        return None
+    s = props[m.end():]
+    depth = 0
+    for i, ch in enumerate(s):
+        if ch in "<[({":
+            depth += 1
+        elif ch in ">])}":
+            if depth == 0:
+                return s[:i].strip()
+            depth -= 1
+        elif ch == "," and depth == 0:
+            return s[:i].strip()
+    return s.strip()
+
+
+def _memref(ty: str) -> tuple[tuple[int, ...], str]:
+    m = re.match(r"memref<((?:\d+x)*)(\w+)>", ty.strip())
+    if not m:
+        raise ValueError(f"not a static memref type: {ty}")
+    dims = tuple(int(d) for d in m.group(1).split("x") if d)
+    return dims, m.group(2)
+
+
+def _result_type(op: Op) -> str:
+    return op.types.split("->")[-1].strip()
+
+
+def _bf16_round(x: np.ndarray) -> np.ndarray:
+    return x.astype(ml_dtypes.bfloat16).astype(np.float32)
+
+
+_CMPF = {0: lambda a, b: np.zeros_like(a, bool), 1: np.equal, 2: np.greater, 3: np.greater_equal,
+         4: np.less, 5: np.less_equal, 6: lambda a, b: (a != b) & ~np.isnan(a) & ~np.isnan(b),
+         7: lambda a, b: ~np.isnan(a) & ~np.isnan(b), 8: lambda a, b: (a == b) | np.isnan(a) | np.isnan(b),
+         9: lambda a, b: ~(a <= b), 10: lambda a, b: ~(a < b), 11: lambda a, b: ~(a >= b),
+         12: lambda a, b: ~(a > b), 13: np.not_equal, 14: lambda a, b: np.isnan(a) | np.isnan(b),
+         15: lambda a, b: np.ones_like(a, bool)}
+_CMPI = {0: np.equal, 1: np.not_equal, 2: np.less, 3: np.less_equal, 4: np.greater,
+         5: np.greater_equal, 6: np.less, 7: np.less_equal, 8: np.greater, 9: np.greater_equal}
+
+
+class _Shared:
+    """A workgroup (shared memory) buffer: one copy per thread block."""
+
+    def __init__(self, length: int, dtype, blocks: int):
+        self.length = length
+        self.data = np.zeros(length * blocks, dtype)
+
+
+class Kernel:
+    """One gpu.func, run over a whole grid at once."""
+
+    def __init__(self, op: Op):
+        self.op = op
+        self.block = op.regions[0][0]
+
+    def run(self, buffers: list[np.ndarray], grid: int, block: int) -> None:
+        lanes = grid * block
+        env: dict = {}
+        for (name, _), buf in zip(self.block.args, buffers):
+            env[name] = buf
+        for name, ty in self.block.args[len(buffers):]:
+            if "workgroup" not in ty:
+                raise ValueError(f"kernel argument {name} has no buffer")
+            shape, elem = _memref(ty.split(", #gpu")[0] + ">")
+            env[name] = _Shared(int(np.prod(shape)), _DTYPES[elem], grid)
+        self.lanes, self.block_size = lanes, block
+        self.tid = np.arange(lanes, dtype=np.int64) % block
+        self.bid = np.arange(lanes, dtype=np.int64) // block
+        self._run_ops(self.block.ops, env, np.ones(lanes, bool))
+
+    def _run_ops(self, ops: list[Op], env: dict, mask: np.ndarray) -> list[np.ndarray] | None:
+        for op in ops:
+            out = self._step(op, env, mask)
+            if op.name in ("scf.yield",):
+                return out
+            if out is not None:
+                for r, v in zip(op.results, out if isinstance(out, list) else [out]):
+                    env[r] = v
+        return None
+
+    def _lane(self, v) -> np.ndarray:
+        v = np.asarray(v)
+        return np.broadcast_to(v, (self.lanes,)) if v.ndim == 0 else v
+
+    def _step(self, op: Op, env: dict, mask: np.ndarray):
+        n = op.name
+        a = [env[o] for o in op.operands]
+        rt = _result_type(op)
+        if n == "gpu.block_id":
+            return self.bid
+        if n == "gpu.thread_id":
+            return self.tid
+        if n == "gpu.block_dim":
+            return np.full(self.lanes, self.block_size, np.int64)
+        if n == "arith.constant":
+            text = _attr(op.props, "value")
+            if text in ("true", "false"):
+                return np.full(self.lanes, text == "true")
+            val, ty = text.rsplit(" : ", 1)
+            if ty == "i1":
+                return np.full(self.lanes, val == "true")
+            dt = _DTYPES[ty]
+            if ty.startswith("f") or ty == "bf16":
+                return np.full(self.lanes, float(val.replace("0x", "")) if not val.startswith("0x") else
+                               np.frombuffer(int(val, 16).to_bytes(8 if ty == "f64" else 4, "little"),
+                                             np.float64 if ty == "f64" else np.float32)[0], dt)
+            return np.full(self.lanes, int(val), dt)
+        if n in ("arith.addi", "arith.addf"):
+            return a[0] + a[1]
+        if n in ("arith.subi", "arith.subf"):
+            return a[0] - a[1]
+        if n in ("arith.muli", "arith.mulf"):
+            return a[0] * a[1]
+        if n == "arith.divf":
+            with np.errstate(divide="ignore", invalid="ignore"):
+                return a[0] / a[1]
+        if n in ("arith.divui", "arith.divsi"):
+            # Generated code divides non-negative indices only.
+            return a[0] // a[1]
+        if n in ("arith.remui", "arith.remsi"):
+            return a[0] % a[1]
+        if n == "arith.index_cast":
+            return a[0].astype(_DTYPES[rt])
+        if n == "arith.negf":
+            return -a[0]
+        if n == "arith.maximumf":
+            return np.maximum(a[0], a[1])
+        if n == "arith.minimumf":
+            return np.minimum(a[0], a[1])
+        if n == "arith.maxsi":
+            return np.maximum(a[0], a[1])
+        if n == "arith.minsi":
+            return np.minimum(a[0], a[1])
+        if n in ("arith.andi", "arith.xori"):
+            return (a[0] & a[1]) if n == "arith.andi" else (a[0] ^ a[1])
+        if n == "arith.select":
+            return np.where(a[0], a[1], a[2])
+        if n == "arith.cmpf":
+            return _CMPF[int(_attr(op.props, "predicate").split()[0])](a[0], a[1])
+        if n == "arith.cmpi":
+            return _CMPI[int(_attr(op.props, "predicate").split()[0])](a[0], a[1])
+        if n == "arith.extf":
+            return a[0].astype(_DTYPES[rt])
+        if n == "arith.truncf":
+            if rt == "bf16":
+                return a[0].astype(ml_dtypes.bfloat16)
+            return a[0].astype(_DTYPES[rt])
+        if n in ("arith.sitofp", "arith.uitofp", "arith.extsi", "arith.extui", "arith.trunci"):
+            return a[0].astype(_DTYPES[rt])
+        if n.startswith("math."):
+            x = a[0]
+            with np.errstate(all="ignore"):
+                f = {"math.exp": np.exp, "math.log": np.log, "math.tanh": np.tanh,
+                     "math.sqrt": np.sqrt, "math.absf": np.abs, "math.absi": np.abs,
+                     "math.rsqrt": lambda v: (1 / np.sqrt(v.astype(np.float64))).astype(v.dtype),
+                     "math.erf": lambda v: np.vectorize(math.erf, otypes=[v.dtype])(v)}.get(n)
+                if n == "math.powf":
+                    return np.power(a[0], a[1])
+                if f is None:
+                    raise NotImplementedError(f"emulator: {n}")
+                return f(x)
+        if n == "memref.load":
+            buf, idx = a[0], a[1]
+            if isinstance(buf, _Shared):
+                idx, buf = np.where(mask, idx, 0) + self.bid * buf.length, buf.data
+            safe = np.where(mask, idx, 0)
+            return buf[safe]
+        if n == "memref.store":
+            val, buf, idx = a[0], a[1], a[2]
+            val = self._lane(val)
+            idx = self._lane(idx)
+            if isinstance(buf, _Shared):
+                idx, buf = idx + self.bid * buf.length, buf.data
+            buf[idx[mask]] = val[mask].astype(buf.dtype)
+            return None
+        if n == "scf.if":
+            cond = self._lane(a[0])
+            self._run_ops(op.regions[0][0].ops, env, mask & cond)
+            return None
+        if n == "scf.for":
+            lb, ub, step = (self._lane(x) for x in a[:3])
+            carried = [self._lane(x).copy() for x in a[3:]]
+            body = op.regions[0][0]
+            k = 0
+            while True:
+                iv = lb + k * step
+                active = mask & (iv < ub)
+                if not active.any():
+                    break
+                inner = dict(env)
+                inner[body.args[0][0]] = iv
+                for (name, _), v in zip(body.args[1:], carried):
+                    inner[name] = v
+                out = self._run_ops(body.ops, inner, active)
+                carried = [np.where(active, self._lane(o), c) for o, c in zip(out or [], carried)]
+                k += 1
+            return carried
+        if n == "scf.yield":
+            return [env[o] for o in op.operands]
+        if n == "gpu.all_reduce":
+            kind = re.search(r"all_reduce_op (\w+)", op.props).group(1)
+            v = self._lane(a[0]).reshape(-1, self.block_size)
+            r = {"add": np.sum, "maximumf": np.max, "minimumf": np.min}[kind](v, axis=1)
+            return np.repeat(r.astype(v.dtype), self.block_size)
+        if n == "gpu.return":
+            return None
+        raise NotImplementedError(f"emulator: {n}")
+
+
+def _dense(text: str, shape: tuple[int, ...], dt) -> np.ndarray:
+    body = re.match(r"dense<(.*)>", text.rsplit(" : ", 1)[0]).group(1)
+    if body.startswith('"0x'):
+        # Raw little-endian bytes (MLIR's form for large constants).
+        raw = bytes.fromhex(body.strip('"')[2:])
+        storage = np.uint8 if dt == np.bool_ else dt
+        arr = np.frombuffer(raw, dtype=storage).astype(dt)
+        return arr.reshape(shape) if arr.size == int(np.prod(shape)) else \
+            np.broadcast_to(arr.reshape(()), shape).copy()
+    if body in ("true", "false"):
+        vals = [body == "true"]
+    else:
+        body = body.replace("true", "1").replace("false", "0")
+        vals = [float(x) for x in re.findall(r"[-+0-9.eE]+|nan|inf", body)]
+    arr = np.array(vals, dtype=np.float64).astype(dt)
+    if arr.size == int(np.prod(shape)):
+        return arr.reshape(shape)
+    return np.broadcast_to(arr.reshape(()), shape).copy()  # a splat
+
+
+def _params(props: str) -> dict:
+    """The `params` dictionary of an rt.kernel, as Python values."""
+    text = _attr(props, "params")
+    out: dict = {}
+    if not text:
+        return out
+    body = text.strip()[1:-1]
+    depth, start, items = 0, 0, []
+    for i, ch in enumerate(body):
+        if ch in "<[({":
+            depth += 1
+        elif ch in ">])}":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            items.append(body[start:i])
+            start = i + 1
+    items.append(body[start:])
+    for item in filter(None, (x.strip() for x in items)):
+        key, value = (x.strip() for x in item.split(" = ", 1))
+        if value in ("true", "false"):
+            out[key] = value == "true"
+        elif value.startswith("array<"):
+            inner = value[value.index(":") + 1:-1] if ":" in value else ""
+            out[key] = [int(x) for x in inner.split(",") if x.strip()]
+        elif value.startswith('"'):
+            out[key] = value.strip('"')
+        else:
+            number = value.split(" : ")[0]
+            out[key] = float(number) if any(c in number for c in ".eEn") else int(number)
+    return out
+
+
+def _attention(q, k, v, mask, p):
+    """nn.attention in float64: 4-D [B, H, S, D], or 3-D with head counts."""
+    three_d = q.ndim == 3
+    if three_d:
+        hq, hkv = p["q_num_heads"], p["kv_num_heads"]
+        split = lambda t, h: t.reshape(t.shape[0], t.shape[1], h, -1).transpose(0, 2, 1, 3)
+        q, k, v = split(q, hq), split(k, hkv), split(v, hkv)
+    q, k, v = (t.astype(np.float64) for t in (q, k, v))
+    group = q.shape[1] // k.shape[1]
+    k, v = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)
+    scale = p.get("scale") or 1 / np.sqrt(q.shape[-1])
+    s = q @ k.transpose(0, 1, 3, 2) * scale
+    if p.get("softcap", 0) > 0:
+        s = p["softcap"] * np.tanh(s / p["softcap"])
+    keep = np.ones(s.shape, bool)
+    if p.get("is_causal"):
+        keep &= np.tril(np.ones(s.shape[-2:], bool))
+    if mask is not None:
+        if mask.dtype == np.bool_:
+            keep &= np.broadcast_to(mask, s.shape)
+        else:
+            s = s + np.broadcast_to(mask.astype(np.float64), s.shape)
+            keep &= np.broadcast_to(mask != -np.inf, s.shape)
+    s = np.where(keep, s, -np.inf)
+    best = np.max(s, axis=-1, keepdims=True)
+    e = np.where(keep, np.exp(s - np.where(np.isfinite(best), best, 0)), 0)
+    total = e.sum(-1, keepdims=True)
+    out = np.where(total > 0, (e / np.where(total > 0, total, 1)) @ v, 0)
+    if three_d:
+        out = out.transpose(0, 2, 1, 3).reshape(out.shape[0], out.shape[2], -1)
+    return out
+
+
+def _host_kernel(name: str, ins: list[np.ndarray], out_shapes: list[tuple], p: dict):
+    """Reference (numpy) versions of the kernels the CUDA runtime supplies."""
+    if name == "matmul":
+        r = np.matmul(ins[0].astype(np.float64), ins[1])
+        epilogue = p.get("epilogue", "")
+        if epilogue:  # cuBLASLt's: bias over the last dimension, then gelu(tanh)/relu
+            r = r + ins[2]
+            if epilogue == "gelu_bias":
+                r = 0.5 * r * (1 + np.tanh(np.sqrt(2 / np.pi) * (r + 0.044715 * r ** 3)))
+            elif epilogue == "relu_bias":
+                r = np.maximum(r, 0)
+        return [r]
+    if name == "gemm":
+        a = ins[0].T if p.get("trans_a") else ins[0]
+        b = ins[1].T if p.get("trans_b") else ins[1]
+        r = p.get("alpha", 1.0) * (a.astype(np.float64) @ b)
+        if len(ins) > 2:
+            r = r + p.get("beta", 1.0) * ins[2]
+        return [r]
+    if name == "transpose":
+        return [np.transpose(ins[0], p["perm"])]
+    if name == "gather":
+        axis = p.get("axis", 0)
+        idx = ins[1].astype(np.int64)
+        idx = np.where(idx < 0, idx + ins[0].shape[axis], idx)
+        return [np.take(ins[0], idx, axis=axis)]
+    if name == "split":
+        cuts = np.cumsum(p["sizes"])[:-1]
+        return np.split(ins[0], cuts, axis=p["axis"])
+    if name == "expand":
+        return [np.broadcast_to(ins[0], out_shapes[0])]
+    if name == "concat":
+        return [np.concatenate(ins, axis=p["axis"])]
+    if name == "attention":
+        return [_attention(ins[0], ins[1], ins[2], ins[3] if len(ins) > 3 else None, p)]
+    raise NotImplementedError(f"emulator: runtime kernel {name}")
+
+
+def run_program(mlir_generic: str, inputs: list[np.ndarray],
+                weights: dict[str, np.ndarray] | None = None) -> list[np.ndarray]:
+    """Runs `main` of an rt program: generated kernels as the GPU would,
+    the runtime's kernels (matmul, attention, data movement) with numpy
+    references, and rt.weight from `weights` by name."""
+    top = parse(mlir_generic)
+    kernels: dict[str, Kernel] = {}
+    main = None
+    for op in top:
+        if op.name == "gpu.module":
+            mod = re.search(r'sym_name = "(\w+)"', op.props + op.attrs).group(1)
+            for f in op.regions[0][0].ops:
+                if f.name == "gpu.func":
+                    name = re.search(r'sym_name = "(\w+)"', f.props + f.attrs).group(1)
+                    kernels[f"@{mod}::@{name}"] = Kernel(f)
+        elif op.name == "func.func" and 'sym_name = "main"' in op.props + op.attrs:
+            main = op
+    if main is None:
+        raise ValueError("no main function")
+    body = main.regions[0][0]
+    env: dict[str, np.ndarray] = {}
+    shapes: dict[str, tuple] = {}
+    for (name, ty), x in zip(body.args, inputs):
+        shape, elem = _memref(ty)
+        env[name] = np.ascontiguousarray(x, dtype=_DTYPES[elem]).reshape(-1)
+        shapes[name] = shape
+    for op in body.ops:
+        if op.name == "rt.alloc":
+            shape, elem = _memref(_result_type(op))
+            env[op.results[0]] = np.zeros(int(np.prod(shape)), _DTYPES[elem])
+            shapes[op.results[0]] = shape
+        elif op.name == "rt.view":
+            env[op.results[0]] = env[op.operands[0]]
+            shapes[op.results[0]] = _memref(_result_type(op))[0]
+        elif op.name == "rt.constant":
+            shape, elem = _memref(_result_type(op))
+            env[op.results[0]] = _dense(_attr(op.props, "value"), shape, _DTYPES[elem]).reshape(-1)
+            shapes[op.results[0]] = shape
+        elif op.name == "rt.weight":
+            shape, elem = _memref(_result_type(op))
+            name = re.search(r'name = "([^"]*)"', op.props).group(1)
+            env[op.results[0]] = np.ascontiguousarray(weights[name], _DTYPES[elem]).reshape(-1)
+            shapes[op.results[0]] = shape
+        elif op.name == "rt.kernel":
+            kernel = re.search(r'kernel = "(\w+)"', op.props).group(1)
+            seg = [int(x) for x in re.search(r"operandSegmentSizes = array<i32: (\d+), (\d+)>",
+                                             op.props).groups()]
+            ins = [env[o].reshape(shapes[o]) for o in op.operands[:seg[0]]]
+            outs = op.operands[seg[0]:]
+            results = _host_kernel(kernel, ins, [shapes[o] for o in outs], _params(op.props))
+            for o, r in zip(outs, results):
+                env[o][:] = np.asarray(r).reshape(-1).astype(env[o].dtype)
+        elif op.name == "rt.launch":
+            kernel = _attr(op.props, "kernel")
+            grid = int(re.search(r"array<i64: (\d+)", _attr(op.props, "grid")).group(1))
+            block = int(re.search(r"array<i64: (\d+)", _attr(op.props, "block")).group(1))
+            kernels[kernel].run([env[o] for o in op.operands], grid, block)
+        elif op.name == "func.return":
+            return [env[o].reshape(shapes[o]) for o in op.operands]
+        else:
+            raise NotImplementedError(f"emulator: host op {op.name} (only generated kernels run here)")
+    raise ValueError("main has no return")

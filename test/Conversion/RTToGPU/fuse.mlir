@@ -1,0 +1,93 @@
+// Elementwise kernels fuse along buffers read once and element for element;
+// the fused intermediates disappear; a row reduction takes the elementwise
+// producer of its input as prologue; matmul stays a runtime kernel.
+// (GEMM epilogues are off here; epilogues.mlir tests them.)
+// RUN: shard-opt %s -split-input-file -convert-nn-to-rt -convert-rt-to-gpu=gemm-epilogues=false | FileCheck %s
+
+// CHECK-LABEL: func.func @main
+// CHECK: rt.kernel "matmul"
+// CHECK-NEXT: %[[OUT:.*]] = rt.alloc : memref<2x4xf32>
+// CHECK-NEXT: rt.launch @shardflow_kernels::@k0_add_gelu_softmax grid [2, 1, 1] block [32, 1, 1] ins(%{{.*}}, %{{.*}} : memref<2x4xf32>, memref<4xf32>) outs(%[[OUT]] : memref<2x4xf32>)
+// CHECK-NEXT: return %[[OUT]]
+// CHECK: gpu.module @shardflow_kernels
+// The row (4 elements) is kept in shared memory: the first pass computes
+// add+gelu and stores it there, the later passes read it back.
+// CHECK: gpu.func @k0_add_gelu_softmax(%{{.*}}: memref<8xf32>, %{{.*}}: memref<4xf32>, %{{.*}}: memref<8xf32>) workgroup(%[[ROW:.*]] : memref<4xf32, #gpu.address_space<workgroup>>) kernel
+// CHECK-SAME: known_block_size = array<i32: 32, 1, 1>
+// CHECK: scf.for
+// CHECK: math.erf
+// CHECK: memref.store %{{.*}}, %[[ROW]]
+// CHECK: gpu.all_reduce maximumf
+// CHECK: scf.for
+// CHECK-NOT: math.erf
+// CHECK: memref.load %[[ROW]]
+// CHECK: gpu.all_reduce add
+// CHECK: memref.load %[[ROW]]
+// CHECK: math.exp
+// CHECK: memref.store
+func.func @main(%x: tensor<2x8xf32> {nn.name = "x"}, %w: tensor<8x4xf32> {nn.name = "w"}, %b: tensor<4xf32> {nn.name = "b"}) -> (tensor<2x4xf32> {nn.name = "y"}) {
+  %mm = nn.matmul %x, %w : (tensor<2x8xf32>, tensor<8x4xf32>) -> tensor<2x4xf32>
+  %a = nn.add %mm, %b : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+  %g = nn.gelu %a : (tensor<2x4xf32>) -> tensor<2x4xf32>
+  %s = nn.softmax %g {axis = 1 : i64} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+  return %s : tensor<2x4xf32>
+}
+
+// -----
+
+// Multi-output fusion: exp's result is read element for element by both add
+// and mul, so all three run in one kernel and exp's buffer never exists;
+// add's result is also returned, so the kernel writes it as well as mul's.
+// CHECK-LABEL: func.func @main
+// CHECK-NOT: rt.alloc : memref<3x4xf32>{{$}}
+// CHECK: %[[T:.*]] = rt.alloc : memref<3x4xf32>
+// CHECK: %[[M:.*]] = rt.alloc : memref<3x4xf32>
+// CHECK: rt.launch @shardflow_kernels::@k0_exp_add_tanh_mul {{.*}} ins(%arg0, %arg1 : memref<3x4xf32>, memref<4xf32>) outs(%[[T]], %[[M]] : memref<3x4xf32>, memref<3x4xf32>)
+// CHECK-NEXT: return %[[T]], %[[M]]
+// CHECK: gpu.func @k0_exp_add_tanh_mul(%{{.*}}: memref<12xf32>, %{{.*}}: memref<4xf32>, %{{.*}}: memref<12xf32>, %{{.*}}: memref<12xf32>) kernel
+// CHECK-SAME: known_grid_size = array<i32: 1, 1, 1>
+// CHECK: arith.cmpi ult
+// CHECK: scf.if
+// CHECK: math.exp
+// CHECK: arith.remui
+// CHECK: math.tanh
+// CHECK: memref.store
+// CHECK: arith.mulf
+// CHECK: memref.store
+func.func @main(%x: tensor<3x4xf32> {nn.name = "x"}, %b: tensor<4xf32> {nn.name = "b"}) -> (tensor<3x4xf32> {nn.name = "y"}, tensor<3x4xf32> {nn.name = "z"}) {
+  %e = nn.exp %x : (tensor<3x4xf32>) -> tensor<3x4xf32>
+  %a = nn.add %e, %b : (tensor<3x4xf32>, tensor<4xf32>) -> tensor<3x4xf32>
+  %t = nn.tanh %a : (tensor<3x4xf32>) -> tensor<3x4xf32>
+  %m = nn.mul %e, %e : (tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<3x4xf32>
+  return %t, %m : tensor<3x4xf32>, tensor<3x4xf32>
+}
+
+// -----
+
+// A result read with broadcasting (another thread's element) is not fused:
+// exp of the [3,1] column is written by its own kernel, which closes before
+// the add reads it.
+// CHECK-LABEL: func.func @main
+// CHECK: %[[E:.*]] = rt.alloc : memref<3x1xf32>
+// CHECK: rt.launch @shardflow_kernels::@k0_exp {{.*}} outs(%[[E]]
+// CHECK: rt.launch @shardflow_kernels::@k1_add {{.*}} ins(%[[E]], %arg1
+func.func @main(%x: tensor<3x1xf32> {nn.name = "x"}, %y: tensor<3x4xf32> {nn.name = "y"}) -> (tensor<3x4xf32> {nn.name = "z"}) {
+  %e = nn.exp %x : (tensor<3x1xf32>) -> tensor<3x1xf32>
+  %a = nn.add %e, %y : (tensor<3x1xf32>, tensor<3x4xf32>) -> tensor<3x4xf32>
+  return %a : tensor<3x4xf32>
+}
+
+// -----
+
+// bf16 data: loads widen to f32, the one store rounds.
+// CHECK-LABEL: gpu.func @k0_add_sigmoid
+// CHECK: memref.load {{.*}} : memref<16xbf16>
+// CHECK: arith.extf {{.*}} : bf16 to f32
+// CHECK: arith.addf {{.*}} : f32
+// CHECK: arith.truncf {{.*}} : f32 to bf16
+// CHECK-NEXT: memref.store
+func.func @main(%x: tensor<16xbf16> {nn.name = "x"}, %y: tensor<16xbf16> {nn.name = "y"}) -> (tensor<16xbf16> {nn.name = "z"}) {
+  %a = nn.add %x, %y : (tensor<16xbf16>, tensor<16xbf16>) -> tensor<16xbf16>
+  %s = nn.sigmoid %a : (tensor<16xbf16>) -> tensor<16xbf16>
+  return %s : tensor<16xbf16>
+}

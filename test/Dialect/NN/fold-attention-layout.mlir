@@ -1,0 +1,51 @@
+// RUN: shard-opt %s -split-input-file -pass-pipeline='builtin.module(func.func(nn-fold-attention-layout))' | FileCheck %s
+
+// Q, K and V split from [B, S, H*D] and transposed to [B, H, S, D]; the
+// result transposed back and merged: attention reads and writes the 3-D
+// tensors, and the head transposes disappear.
+// CHECK-LABEL: func.func @gpt2_heads
+// CHECK-NOT: nn.transpose
+// CHECK: %[[A:.*]] = nn.attention %arg0, %arg1, %arg2 {is_causal = true, kv_num_heads = 2 : i64, q_num_heads = 4 : i64, scale = 2.500000e-01 : f32} : (tensor<2x8x64xf32>, tensor<2x8x32xf32>, tensor<2x8x32xf32>) -> tensor<2x8x64xf32>
+// CHECK: %[[V:.*]] = nn.reshape %[[A]] : (tensor<2x8x64xf32>) -> tensor<2x8x4x16xf32>
+// CHECK: %[[M:.*]] = nn.reshape %[[V]] : (tensor<2x8x4x16xf32>) -> tensor<2x8x64xf32>
+// CHECK: return %[[M]]
+func.func @gpt2_heads(%q: tensor<2x8x64xf32>, %k: tensor<2x8x32xf32>, %v: tensor<2x8x32xf32>) -> tensor<2x8x64xf32> {
+  %q4 = nn.reshape %q : (tensor<2x8x64xf32>) -> tensor<2x8x4x16xf32>
+  %qt = nn.transpose %q4 {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x8x4x16xf32>) -> tensor<2x4x8x16xf32>
+  %k4 = nn.reshape %k : (tensor<2x8x32xf32>) -> tensor<2x8x2x16xf32>
+  %kt = nn.transpose %k4 {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x8x2x16xf32>) -> tensor<2x2x8x16xf32>
+  %v4 = nn.reshape %v : (tensor<2x8x32xf32>) -> tensor<2x8x2x16xf32>
+  %vt = nn.transpose %v4 {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x8x2x16xf32>) -> tensor<2x2x8x16xf32>
+  %a = nn.attention %qt, %kt, %vt {is_causal = true, scale = 0.25 : f32} : (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>) -> tensor<2x4x8x16xf32>
+  %at = nn.transpose %a {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x4x8x16xf32>) -> tensor<2x8x4x16xf32>
+  %m = nn.reshape %at : (tensor<2x8x4x16xf32>) -> tensor<2x8x64xf32>
+  return %m : tensor<2x8x64xf32>
+}
+
+// -----
+
+// The result is also read in [B, H, S, D] form: nothing changes.
+// CHECK-LABEL: func.func @result_used_as_is
+// CHECK: nn.transpose
+// CHECK: nn.attention %{{.*}}, %{{.*}}, %{{.*}} : (tensor<1x2x4x8xf32>
+// CHECK: nn.transpose
+func.func @result_used_as_is(%q: tensor<1x4x16xf32>) -> (tensor<1x4x2x8xf32>, tensor<1x2x4x8xf32>) {
+  %q4 = nn.reshape %q : (tensor<1x4x16xf32>) -> tensor<1x4x2x8xf32>
+  %qt = nn.transpose %q4 {perm = array<i64: 0, 2, 1, 3>} : (tensor<1x4x2x8xf32>) -> tensor<1x2x4x8xf32>
+  %a = nn.attention %qt, %qt, %qt : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
+  %at = nn.transpose %a {perm = array<i64: 0, 2, 1, 3>} : (tensor<1x2x4x8xf32>) -> tensor<1x4x2x8xf32>
+  return %at, %a : tensor<1x4x2x8xf32>, tensor<1x2x4x8xf32>
+}
+
+// -----
+
+// K comes from another permutation: nothing changes.
+// CHECK-LABEL: func.func @other_layout
+// CHECK: nn.attention %{{.*}}, %{{.*}}, %{{.*}} : (tensor<1x2x4x8xf32>
+func.func @other_layout(%q: tensor<1x4x16xf32>, %k: tensor<1x2x4x8xf32>) -> tensor<1x4x2x8xf32> {
+  %q4 = nn.reshape %q : (tensor<1x4x16xf32>) -> tensor<1x4x2x8xf32>
+  %qt = nn.transpose %q4 {perm = array<i64: 0, 2, 1, 3>} : (tensor<1x4x2x8xf32>) -> tensor<1x2x4x8xf32>
+  %a = nn.attention %qt, %k, %qt : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
+  %at = nn.transpose %a {perm = array<i64: 0, 2, 1, 3>} : (tensor<1x2x4x8xf32>) -> tensor<1x4x2x8xf32>
+  return %at : tensor<1x4x2x8xf32>
+}

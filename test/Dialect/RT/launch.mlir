@@ -1,0 +1,16 @@
+// rt.launch round-trips and checks its grid, block and kernel signature.
+// RUN: shard-opt %s -split-input-file | shard-opt -split-input-file | FileCheck %s
+
+// CHECK-LABEL: func.func @main
+// CHECK: rt.launch @kernels::@scale grid [2, 1, 1] block [128, 1, 1] ins(%{{.*}} : memref<2x128xf32>) outs(%{{.*}} : memref<2x128xf32>)
+module attributes {gpu.container_module} {
+  func.func @main(%x: memref<2x128xf32>, %y: memref<2x128xf32>) {
+    rt.launch @kernels::@scale grid [2, 1, 1] block [128, 1, 1] ins(%x : memref<2x128xf32>) outs(%y : memref<2x128xf32>)
+    return
+  }
+  gpu.module @kernels {
+    gpu.func @scale(%a: memref<256xf32>, %b: memref<256xf32>) kernel {
+      gpu.return
+    }
+  }
+}

@@ -1,0 +1,166 @@
+#!/usr/bin/env bash
+# Checks shard-run's CUDA executor on a GPU machine that has the CUDA
+# toolkit (headers, nvcc), the driver, cuBLASLt and NCCL, but no LLVM/MLIR:
+# builds a runtime-only shard-run with CUDA in a fresh folder, checks that
+# it links no CUDA library, runs each given artifact and compares its
+# outputs with the expected .npz (relative and absolute tolerance).
+#
+#   bash tools/gpu-check.sh [options] CASE...
+#
+# A CASE is an artifact X.shard (inputs from X.inputs.npz and the reference
+# from X.expected.npz, next to it) or a folder of them. Artifacts compiled
+# for several ranks run under `mpirun -np N` (one GPU per rank).
+#
+#   --build-dir DIR   where to build (default build-gpu-check; emptied first)
+#   --no-build        reuse the shard-run already in --build-dir
+#   --rtol R          tolerance for f32 results (default 1e-4; f16/bf16: 1e-2)
+#   --flags "..."     extra shard-run flags, e.g. "--verbose --repeat 10"
+#
+# Hand-written cases (cuBLASLt shape classes, C broadcasts, mixed precision,
+# NCCL collectives, streams, a device kernel) come from
+#   python -m shardflow.cuda_smoke DIR     (needs numpy; run it anywhere)
+# Comparison uses only python3's standard library (no numpy needed here).
+set -uo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build="$root/build-gpu-check"
+rebuild=1
+rtol=1e-4
+flags=""
+cases=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --build-dir) build="$2"; shift 2 ;;
+    --no-build) rebuild=0; shift ;;
+    --rtol) rtol="$2"; shift 2 ;;
+    --flags) flags="$2"; shift 2 ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    *) cases+=("$1"); shift ;;
+  esac
+done
+
+if [ "$rebuild" = 1 ]; then
+  echo "== building a runtime-only shard-run with CUDA in $build"
+  rm -rf "$build"
+  generator=()
+  command -v ninja >/dev/null && generator=(-G Ninja)
+  if ! cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
+        -DSHARDFLOW_RUNTIME_ONLY=ON -DSHARDFLOW_ENABLE_CUDA=ON >"$build.log" 2>&1 ||
+     ! cmake --build "$build" --target shard-run -j "$(nproc)" >>"$build.log" 2>&1; then
+    tail -30 "$build.log"
+    echo "build failed (log: $build.log)"
+    exit 1
+  fi
+  grep -E "shard-run:" "$build.log" | sed 's/^/  /'
+fi
+shard_run="$build/bin/shard-run"
+[ -x "$shard_run" ] || { echo "no $shard_run"; exit 1; }
+
+echo "== shard-run links no CUDA library (they are loaded at run time)"
+if ldd "$shard_run" | grep -Eq 'libcuda|libcudart|libcublas|libnccl'; then
+  ldd "$shard_run"
+  echo "FAIL: shard-run links a CUDA library"
+  exit 1
+fi
+command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=index,name,driver_version,memory.total \
+  --format=csv,noheader | sed 's/^/  GPU /'
+
+# The artifacts to run, from files and folders.
+artifacts=()
+for c in "${cases[@]}"; do
+  if [ -d "$c" ]; then
+    while IFS= read -r f; do artifacts+=("$f"); done < <(ls "$c"/*.shard 2>/dev/null | grep -v '\.cpu\.shard$')
+  else
+    artifacts+=("$c")
+  fi
+done
+[ ${#artifacts[@]} -gt 0 ] || { echo "no artifacts given (see --help)"; exit 1; }
+
+compare() { # got.npz expected.npz
+  python3 - "$1" "$2" "$rtol" <<'EOF'
+import ast, math, struct, sys, zipfile
+
+FORMATS = {"f2": "e", "f4": "f", "f8": "d", "i1": "b", "u1": "B", "b1": "?", "i2": "h",
+           "u2": "H", "i4": "i", "u4": "I", "i8": "q", "u8": "Q"}
+
+def load(path):
+    out = {}
+    with zipfile.ZipFile(path) as z:
+        for member in z.namelist():
+            data = z.read(member)
+            length = struct.unpack("<H", data[8:10])[0] if data[6] == 1 else struct.unpack("<I", data[8:12])[0]
+            start = (10 if data[6] == 1 else 12) + length
+            header = ast.literal_eval(data[10 if data[6] == 1 else 12:start].decode("latin1"))
+            kind = header["descr"][1:]
+            count = 1
+            for d in header["shape"]:
+                count *= d
+            values = struct.unpack("<%d%s" % (count, FORMATS[kind]), data[start:start + count * int(kind[1:])])
+            out[member[:-4]] = (kind, tuple(header["shape"]), values)
+    return out
+
+got, want, rtol = load(sys.argv[1]), load(sys.argv[2]), float(sys.argv[3])
+ok = True
+for name, (kind, shape, ref) in want.items():
+    if name not in got:
+        print(f"    {name}: missing from the outputs"); ok = False; continue
+    gkind, gshape, values = got[name]
+    if (gkind, gshape) != (kind, shape):
+        print(f"    {name}: {gkind}{list(gshape)}, expected {kind}{list(shape)}"); ok = False; continue
+    tol = rtol if kind in ("f4", "f8") else max(rtol, 1e-2) if kind == "f2" else 0.0
+    worst, where = 0.0, -1
+    for i, (g, w) in enumerate(zip(values, ref)):
+        if isinstance(w, float) and (math.isnan(w) or math.isinf(w)):
+            bad = not (g == w or (math.isnan(g) and math.isnan(w)))
+            err = math.inf if bad else 0.0
+        else:
+            err = abs(g - w) / (tol + tol * abs(w)) if tol else float(g != w)
+        if err > worst:
+            worst, where = err, i
+    status = "ok" if worst <= 1.0 else "MISMATCH"
+    if worst > 1.0:
+        ok = False
+        print(f"    {name}: {status}: element {where} is {values[where]}, expected {ref[where]} (rtol=atol={tol})")
+    else:
+        print(f"    {name}: ok (worst error {worst:.3f} of the tolerance {tol})")
+sys.exit(0 if ok else 1)
+EOF
+}
+
+passed=0
+failed=0
+out_dir="$build/gpu-check-outputs"
+mkdir -p "$out_dir"
+for art in "${artifacts[@]}"; do
+  base="${art%.shard}"
+  name="$(basename "$base")"
+  world=$(awk '$1 == "world-size" { print $2; exit }' "$art")
+  launch=()
+  if [ "${world:-1}" -gt 1 ]; then
+    if ! command -v mpirun >/dev/null; then
+      echo "-- $name: SKIPPED (needs $world ranks and there is no mpirun)"
+      continue
+    fi
+    launch=(mpirun -np "$world")
+    [ "$(id -u)" = 0 ] && launch+=(--allow-run-as-root)
+  fi
+  args=("$art" --output "$out_dir/$name.npz")
+  [ -f "$base.inputs.npz" ] && args+=(--inputs "$base.inputs.npz")
+  echo "-- $name"
+  # shellcheck disable=SC2086
+  if ! "${launch[@]}" "$shard_run" "${args[@]}" $flags; then
+    echo "   FAIL: shard-run exited with an error"
+    failed=$((failed + 1))
+    continue
+  fi
+  if [ ! -f "$base.expected.npz" ]; then
+    echo "   ran (no $base.expected.npz to compare with)"
+    passed=$((passed + 1))
+  elif compare "$out_dir/$name.npz" "$base.expected.npz"; then
+    passed=$((passed + 1))
+  else
+    echo "   FAIL: outputs differ from $base.expected.npz"
+    failed=$((failed + 1))
+  fi
+done
+echo "== $passed passed, $failed failed"
+[ "$failed" = 0 ]
