@@ -11,10 +11,11 @@ Two steps, because the GPU machines have no LLVM/MLIR (so no shard-opt):
 
     # where shard-opt is built: the model (weights streamed to disk from a
     # seeded RNG) and the artifact
-    python bench/gpt2_gpu_bench.py prepare --out /tmp/g2
-    # on the GPU machine, from a checkout that holds /tmp/g2/gpt2s.shard
-    # (and a runtime-only shard-run, see tools/gpu-check.sh):
-    python bench/gpt2_gpu_bench.py run --dir /tmp/g2 --shard-run build-gpu/bin/shard-run
+    python bench/gpt2_gpu_bench.py prepare --out bench/out/gpt2s
+    # on the GPU machine, from a checkout that holds bench/out/gpt2s (the
+    # artifact, the graph and config.json; a runtime-only shard-run, see
+    # tools/gpu-check.sh):
+    python bench/gpt2_gpu_bench.py run --dir bench/out/gpt2s --shard-run build-gpu/bin/shard-run
 
 `run` regenerates the weights with the same seed (identical bytes: the
 artifact's CRC-32C checks prove it) unless they are already there.
