@@ -495,11 +495,82 @@ def _host_kernel(name: str, ins: list[np.ndarray], out_shapes: list[tuple], p: d
     raise NotImplementedError(f"emulator: runtime kernel {name}")
 
 
+def _rank_lists(text: str) -> list[list[int]]:
+    """`[array<i64: 0, 1>, array<i64: 2, 3>]` as lists."""
+    return [[int(x) for x in m.split(",") if x.strip()]
+            for m in re.findall(r"array<i64:([^>]*)>", text or "")]
+
+
+def _reduce(arrays: list[np.ndarray], how: str) -> np.ndarray:
+    stack = np.stack([a.astype(np.float64) if a.dtype.kind == "f" or a.dtype == ml_dtypes.bfloat16
+                      else a for a in arrays])
+    return {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min}[how](stack, axis=0)
+
+
+def _collective(op: Op, envs: list[dict], shapes: dict) -> None:
+    """One rt collective over every rank's buffers at once."""
+    src, dst = op.operands[0], op.operands[-1]
+    world = len(envs)
+    get = lambda r: envs[r][src].reshape(shapes[src])
+
+    def put(r, value):
+        envs[r][dst][:] = np.asarray(value).reshape(-1).astype(envs[r][dst].dtype)
+
+    if op.name == "rt.local_slice":
+        starts = _rank_lists(_attr(op.props, "starts"))
+        for r in range(world):
+            index = tuple(slice(s0, s0 + n) for s0, n in zip(starts[r], shapes[dst]))
+            put(r, get(r)[index])
+        return
+    if op.name == "rt.collective_permute":
+        pairs = _rank_lists("array<i64:" + (_attr(op.props, "pairs") or "").split(":", 1)[-1])
+        flat = pairs[0] if pairs else []
+        received = {flat[i + 1]: flat[i] for i in range(0, len(flat) - 1, 2)}
+        values = [get(r).copy() for r in range(world)]
+        for r in range(world):
+            put(r, values[received[r]] if r in received else np.zeros(shapes[dst]))
+        return
+    groups = _rank_lists(_attr(op.props, "groups"))
+    values = [get(r).copy() for r in range(world)]
+    for group in groups:
+        members = [values[r] for r in group]
+        if op.name == "rt.all_reduce":
+            total = _reduce(members, (_params_text(op, "reduction") or "sum"))
+            for r in group:
+                put(r, total)
+        elif op.name == "rt.all_gather":
+            dim = int(_params_text(op, "dim"))
+            whole = np.concatenate(members, axis=dim)
+            for r in group:
+                put(r, whole)
+        elif op.name == "rt.reduce_scatter":
+            dim = int(_params_text(op, "dim"))
+            total = _reduce(members, _params_text(op, "reduction") or "sum")
+            for k, r in enumerate(group):
+                put(r, np.split(total, len(group), axis=dim)[k])
+        elif op.name == "rt.all_to_all":
+            split, concat = int(_params_text(op, "split_dim")), int(_params_text(op, "concat_dim"))
+            pieces = [np.split(m, len(group), axis=split) for m in members]
+            for k, r in enumerate(group):
+                put(r, np.concatenate([pieces[j][k] for j in range(len(group))], axis=concat))
+        else:
+            raise NotImplementedError(f"emulator: {op.name}")
+
+
+def _params_text(op: Op, key: str) -> str | None:
+    v = _attr(op.props, key)
+    return None if v is None else v.split(" : ")[0].strip('"')
+
+
 def run_program(mlir_generic: str, inputs: list[np.ndarray],
-                weights: dict[str, np.ndarray] | None = None) -> list[np.ndarray]:
-    """Runs `main` of an rt program: generated kernels as the GPU would,
-    the runtime's kernels (matmul, attention, data movement) with numpy
-    references, and rt.weight from `weights` by name."""
+                weights: dict[str, np.ndarray] | None = None,
+                all_ranks: bool = False) -> list:
+    """Runs `main` of an rt program on every rank of its world
+    (`rt.world_size`) in lockstep: generated kernels as the GPU would, the
+    runtime's kernels (matmul, attention, data movement) with numpy
+    references, collectives by combining the ranks' buffers, and rt.weight
+    (or each rank's slice of it) from `weights` by name. Returns rank 0's
+    outputs, or every rank's with `all_ranks`."""
     top = parse(mlir_generic)
     kernels: dict[str, Kernel] = {}
     main = None
@@ -514,46 +585,64 @@ def run_program(mlir_generic: str, inputs: list[np.ndarray],
             main = op
     if main is None:
         raise ValueError("no main function")
+    world_attr = re.search(r"rt.world_size = (\d+)", main.attrs + main.props)
+    world = int(world_attr.group(1)) if world_attr else 1
     body = main.regions[0][0]
-    env: dict[str, np.ndarray] = {}
+    envs: list[dict] = [{} for _ in range(world)]
     shapes: dict[str, tuple] = {}
     for (name, ty), x in zip(body.args, inputs):
         shape, elem = _memref(ty)
-        env[name] = np.ascontiguousarray(x, dtype=_DTYPES[elem]).reshape(-1)
+        for env in envs:
+            env[name] = np.ascontiguousarray(x, dtype=_DTYPES[elem]).reshape(-1).copy()
         shapes[name] = shape
     for op in body.ops:
-        if op.name == "rt.alloc":
-            shape, elem = _memref(_result_type(op))
-            env[op.results[0]] = np.zeros(int(np.prod(shape)), _DTYPES[elem])
-            shapes[op.results[0]] = shape
-        elif op.name == "rt.view":
-            env[op.results[0]] = env[op.operands[0]]
-            shapes[op.results[0]] = _memref(_result_type(op))[0]
-        elif op.name == "rt.constant":
-            shape, elem = _memref(_result_type(op))
-            env[op.results[0]] = _dense(_attr(op.props, "value"), shape, _DTYPES[elem]).reshape(-1)
-            shapes[op.results[0]] = shape
-        elif op.name == "rt.weight":
-            shape, elem = _memref(_result_type(op))
-            name = re.search(r'name = "([^"]*)"', op.props).group(1)
-            env[op.results[0]] = np.ascontiguousarray(weights[name], _DTYPES[elem]).reshape(-1)
-            shapes[op.results[0]] = shape
-        elif op.name == "rt.kernel":
-            kernel = re.search(r'kernel = "(\w+)"', op.props).group(1)
-            seg = [int(x) for x in re.search(r"operandSegmentSizes = array<i32: (\d+), (\d+)>",
-                                             op.props).groups()]
-            ins = [env[o].reshape(shapes[o]) for o in op.operands[:seg[0]]]
-            outs = op.operands[seg[0]:]
-            results = _host_kernel(kernel, ins, [shapes[o] for o in outs], _params(op.props))
-            for o, r in zip(outs, results):
-                env[o][:] = np.asarray(r).reshape(-1).astype(env[o].dtype)
-        elif op.name == "rt.launch":
-            kernel = _attr(op.props, "kernel")
-            grid = int(re.search(r"array<i64: (\d+)", _attr(op.props, "grid")).group(1))
-            block = int(re.search(r"array<i64: (\d+)", _attr(op.props, "block")).group(1))
-            kernels[kernel].run([env[o] for o in op.operands], grid, block)
-        elif op.name == "func.return":
-            return [env[o].reshape(shapes[o]) for o in op.operands]
-        else:
-            raise NotImplementedError(f"emulator: host op {op.name} (only generated kernels run here)")
+        if op.name in ("rt.all_reduce", "rt.all_gather", "rt.reduce_scatter", "rt.all_to_all",
+                       "rt.collective_permute", "rt.local_slice"):
+            _collective(op, envs, shapes)
+            continue
+        if op.name == "func.return":
+            outs = [[env[o].reshape(shapes[o]) for o in op.operands] for env in envs]
+            return outs if all_ranks else outs[0]
+        for rank, env in enumerate(envs):
+            _host_step(op, env, shapes, kernels, weights, rank)
     raise ValueError("main has no return")
+
+
+def _host_step(op: Op, env: dict, shapes: dict, kernels: dict, weights, rank: int) -> None:
+    if op.name == "rt.alloc":
+        shape, elem = _memref(_result_type(op))
+        env[op.results[0]] = np.zeros(int(np.prod(shape)), _DTYPES[elem])
+        shapes[op.results[0]] = shape
+    elif op.name == "rt.view":
+        env[op.results[0]] = env[op.operands[0]]
+        shapes[op.results[0]] = _memref(_result_type(op))[0]
+    elif op.name == "rt.constant":
+        shape, elem = _memref(_result_type(op))
+        env[op.results[0]] = _dense(_attr(op.props, "value"), shape, _DTYPES[elem]).reshape(-1)
+        shapes[op.results[0]] = shape
+    elif op.name == "rt.weight":
+        shape, elem = _memref(_result_type(op))
+        name = re.search(r'name = "([^"]*)"', op.props).group(1)
+        value = np.asarray(weights[name])
+        if "global_shape" in op.props:
+            value = value.reshape(_rank_lists(_attr(op.props, "global_shape"))[0])
+            start = _rank_lists(_attr(op.props, "starts"))[rank]
+            value = value[tuple(slice(s0, s0 + n) for s0, n in zip(start, shape))]
+        env[op.results[0]] = np.ascontiguousarray(value, _DTYPES[elem]).reshape(-1)
+        shapes[op.results[0]] = shape
+    elif op.name == "rt.kernel":
+        kernel = re.search(r'kernel = "(\w+)"', op.props).group(1)
+        seg = [int(x) for x in re.search(r"operandSegmentSizes = array<i32: (\d+), (\d+)>",
+                                         op.props).groups()]
+        ins = [env[o].reshape(shapes[o]) for o in op.operands[:seg[0]]]
+        outs = op.operands[seg[0]:]
+        results = _host_kernel(kernel, ins, [shapes[o] for o in outs], _params(op.props))
+        for o, r in zip(outs, results):
+            env[o][:] = np.asarray(r).reshape(-1).astype(env[o].dtype)
+    elif op.name == "rt.launch":
+        kernel = _attr(op.props, "kernel")
+        grid = int(re.search(r"array<i64: (\d+)", _attr(op.props, "grid")).group(1))
+        block = int(re.search(r"array<i64: (\d+)", _attr(op.props, "block")).group(1))
+        kernels[kernel].run([env[o] for o in op.operands], grid, block)
+    else:
+        raise NotImplementedError(f"emulator: host op {op.name}")
