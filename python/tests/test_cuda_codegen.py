@@ -123,6 +123,14 @@ CASES = {
         "g (float[1,2,4,6] x, float[4,3] c, float[4,3] s, int64[1,4] p, float[6] m) => (float[1,2,4,6] y) {"
         " r = RotaryEmbedding(x, c, s, p) y = Mul(r, m) }",
         None, 1e-6, 1),
+    "reduce_trailing_axes_with_prologue": (
+        "g (float[3,4,50] x, float[50] b) => (float[3,1,1] y) {"
+        " a = Add(x, b) e = Exp(a) y = ReduceSum <keepdims = 1> (e, axes) }",
+        {"axes": ("int64[2]", "1, 2")}, 1e-5, 1),
+    "reduce_middle_axis_mean_max": (
+        "g (float[4,300,6] x) => (float[4,6] m, float[4,1,6] n) {"
+        " m = ReduceMean <keepdims = 0> (x, axes) n = ReduceMax <keepdims = 1> (x, axes) }",
+        {"axes": ("int64[1]", "1")}, 1e-5, 2),
     "integer_min_max_abs": (
         "g (int64[12] a, int64[12] b) => (int64[12] c) {"
         " m = Min(a, b) n = Max(a, b) d = Sub(m, n) c = Abs(d) }",

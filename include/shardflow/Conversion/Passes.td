@@ -33,8 +33,10 @@ def ConvertRTToGPU : Pass<"convert-rt-to-gpu", "::mlir::ModuleOp"> {
   let description = [{
     For the CUDA target. Elementwise rt.kernel calls (arithmetic with
     broadcasting, comparisons, `where`, unary math, activations, `cast`,
-    `constant_of_shape`) and row reductions (`softmax`, `log_softmax`,
-    `layer_normalization`, `rms_normalization`) become `gpu.func` kernels in
+    `constant_of_shape`, `range`, `trilu`, `rotary_embedding`) and row
+    reductions (`softmax`, `log_softmax`, `layer_normalization`,
+    `rms_normalization`, and `reduce_sum`/`reduce_mean`/`reduce_max` of
+    floats over one contiguous block of axes) become `gpu.func` kernels in
     `gpu.module @shardflow_kernels`, called by `rt.launch`.
 
     Fusion is producer-consumer: an elementwise kernel joins the group that

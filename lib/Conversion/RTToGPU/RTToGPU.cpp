@@ -42,6 +42,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 namespace shardflow {
 #define GEN_PASS_DEF_CONVERTRTTOGPU
@@ -81,10 +82,65 @@ bool isElementwise(StringRef name) {
 /// (the rotation partner): it never takes a fused producer.
 bool readsNeighbours(StringRef name) { return name == "rotary_embedding"; }
 
-bool isRowReduction(StringRef name) {
-  return name == "softmax" || name == "log_softmax" || name == "layer_normalization" ||
-         name == "rms_normalization";
+bool isReduce(StringRef name) {
+  return name == "reduce_sum" || name == "reduce_mean" || name == "reduce_max";
 }
+
+/// Where a row reduction's rows lie in its input: `rows` rows of `length`
+/// elements `inner` apart (the reduced dimensions are one contiguous block
+/// of axes; the rows enumerate the others in row-major order, which is
+/// also the order of a reduction's results).
+struct RowGeometry {
+  int64_t rows = 0, length = 1, inner = 1;
+  int64_t first = 0; // the first reduced axis
+};
+
+/// The geometry of `k` when it is a row reduction generated code handles:
+/// softmax/log_softmax over one axis, layer/RMS norm over [axis, rank),
+/// reduce_sum/mean/max of floats over a contiguous block of axes.
+std::optional<RowGeometry> rowGeometry(rt::KernelOp k) {
+  StringRef name = k.getKernel();
+  bool softmax = name == "softmax" || name == "log_softmax";
+  bool norm = name == "layer_normalization" || name == "rms_normalization";
+  if (!softmax && !norm && !isReduce(name))
+    return std::nullopt;
+  ArrayRef<int64_t> shape = cast<MemRefType>(k.getInputs()[0].getType()).getShape();
+  int64_t rank = shape.size(), first, last;
+  if (isReduce(name)) {
+    if (!isa<FloatType>(cast<MemRefType>(k.getInputs()[0].getType()).getElementType()))
+      return std::nullopt;
+    auto axes = dyn_cast_or_null<DenseI64ArrayAttr>(k.getParams().get("axes"));
+    if (!axes || axes.empty())
+      return std::nullopt;
+    ArrayRef<int64_t> a = axes.asArrayRef();
+    for (size_t i = 1; i < a.size(); ++i)
+      if (a[i] != a[i - 1] + 1)
+        return std::nullopt; // not one contiguous block
+    first = a.front(), last = a.back();
+  } else {
+    auto axisAttr = dyn_cast_or_null<IntegerAttr>(k.getParams().get("axis"));
+    int64_t axis = axisAttr ? axisAttr.getInt() : -1;
+    if (axis < 0)
+      axis += rank;
+    first = axis;
+    last = softmax ? axis : rank - 1;
+  }
+  if (first < 0 || last >= rank || first > last)
+    return std::nullopt;
+  RowGeometry g;
+  g.first = first;
+  for (int64_t d = first; d <= last; ++d)
+    g.length *= shape[d];
+  for (int64_t d = last + 1; d < rank; ++d)
+    g.inner *= shape[d];
+  int64_t total = 1;
+  for (int64_t d : shape)
+    total *= d;
+  g.rows = g.length ? total / g.length : 0;
+  return g;
+}
+
+bool isRowReduction(rt::KernelOp k) { return rowGeometry(k).has_value(); }
 
 /// The buffer a value's bytes belong to: through views to the allocation.
 Value rootOf(Value v) {
@@ -642,7 +698,7 @@ LogicalResult ConvertRTToGPU::formGroups(func::FuncOp fn,
     }
     StringRef name = k.getKernel();
     bool elementwise = isElementwise(name) || readsNeighbours(name),
-         row = isRowReduction(name);
+         row = isRowReduction(k);
     // Anything this kernel reads from an open group that it does not join
     // closes that group (the group is emitted at its last member).
     auto closeReadGroups = [&](Group *except) {
@@ -788,19 +844,8 @@ FailureOr<Value> ConvertRTToGPU::emitRowBody(KernelEmitter &e, Group &g,
   bool xFromPrologue = llvm::any_of(
       prologue, [&](rt::KernelOp m) { return m.getOutputs()[0] == rootOf(x); });
   ArrayRef<int64_t> shape = shapeOf(x);
-  int64_t rank = shape.size();
-  auto axisAttr = dyn_cast_or_null<IntegerAttr>(k.getParams().get("axis"));
-  int64_t axis = axisAttr ? axisAttr.getInt() : -1;
-  if (axis < 0)
-    axis += rank;
-  if (axis < 0 || axis >= std::max<int64_t>(rank, 1))
-    return k.emitOpError("axis out of range"), failure();
-  // Softmax reduces one axis (rows strided by `inner`); the normalizations
-  // reduce the trailing dimensions [axis, rank), so their rows are contiguous.
-  bool normalization = name == "layer_normalization" || name == "rms_normalization";
-  int64_t length = 1, inner = 1;
-  for (int64_t d = axis; d < rank; ++d)
-    (normalization || d == axis ? length : inner) *= shape[d];
+  RowGeometry geometry = *rowGeometry(k);
+  int64_t length = geometry.length, inner = geometry.inner;
   Type ft = computeType(elemOf(out));
 
   Value row = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
@@ -849,7 +894,7 @@ FailureOr<Value> ConvertRTToGPU::emitRowBody(KernelEmitter &e, Group &g,
   // prologue's stores (outputs that leave the group) happen in the first
   // pass only.
   Value cache;
-  if (length <= kMaxCachedRow) {
+  if (length <= kMaxCachedRow && !isReduce(name)) { // a reduction reads once
     auto fn = b.getBlock()->getParent()->getParentOfType<gpu::GPUFuncOp>();
     auto space = gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup);
     cache = fn.addWorkgroupAttribution(
@@ -874,6 +919,31 @@ FailureOr<Value> ConvertRTToGPU::emitRowBody(KernelEmitter &e, Group &g,
   };
   Value zero = e.floatConst(ft, 0.0);
   Value lengthF = e.floatConst(ft, double(length));
+
+  if (isReduce(name)) {
+    // One pass; thread 0 writes the row's result (results are in row order).
+    bool isMax = name == "reduce_max";
+    Value init = isMax ? e.floatConst(ft, -INFINITY) : zero;
+    FailureOr<Value> partial = rowLoop(init, [&](Value acc, Value flat, Value j) -> FailureOr<Value> {
+      FailureOr<Value> v = xAt(flat, j);
+      if (failed(v))
+        return failure();
+      return isMax ? arith::MaximumFOp::create(b, loc, acc, *v).getResult()
+                   : arith::AddFOp::create(b, loc, acc, *v).getResult();
+    });
+    if (failed(partial))
+      return failure();
+    Value r = blockReduce(b, loc, *partial,
+                          isMax ? gpu::AllReduceOperation::MAXIMUMF : gpu::AllReduceOperation::ADD);
+    if (name == "reduce_mean")
+      r = arith::DivFOp::create(b, loc, r, lengthF);
+    Value first = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, tid, e.index(0));
+    auto ifOp = scf::IfOp::create(b, loc, first, /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+    e.store(r, args.lookup(out), row);
+    return Value();
+  }
 
   if (name == "softmax" || name == "log_softmax") {
     Value lowest = e.floatConst(ft, -INFINITY);
@@ -923,7 +993,7 @@ FailureOr<Value> ConvertRTToGPU::emitRowBody(KernelEmitter &e, Group &g,
   Value eps = e.floatConst(ft, epsAttr ? epsAttr.getValueAsDouble() : 1e-5);
   Value scale = k.getInputs()[1];
   Value bias = k.getInputs().size() > 2 ? k.getInputs()[2] : Value();
-  ArrayRef<int64_t> normalized = shape.drop_front(axis);
+  ArrayRef<int64_t> normalized = shape.drop_front(geometry.first);
   Value mean;
   if (name == "layer_normalization") {
     FailureOr<Value> partial = rowLoop(zero, [&](Value acc, Value flat, Value j) -> FailureOr<Value> {
@@ -1007,18 +1077,9 @@ LogicalResult ConvertRTToGPU::emitGroup(Group &g, gpu::GPUModuleOp module, int i
     grid = (g.iterations + block - 1) / block;
   } else {
     // One block per row: every element outside the reduced extent.
-    rt::KernelOp k = last;
-    ArrayRef<int64_t> shape = shapeOf(k.getInputs()[0]);
-    auto axisAttr = dyn_cast_or_null<IntegerAttr>(k.getParams().get("axis"));
-    int64_t axis = axisAttr ? axisAttr.getInt() : -1;
-    if (axis < 0)
-      axis += shape.size();
-    int64_t length = 1;
-    bool normalization = k.getKernel() != "softmax" && k.getKernel() != "log_softmax";
-    for (int64_t d = axis; d < int64_t(shape.size()); ++d)
-      if (normalization || d == axis)
-        length *= shape[d];
-    grid = length ? numel(k.getInputs()[0]) / length : 0;
+    RowGeometry geometry = *rowGeometry(last);
+    int64_t length = geometry.length;
+    grid = geometry.rows;
     // Short rows get fewer threads (whole warps), long rows stride.
     block = std::clamp<int64_t>((length + 31) / 32 * 32, 32, kRowBlock);
   }
