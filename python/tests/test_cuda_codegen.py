@@ -268,8 +268,9 @@ def test_unsupported_kernels_are_named(tmp_path):
 
 
 @pytest.mark.parametrize("model_name,dtype", [("mlp", "f32"), ("gpt2", "f32"), ("bert", "f32"),
-                                              ("llama", "f32"), ("gpt2", "bf16"),
-                                              ("llama", "bf16")])
+                                              ("llama", "f32"), ("resnet", "f32"),
+                                              ("gpt2", "bf16"), ("llama", "bf16"),
+                                              ("resnet", "bf16")])
 def test_zoo_cuda_programs_match_onnxruntime(model_name, dtype, tmp_path):
     """The whole CUDA program of each zoo model: attention raised, the rest
     fused into generated kernels (run by the emulator) around the runtime's
@@ -294,7 +295,7 @@ def test_zoo_cuda_programs_match_onnxruntime(model_name, dtype, tmp_path):
     assert launches > 0
     if dtype == "bf16":
         assert "xbf16>" in ir and '"arith.truncf"' in ir
-    if model_name != "mlp":
+    if model_name not in ("mlp", "resnet"):
         assert 'kernel = "attention"' in ir  # raised: no seq x seq softmax kernel
     if model_name in ("gpt2", "bert"):
         # Heads are read in place: no transposes around attention.
@@ -398,3 +399,47 @@ def test_sharded_cuda_programs_on_four_ranks(model_name, strategy, dtype, tmp_pa
         for got, want in zip(outs, ref):
             err = np.linalg.norm(got.astype(np.float64) - want) / np.linalg.norm(want)
             assert err < (1e-5 if dtype == "f32" else 2e-2), (rank, err)
+
+
+# Convolution (im2col + matmul), pooling and batch normalization on CUDA.
+CONV_CASES = {
+    "conv_stride_pad_bias": (
+        "g (float[2,3,9,9] x, float[4,3,3,3] w, float[4] b) => (float[2,4,5,5] y) {"
+        " y = Conv <strides = [2, 2], pads = [1, 1, 1, 1]> (x, w, b) }"),
+    "conv_grouped_dilated": (
+        "g (float[1,4,8,8] x, float[6,2,3,3] w) => (float[1,6,4,4] y) {"
+        " y = Conv <group = 2, dilations = [2, 2]> (x, w) }"),
+    "conv_1d_asymmetric_pads": (
+        "g (float[2,2,10] x, float[3,2,4] w) => (float[2,3,10] y) {"
+        " y = Conv <pads = [2, 1]> (x, w) }"),
+    "max_pool_ceil_and_pads": (
+        "g (float[1,2,7,7] x) => (float[1,2,4,4] y) {"
+        " y = MaxPool <kernel_shape = [3, 3], strides = [2, 2], pads = [1, 1, 0, 0], ceil_mode = 1> (x) }"),
+    "average_pool_with_and_without_pad_count": (
+        "g (float[1,2,6,6] x) => (float[1,2,3,3] y, float[1,2,3,3] z) {"
+        " y = AveragePool <kernel_shape = [3, 3], strides = [2, 2], pads = [1, 1, 1, 1]> (x)"
+        " z = AveragePool <kernel_shape = [3, 3], strides = [2, 2], pads = [1, 1, 1, 1],"
+        " count_include_pad = 1> (x) }"),
+    "batch_norm_relu_global_pool": (
+        "g (float[2,3,5,5] x, float[3] s, float[3] b, float[3] m, float[3] v) => (float[2,3,1,1] y) {"
+        " n = BatchNormalization (x, s, b, m, v) r = Relu(n) y = GlobalAveragePool(r) }"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CONV_CASES))
+def test_convolution_and_pooling(name, tmp_path):
+    model = parser.parse_model(HEADER + CONV_CASES[name])
+    proc = _compile(model, tmp_path, "--convert-nn-to-rt", "--convert-rt-to-gpu",
+                    "--mlir-print-op-generic")
+    assert proc.returncode == 0, proc.stderr
+    assert 'kernel = "conv"' not in proc.stdout and 'kernel = "max_pool"' not in proc.stdout
+    feeds = _inputs(model, 11)
+    if "v" in feeds:  # variances are positive
+        feeds["v"] = np.abs(feeds["v"]) + 0.1
+    ours = gpu_emulator.run_program(proc.stdout, list(feeds.values()))
+    ref = ort.InferenceSession(model.SerializeToString(),
+                               providers=["CPUExecutionProvider"]).run(None, feeds)
+    for got, want in zip(ours, ref):
+        np.testing.assert_allclose(got.astype(np.float64), want, rtol=1e-5, atol=1e-5)
+    art = _compile(model, tmp_path, "--target", "cuda", "-o", str(tmp_path / "m.shard"))
+    assert art.returncode == 0, art.stderr

@@ -33,9 +33,10 @@ def ConvertRTToGPU : Pass<"convert-rt-to-gpu", "::mlir::ModuleOp"> {
   let description = [{
     For the CUDA target. Elementwise rt.kernel calls (arithmetic with
     broadcasting, comparisons, `where`, unary math, activations, `cast`,
-    `constant_of_shape`, `range`, `trilu`, `rotary_embedding`) and row
-    reductions (`softmax`, `log_softmax`, `layer_normalization`,
-    `rms_normalization`, and `reduce_sum`/`reduce_mean`/`reduce_max` of
+    `constant_of_shape`, `range`, `trilu`, `rotary_embedding`,
+    `batch_normalization`, `max_pool`, `average_pool`) and row reductions
+    (`softmax`, `log_softmax`, `layer_normalization`, `rms_normalization`,
+    `global_average_pool`, and `reduce_sum`/`reduce_mean`/`reduce_max` of
     floats over one contiguous block of axes) become `gpu.func` kernels in
     `gpu.module @shardflow_kernels`, called by `rt.launch`.
 
@@ -56,7 +57,10 @@ def ConvertRTToGPU : Pass<"convert-rt-to-gpu", "::mlir::ModuleOp"> {
     that add's result only a tanh gelu or a relu, becomes one matmul with
     the cuBLASLt epilogue `bias`, `gelu_bias` or `relu_bias`. An einsum
     that contracts the last dimension of its first operand with the first
-    of its second ("...a,abc->...bc") becomes a matmul of views.
+    of its second ("...a,abc->...bc") becomes a matmul of views, and a
+    `conv` becomes a generated `im2col` kernel, a matmul of the grouped
+    weight view with its patch matrix (already in NCHW order) and, with a
+    bias, a generated add.
   }];
   let options = [
     Option<"gemmEpilogues", "gemm-epilogues", "bool", /*default=*/"true",

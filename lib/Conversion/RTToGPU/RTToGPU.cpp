@@ -78,12 +78,17 @@ bool isElementwise(StringRef name) {
   return names.contains(name);
 }
 
-/// Elementwise in its output, but reading its input at other positions
-/// (the rotation partner): it never takes a fused producer.
-bool readsNeighbours(StringRef name) { return name == "rotary_embedding"; }
+/// Elementwise in its output, but reading its inputs at other positions
+/// (a rotation partner, a pooling window, an im2col patch, a channel's
+/// statistics): it reads buffers, never a fused producer's register.
+bool readsNeighbours(StringRef name) {
+  return name == "rotary_embedding" || name == "batch_normalization" || name == "max_pool" ||
+         name == "average_pool" || name == "im2col";
+}
 
 bool isReduce(StringRef name) {
-  return name == "reduce_sum" || name == "reduce_mean" || name == "reduce_max";
+  return name == "reduce_sum" || name == "reduce_mean" || name == "reduce_max" ||
+         name == "global_average_pool";
 }
 
 /// Where a row reduction's rows lie in its input: `rows` rows of `length`
@@ -106,7 +111,11 @@ std::optional<RowGeometry> rowGeometry(rt::KernelOp k) {
     return std::nullopt;
   ArrayRef<int64_t> shape = cast<MemRefType>(k.getInputs()[0].getType()).getShape();
   int64_t rank = shape.size(), first, last;
-  if (isReduce(name)) {
+  if (name == "global_average_pool") {
+    if (rank < 3)
+      return std::nullopt;
+    first = 2, last = rank - 1; // every spatial dimension
+  } else if (isReduce(name)) {
     if (!isa<FloatType>(cast<MemRefType>(k.getInputs()[0].getType()).getElementType()))
       return std::nullopt;
     auto axes = dyn_cast_or_null<DenseI64ArrayAttr>(k.getParams().get("axes"));
@@ -616,6 +625,214 @@ public:
     return arith::SelectOp::create(b, loc, inRot, rotated, xv).getResult();
   }
 
+  /// Inference batch normalization at flat index `idx`: the channel is
+  /// dimension 1, its statistics are [C] vectors.
+  FailureOr<Value> batchNorm(rt::KernelOp k, DenseMap<Value, Value> &args, Value idx) {
+    ArrayRef<int64_t> shape = shapeOf(k.getInputs()[0]);
+    if (shape.size() < 2)
+      return k.emitOpError("batch_normalization needs [N, C, ...]"), failure();
+    int64_t spatial = 1;
+    for (int64_t d : shape.drop_front(2))
+      spatial *= d;
+    Value c = arith::RemUIOp::create(
+        b, loc, spatial == 1 ? idx : arith::DivUIOp::create(b, loc, idx, index(spatial)).getResult(),
+        index(shape[1]));
+    auto at = [&](int i, Value where) { return load(args.lookup(k.getInputs()[i]), where); };
+    Value x = at(0, idx), scale = at(1, c), bias = at(2, c), mean = at(3, c), var = at(4, c);
+    auto epsAttr = dyn_cast_or_null<FloatAttr>(k.getParams().get("epsilon"));
+    Value eps = floatConst(x.getType(), epsAttr ? epsAttr.getValueAsDouble() : 1e-5);
+    Value inv = math::RsqrtOp::create(b, loc, arith::AddFOp::create(b, loc, var, eps));
+    Value y = arith::MulFOp::create(
+        b, loc, arith::MulFOp::create(b, loc, arith::SubFOp::create(b, loc, x, mean), inv), scale);
+    return arith::AddFOp::create(b, loc, y, bias).getResult();
+  }
+
+  /// The coordinates of flat index `idx` in `shape` (row-major).
+  SmallVector<Value> delinearize(Value idx, ArrayRef<int64_t> shape) {
+    SmallVector<Value> coords(shape.size());
+    Value rest = idx;
+    for (size_t d = shape.size(); d-- > 0;) {
+      coords[d] = d == 0 ? rest : arith::RemUIOp::create(b, loc, rest, index(shape[d])).getResult();
+      if (d > 0)
+        rest = arith::DivUIOp::create(b, loc, rest, index(shape[d]));
+    }
+    return coords;
+  }
+
+  /// Walks a window of `kernel` positions (unrolled: windows are small) for
+  /// output spatial coordinates `out`; `fn(valid, inputSpatialIndex)` gets
+  /// whether the position lies inside the input (not in the padding) and
+  /// the flat index of the position within one spatial plane (clamped to 0
+  /// when outside).
+  LogicalResult forEachWindowPosition(rt::KernelOp k, ArrayRef<Value> out,
+                                      ArrayRef<int64_t> inSpatial, ArrayRef<int64_t> kernel,
+                                      function_ref<void(Value valid, Value plane)> fn) {
+    size_t n = inSpatial.size();
+    auto ints = [&](StringRef name, int64_t dflt, size_t count) -> SmallVector<int64_t> {
+      auto a = dyn_cast_or_null<DenseI64ArrayAttr>(k.getParams().get(name));
+      if (a)
+        return SmallVector<int64_t>(a.asArrayRef());
+      return SmallVector<int64_t>(count, dflt);
+    };
+    SmallVector<int64_t> strides = ints("strides", 1, n), dil = ints("dilations", 1, n),
+                         pads = ints("pads", 0, 2 * n);
+    if (strides.size() != n || dil.size() != n || pads.size() != 2 * n || kernel.size() != n)
+      return k.emitOpError("window attributes do not match ") << n << " spatial dimensions";
+    int64_t positions = 1;
+    for (int64_t w : kernel)
+      positions *= w;
+    if (positions > 1024)
+      return k.emitOpError("windows of more than 1024 positions are not generated"), failure();
+    Value zero = index(0), trueV = arith::ConstantOp::create(b, loc, b.getBoolAttr(true));
+    // Input coordinate = out * stride - pad + k * dilation, computed in i64
+    // so that the padding's negative coordinates compare correctly.
+    auto i64 = [&](Value v) { return arith::IndexCastOp::create(b, loc, b.getI64Type(), v); };
+    auto c64 = [&](int64_t v) {
+      return arith::ConstantOp::create(b, loc, b.getI64Type(), b.getI64IntegerAttr(v));
+    };
+    SmallVector<Value> base(n);
+    for (size_t d = 0; d < n; ++d)
+      base[d] = arith::SubIOp::create(b, loc, arith::MulIOp::create(b, loc, i64(out[d]), c64(strides[d])),
+                                      c64(pads[d]));
+    SmallVector<int64_t> pos(n, 0);
+    for (int64_t p = 0; p < positions; ++p) {
+      Value valid = trueV, plane = c64(0);
+      for (size_t d = 0; d < n; ++d) {
+        Value coord = arith::AddIOp::create(b, loc, base[d], c64(pos[d] * dil[d]));
+        Value inside = arith::AndIOp::create(
+            b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, coord, c64(0)),
+            arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, coord, c64(inSpatial[d])));
+        valid = arith::AndIOp::create(b, loc, valid, inside);
+        plane = arith::AddIOp::create(b, loc, arith::MulIOp::create(b, loc, plane, c64(inSpatial[d])),
+                                      coord);
+      }
+      Value safe = arith::SelectOp::create(b, loc, valid, plane, c64(0));
+      fn(valid, arith::IndexCastOp::create(b, loc, b.getIndexType(), safe));
+      (void)zero;
+      for (size_t d = n; d-- > 0;) {
+        if (++pos[d] < kernel[d])
+          break;
+        pos[d] = 0;
+      }
+    }
+    return success();
+  }
+
+  /// Max or average pooling at flat output index `idx` ([N, C, spatial...]).
+  /// Positions in the padding are skipped (max) or, with
+  /// `count_include_pad`, counted as zeros (average).
+  FailureOr<Value> pool(rt::KernelOp k, DenseMap<Value, Value> &args, Value idx) {
+    Value x = k.getInputs()[0];
+    ArrayRef<int64_t> inShape = shapeOf(x), outShape = shapeOf(k.getOutputs()[0]);
+    if (inShape.size() < 3)
+      return k.emitOpError("pooling needs [N, C, spatial...]"), failure();
+    auto kernelAttr = dyn_cast_or_null<DenseI64ArrayAttr>(k.getParams().get("kernel_shape"));
+    if (!kernelAttr)
+      return k.emitOpError("pooling without kernel_shape"), failure();
+    bool isMax = k.getKernel() == "max_pool";
+    auto cip = dyn_cast_or_null<BoolAttr>(k.getParams().get("count_include_pad"));
+    bool countPad = cip && cip.getValue();
+    SmallVector<Value> coords = delinearize(idx, outShape);
+    int64_t plane = 1;
+    for (int64_t d : inShape.drop_front(2))
+      plane *= d;
+    // (n, c) select the plane; the window walks inside it.
+    Value planeBase = arith::MulIOp::create(
+        b, loc, arith::AddIOp::create(b, loc, arith::MulIOp::create(b, loc, coords[0], index(inShape[1])),
+                                      coords[1]),
+        index(plane));
+    Type ft = computeType(elemOf(x));
+    Value acc = floatConst(ft, isMax ? -INFINITY : 0.0), count = floatConst(ft, 0.0);
+    Value one = floatConst(ft, 1.0);
+    LogicalResult ok = forEachWindowPosition(
+        k, ArrayRef<Value>(coords).drop_front(2), inShape.drop_front(2), kernelAttr.asArrayRef(),
+        [&](Value valid, Value at) {
+          Value v = load(args.lookup(x), arith::AddIOp::create(b, loc, planeBase, at));
+          if (isMax) {
+            acc = arith::SelectOp::create(b, loc, valid, arith::MaximumFOp::create(b, loc, acc, v),
+                                          acc);
+            return;
+          }
+          acc = arith::SelectOp::create(b, loc, valid, arith::AddFOp::create(b, loc, acc, v), acc);
+          count = countPad ? arith::AddFOp::create(b, loc, count, one).getResult()
+                           : arith::SelectOp::create(b, loc, valid,
+                                                     arith::AddFOp::create(b, loc, count, one), count)
+                                 .getResult();
+        });
+    if (failed(ok))
+      return failure();
+    if (isMax)
+      return acc;
+    return arith::DivFOp::create(b, loc, acc, count).getResult();
+  }
+
+  /// im2col at flat index `idx` of its [N, G, (C/G)*K..., P] output: the
+  /// input element under kernel position k of output position p, 0 in the
+  /// padding. Params: strides, pads, dilations, group, kernel_shape.
+  FailureOr<Value> im2col(rt::KernelOp k, DenseMap<Value, Value> &args, Value idx) {
+    Value x = k.getInputs()[0];
+    ArrayRef<int64_t> inShape = shapeOf(x);
+    auto kernelAttr = dyn_cast_or_null<DenseI64ArrayAttr>(k.getParams().get("kernel_shape"));
+    auto outAttr = dyn_cast_or_null<DenseI64ArrayAttr>(k.getParams().get("out_spatial"));
+    auto groupAttr = dyn_cast_or_null<IntegerAttr>(k.getParams().get("group"));
+    if (!kernelAttr || !outAttr || !groupAttr)
+      return k.emitOpError("im2col needs kernel_shape, out_spatial and group"), failure();
+    ArrayRef<int64_t> kernel = kernelAttr.asArrayRef(), outSpatial = outAttr.asArrayRef();
+    int64_t group = groupAttr.getInt(), channels = inShape[1] / group;
+    int64_t window = 1, positions = 1, plane = 1;
+    for (int64_t w : kernel)
+      window *= w;
+    for (int64_t o : outSpatial)
+      positions *= o;
+    for (int64_t d : inShape.drop_front(2))
+      plane *= d;
+    // idx -> (n, g, cw, p) with cw = c * window + kernel offset.
+    SmallVector<Value> c4 = delinearize(idx, {inShape[0], group, channels * window, positions});
+    Value c = arith::DivUIOp::create(b, loc, c4[2], index(window));
+    Value kOffset = arith::RemUIOp::create(b, loc, c4[2], index(window));
+    SmallVector<Value> kPos = delinearize(kOffset, kernel);
+    SmallVector<Value> oPos = delinearize(c4[3], outSpatial);
+    // The plane of channel (g * channels + c) of image n.
+    Value channel = arith::AddIOp::create(
+        b, loc, arith::MulIOp::create(b, loc, c4[1], index(channels)), c);
+    Value planeBase = arith::MulIOp::create(
+        b, loc,
+        arith::AddIOp::create(b, loc, arith::MulIOp::create(b, loc, c4[0], index(inShape[1])),
+                              channel),
+        index(plane));
+    // One window position per output element: the coordinate arithmetic
+    // of forEachWindowPosition with the kernel offset as a value.
+    size_t n = kernel.size();
+    auto ints = [&](StringRef name, int64_t dflt, size_t count) -> SmallVector<int64_t> {
+      auto a = dyn_cast_or_null<DenseI64ArrayAttr>(k.getParams().get(name));
+      return a ? SmallVector<int64_t>(a.asArrayRef()) : SmallVector<int64_t>(count, dflt);
+    };
+    SmallVector<int64_t> strides = ints("strides", 1, n), dil = ints("dilations", 1, n),
+                         pads = ints("pads", 0, 2 * n);
+    auto i64 = [&](Value v) { return arith::IndexCastOp::create(b, loc, b.getI64Type(), v); };
+    auto c64 = [&](int64_t v) {
+      return arith::ConstantOp::create(b, loc, b.getI64Type(), b.getI64IntegerAttr(v));
+    };
+    Value valid = arith::ConstantOp::create(b, loc, b.getBoolAttr(true)), at = c64(0);
+    ArrayRef<int64_t> inSpatial = inShape.drop_front(2);
+    for (size_t d = 0; d < n; ++d) {
+      Value coord = arith::AddIOp::create(
+          b, loc,
+          arith::SubIOp::create(b, loc, arith::MulIOp::create(b, loc, i64(oPos[d]), c64(strides[d])),
+                                c64(pads[d])),
+          arith::MulIOp::create(b, loc, i64(kPos[d]), c64(dil[d])));
+      Value inside = arith::AndIOp::create(
+          b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, coord, c64(0)),
+          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, coord, c64(inSpatial[d])));
+      valid = arith::AndIOp::create(b, loc, valid, inside);
+      at = arith::AddIOp::create(b, loc, arith::MulIOp::create(b, loc, at, c64(inSpatial[d])), coord);
+    }
+    Value safe = arith::IndexCastOp::create(
+        b, loc, b.getIndexType(), arith::SelectOp::create(b, loc, valid, at, c64(0)));
+    Value v = load(args.lookup(x), arith::AddIOp::create(b, loc, planeBase, safe));
+    return arith::SelectOp::create(b, loc, valid, v, floatConst(v.getType(), 0.0)).getResult();
+  }
+
   OpBuilder &b;
   Location loc;
 };
@@ -715,6 +932,10 @@ LogicalResult ConvertRTToGPU::formGroups(func::FuncOp fn,
                << "nor a runtime kernel); compile with --target cpu";
       continue;
     }
+    if ((name == "max_pool" || name == "average_pool" || name == "batch_normalization") &&
+        !isa<FloatType>(elemOf(k.getOutputs()[0])))
+      return k.emitOpError("kernel '") << name << "' of " << elemOf(k.getOutputs()[0])
+                                       << " has no CUDA implementation yet (floats only)";
     for (Value v : llvm::concat<Value>(k.getInputs(), k.getOutputs()))
       if (!isSupportedElement(elemOf(v)))
         return k.emitOpError("element type ") << elemOf(v) << " of kernel '" << name
@@ -797,7 +1018,11 @@ LogicalResult ConvertRTToGPU::emitLoopBody(KernelEmitter &e, ArrayRef<rt::Kernel
   for (rt::KernelOp k : members) {
     Value out = k.getOutputs()[0];
     if (readsNeighbours(k.getKernel())) {
-      FailureOr<Value> r = e.rotary(k, args, idx);
+      StringRef kind = k.getKernel();
+      FailureOr<Value> r = kind == "rotary_embedding"      ? e.rotary(k, args, idx)
+                           : kind == "batch_normalization" ? e.batchNorm(k, args, idx)
+                           : kind == "im2col"              ? e.im2col(k, args, idx)
+                                                           : e.pool(k, args, idx);
       if (failed(r))
         return failure();
       values[out] = *r;
@@ -935,7 +1160,7 @@ FailureOr<Value> ConvertRTToGPU::emitRowBody(KernelEmitter &e, Group &g,
       return failure();
     Value r = blockReduce(b, loc, *partial,
                           isMax ? gpu::AllReduceOperation::MAXIMUMF : gpu::AllReduceOperation::ADD);
-    if (name == "reduce_mean")
+    if (name == "reduce_mean" || name == "global_average_pool")
       r = arith::DivFOp::create(b, loc, r, lengthF);
     Value first = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, tid, e.index(0));
     auto ifOp = scf::IfOp::create(b, loc, first, /*withElseRegion=*/false);
@@ -1259,11 +1484,75 @@ void fuseGemmEpilogues(func::FuncOp fn) {
   }
 }
 
+/// Convolution as im2col and a GEMM: `im2col` (generated) writes, per
+/// image and group, the [(C/G) * window, output positions] patch matrix,
+/// and a matmul of the [G, M/G, (C/G) * window] weight view with it gives
+/// [N, G, M/G, positions], which is the NCHW result's layout. The bias is
+/// an elementwise add over the channel dimension.
+void lowerConvolutions(func::FuncOp fn) {
+  SmallVector<rt::KernelOp> convs;
+  fn.walk([&](rt::KernelOp k) {
+    if (k.getKernel() == "conv" && k.getOutputs().size() == 1 &&
+        (k.getInputs().size() == 2 || k.getInputs().size() == 3))
+      convs.push_back(k);
+  });
+  for (rt::KernelOp k : convs) {
+    Value x = k.getInputs()[0], w = k.getInputs()[1], y = k.getOutputs()[0];
+    Value bias = k.getInputs().size() > 2 ? k.getInputs()[2] : Value();
+    ArrayRef<int64_t> xs = shapeOf(x), ws = shapeOf(w), ys = shapeOf(y);
+    auto groupAttr = dyn_cast_or_null<IntegerAttr>(k.getParams().get("group"));
+    int64_t group = groupAttr ? groupAttr.getInt() : 1;
+    Type elem = elemOf(y);
+    if (xs.size() < 3 || ws.size() != xs.size() || ys.size() != xs.size() || group < 1 ||
+        xs[1] % group || ws[0] % group || elemOf(x) != elem || elemOf(w) != elem ||
+        !isa<FloatType>(elem) || !y.getDefiningOp<rt::AllocOp>())
+      continue; // left for the error that names it
+    int64_t window = 1, positions = 1;
+    for (int64_t d : ws.drop_front(2))
+      window *= d;
+    for (int64_t d : ys.drop_front(2))
+      positions *= d;
+    int64_t patch = (xs[1] / group) * window, n = xs[0], m = ws[0];
+    OpBuilder b(k);
+    Location loc = k.getLoc();
+    auto col = rt::AllocOp::create(b, loc, MemRefType::get({n, group, patch, positions}, elem),
+                                   IntegerAttr());
+    SmallVector<NamedAttribute> params(k.getParams().getValue());
+    params.push_back(b.getNamedAttr("kernel_shape", b.getDenseI64ArrayAttr(ws.drop_front(2))));
+    params.push_back(b.getNamedAttr("out_spatial", b.getDenseI64ArrayAttr(ys.drop_front(2))));
+    if (!groupAttr)
+      params.push_back(b.getNamedAttr("group", b.getI64IntegerAttr(1)));
+    rt::KernelOp::create(b, loc, b.getStringAttr("im2col"), ValueRange{x}, ValueRange{col},
+                         b.getDictionaryAttr(params));
+    Value wv = rt::ViewOp::create(b, loc, MemRefType::get({group, m / group, patch}, elem), w);
+    auto product = rt::AllocOp::create(
+        b, loc, MemRefType::get({n, group, m / group, positions}, elem), IntegerAttr());
+    rt::KernelOp::create(b, loc, b.getStringAttr("matmul"), ValueRange{wv, col},
+                         ValueRange{product}, b.getDictionaryAttr({}));
+    Value result = rt::ViewOp::create(b, loc, cast<MemRefType>(y.getType()), product);
+    if (bias) {
+      SmallVector<int64_t> biasShape(ys.size() - 1, 1);
+      biasShape[0] = m;
+      Value bv = rt::ViewOp::create(b, loc, MemRefType::get(biasShape, elemOf(bias)), bias);
+      rt::KernelOp::create(b, loc, b.getStringAttr("add"), ValueRange{result, bv}, ValueRange{y},
+                           b.getDictionaryAttr({}));
+      k.erase();
+      continue;
+    }
+    Operation *alloc = y.getDefiningOp();
+    y.replaceAllUsesWith(result);
+    k.erase();
+    if (alloc->use_empty())
+      alloc->erase();
+  }
+}
+
 void ConvertRTToGPU::runOnOperation() {
   ModuleOp module = getOperation();
   for (func::FuncOp fn : module.getOps<func::FuncOp>())
     if (!fn.isExternal()) {
       rewriteEinsumsAsMatmuls(fn);
+      lowerConvolutions(fn);
       if (gemmEpilogues)
         fuseGemmEpilogues(fn);
     }
