@@ -19,6 +19,10 @@
 # Hand-written cases (cuBLASLt shape classes, C broadcasts, mixed precision,
 # NCCL collectives, streams, a device kernel) come from
 #   python -m shardflow.cuda_smoke DIR     (needs numpy; run it anywhere)
+# and the zoo models compiled with --target cuda (f32 and --dtype bf16,
+# single rank and dp=2,tp=2 megatron) with onnxruntime's outputs from
+#   python -m shardflow.cuda_zoo DIR       (needs shard-opt: run it where it is built)
+# (X.onnx next to X.shard is passed as --weights; check DIR/bf16 with --rtol 2e-2).
 # Comparison uses only python3's standard library (no numpy needed here).
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -145,6 +149,9 @@ for art in "${artifacts[@]}"; do
   fi
   args=("$art" --output "$out_dir/$name.npz")
   [ -f "$base.inputs.npz" ] && args+=(--inputs "$base.inputs.npz")
+  # A model next to its artifact holds the weights (the compile-time folder
+  # may not exist here).
+  [ -f "$base.onnx" ] && args+=(--weights "$base.onnx")
   echo "-- $name"
   # shellcheck disable=SC2086
   if ! "${launch[@]}" "$shard_run" "${args[@]}" $flags; then

@@ -443,3 +443,29 @@ def test_convolution_and_pooling(name, tmp_path):
         np.testing.assert_allclose(got.astype(np.float64), want, rtol=1e-5, atol=1e-5)
     art = _compile(model, tmp_path, "--target", "cuda", "-o", str(tmp_path / "m.shard"))
     assert art.returncode == 0, art.stderr
+
+
+def test_zoo_cases_for_the_gpu_check(tmp_path, monkeypatch):
+    """shardflow.cuda_zoo writes what tools/gpu-check.sh runs on a GPU
+    machine: the CUDA artifact, the model (for --weights), the inputs and
+    onnxruntime's outputs under the output names."""
+    import zipfile
+
+    from shardflow import cuda_zoo
+
+    monkeypatch.setattr(cuda_zoo, "MODELS", ["mlp", "gpt2"])
+    monkeypatch.setattr(cuda_zoo, "SHARDED", ["gpt2"])
+    written = cuda_zoo.write_cases(tmp_path, SHARD_OPT)
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in written) == [
+        "bf16/gpt2-tp.shard", "bf16/gpt2.shard", "bf16/mlp.shard",
+        "f32/gpt2-tp.shard", "f32/gpt2.shard", "f32/mlp.shard"]
+    for art in written:
+        text = art.read_text()
+        assert text.startswith("shardflow-artifact 3\ntarget cuda\n")
+        assert ("world-size 4" in text) == art.stem.endswith("-tp")
+        base = art.with_suffix("")
+        for suffix in (".onnx", ".inputs.npz", ".expected.npz"):
+            assert Path(str(base) + suffix).exists()
+        outputs = re.findall(r"^output (\S+) ", text, re.M)
+        with zipfile.ZipFile(str(base) + ".expected.npz") as z:
+            assert sorted(n[:-4] for n in z.namelist()) == sorted(outputs)
