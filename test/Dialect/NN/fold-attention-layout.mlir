@@ -49,3 +49,28 @@ func.func @other_layout(%q: tensor<1x4x16xf32>, %k: tensor<1x2x4x8xf32>) -> tens
   %at = nn.transpose %a {perm = array<i64: 0, 2, 1, 3>} : (tensor<1x2x4x8xf32>) -> tensor<1x4x2x8xf32>
   return %at : tensor<1x4x2x8xf32>
 }
+
+// -----
+
+// Llama: the rotary embedding between the head transpose and the attention
+// is rebuilt in its 3-D form (num_heads), so no transpose is left.
+// CHECK-LABEL: func.func @rotary
+// CHECK-NOT: nn.transpose
+// CHECK: %[[Q:.*]] = nn.rotary_embedding %arg0, %arg3, %arg4, %arg5 {num_heads = 4 : i64} : (tensor<1x8x64xf32>
+// CHECK: %[[K:.*]] = nn.rotary_embedding %arg1, %arg3, %arg4, %arg5 {num_heads = 2 : i64} : (tensor<1x8x32xf32>
+// CHECK: nn.attention %[[Q]], %[[K]], %arg2 {is_causal = true, kv_num_heads = 2 : i64, q_num_heads = 4 : i64}
+// CHECK-NOT: nn.transpose
+func.func @rotary(%q: tensor<1x8x64xf32>, %k: tensor<1x8x32xf32>, %v: tensor<1x8x32xf32>, %cos: tensor<16x8xf32>, %sin: tensor<16x8xf32>, %pos: tensor<1x8xi64>) -> tensor<1x8x64xf32> {
+  %q4 = nn.reshape %q : (tensor<1x8x64xf32>) -> tensor<1x8x4x16xf32>
+  %qt = nn.transpose %q4 {perm = array<i64: 0, 2, 1, 3>} : (tensor<1x8x4x16xf32>) -> tensor<1x4x8x16xf32>
+  %qr = nn.rotary_embedding %qt, %cos, %sin, %pos : (tensor<1x4x8x16xf32>, tensor<16x8xf32>, tensor<16x8xf32>, tensor<1x8xi64>) -> tensor<1x4x8x16xf32>
+  %k4 = nn.reshape %k : (tensor<1x8x32xf32>) -> tensor<1x8x2x16xf32>
+  %kt = nn.transpose %k4 {perm = array<i64: 0, 2, 1, 3>} : (tensor<1x8x2x16xf32>) -> tensor<1x2x8x16xf32>
+  %kr = nn.rotary_embedding %kt, %cos, %sin, %pos : (tensor<1x2x8x16xf32>, tensor<16x8xf32>, tensor<16x8xf32>, tensor<1x8xi64>) -> tensor<1x2x8x16xf32>
+  %v4 = nn.reshape %v : (tensor<1x8x32xf32>) -> tensor<1x8x2x16xf32>
+  %vt = nn.transpose %v4 {perm = array<i64: 0, 2, 1, 3>} : (tensor<1x8x2x16xf32>) -> tensor<1x2x8x16xf32>
+  %a = nn.attention %qr, %kr, %vt {is_causal = true} : (tensor<1x4x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>) -> tensor<1x4x8x16xf32>
+  %at = nn.transpose %a {perm = array<i64: 0, 2, 1, 3>} : (tensor<1x4x8x16xf32>) -> tensor<1x8x4x16xf32>
+  %m = nn.reshape %at : (tensor<1x8x4x16xf32>) -> tensor<1x8x64xf32>
+  return %m : tensor<1x8x64xf32>
+}

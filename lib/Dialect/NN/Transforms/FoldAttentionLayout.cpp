@@ -1,7 +1,8 @@
 //===- FoldAttentionLayout.cpp - attention on [B, S, H*D] directly --------===//
 //
 // Exporters split heads with reshape [B, S, H*D] -> [B, S, H, D] and
-// transpose to [B, H, S, D] before attention, and undo both after it. Each
+// transpose to [B, H, S, D] before attention (Llama: then a rotary
+// embedding, which has a 3-D form too), and undo both after it. Each
 // transpose is a full copy of an activation. nn.attention also takes the
 // 3-D form ([B, S, H*D] with `q_num_heads` / `kv_num_heads`), which reads
 // the heads where they lie, so when Q, K and V all come from such a split
@@ -36,7 +37,7 @@ constexpr int64_t kHeadsFirst[] = {0, 2, 1, 3};
 
 /// The 3-D [B, S, H*D] tensor whose head split (reshape to [B, S, H, D]) and
 /// transpose (0, 2, 1, 3) gave `v`, and H; or null.
-std::pair<Value, int64_t> splitHeadsSource(Value v) {
+std::pair<Value, int64_t> splitHeads(Value v) {
   auto t = v.getDefiningOp<nn::TransposeOp>();
   if (!t || t.getPerm() != ArrayRef<int64_t>(kHeadsFirst))
     return {};
@@ -52,6 +53,27 @@ std::pair<Value, int64_t> splitHeadsSource(Value v) {
   return {r.getInput(), to.getDimSize(2)};
 }
 
+/// As splitHeads, also through a 4-D rotary embedding that only the
+/// attention reads: it is rebuilt in its 3-D form (`num_heads` = H) on the
+/// [B, S, H*D] tensor, which rotates the same features.
+std::pair<Value, int64_t> splitHeadsSource(Value v, OpBuilder &b) {
+  auto rotary = v.getDefiningOp<nn::RotaryEmbeddingOp>();
+  if (!rotary)
+    return splitHeads(v);
+  if (!rotary.getResult().hasOneUse() || rotary.getNumHeads() != 0)
+    return {};
+  auto [x, heads] = splitHeads(rotary.getInput());
+  if (!x)
+    return {};
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPoint(rotary);
+  auto flat = nn::RotaryEmbeddingOp::create(
+      b, rotary.getLoc(), x, rotary.getCosCache(), rotary.getSinCache(),
+      rotary.getPositionIds(), rotary.getInterleavedAttr(), b.getI64IntegerAttr(heads),
+      rotary.getRotaryEmbeddingDimAttr());
+  return {flat.getResult(), heads};
+}
+
 struct NNFoldAttentionLayout
     : shardflow::nn::impl::NNFoldAttentionLayoutBase<NNFoldAttentionLayout> {
   void runOnOperation() override {
@@ -60,10 +82,15 @@ struct NNFoldAttentionLayout
     for (nn::AttentionOp a : candidates) {
       if (cast<RankedTensorType>(a.getQuery().getType()).getRank() != 4)
         continue;
-      auto [q, hq] = splitHeadsSource(a.getQuery());
-      auto [k, hk] = splitHeadsSource(a.getKey());
-      auto [v, hv] = splitHeadsSource(a.getValue());
-      if (!q || !k || !v || hk != hv)
+      // Check every operand before rewriting any (a rotary is rebuilt
+      // only once the attention is sure to fold).
+      auto folds = [&](Value operand) {
+        auto rotary = operand.getDefiningOp<nn::RotaryEmbeddingOp>();
+        if (rotary && (!rotary.getResult().hasOneUse() || rotary.getNumHeads() != 0))
+          return false;
+        return bool(splitHeads(rotary ? rotary.getInput() : operand).first);
+      };
+      if (!folds(a.getQuery()) || !folds(a.getKey()) || !folds(a.getValue()))
         continue;
       // The result must go back through the inverse transpose (every user).
       SmallVector<nn::TransposeOp> back;
@@ -77,7 +104,16 @@ struct NNFoldAttentionLayout
           int64_t(back.size()) != std::distance(a.getResult().getUses().begin(),
                                                 a.getResult().getUses().end()))
         continue;
+      auto headsOf = [](Value operand) {
+        auto rotary = operand.getDefiningOp<nn::RotaryEmbeddingOp>();
+        return splitHeads(rotary ? rotary.getInput() : operand).second;
+      };
+      if (headsOf(a.getKey()) != headsOf(a.getValue()))
+        continue;
       OpBuilder b(a);
+      auto [q, hq] = splitHeadsSource(a.getQuery(), b);
+      auto [k, hk] = splitHeadsSource(a.getKey(), b);
+      auto [v, hv] = splitHeadsSource(a.getValue(), b);
       auto folded = nn::AttentionOp::create(
           b, a.getLoc(), q, k, v, a.getMask(), a.getIsCausalAttr(), b.getI64IntegerAttr(hq),
           b.getI64IntegerAttr(hk), a.getScaleAttr(), a.getSoftcapAttr());
@@ -88,19 +124,28 @@ struct NNFoldAttentionLayout
         t.getResult().replaceAllUsesWith(view.getResult());
         t.erase();
       }
-      // The head transposes (Q, K and V may share one) and reshapes
-      // nothing reads any more.
-      llvm::SetVector<Operation *> transposes;
+      // The old rotaries, head transposes (Q, K and V may share one) and
+      // reshapes nothing reads any more, users before producers.
+      SmallVector<Operation *> chain;
       for (Value in : {a.getQuery(), a.getKey(), a.getValue()})
-        transposes.insert(in.getDefiningOp());
+        for (Operation *op = in.getDefiningOp();
+             op && isa<nn::RotaryEmbeddingOp, nn::TransposeOp, nn::ReshapeOp>(op);
+             op = op->getOperand(0).getDefiningOp()) {
+          if (!llvm::is_contained(chain, op))
+            chain.push_back(op);
+          if (isa<nn::ReshapeOp>(op))
+            break;
+        }
       a.erase();
-      for (Operation *t : transposes) {
-        if (!t->use_empty())
-          continue;
-        Operation *reshape = t->getOperand(0).getDefiningOp();
-        t->erase();
-        if (reshape && reshape->use_empty())
-          reshape->erase();
+      bool erased = true;
+      while (erased) {
+        erased = false;
+        for (Operation *&op : chain)
+          if (op && op->use_empty()) {
+            op->erase();
+            op = nullptr;
+            erased = true;
+          }
       }
     }
   }

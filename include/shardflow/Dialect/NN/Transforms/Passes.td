@@ -96,7 +96,9 @@ def NNFoldAttentionLayout : Pass<"nn-fold-attention-layout", "::mlir::func::Func
     Exporters split heads with a reshape [B, S, H*D] -> [B, S, H, D] and a
     transpose to [B, H, S, D] before attention, and transpose back after
     it; each transpose copies an activation. When Q, K and V of a 4-D
-    `nn.attention` all come from such a split and transpose, and every user
+    `nn.attention` all come from such a split and transpose (possibly
+    followed by a 4-D `nn.rotary_embedding` that only the attention reads,
+    which is rebuilt in its 3-D form with `num_heads`), and every user
     of its result is the inverse transpose (0, 2, 1, 3), the attention
     takes the 3-D tensors (`q_num_heads`, `kv_num_heads` set) and its
     result, reshaped to [B, S, H, Dv] (a view), replaces those transposes.
