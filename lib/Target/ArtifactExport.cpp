@@ -26,8 +26,11 @@ namespace rtm = shardflow::runtime;
 void shardflow::buildLowerToRTPipeline(OpPassManager &pm, StringRef target) {
   // On CUDA the attention kernel reads heads in place ([B, S, H*D]), which
   // saves the transposes around it.
-  if (target == "cuda")
+  // A fused projection's pieces become GEMMs of their own (no split copy).
+  if (target == "cuda") {
     pm.addNestedPass<func::FuncOp>(nn::createNNFoldAttentionLayout());
+    pm.addNestedPass<func::FuncOp>(nn::createNNSplitFusedProjections());
+  }
   pm.addPass(createConvertNNToRT());
   if (target == "cuda")
     pm.addPass(createConvertRTToGPU());

@@ -286,8 +286,9 @@ def test_zoo_cuda_programs_match_onnxruntime(model_name, dtype, tmp_path):
                    env={**os.environ, "PYTHONPATH": str(REPO / "python")})
     # The --target cuda pipeline, printed before memory planning.
     proc = subprocess.run([str(SHARD_OPT), str(path), "--raise-attention", "--dtype", dtype,
-                           "--nn-fold-attention-layout", "--convert-nn-to-rt",
-                           "--convert-rt-to-gpu", "--mlir-print-op-generic"],
+                           "--nn-fold-attention-layout", "--nn-split-fused-projections",
+                           "--convert-nn-to-rt", "--convert-rt-to-gpu",
+                           "--mlir-print-op-generic"],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     ir = proc.stdout
@@ -302,8 +303,10 @@ def test_zoo_cuda_programs_match_onnxruntime(model_name, dtype, tmp_path):
         # no transposes around attention.
         assert 'kernel = "transpose"' not in ir
     if model_name == "gpt2":
-        # Bias adds ride on cuBLASLt: gelu(tanh) of the MLP's first linear too.
+        # Bias adds ride on cuBLASLt: gelu(tanh) of the MLP's first linear too;
+        # the fused QKV projection is three GEMMs on weight slices, no split.
         assert 'epilogue = "gelu_bias"' in ir and 'epilogue = "bias"' in ir
+        assert 'kernel = "split"' not in ir and "global_shape" in ir
         assert "softmax" not in re.sub(r"k\d+_[\w]*", "", ir.split('"gpu.module"')[0])
     model = onnx.load(str(path))
     weights = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
@@ -383,8 +386,9 @@ def test_sharded_cuda_programs_on_four_ranks(model_name, strategy, dtype, tmp_pa
     assert not re.search(r"^kernel einsum ", text, re.M)
     # The same pipeline, printed before memory planning, run on 4 ranks.
     proc = subprocess.run([str(SHARD_OPT), *common, "--raise-attention",
-                           "--nn-fold-attention-layout", "--convert-nn-to-rt",
-                           "--convert-rt-to-gpu", "--mlir-print-op-generic"],
+                           "--nn-fold-attention-layout", "--nn-split-fused-projections",
+                           "--convert-nn-to-rt", "--convert-rt-to-gpu",
+                           "--mlir-print-op-generic"],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     model = onnx.load(str(path))

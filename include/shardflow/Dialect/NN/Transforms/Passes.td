@@ -110,4 +110,22 @@ def NNFoldAttentionLayout : Pass<"nn-fold-attention-layout", "::mlir::func::Func
   let dependentDialects = ["::shardflow::nn::NNDialect"];
 }
 
+def NNSplitFusedProjections : Pass<"nn-split-fused-projections", "::mlir::func::FuncOp"> {
+  let summary = "One matmul per piece of a fused projection instead of a split of its result";
+  let description = [{
+    A `split` along the last dimension of `matmul(x, W)` (optionally plus a
+    1-D bias), where W and the bias are model weights (or an `nn.cast` of
+    one) or constants read only there, becomes one matmul (and bias add)
+    per piece, each against its column block of W: a weight slice
+    (`global_shape`, `starts`) that the runtime loads at start. The split,
+    a copy of the whole activation on a GPU, disappears, and each bias add
+    can ride on its GEMM's epilogue. GPT-2's fused QKV projection is the
+    case in point.
+
+    Programs with a `dist.mesh` are left alone (their weight slices are per
+    rank). The CUDA target runs it on the program before lowering.
+  }];
+  let dependentDialects = ["::shardflow::nn::NNDialect"];
+}
+
 #endif // SHARDFLOW_DIALECT_NN_TRANSFORMS_PASSES_TD
