@@ -474,3 +474,27 @@ def test_zoo_cases_for_the_gpu_check(tmp_path, monkeypatch):
         outputs = re.findall(r"^output (\S+) ", text, re.M)
         with zipfile.ZipFile(str(base) + ".expected.npz") as z:
             assert sorted(n[:-4] for n in z.namelist()) == sorted(outputs)
+
+
+def test_report_on_cuda_programs(tmp_path):
+    """--report on CUDA programs: generated kernels are not collectives, and
+    a weight loaded as several column slices (the fused QKV projection's
+    pieces) is one weight, whole on the rank."""
+    path = tmp_path / "gpt2.onnx"
+    subprocess.run([str(Path(os.sys.executable)), "-m", "shardflow.models", "gpt2",
+                    "--out", str(path)], check=True, capture_output=True,
+                   env={**os.environ, "PYTHONPATH": str(REPO / "python")})
+    single = subprocess.run([str(SHARD_OPT), str(path), "--target", "cuda", "--report",
+                             "-o", str(tmp_path / "a.shard")], capture_output=True, text=True)
+    assert single.returncode == 0, single.stderr
+    assert "global=" in (tmp_path / "a.shard").read_text()  # QKV loaded as slices
+    assert re.search(r"parameters per rank: (\d+) bytes in 11 weights \(0 sliced\); "
+                     r"the whole model has \1 bytes: 1.000 per rank", single.stderr), single.stderr
+    assert "collectives: 0," in single.stderr
+    sharded = subprocess.run([str(SHARD_OPT), str(path), "--mesh", "dp=2,tp=2", "--strategy",
+                              "megatron", "--target", "cuda", "--report",
+                              "-o", str(tmp_path / "b.shard")], capture_output=True, text=True)
+    assert sharded.returncode == 0, sharded.stderr
+    assert "rt.launch" not in sharded.stderr
+    assert re.search(r"collectives: 5, ", sharded.stderr), sharded.stderr
+    assert "8 of 11 weights" in sharded.stderr

@@ -29,6 +29,7 @@
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "mlir/Transforms/Passes.h"
+#include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
@@ -288,32 +289,30 @@ static void reportRanks(ModuleOp module, llvm::raw_ostream &os) {
     int64_t world = 1;
     if (auto w = fn->getAttrOfType<IntegerAttr>("rt.world_size"))
       world = w.getInt();
-    int64_t local = 0, global = 0, slicedLocal = 0, slicedGlobal = 0;
-    int weights = 0, sliced = 0;
+    // Per weight name: the bytes this rank holds (a weight may be loaded as
+    // several slices, e.g. a fused projection's column blocks) and the
+    // whole tensor's bytes.
+    llvm::MapVector<StringRef, std::pair<int64_t, int64_t>> byName;
     SmallVector<std::string> steps;
     int64_t moved = 0;
     fn.walk([&](Operation *op) {
       if (auto w = dyn_cast<shardflow::rt::WeightOp>(op)) {
-        int64_t b = bytesOf(w.getType());
-        local += b;
-        ++weights;
+        auto m = cast<MemRefType>(w.getType());
+        int64_t n = m.getNumElements();
         if (auto g = w.getGlobalShapeAttr()) {
-          ++sliced;
-          auto m = cast<MemRefType>(w.getType());
-          int64_t n = 1;
+          n = 1;
           for (int64_t d : g.asArrayRef())
             n *= d;
-          global += n * ((m.getElementTypeBitWidth() + 7) / 8);
-          slicedLocal += b;
-          slicedGlobal += n * ((m.getElementTypeBitWidth() + 7) / 8);
-        } else {
-          global += b;
         }
+        auto &entry = byName[w.getName()];
+        entry.first += bytesOf(w.getType());
+        entry.second = n * ((m.getElementTypeBitWidth() + 7) / 8);
         return;
       }
       StringRef name = op->getName().getStringRef();
-      if (!name.starts_with("rt.") || isa<shardflow::rt::KernelOp, shardflow::rt::AllocOp,
-                                          shardflow::rt::ViewOp, shardflow::rt::ConstantOp>(op) ||
+      if (!name.starts_with("rt.") ||
+          isa<shardflow::rt::KernelOp, shardflow::rt::LaunchOp, shardflow::rt::AllocOp,
+              shardflow::rt::ViewOp, shardflow::rt::ConstantOp>(op) ||
           op->getNumOperands() == 0)
         return;
       int64_t b = bytesOf(op->getOperand(0).getType());
@@ -332,6 +331,17 @@ static void reportRanks(ModuleOp module, llvm::raw_ostream &os) {
       steps.push_back(line);
       moved += b;
     });
+    int64_t local = 0, global = 0, slicedLocal = 0, slicedGlobal = 0;
+    int weights = int(byName.size()), sliced = 0;
+    for (auto &[name, bytes] : byName) {
+      local += bytes.first;
+      global += bytes.second;
+      if (bytes.first < bytes.second) {
+        ++sliced;
+        slicedLocal += bytes.first;
+        slicedGlobal += bytes.second;
+      }
+    }
     int64_t peak = 0;
     if (auto p = fn->getAttrOfType<IntegerAttr>("rt.peak_bytes"))
       peak = p.getInt();
