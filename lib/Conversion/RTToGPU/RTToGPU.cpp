@@ -545,13 +545,13 @@ public:
     };
     auto interleavedAttr = dyn_cast_or_null<BoolAttr>(params.get("interleaved"));
     bool interleaved = interleavedAttr && interleavedAttr.getValue();
-    int64_t batch, heads, seq, dim;
+    int64_t heads, seq, dim; // the batch index is what remains of idx
     bool fourD = shape.size() == 4;
     if (fourD) {
-      batch = shape[0], heads = shape[1], seq = shape[2], dim = shape[3];
+      heads = shape[1], seq = shape[2], dim = shape[3];
     } else if (shape.size() == 3 && intParam("num_heads") > 0 &&
                shape[2] % intParam("num_heads") == 0) {
-      batch = shape[0], seq = shape[1], heads = intParam("num_heads");
+      seq = shape[1], heads = intParam("num_heads");
       dim = shape[2] / heads;
     } else {
       return k.emitOpError("rotary_embedding needs [B, H, S, D], or [B, S, H*D] with "
@@ -566,7 +566,6 @@ public:
              failure();
     int64_t half = rot / 2;
     int64_t positions = numel(cosCache) / std::max<int64_t>(half, 1);
-    (void)batch;
     auto div = [&](Value v, int64_t by) { return arith::DivUIOp::create(b, loc, v, index(by)); };
     auto rem = [&](Value v, int64_t by) { return arith::RemUIOp::create(b, loc, v, index(by)); };
     Value d = rem(idx, dim);
@@ -683,7 +682,7 @@ public:
       positions *= w;
     if (positions > 1024)
       return k.emitOpError("windows of more than 1024 positions are not generated"), failure();
-    Value zero = index(0), trueV = arith::ConstantOp::create(b, loc, b.getBoolAttr(true));
+    Value trueV = arith::ConstantOp::create(b, loc, b.getBoolAttr(true));
     // Input coordinate = out * stride - pad + k * dilation, computed in i64
     // so that the padding's negative coordinates compare correctly.
     auto i64 = [&](Value v) { return arith::IndexCastOp::create(b, loc, b.getI64Type(), v); };
@@ -708,7 +707,6 @@ public:
       }
       Value safe = arith::SelectOp::create(b, loc, valid, plane, c64(0));
       fn(valid, arith::IndexCastOp::create(b, loc, b.getIndexType(), safe));
-      (void)zero;
       for (size_t d = n; d-- > 0;) {
         if (++pos[d] < kernel[d])
           break;
