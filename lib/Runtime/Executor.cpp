@@ -233,11 +233,7 @@ void Executor::runCollective(const Instruction &inst) {
   int g = group->size();
   size_t elem = dtypeSize(in.dtype);
   auto dimParam = [&](const char *name, const std::vector<int64_t> &shape) {
-    int64_t d = inst.params.getInt(name);
-    if (d < 0 || d >= int64_t(shape.size()))
-      throw RuntimeError(std::string(name) + " " + std::to_string(d) +
-                         " is out of range for rank " + std::to_string(shape.size()));
-    return d;
+    return collectiveDim(inst, name, shape.size());
   };
   auto buffer = [&](int which, size_t bytes) {
     if (scratch[which].size() < bytes)

@@ -81,9 +81,15 @@ std::string Params::getString(std::string_view name, std::string_view dflt) cons
   throw RuntimeError("parameter '" + std::string(name) + "' is not a string");
 }
 std::vector<int64_t> Params::getInts(std::string_view name) const {
-  if (auto *v = std::get_if<std::vector<int64_t>>(&get(name)))
-    return *v;
+  const ParamValue &v = get(name);
+  if (auto *ints = std::get_if<std::vector<int64_t>>(&v))
+    return *ints;
+  if (auto *floats = std::get_if<std::vector<double>>(&v); floats && floats->empty())
+    return {};
   throw RuntimeError("parameter '" + std::string(name) + "' is not a list of integers");
+}
+std::vector<int64_t> Params::getInts(std::string_view name, std::vector<int64_t> dflt) const {
+  return has(name) ? getInts(name) : dflt;
 }
 DType Params::getDType(std::string_view name) const {
   if (auto *t = std::get_if<DType>(&get(name)))

@@ -134,6 +134,15 @@ std::string shardflow::runtime::attentionLayout(const std::vector<int64_t> &quer
   return "";
 }
 
+int64_t shardflow::runtime::collectiveDim(const Instruction &inst, const char *name,
+                                          size_t rank) {
+  int64_t d = inst.params.getInt(name);
+  if (d < 0 || d >= int64_t(rank))
+    throw RuntimeError(std::string(name) + " " + std::to_string(d) +
+                       " is out of range for rank " + std::to_string(rank));
+  return d;
+}
+
 std::pair<int, int> shardflow::runtime::permutePeers(const Instruction &inst, int rank) {
   std::vector<int64_t> pairs = inst.params.getInts("pairs");
   int dst = -1, src = -1;

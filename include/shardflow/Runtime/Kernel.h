@@ -72,7 +72,10 @@ public:
   double getFloat(std::string_view name, double dflt) const;
   bool getBool(std::string_view name, bool dflt) const;
   std::string getString(std::string_view name, std::string_view dflt) const;
+  /// An integer list; an empty list may arrive as an empty float list
+  /// (the artifact's text cannot tell their types apart).
   std::vector<int64_t> getInts(std::string_view name) const;
+  std::vector<int64_t> getInts(std::string_view name, std::vector<int64_t> dflt) const;
   DType getDType(std::string_view name) const;
 
 private:

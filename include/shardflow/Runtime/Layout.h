@@ -67,6 +67,10 @@ std::string attentionLayout(const std::vector<int64_t> &query, const std::vector
                             const std::vector<int64_t> &result, int64_t qHeads,
                             int64_t kvHeads, AttentionLayout &layout);
 
+/// A collective's dimension parameter `name` (dim, split_dim, concat_dim),
+/// checked against a tensor of rank `rank`; throws RuntimeError otherwise.
+int64_t collectiveDim(const Instruction &inst, const char *name, size_t rank);
+
 /// collective_permute's `pairs` (source, target, ...): the rank `rank`
 /// sends to and the rank it receives from, -1 for none.
 std::pair<int, int> permutePeers(const Instruction &inst, int rank);

@@ -985,11 +985,7 @@ void CudaExecutor::Impl::runCollective(const Instruction &inst, CUstream stream)
     return; // this rank is in none of the groups
   int parts = g.size;
   auto dimParam = [&](const char *name, const std::vector<int64_t> &shape) {
-    int64_t d = inst.params.getInt(name);
-    if (d < 0 || d >= int64_t(shape.size()))
-      throw RuntimeError(std::string(name) + " " + std::to_string(d) +
-                         " is out of range for rank " + std::to_string(shape.size()));
-    return d;
+    return collectiveDim(inst, name, shape.size());
   };
   if (op == "all_reduce") {
     Reduction r = parseReduction(inst.params.getString("reduction", "sum"));

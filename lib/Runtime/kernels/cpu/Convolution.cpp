@@ -54,9 +54,9 @@ Window window(const KernelContext &ctx, const Tensor &x, const Tensor &y,
                   std::to_string(spatial) + " spatial dimensions");
   if (y.rank() != x.rank())
     fail(ctx, "result rank differs from the input's");
-  std::vector<int64_t> strides = intList(ctx.params, "strides"),
-                       pads = intList(ctx.params, "pads"),
-                       dilations = intList(ctx.params, "dilations");
+  std::vector<int64_t> strides = ctx.params.getInts("strides", {}),
+                       pads = ctx.params.getInts("pads", {}),
+                       dilations = ctx.params.getInts("dilations", {});
   if (strides.empty())
     strides.assign(size_t(spatial), 1);
   if (pads.empty())
@@ -171,7 +171,7 @@ void convKernel(const KernelContext &ctx) {
 /// dimensions with `storage_order` 1).
 template <typename T> void maxPoolTyped(const KernelContext &ctx) {
   const Tensor &x = ctx.inputs[0], &y = ctx.outputs[0];
-  Window g = window(ctx, x, y, intList(ctx.params, "kernel_shape"));
+  Window g = window(ctx, x, y, ctx.params.getInts("kernel_shape", {}));
   int64_t *indices = nullptr;
   bool columnMajor = false;
   if (ctx.outputs.size() == 2) {
@@ -264,7 +264,7 @@ int64_t countIn(int64_t start, int64_t kernel, int64_t dilation, int64_t lo, int
 
 template <typename T> void averagePoolTyped(const KernelContext &ctx) {
   const Tensor &x = ctx.inputs[0], &y = ctx.outputs[0];
-  Window g = window(ctx, x, y, intList(ctx.params, "kernel_shape"));
+  Window g = window(ctx, x, y, ctx.params.getInts("kernel_shape", {}));
   bool includePad = ctx.params.getBool("count_include_pad", false);
   const T *xd = x.as<const T>();
   T *yd = y.as<T>();

@@ -223,7 +223,7 @@ int64_t normalizeIndex(const KernelContext &ctx, int64_t i, int64_t size, int64_
 void transposeKernel(const KernelContext &ctx) {
   expectArity(ctx, 1, 1);
   const Tensor &in = ctx.inputs[0], &out = ctx.outputs[0];
-  std::vector<int64_t> perm = intList(ctx.params, "perm");
+  std::vector<int64_t> perm = ctx.params.getInts("perm", {});
   if (perm.empty())
     for (int64_t i = in.rank(); i-- > 0;)
       perm.push_back(i);
@@ -287,8 +287,8 @@ int64_t sliceStart(int64_t dim, int64_t start, int64_t step) {
 void sliceKernel(const KernelContext &ctx) {
   expectArity(ctx, 1, 1);
   const Tensor &in = ctx.inputs[0], &out = ctx.outputs[0];
-  std::vector<int64_t> starts = intList(ctx.params, "starts"), axes = intList(ctx.params, "axes"),
-                       steps = intList(ctx.params, "steps");
+  std::vector<int64_t> starts = ctx.params.getInts("starts", {}), axes = ctx.params.getInts("axes", {}),
+                       steps = ctx.params.getInts("steps", {});
   if (starts.size() != axes.size())
     fail(ctx, "starts and axes differ in length");
   if (steps.empty())
@@ -331,7 +331,7 @@ int64_t padSource(int64_t i, int64_t n, const std::string &mode) {
 void padKernel(const KernelContext &ctx) {
   expectArity(ctx, 1, 1);
   const Tensor &in = ctx.inputs[0], &out = ctx.outputs[0];
-  std::vector<int64_t> pads = intList(ctx.params, "pads");
+  std::vector<int64_t> pads = ctx.params.getInts("pads", {});
   std::string mode = ctx.params.getString("mode", "constant");
   if (mode != "constant" && mode != "reflect" && mode != "edge" && mode != "wrap")
     fail(ctx, "unknown mode '" + mode + "'");

@@ -86,17 +86,6 @@ template <typename Fn> inline void dispatchFloat(const KernelContext &ctx, DType
   fail(ctx, std::string("unsupported element type ") + dtypeName(t));
 }
 
-/// An integer-list parameter; an empty list may arrive as an empty float list.
-inline std::vector<int64_t> intList(const Params &p, std::string_view name) {
-  if (!p.has(name))
-    return {};
-  const ParamValue &v = p.all().find(std::string(name))->second;
-  if (auto *d = std::get_if<std::vector<double>>(&v))
-    if (d->empty())
-      return {};
-  return p.getInts(name);
-}
-
 } // namespace shardflow::runtime::cpu
 
 #endif // SHARDFLOW_RUNTIME_KERNELS_CPU_KERNELSUPPORT_H

@@ -63,18 +63,6 @@ std::string shapeStr(const std::vector<int64_t> &s) {
   return r;
 }
 
-/// An integer-list parameter; an empty list may arrive as an empty float
-/// list (as the CPU kernels read it).
-std::vector<int64_t> intList(const Params &p, std::string_view name) {
-  if (!p.has(name))
-    return {};
-  const ParamValue &v = p.all().find(std::string(name))->second;
-  if (auto *d = std::get_if<std::vector<double>>(&v))
-    if (d->empty())
-      return {};
-  return p.getInts(name);
-}
-
 void expectArity(std::string_view kernel, const std::vector<Tensor> &ins,
                  const std::vector<Tensor> &outs, size_t nIn, size_t nOut) {
   if (ins.size() < nIn || outs.size() < nOut)
@@ -199,7 +187,7 @@ std::vector<DeviceLaunch> planTranspose(std::string_view kernel, const std::vect
   expectArity(kernel, ins, outs, 1, 1);
   const Tensor &in = ins[0], &out = outs[0];
   checkSameType(kernel, in, out, "the input");
-  std::vector<int64_t> perm = intList(params, "perm");
+  std::vector<int64_t> perm = params.getInts("perm", {});
   if (perm.empty())
     for (int64_t i = in.rank(); i-- > 0;)
       perm.push_back(i);
@@ -239,8 +227,8 @@ std::vector<DeviceLaunch> planSlice(std::string_view kernel, const std::vector<T
   if (out.rank() != in.rank())
     fail(kernel, "result rank " + std::to_string(out.rank()) + " differs from the input's " +
                      std::to_string(in.rank()));
-  std::vector<int64_t> starts = intList(params, "starts"), axes = intList(params, "axes"),
-                       steps = intList(params, "steps");
+  std::vector<int64_t> starts = params.getInts("starts", {}), axes = params.getInts("axes", {}),
+                       steps = params.getInts("steps", {});
   if (starts.size() != axes.size())
     fail(kernel, "starts and axes differ in length");
   if (steps.empty())
@@ -340,7 +328,7 @@ std::vector<DeviceLaunch> planLocalSlice(std::string_view kernel, const std::vec
   const Tensor &in = ins[0], &out = outs[0];
   checkSameType(kernel, in, out, "the input");
   size_t dims = out.shape.size();
-  std::vector<int64_t> all = intList(params, "starts");
+  std::vector<int64_t> all = params.getInts("starts", {});
   if (in.shape.size() != dims || rank < 0 || all.size() < (size_t(rank) + 1) * dims ||
       (dims && all.size() % dims))
     fail(kernel, "starts does not hold one index per dimension for rank " +
@@ -420,7 +408,7 @@ std::vector<DeviceLaunch> planPad(std::string_view kernel, const std::vector<Ten
   expectArity(kernel, ins, outs, 1, 1);
   const Tensor &in = ins[0], &out = outs[0];
   checkSameType(kernel, in, out, "the input");
-  std::vector<int64_t> pads = intList(params, "pads");
+  std::vector<int64_t> pads = params.getInts("pads", {});
   std::string mode = params.getString("mode", "constant");
   int32_t modeCode = mode == "constant" ? kPadConstant
                      : mode == "edge"   ? kPadEdge
