@@ -150,6 +150,10 @@ shardflow::compileDeviceCode(ModuleOp module, const DeviceCodeOptions &options) 
   // One binary per format: cubins (ptxas) for every chip, then PTX.
   for (StringRef format : {"bin", "isa"}) {
     OwningOpRef<ModuleOp> copy = cast<ModuleOp>((*lowered)->clone());
+    // PTX is kept for the oldest chip only: compile it for that one.
+    if (format == "isa")
+      for (auto m : copy->getOps<gpu::GPUModuleOp>())
+        m.setTargetsAttr(b.getArrayAttr({targets.front()}));
     PassManager serialize(ctx);
     GpuModuleToBinaryPassOptions opts;
     opts.toolkitPath = toolkit->first;
@@ -171,9 +175,7 @@ shardflow::compileDeviceCode(ModuleOp module, const DeviceCodeOptions &options) 
           m.arch = target.getChip().str();
           m.format = "cubin";
         } else {
-          // PTX of the oldest chip only: the driver compiles it for newer GPUs.
-          if (target.getChip() != options.chips.front())
-            continue;
+          // The driver compiles the oldest chip's PTX for newer GPUs.
           m.arch = virtualArch(target.getChip());
           m.format = "ptx";
         }
