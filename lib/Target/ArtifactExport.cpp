@@ -271,6 +271,19 @@ FailureOr<rtm::Artifact> shardflow::exportArtifact(ModuleOp module,
       inst.params.set("block",
                       std::vector<int64_t>(launch.getBlock().begin(), launch.getBlock().end()));
       inst.params.set("shared", int64_t(launch.getShared()));
+      if (launch.getIndexChecks()) {
+        // The runtime passes a status word and, when the kernel reports an
+        // index out of range, names the ONNX node.
+        inst.params.set("index_checks", int64_t(1));
+        std::string node;
+        launch.getLoc()->walk([&](Location l) {
+          if (auto named = dyn_cast<NameLoc>(l); named && node.empty())
+            node = named.getName().str();
+          return WalkResult::advance();
+        });
+        if (!node.empty())
+          inst.params.set("node", node);
+      }
       art.program.push_back(std::move(inst));
     } else if (isa<rt::AllReduceOp, rt::AllGatherOp, rt::ReduceScatterOp, rt::AllToAllOp,
                    rt::CollectivePermuteOp, rt::SendOp, rt::RecvOp,

@@ -279,11 +279,20 @@ class Kernel:
         if n == "arith.divf":
             with np.errstate(divide="ignore", invalid="ignore"):
                 return a[0] / a[1]
-        if n in ("arith.divui", "arith.divsi"):
-            # Generated code divides non-negative indices only.
-            return a[0] // a[1]
-        if n in ("arith.remui", "arith.remsi"):
-            return a[0] % a[1]
+        if n in ("arith.divui", "arith.remui"):
+            # Unsigned: negative operands are read as their two's complement.
+            x, y = np.asarray(a[0]), np.asarray(a[1])
+            if x.dtype.kind == "i" and ((x < 0).any() or (y < 0).any()):
+                u = np.dtype(f"u{x.dtype.itemsize}")
+                x, y = x.astype(u), y.astype(u)
+            r = x // y if n == "arith.divui" else x % y
+            return r.astype(np.asarray(a[0]).dtype)
+        if n in ("arith.divsi", "arith.remsi"):
+            # Signed division truncates toward zero (C, PTX), not down.
+            with np.errstate(divide="ignore"):
+                q = a[0] // np.where(a[1] == 0, 1, a[1])
+            q = q + ((q < 0) & (q * a[1] != a[0]))
+            return q if n == "arith.divsi" else a[0] - q * a[1]
         if n == "arith.index_cast":
             return a[0].astype(_DTYPES[rt])
         if n == "arith.negf":
@@ -296,8 +305,11 @@ class Kernel:
             return np.maximum(a[0], a[1])
         if n == "arith.minsi":
             return np.minimum(a[0], a[1])
-        if n in ("arith.andi", "arith.xori"):
-            return (a[0] & a[1]) if n == "arith.andi" else (a[0] ^ a[1])
+        if n in ("arith.andi", "arith.xori", "arith.ori"):
+            return {"arith.andi": np.bitwise_and, "arith.xori": np.bitwise_xor,
+                    "arith.ori": np.bitwise_or}[n](a[0], a[1])
+        if n == "arith.bitcast":
+            return np.ascontiguousarray(self._lane(a[0])).view(_DTYPES[rt])
         if n == "arith.select":
             return np.where(a[0], a[1], a[2])
         if n == "arith.cmpf":
@@ -365,11 +377,16 @@ class Kernel:
         if n == "gpu.all_reduce":
             kind = re.search(r"all_reduce_op (\w+)", op.props).group(1)
             v = self._lane(a[0]).reshape(-1, self.block_size)
-            r = {"add": np.sum, "maximumf": np.max, "minimumf": np.min}[kind](v, axis=1)
+            r = {"add": np.sum, "maximumf": np.max, "minimumf": np.min, "maxsi": np.max,
+                 "minsi": np.min}[kind](v, axis=1)
             return np.repeat(r.astype(v.dtype), self.block_size)
         if n == "gpu.return":
             return None
         raise NotImplementedError(f"emulator: {n}")
+
+
+class IndexOutOfRange(RuntimeError):
+    """A kernel set its status word: what the CUDA runtime reports as an error."""
 
 
 def _dense(text: str, shape: tuple[int, ...], dt) -> np.ndarray:
@@ -643,6 +660,13 @@ def _host_step(op: Op, env: dict, shapes: dict, kernels: dict, weights, rank: in
         kernel = _attr(op.props, "kernel")
         grid = int(re.search(r"array<i64: (\d+)", _attr(op.props, "grid")).group(1))
         block = int(re.search(r"array<i64: (\d+)", _attr(op.props, "block")).group(1))
-        kernels[kernel].run([env[o] for o in op.operands], grid, block)
+        buffers = [env[o] for o in op.operands]
+        checks = "index_checks" in op.props
+        if checks:  # the status word the runtime passes, zeroed
+            buffers.append(np.zeros(2, np.int64))
+        kernels[kernel].run(buffers, grid, block)
+        if checks and buffers[-1][0]:
+            raise IndexOutOfRange(f"generated kernel {kernel}: index {buffers[-1][1]} read "
+                                  "from the data is out of range")
     else:
         raise NotImplementedError(f"emulator: host op {op.name}")

@@ -192,6 +192,12 @@ def test_generated_kernels_match_onnxruntime(name, tmp_path):
         assert ir.count('"rt.launch"') == launches, ir
     feeds = _inputs(model, abs(hash(name)) % 2**32)
     ours = gpu_emulator.run_program(ir, list(feeds.values()))
+    _assert_matches_onnxruntime(model, feeds, ours, tol)
+
+
+def _assert_matches_onnxruntime(model, feeds, ours, tol):
+    """Integers and booleans exactly; floats within rtol `tol` (at least
+    1e-6) and atol a tenth of it."""
     ref = ort.InferenceSession(model.SerializeToString(),
                                providers=["CPUExecutionProvider"]).run(None, feeds)
     for got, want, out in zip(ours, ref, model.graph.output):
@@ -251,11 +257,11 @@ def test_target_cuda_assembles_for_sm80_and_sm90(name, tmp_path):
 
 def test_unsupported_kernels_are_named(tmp_path):
     model = parser.parse_model(HEADER + (
-        "g (float[2,3] x) => (float[2,3] y) { y = CumSum(x, axis) }").replace(
-            ") {", ") <int64 axis = {1}> {", 1))
+        "g (float[1,1,4,4] x) => (float[1,1,2,2] y, int64[1,1,2,2] i) {"
+        " y, i = MaxPool <kernel_shape = [2, 2], strides = [2, 2]> (x) }"))
     proc = _compile(model, tmp_path, "--target", "cuda", "-o", str(tmp_path / "m.shard"))
     assert proc.returncode != 0
-    assert "kernel 'cumsum' has no CUDA implementation yet" in proc.stderr
+    assert "kernel 'max_pool_with_indices' has no CUDA implementation yet" in proc.stderr
     proc = _compile(model, tmp_path, "--target", "cpu", "--cuda-arch", "sm_90",
                     "-o", str(tmp_path / "m.shard"))
     assert proc.returncode != 0 and "need --target cuda" in proc.stderr
@@ -498,3 +504,196 @@ def test_report_on_cuda_programs(tmp_path):
     assert "rt.launch" not in sharded.stderr
     assert re.search(r"collectives: 5, ", sharded.stderr), sharded.stderr
     assert "8 of 11 weights" in sharded.stderr
+
+
+#
+# Kernels generated as launches of their own: reductions over axes that are
+# not one contiguous block (and of integers), cumsum, gather_elements,
+# scatter_nd and topk. The kernels that read indices from data report an
+# index out of range through their status word, which the emulator (like
+# the CUDA runtime) turns into an error naming the kernel.
+#
+
+def _graph_model(graph, opset=20, inits=""):
+    head, rest = graph.split(") {", 1)
+    text = f'<ir_version: 8, opset_import: ["" : {opset}]>\n{head}) {inits} {{{rest}'
+    return parser.parse_model(text)
+
+
+def _run(model, feeds, tmp_path):
+    proc = _compile(model, tmp_path, "--convert-nn-to-rt", "--convert-rt-to-gpu",
+                    "--mlir-print-op-generic")
+    assert proc.returncode == 0, proc.stderr
+    assert '"rt.kernel"' not in proc.stdout  # all generated
+    return proc.stdout, gpu_emulator.run_program(proc.stdout, list(feeds.values()))
+
+
+def _check(model, feeds, tmp_path, launches=None):
+    ir, ours = _run(model, feeds, tmp_path)
+    if launches is not None:
+        assert ir.count('"rt.launch"') == launches
+    _assert_matches_onnxruntime(model, feeds, ours, 1e-5)
+    return ir
+
+
+RNG = np.random.default_rng(11)
+
+
+def _f(*shape):
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+def _i(lo, hi, *shape, dtype=np.int64):
+    return RNG.integers(lo, hi, shape).astype(dtype)
+
+
+def test_reductions_over_separated_axes_and_integers(tmp_path):
+    model = _graph_model(
+        "g (float[3,4,5] x, int64[3,4,5] n, int32[6,7] m) =>"
+        " (float[1,4,1] s, float[4] a, int64[4] ns, int64[3,1,5] nm, int32[7] mx, int32[6,1] mm) {"
+        " s = ReduceSum <keepdims = 1> (x, ax02) a = ReduceMean <keepdims = 0> (x, ax02)"
+        " ns = ReduceSum <keepdims = 0> (n, ax02) nm = ReduceMean <keepdims = 1> (n, ax1)"
+        " mx = ReduceMax <keepdims = 0> (m, ax0) mm = ReduceMax <keepdims = 1> (m, ax1) }",
+        inits="<int64[2] ax02 = {0, 2}, int64[1] ax1 = {1}, int64[1] ax0 = {0}>")
+    feeds = {"x": _f(3, 4, 5), "n": _i(-1000, 1000, 3, 4, 5),
+             "m": _i(-2**31, 2**31 - 1, 6, 7, dtype=np.int32)}
+    ir = _check(model, feeds, tmp_path, launches=6)
+    # The integer mean truncates toward zero (negative sums included).
+    assert '"arith.divsi"' in ir
+
+
+@pytest.mark.parametrize("axis,exclusive,reverse", [(0, 0, 0), (1, 1, 0), (-1, 0, 1), (2, 1, 1)])
+def test_cumsum(axis, exclusive, reverse, tmp_path):
+    model = _graph_model(
+        f"g (float[4,3,37] x, int64[4,3,37] n) => (float[4,3,37] y, int64[4,3,37] m) {{"
+        f" y = CumSum <exclusive = {exclusive}, reverse = {reverse}> (x, a)"
+        f" m = CumSum <exclusive = {exclusive}, reverse = {reverse}> (n, a) }}",
+        inits=f"<int64 a = {{{axis}}}>")
+    _check(model, {"x": _f(4, 3, 37), "n": _i(-100, 100, 4, 3, 37)}, tmp_path, launches=2)
+
+
+def test_gather_elements_with_negative_indices(tmp_path):
+    model = _graph_model(
+        "g (float[4,6] x, int64[4,3] i, int64[5,2,3] n, int32[2,2,3] j) =>"
+        " (float[4,3] y, int64[2,2,3] z) {"
+        " y = GatherElements <axis = 1> (x, i) z = GatherElements <axis = 0> (n, j) }")
+    feeds = {"x": _f(4, 6), "i": _i(-6, 6, 4, 3), "n": _i(-9, 9, 5, 2, 3),
+             "j": _i(-5, 5, 2, 2, 3, dtype=np.int32)}
+    _check(model, feeds, tmp_path, launches=2)
+
+
+@pytest.mark.parametrize("reduction", ["none", "add", "mul", "max", "min"])
+def test_scatter_nd(reduction, tmp_path):
+    # Slices of rows (q = 1) and single elements (q = 2). Duplicate indices
+    # only with a reduction: then every update applies, in order.
+    dup = reduction != "none"
+    model = _graph_model(
+        f'g (float[5,4] x, int64[3,1] i, float[3,4] u, int64[6,5] n, int64[4,2] j, int64[4] v)'
+        f' => (float[5,4] y, int64[6,5] z) {{ y = ScatterND <reduction = "{reduction}"> (x, i, u)'
+        f' z = ScatterND <reduction = "{reduction}"> (n, j, v) }}', opset=18)
+    i = np.array([[1], [-1], [1 if dup else 3]], np.int64)
+    j = np.array([[0, 0], [5, -1], [0, 0] if dup else [2, 3], [-6, 1]], np.int64)
+    feeds = {"x": _f(5, 4), "i": i, "u": _f(3, 4), "n": _i(-20, 20, 6, 5), "j": j,
+             "v": _i(-20, 20, 4)}
+    ir = _check(model, feeds, tmp_path)
+    assert ir.count("scatter_nd_updates") >= 2 and "index_checks" in ir
+
+
+@pytest.mark.parametrize("largest", [1, 0])
+@pytest.mark.parametrize("axis", [-1, 0, 1])
+def test_topk(largest, axis, tmp_path):
+    # Small integers as floats: many ties, broken by the lower index.
+    shape = [6, 40, 3]
+    kdim = {-1: 2, 0: 0, 1: 1}[axis]
+    out = list(shape)
+    out[kdim] = 3
+    o = ",".join(map(str, out))
+    text = (f"float[{o}] v, int64[{o}] vi, int64[{o}] w, int64[{o}] wi, int32[{o}] q,"
+            f" int64[{o}] qi")
+    graph = (f"g (float[6,40,3] x, int64[6,40,3] n, int32[6,40,3] m) => ({text}) {{"
+             f" v, vi = TopK <axis = {axis}, largest = {largest}> (x, k)"
+             f" w, wi = TopK <axis = {axis}, largest = {largest}> (n, k)"
+             f" q, qi = TopK <axis = {axis}, largest = {largest}> (m, k) }}")
+    model = _graph_model(graph, inits="<int64[1] k = {3}>")
+    feeds = {"x": _i(-4, 4, *shape).astype(np.float32), "n": _i(-2**40, 2**40, *shape),
+             "m": _i(-3, 3, *shape, dtype=np.int32)}
+    feeds["x"][0, :5, 0] = [-0.0, 0.0, np.inf, -np.inf, 3.5]
+    _check(model, feeds, tmp_path, launches=3)
+
+
+def test_topk_orders_nan_above_every_number(tmp_path):
+    model = _graph_model(
+        "g (float[2,9] x) => (float[2,4] v, int64[2,4] vi, float[2,4] s, int64[2,4] si) {"
+        " v, vi = TopK (x, k) s, si = TopK <largest = 0> (x, k) }",
+        inits="<int64[1] k = {4}>")
+    x = np.array([[1, np.nan, 3, np.nan, -np.inf, 0, 2, 2, 5],
+                  [-1, -0.0, 0.0, np.inf, 7, np.nan, -3, -3, 1]], np.float32)
+    _, (v, vi, s, si) = _run(model, {"x": x}, tmp_path)
+    np.testing.assert_array_equal(vi, [[1, 3, 8, 2], [5, 3, 4, 8]])
+    np.testing.assert_array_equal(si, [[4, 5, 0, 6], [6, 7, 0, 1]])
+    np.testing.assert_array_equal(v, np.take_along_axis(x, vi, 1))
+    np.testing.assert_array_equal(s, np.take_along_axis(x, si, 1))
+
+
+@pytest.mark.parametrize("case", ["gather_elements", "scatter_nd", "rotary"])
+def test_out_of_range_indices_are_reported(case, tmp_path):
+    if case == "gather_elements":
+        model = _graph_model("g (float[3,4] x, int64[3,2] i) => (float[3,2] y) {"
+                       " y = GatherElements <axis = 1> (x, i) }")
+        feeds = {"x": _f(3, 4), "i": np.array([[0, 1], [2, 4], [-4, 3]], np.int64)}
+        bad = 4
+    elif case == "scatter_nd":
+        model = _graph_model("g (float[3,4] x, int64[2,1] i, float[2,4] u) => (float[3,4] y) {"
+                       " y = ScatterND (x, i, u) }")
+        feeds = {"x": _f(3, 4), "i": np.array([[0], [-5]], np.int64), "u": _f(2, 4)}
+        bad = -5
+    else:
+        model = _graph_model("g (float[1,2,3,4] x, float[8,2] c, float[8,2] s, int64[1,3] p) =>"
+                       " (float[1,2,3,4] y) { y = RotaryEmbedding(x, c, s, p) }", opset=23)
+        feeds = {"x": _f(1, 2, 3, 4), "c": _f(8, 2), "s": _f(8, 2),
+                 "p": np.array([[0, 8, 2]], np.int64)}
+        bad = 8
+    proc = _compile(model, tmp_path, "--convert-nn-to-rt", "--convert-rt-to-gpu",
+                    "--mlir-print-op-generic")
+    assert proc.returncode == 0, proc.stderr
+    with pytest.raises(gpu_emulator.IndexOutOfRange, match=f"index {bad} read from the data"):
+        gpu_emulator.run_program(proc.stdout, list(feeds.values()))
+    # In range, the same program runs.
+    if case == "gather_elements":
+        feeds["i"][1, 1] = 3
+    elif case == "scatter_nd":
+        feeds["i"][1, 0] = -3
+    else:
+        feeds["p"][0, 1] = 7
+    gpu_emulator.run_program(proc.stdout, list(feeds.values()))
+
+
+def test_target_cuda_assembles_and_names_the_checked_node(tmp_path):
+    """ptxas assembles every standalone kernel for sm_80 and sm_90, 64-bit
+    keys (f64 and int64 topk: 64-bit block reductions) included, and a
+    launch that checks indices carries its ONNX node for the runtime."""
+    text = ('<ir_version: 8, opset_import: ["" : 20]>\n'
+            "g (double[4,50] x, int64[4,50] n, float[4,50] f, int64[4,2] i, int64[2,1] si,"
+            " float[2,50] u) => (double[4,3] v, int64[4,3] vi, int64[4,3] w, int64[4,3] wi,"
+            " float[4,50] c, float[4,2] g, float[4,50] s, int64[50] r) {"
+            " v, vi = TopK (x, k) w, wi = TopK <largest = 0> (n, k) c = CumSum(f, a)"
+            " picked = GatherElements <axis = 1> (f, i) g = Identity(picked)"
+            " s = ScatterND(f, si, u) r = ReduceSum <keepdims = 0> (n, a0) }")
+    text = text.replace(") {", ") <int64[1] k = {3}, int64 a = {1}, int64[1] a0 = {0}> {", 1)
+    model = parser.parse_model(text)
+    for node in model.graph.node:
+        node.name = f"{node.op_type.lower()}_node"
+    art = tmp_path / "m.shard"
+    proc = _compile(model, tmp_path, "--target", "cuda", "-o", str(art),
+                    "--dump-ptx", str(tmp_path / "m.ptx"))
+    assert proc.returncode == 0, proc.stderr
+    artifact = art.read_text()
+    launches = re.findall(r"^kernel launch .*$", artifact, re.M)
+    checked = [l for l in launches if "index_checks=i:1" in l]
+    assert len(checked) == 2
+    assert any("node=s:gatherelements_node" in l for l in checked)
+    assert any("node=s:scatternd_node" in l for l in checked)
+    ptx = (tmp_path / "m.ptx").read_text()
+    for fn in re.findall(r"function=s:(\w+)", artifact):
+        assert f".entry {fn}(" in ptx
+    assert "shfl.sync" in ptx

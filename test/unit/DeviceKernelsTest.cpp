@@ -15,6 +15,7 @@
 #include "DeviceKernelArgs.h"
 #include "DevicePlanner.h"
 
+#include <cstddef>
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -224,6 +225,9 @@ TEST(DeviceKernels, Gather) {
   EXPECT_EQ(a.axisSize, 7);
   EXPECT_EQ(a.index64, 1);
   EXPECT_EQ(a.indices, idx.data);
+  // The executor points the status word (out-of-range indices) at its own.
+  EXPECT_EQ(a.status, nullptr);
+  EXPECT_EQ(ls[0].statusOffset, int(offsetof(GatherArgs, status)));
   Tensor fidx{addr(0x30000), DType::F32, {3, 2}};
   EXPECT_NE(errorOf("gather", {in, fidx}, {out}, p).find("indices must be i32 or i64"),
             std::string::npos);

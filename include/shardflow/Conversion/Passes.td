@@ -61,6 +61,17 @@ def ConvertRTToGPU : Pass<"convert-rt-to-gpu", "::mlir::ModuleOp"> {
     `conv` becomes a generated `im2col` kernel, a matmul of the grouped
     weight view with its patch matrix (already in NCHW order) and, with a
     bias, a generated add.
+
+    Some kernels are generated as launches of their own, never fused:
+    reductions that are not row reductions (axes that are not one
+    contiguous block, integers), `cumsum` (one thread per line),
+    `gather_elements` (one thread per element), `topk` (one block per line,
+    k rounds of two block reductions) and `scatter_nd`, which becomes a copy
+    of its data (`identity`, fused like any elementwise kernel) and
+    `scatter_nd_updates` writing into the copy in place, taking the index
+    tuples in order. Kernels that read indices from data (these two and
+    `rotary_embedding` with position ids) get `index_checks`: they take a
+    status word in which they report an index out of range.
   }];
   let options = [
     Option<"gemmEpilogues", "gemm-epilogues", "bool", /*default=*/"true",

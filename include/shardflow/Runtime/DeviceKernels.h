@@ -34,6 +34,10 @@ struct DeviceLaunch {
   unsigned block[3] = {1, 1, 1};
   unsigned sharedBytes = 0;
   std::vector<uint8_t> argument;
+  /// Where in `argument` the kernel takes a pointer to a status word (two
+  /// int64: flag, offending index) for indices it finds out of range, or
+  /// -1. The planner leaves it null; the executor points it at its own.
+  int statusOffset = -1;
 };
 
 /// Whether `kernel` (an nn op name as in rt.kernel / the artifact's

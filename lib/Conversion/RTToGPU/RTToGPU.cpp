@@ -18,12 +18,19 @@
 // its outputs, and at any instruction that is not a kernel call (a
 // collective may write a buffer in place).
 //
+// Reductions that are not row reductions, cumsum, gather_elements,
+// scatter_nd and topk are generated as launches of their own
+// (StandaloneKernels.cpp); kernels that read indices from data report an
+// out-of-range one through a status word (Emitter.h).
+//
 // Generated code computes in f32 for f16/bf16/f32 data (f64 stays f64) and
 // rounds once when it stores. Every argument is a flat memref of its
 // buffer's element count (the launch ABI passes bare pointers), so indexing
 // is linear and views cost nothing.
 //
 //===----------------------------------------------------------------------===//
+
+#include "Emitter.h"
 
 #include "shardflow/Conversion/Passes.h"
 #include "shardflow/Dialect/RT/IR/RTOps.h"
@@ -51,6 +58,7 @@ namespace shardflow {
 
 using namespace mlir;
 using namespace shardflow;
+using namespace shardflow::rtgpu;
 
 namespace {
 
@@ -86,11 +94,6 @@ bool readsNeighbours(StringRef name) {
          name == "average_pool" || name == "im2col";
 }
 
-bool isReduce(StringRef name) {
-  return name == "reduce_sum" || name == "reduce_mean" || name == "reduce_max" ||
-         name == "global_average_pool";
-}
-
 /// Where a row reduction's rows lie in its input: `rows` rows of `length`
 /// elements `inner` apart (the reduced dimensions are one contiguous block
 /// of axes; the rows enumerate the others in row-major order, which is
@@ -107,7 +110,7 @@ std::optional<RowGeometry> rowGeometry(rt::KernelOp k) {
   StringRef name = k.getKernel();
   bool softmax = name == "softmax" || name == "log_softmax";
   bool norm = name == "layer_normalization" || name == "rms_normalization";
-  if (!softmax && !norm && !isReduce(name))
+  if (!softmax && !norm && !isReduction(name))
     return std::nullopt;
   ArrayRef<int64_t> shape = cast<MemRefType>(k.getInputs()[0].getType()).getShape();
   int64_t rank = shape.size(), first, last;
@@ -115,7 +118,7 @@ std::optional<RowGeometry> rowGeometry(rt::KernelOp k) {
     if (rank < 3)
       return std::nullopt;
     first = 2, last = rank - 1; // every spatial dimension
-  } else if (isReduce(name)) {
+  } else if (isReduction(name)) {
     if (!isa<FloatType>(cast<MemRefType>(k.getInputs()[0].getType()).getElementType()))
       return std::nullopt;
     auto axes = dyn_cast_or_null<DenseI64ArrayAttr>(k.getParams().get("axes"));
@@ -151,31 +154,13 @@ std::optional<RowGeometry> rowGeometry(rt::KernelOp k) {
 
 bool isRowReduction(rt::KernelOp k) { return rowGeometry(k).has_value(); }
 
-/// The buffer a value's bytes belong to: through views to the allocation.
-Value rootOf(Value v) {
-  while (auto view = v.getDefiningOp<rt::ViewOp>())
-    v = view.getSource();
-  return v;
-}
-
-int64_t numel(Value v) { return cast<MemRefType>(v.getType()).getNumElements(); }
-ArrayRef<int64_t> shapeOf(Value v) { return cast<MemRefType>(v.getType()).getShape(); }
-Type elemOf(Value v) { return cast<MemRefType>(v.getType()).getElementType(); }
-
-/// The type generated code computes in for data of type `t`.
-Type computeType(Type t) {
-  if (t.isF16() || t.isBF16() || t.isF32())
-    return Float32Type::get(t.getContext());
-  return t;
-}
-
 bool isSupportedElement(Type t) {
   return t.isF16() || t.isBF16() || t.isF32() || t.isF64() || t.isSignlessInteger();
 }
 
 /// A fusion group: kernels emitted as one generated kernel.
 struct Group {
-  enum class Kind { Loop, Row } kind = Kind::Loop;
+  enum class Kind { Loop, Row, Standalone } kind = Kind::Loop;
   SmallVector<rt::KernelOp> members; // program order; a Row group's last is the reduction
   llvm::SmallPtrSet<Operation *, 8> internal; // allocs (and views) that vanish
   int64_t iterations = 0; // Loop: elements of every member's output
@@ -186,33 +171,9 @@ struct Group {
 // Scalar code for one elementwise kernel
 //===----------------------------------------------------------------------===//
 
-class KernelEmitter {
+class KernelEmitter : public EmitterBase {
 public:
-  KernelEmitter(OpBuilder &b, Location loc) : b(b), loc(loc) {}
-
-  Value index(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
-  Value floatConst(Type t, double v) {
-    return arith::ConstantOp::create(b, loc, t, b.getFloatAttr(t, v));
-  }
-
-  /// Loads element `idx` of `buf` (flat) in its compute type.
-  Value load(Value buf, Value idx) {
-    Value v = memref::LoadOp::create(b, loc, buf, ValueRange{idx});
-    return toCompute(v);
-  }
-  Value toCompute(Value v) {
-    Type t = v.getType(), c = computeType(t);
-    if (t == c)
-      return v;
-    return arith::ExtFOp::create(b, loc, c, v);
-  }
-  /// Stores compute value `v` at `idx` of `buf`, rounding once.
-  void store(Value v, Value buf, Value idx) {
-    Type storage = cast<MemRefType>(buf.getType()).getElementType();
-    if (v.getType() != storage)
-      v = arith::TruncFOp::create(b, loc, storage, v);
-    memref::StoreOp::create(b, loc, v, buf, ValueRange{idx});
-  }
+  using EmitterBase::EmitterBase;
 
   /// The element of an operand of shape `from` that broadcasts (numpy rules,
   /// right-aligned) to linear index `idx` of shape `to`.
@@ -532,8 +493,8 @@ public:
 
   /// Rotary embedding at flat output index `idx`: the element and its
   /// rotation partner (the other half, or the other of a pair) times the
-  /// cos/sin of the position. Position ids outside the cache are clamped
-  /// (a device kernel has no way to stop the program).
+  /// cos/sin of the position. A position id outside the cache is reported
+  /// through the status word (and position 0 read instead).
   FailureOr<Value> rotary(rt::KernelOp k, DenseMap<Value, Value> &args, Value idx) {
     DictionaryAttr params = k.getParams();
     Value x = k.getInputs()[0], cosCache = k.getInputs()[1], sinCache = k.getInputs()[2];
@@ -580,16 +541,13 @@ public:
     Value row = arith::AddIOp::create(b, loc, arith::MulIOp::create(b, loc, bIdx, index(seq)), s);
     Value p = row;
     if (pos) {
-      Value id = memref::LoadOp::create(b, loc, args.lookup(pos), ValueRange{row});
-      Value id64 = id.getType().isInteger(64)
-                       ? id
-                       : arith::ExtSIOp::create(b, loc, b.getI64Type(), id).getResult();
-      auto c = [&](int64_t v) {
-        return arith::ConstantOp::create(b, loc, b.getI64Type(), b.getI64IntegerAttr(v));
-      };
-      id64 = arith::MaxSIOp::create(b, loc, arith::MinSIOp::create(b, loc, id64, c(positions - 1)),
-                                    c(0));
-      p = arith::IndexCastOp::create(b, loc, b.getIndexType(), id64);
+      Value id = indexValue(memref::LoadOp::create(b, loc, args.lookup(pos), ValueRange{row}));
+      Value ok = arith::AndIOp::create(
+          b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, id, i64(0)),
+          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, id, i64(positions)));
+      reportUnless(ok, id);
+      p = arith::IndexCastOp::create(b, loc, b.getIndexType(),
+                                     arith::SelectOp::create(b, loc, ok, id, i64(0)));
     }
     Value xv = load(args.lookup(x), idx);
     Value inRot = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, d, index(rot));
@@ -644,18 +602,6 @@ public:
     Value y = arith::MulFOp::create(
         b, loc, arith::MulFOp::create(b, loc, arith::SubFOp::create(b, loc, x, mean), inv), scale);
     return arith::AddFOp::create(b, loc, y, bias).getResult();
-  }
-
-  /// The coordinates of flat index `idx` in `shape` (row-major).
-  SmallVector<Value> delinearize(Value idx, ArrayRef<int64_t> shape) {
-    SmallVector<Value> coords(shape.size());
-    Value rest = idx;
-    for (size_t d = shape.size(); d-- > 0;) {
-      coords[d] = d == 0 ? rest : arith::RemUIOp::create(b, loc, rest, index(shape[d])).getResult();
-      if (d > 0)
-        rest = arith::DivUIOp::create(b, loc, rest, index(shape[d]));
-    }
-    return coords;
   }
 
   /// Walks a window of `kernel` positions (unrolled: windows are small) for
@@ -831,8 +777,6 @@ public:
     return arith::SelectOp::create(b, loc, valid, v, floatConst(v.getType(), 0.0)).getResult();
   }
 
-  OpBuilder &b;
-  Location loc;
 };
 
 //===----------------------------------------------------------------------===//
@@ -922,6 +866,24 @@ LogicalResult ConvertRTToGPU::formGroups(func::FuncOp fn,
           if (Group *g = groupOf.lookup(w); g && g != except)
             g->closed = true;
     };
+    if (!elementwise && !row && isStandalone(k)) {
+      // A launch of its own. Groups that write what it writes end before
+      // it (scatter_nd_updates writes into the copy `identity` made).
+      closeReadGroups(nullptr);
+      for (auto &g : groups)
+        for (rt::KernelOp m : g->members)
+          for (Value mo : m.getOutputs())
+            for (Value o : k.getOutputs())
+              if (rootOf(mo) == rootOf(o))
+                g->closed = true;
+      groups.push_back(std::make_unique<Group>());
+      Group *g = groups.back().get();
+      g->kind = Group::Kind::Standalone;
+      g->members.push_back(k);
+      g->closed = true;
+      groupOf[k] = g;
+      continue;
+    }
     if (!elementwise && !row) {
       closeReadGroups(nullptr);
       if (!isRuntimeKernel(name))
@@ -1117,7 +1079,7 @@ FailureOr<Value> ConvertRTToGPU::emitRowBody(KernelEmitter &e, Group &g,
   // prologue's stores (outputs that leave the group) happen in the first
   // pass only.
   Value cache;
-  if (length <= kMaxCachedRow && !isReduce(name)) { // a reduction reads once
+  if (length <= kMaxCachedRow && !isReduction(name)) { // a reduction reads once
     auto fn = b.getBlock()->getParent()->getParentOfType<gpu::GPUFuncOp>();
     auto space = gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup);
     cache = fn.addWorkgroupAttribution(
@@ -1143,7 +1105,7 @@ FailureOr<Value> ConvertRTToGPU::emitRowBody(KernelEmitter &e, Group &g,
   Value zero = e.floatConst(ft, 0.0);
   Value lengthF = e.floatConst(ft, double(length));
 
-  if (isReduce(name)) {
+  if (isReduction(name)) {
     // One pass; thread 0 writes the row's result (results are in row order).
     bool isMax = name == "reduce_max";
     Value init = isMax ? e.floatConst(ft, -INFINITY) : zero;
@@ -1269,7 +1231,7 @@ LogicalResult ConvertRTToGPU::emitGroup(Group &g, gpu::GPUModuleOp module, int i
   llvm::SetVector<Value> ins, outs;
   llvm::SmallPtrSet<Value, 16> produced; // computed in the kernel itself
   for (rt::KernelOp k : g.members)
-    produced.insert(k.getOutputs()[0]);
+    produced.insert(k.getOutputs().begin(), k.getOutputs().end());
   for (rt::KernelOp k : g.members) {
     for (Value in : k.getInputs())
       if (!produced.contains(rootOf(in)))
@@ -1292,12 +1254,23 @@ LogicalResult ConvertRTToGPU::emitGroup(Group &g, gpu::GPUModuleOp module, int i
   SmallVector<Type> argTypes;
   for (Value v : buffers)
     argTypes.push_back(MemRefType::get({numel(v)}, elemOf(v)));
+  // Kernels that read indices from data take the status word last.
+  bool checks = llvm::any_of(g.members, [](rt::KernelOp k) { return checksIndices(k); });
+  if (checks)
+    argTypes.push_back(statusType(mb.getContext()));
   auto fn = gpu::GPUFuncOp::create(mb, loc, name, mb.getFunctionType(argTypes, {}));
   fn->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), mb.getUnitAttr());
   int64_t block, grid;
   if (g.kind == Group::Kind::Loop) {
     block = kLoopBlock;
     grid = (g.iterations + block - 1) / block;
+  } else if (g.kind == Group::Kind::Standalone) {
+    FailureOr<LaunchShape> shape = standaloneShape(last);
+    if (failed(shape)) {
+      fn.erase();
+      return failure();
+    }
+    grid = shape->grid, block = shape->block;
   } else {
     // One block per row: every element outside the reduced extent.
     RowGeometry geometry = *rowGeometry(last);
@@ -1323,7 +1296,12 @@ LogicalResult ConvertRTToGPU::emitGroup(Group &g, gpu::GPUModuleOp module, int i
   DenseMap<Value, Value> args;
   for (auto [i, v] : llvm::enumerate(buffers))
     args[v] = fn.getArgument(i);
-  if (g.kind == Group::Kind::Loop) {
+  if (checks)
+    e.status = fn.getArgument(buffers.size());
+  if (g.kind == Group::Kind::Standalone) {
+    if (failed(emitStandalone(e, last, args)))
+      return failure();
+  } else if (g.kind == Group::Kind::Loop) {
     Value bid = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
     Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
     Value idx = arith::AddIOp::create(b, loc, arith::MulIOp::create(b, loc, bid, e.index(block)),
@@ -1341,14 +1319,23 @@ LogicalResult ConvertRTToGPU::emitGroup(Group &g, gpu::GPUModuleOp module, int i
   }
   gpu::ReturnOp::create(b, loc);
 
-  // The call, where the group's last member stood.
+  // The call, where the group's last member stood. A launch that checks
+  // indices carries the location (the ONNX node) of the member that reads
+  // them, which the runtime names when one is out of range.
   OpBuilder cb(last);
-  rt::LaunchOp::create(cb, loc,
-                       SymbolRefAttr::get(cb.getStringAttr(kModuleName),
-                                          {FlatSymbolRefAttr::get(fn.getNameAttr())}),
-                       cb.getDenseI64ArrayAttr({grid, 1, 1}),
-                       cb.getDenseI64ArrayAttr({block, 1, 1}), cb.getI64IntegerAttr(0),
-                       ins.getArrayRef(), outs.getArrayRef());
+  Location launchLoc = loc;
+  for (rt::KernelOp k : g.members)
+    if (checksIndices(k)) {
+      launchLoc = k.getLoc();
+      break;
+    }
+  auto launch = rt::LaunchOp::create(
+      cb, launchLoc,
+      SymbolRefAttr::get(cb.getStringAttr(kModuleName), {FlatSymbolRefAttr::get(fn.getNameAttr())}),
+      cb.getDenseI64ArrayAttr({grid, 1, 1}), cb.getDenseI64ArrayAttr({block, 1, 1}),
+      cb.getI64IntegerAttr(0), /*index_checks=*/UnitAttr(), ins.getArrayRef(), outs.getArrayRef());
+  if (checks)
+    launch.setIndexChecks(true);
   for (rt::KernelOp k : llvm::reverse(g.members))
     k.erase();
   // Internal buffers: views first, then their allocations.
@@ -1551,6 +1538,7 @@ void ConvertRTToGPU::runOnOperation() {
     if (!fn.isExternal()) {
       rewriteEinsumsAsMatmuls(fn);
       lowerConvolutions(fn);
+      splitScatters(fn);
       if (gemmEpilogues)
         fuseGemmEpilogues(fn);
     }

@@ -155,6 +155,9 @@ private:
     CUfunction function = nullptr;
     unsigned grid[3] = {1, 1, 1}, block[3] = {1, 1, 1}, shared = 0;
     std::vector<CUdeviceptr> arguments;
+    int statusSlot = -1; // the step's status word (index checks), or -1
+    /// DeviceKernel: (launch, byte offset in its argument) of status pointers.
+    std::vector<std::pair<size_t, size_t>> statusOffsets;
     // DeviceKernel: hand-written kernels.
     std::vector<std::vector<uint8_t>> launchArguments;
     std::vector<CUfunction> launchFunctions;
@@ -182,6 +185,9 @@ private:
   void checkNcclHealth();
 
   void execute(size_t n);
+  /// Fails the run when a generated kernel found an index out of range,
+  /// naming the first such kernel in program order and its ONNX node.
+  void checkStatusWords();
   void runCollective(const Instruction &inst, CUstream stream);
   void runCopies(const std::vector<Copy2D> &copies, CUdeviceptr src, CUdeviceptr dst,
                  CUstream stream);
@@ -213,6 +219,10 @@ private:
 
   CUdeviceptr arena = 0, inputMemory = 0, weightMemory = 0, scratch = 0, workspace = 0,
               probe = 0;
+  /// Two int64 per launch that checks indices: [flag, offending index],
+  /// zeroed before each run and read after it.
+  CUdeviceptr statusWords = 0;
+  std::vector<size_t> checkedSteps; // step of each status slot
   size_t scratchBytes = 0, workspaceBytes = 0;
   std::vector<CUdeviceptr> pointers; // per buffer
   std::vector<std::vector<uint8_t>> hostOutputs;
@@ -293,7 +303,7 @@ CudaExecutor::Impl::~Impl() {
     d.cuModuleUnload(m);
   if (kernelModule)
     d.cuModuleUnload(kernelModule);
-  for (CUdeviceptr p : {arena, inputMemory, weightMemory, scratch, workspace, probe})
+  for (CUdeviceptr p : {arena, inputMemory, weightMemory, scratch, workspace, probe, statusWords})
     if (p)
       d.cuMemFree(p);
   d.cuDevicePrimaryCtxRelease(device);
@@ -492,6 +502,15 @@ void CudaExecutor::Impl::prepareDeviceKernel(const std::string &kernel, const In
     step.launchGeometry.push_back(
         {l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1], l.block[2], l.sharedBytes});
     step.launchArguments.push_back(std::move(l.argument));
+    if (l.statusOffset >= 0) {
+      // One status word per step; its address is patched in once every
+      // checking step is counted (prepareProgram).
+      if (step.statusSlot < 0) {
+        step.statusSlot = int(checkedSteps.size());
+        checkedSteps.push_back(size_t(&step - steps.data()));
+      }
+      step.statusOffsets.push_back({step.launchArguments.size() - 1, size_t(l.statusOffset)});
+    }
   }
 #else
   (void)inst;
@@ -680,6 +699,13 @@ void CudaExecutor::Impl::prepareKernel(size_t n, Step &step) {
       step.arguments.push_back(pointerOf(i));
     for (int o : inst.outputs)
       step.arguments.push_back(pointerOf(o));
+    if (inst.params.getInt("index_checks", 0)) {
+      // The status word goes last; its address is known once every
+      // checking launch is counted (prepareProgram).
+      step.statusSlot = int(checkedSteps.size());
+      checkedSteps.push_back(n);
+      step.arguments.push_back(0);
+    }
     return;
   }
   if (inst.kernel == "matmul" || inst.kernel == "gemm") {
@@ -731,6 +757,20 @@ void CudaExecutor::Impl::prepareProgram() {
     } catch (const std::exception &e) {
       throw RuntimeError(std::string(inst.collective ? "collective '" : "kernel '") +
                          inst.kernel + "' (instruction " + std::to_string(n) + "): " + e.what());
+    }
+  }
+  if (!checkedSteps.empty()) {
+    size_t bytes = checkedSteps.size() * 2 * sizeof(int64_t);
+    CUresult r = driver().cuMemAlloc(&statusWords, bytes);
+    if (r != CUDA_SUCCESS)
+      throw RuntimeError("cannot allocate the kernels' status words: " + describe(r));
+    for (size_t slot = 0; slot < checkedSteps.size(); ++slot) {
+      Step &step = steps[checkedSteps[slot]];
+      CUdeviceptr word = statusWords + slot * 2 * sizeof(int64_t);
+      if (step.kind == Step::Kind::Launch)
+        step.arguments.back() = word;
+      for (auto [launch, offset] : step.statusOffsets)
+        std::memcpy(step.launchArguments[launch].data() + offset, &word, sizeof(word));
     }
   }
 }
@@ -1090,6 +1130,28 @@ void CudaExecutor::Impl::execute(size_t n) {
     CU_CALL(cuEventRecord, step.done, stream);
 }
 
+void CudaExecutor::Impl::checkStatusWords() {
+  if (!statusWords)
+    return;
+  std::vector<int64_t> words(checkedSteps.size() * 2);
+  CU_CALL(cuMemcpyDtoH, words.data(), statusWords, words.size() * sizeof(int64_t));
+  for (size_t slot = 0; slot < checkedSteps.size(); ++slot) {
+    if (!words[2 * slot])
+      continue;
+    size_t n = checkedSteps[slot];
+    const Instruction &inst = art.program[n];
+    std::string node = inst.params.getString("node", "");
+    std::string what = inst.kernel == "launch"
+                           ? "generated kernel '" + inst.params.getString("function", "") + "'"
+                           : "kernel '" + inst.kernel + "'";
+    throw RuntimeError(what + (node.empty() ? std::string() : " (ONNX node '" + node + "')") +
+                       ", instruction " + std::to_string(n) + ": index " +
+                       std::to_string(words[2 * slot + 1]) +
+                       " read from the data is out of range; the outputs of this run are "
+                       "not valid");
+  }
+}
+
 std::vector<std::pair<std::string, Tensor>>
 CudaExecutor::Impl::run(const std::map<std::string, HostTensor> &inputs) {
   CU_CALL(cuCtxSetCurrent, context);
@@ -1119,6 +1181,8 @@ CudaExecutor::Impl::run(const std::map<std::string, HostTensor> &inputs) {
   // From here on the GPU is busy until the end of the run.
   idle = false;
   CUstream compute = streams[ComputeStream];
+  if (statusWords) // generated kernels run on the compute stream, after this
+    CU_CALL(cuMemsetD8Async, statusWords, 0, checkedSteps.size() * 2 * sizeof(int64_t), compute);
   for (auto [i, t] : uploads)
     if (!t->bytes.empty())
       CU_CALL(cuMemcpyHtoDAsync, pointers[i], t->bytes.data(), art.buffers[i].bytes(), compute);
@@ -1151,6 +1215,7 @@ CudaExecutor::Impl::run(const std::map<std::string, HostTensor> &inputs) {
       CU_CALL(cuMemcpyDtoH, hostOutputs[o].data(), pointers[size_t(art.outputs[o].second)],
               hostOutputs[o].size());
   idle = true;
+  checkStatusWords();
 
   std::vector<std::pair<std::string, Tensor>> outputs;
   for (size_t o = 0; o < art.outputs.size(); ++o) {

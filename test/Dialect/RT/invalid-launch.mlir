@@ -75,3 +75,29 @@ module attributes {gpu.container_module} {
     gpu.func @k(%a: memref<4xf32>, %b: memref<4xf32>) kernel { gpu.return }
   }
 }
+
+// -----
+
+module attributes {gpu.container_module} {
+  func.func @main(%x: memref<4xf32>, %y: memref<4xf32>) {
+    // expected-error @+1 {{kernel '@kernels::@k' takes 2 arguments, the launch passes 3 (its buffers and the status word)}}
+    rt.launch @kernels::@k grid [1, 1, 1] block [32, 1, 1] ins(%x : memref<4xf32>) outs(%y : memref<4xf32>) {index_checks}
+    return
+  }
+  gpu.module @kernels {
+    gpu.func @k(%a: memref<4xf32>, %b: memref<4xf32>) kernel { gpu.return }
+  }
+}
+
+// -----
+
+module attributes {gpu.container_module} {
+  func.func @main(%x: memref<4xf32>, %y: memref<4xf32>) {
+    // expected-error @+1 {{kernel '@kernels::@k' must take its status word last, as memref<2xi64>}}
+    rt.launch @kernels::@k grid [1, 1, 1] block [32, 1, 1] ins(%x : memref<4xf32>) outs(%y : memref<4xf32>) {index_checks}
+    return
+  }
+  gpu.module @kernels {
+    gpu.func @k(%a: memref<4xf32>, %b: memref<4xf32>, %s: memref<2xi32>) kernel { gpu.return }
+  }
+}

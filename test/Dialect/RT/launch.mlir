@@ -14,3 +14,20 @@ module attributes {gpu.container_module} {
     }
   }
 }
+
+// -----
+
+// A launch that checks indices passes its kernel a status word, last.
+// CHECK-LABEL: func.func @main
+// CHECK: rt.launch @kernels::@pick grid [1, 1, 1] block [32, 1, 1] ins(%{{.*}}, %{{.*}} : memref<8xf32>, memref<4xi64>) outs(%{{.*}} : memref<4xf32>) {index_checks}
+module attributes {gpu.container_module} {
+  func.func @main(%x: memref<8xf32>, %i: memref<4xi64>, %y: memref<4xf32>) {
+    rt.launch @kernels::@pick grid [1, 1, 1] block [32, 1, 1] ins(%x, %i : memref<8xf32>, memref<4xi64>) outs(%y : memref<4xf32>) {index_checks}
+    return
+  }
+  gpu.module @kernels {
+    gpu.func @pick(%a: memref<8xf32>, %b: memref<4xi64>, %c: memref<4xf32>, %s: memref<2xi64>) kernel {
+      gpu.return
+    }
+  }
+}

@@ -81,9 +81,19 @@ LogicalResult LaunchOp::verifySymbolUses(SymbolTableCollection &symbols) {
     return emitOpError("'") << getKernel() << "' is not a gpu.func kernel";
   SmallVector<Value> buffers(getInputs());
   llvm::append_range(buffers, getOutputs());
-  if (fn.getNumArguments() != buffers.size())
+  size_t expected = buffers.size() + (getIndexChecks() ? 1 : 0);
+  if (fn.getNumArguments() != expected)
     return emitOpError("kernel '") << getKernel() << "' takes " << fn.getNumArguments()
-                                   << " arguments, the launch passes " << buffers.size();
+                                   << " arguments, the launch passes " << expected
+                                   << (getIndexChecks() ? " (its buffers and the status word)"
+                                                        : "");
+  if (getIndexChecks()) {
+    auto status = dyn_cast<MemRefType>(fn.getArgumentTypes().back());
+    if (!status || status.getShape() != ArrayRef<int64_t>{2} ||
+        !status.getElementType().isInteger(64))
+      return emitOpError("kernel '") << getKernel()
+                                     << "' must take its status word last, as memref<2xi64>";
+  }
   for (auto [i, buffer] : llvm::enumerate(buffers)) {
     auto param = dyn_cast<MemRefType>(fn.getArgument(i).getType());
     auto type = cast<MemRefType>(buffer.getType());

@@ -105,10 +105,15 @@ template <typename E, typename I> __device__ __forceinline__ void gather(const G
     I c = oc % count, o = oc / count;
     int64_t idx = a.index64 ? static_cast<const int64_t *>(a.indices)[c]
                             : int64_t(static_cast<const int32_t *>(a.indices)[c]);
+    int64_t given = idx;
     if (idx < 0)
       idx += a.axisSize;
     if (idx < 0 || idx >= a.axisSize) {
       out[i] = E{};
+      if (a.status) {
+        a.status[1] = given;
+        a.status[0] = 1;
+      }
       continue;
     }
     out[i] = in[(o * axis + I(idx)) * inner + j];

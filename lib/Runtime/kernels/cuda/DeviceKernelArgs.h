@@ -54,8 +54,9 @@ struct PadArgs {
 
 /// Gather: out[o, c, j] = in[o, idx[c], j] with o < outer, c < count,
 /// j < inner (elements of elemSize), idx normalized from [-axisSize,
-/// axisSize); an out-of-range index yields zeros (a kernel cannot report
-/// it; the CPU kernel throws).
+/// axisSize); an out-of-range index yields zeros and, when `status` is
+/// set, sets status[0] to 1 and status[1] to the index (the runtime fails
+/// the run after it; a kernel cannot stop the program).
 struct GatherArgs {
   void *out;
   const void *in;
@@ -66,6 +67,7 @@ struct GatherArgs {
   int64_t axisSize;
   int32_t index64; // indices are i64 (else i32)
   int32_t pad0;
+  int64_t *status; // two int64, or null
 };
 
 /// Attention over [B, H, S, D] views: element (b, h, s, d) of an operand is

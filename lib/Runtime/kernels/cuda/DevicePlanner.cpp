@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -30,7 +31,7 @@ using namespace shardflow::runtime::cuda;
 
 static_assert(sizeof(StridedCopyArgs) == 224, "StridedCopyArgs layout changed");
 static_assert(sizeof(PadArgs) == 296, "PadArgs layout changed");
-static_assert(sizeof(GatherArgs) == 64, "GatherArgs layout changed");
+static_assert(sizeof(GatherArgs) == 72, "GatherArgs layout changed");
 static_assert(sizeof(AttentionArgs) == 216, "AttentionArgs layout changed");
 
 namespace {
@@ -498,6 +499,7 @@ std::vector<DeviceLaunch> planGather(std::string_view kernel, const std::vector<
   l.function = "sf_gather_e" + std::to_string(esize) + (small ? "_i32" : "_i64");
   setLinearGrid(l, a.outer * a.count * a.inner);
   l.argument = bytesOf(a);
+  l.statusOffset = int(offsetof(GatherArgs, status));
   return {l};
 }
 

@@ -1,0 +1,682 @@
+//===- StandaloneKernels.cpp - generated kernels that are not fused -------===//
+//
+// Kernels whose threads do not map one-to-one onto output elements of an
+// elementwise loop, each generated as a launch of its own:
+//
+//  - reduce_sum / reduce_mean / reduce_max over axes that are not one
+//    contiguous block, or of integers: one thread per output, walking the
+//    reduced elements with one loop per run of adjacent reduced axes.
+//    Floats accumulate in f32 (f64 for f64), integers in i64 (wrapping to
+//    the element type on store, as the CPU kernel does); max propagates NaN.
+//  - cumsum: one thread per line along the axis (neighbouring threads take
+//    neighbouring lines, so loads coalesce when the axis is not the last),
+//    accumulating in the same types.
+//  - gather_elements: one thread per output element.
+//  - scatter_nd_updates (what splitScatters makes of scatter_nd, after a
+//    copy of the data): one thread per element of an update slice, taking
+//    the index tuples in order, so duplicate indices resolve as on the CPU
+//    (the last one wins, or the reduction applies in order).
+//  - topk: one block per line and k rounds; round r finds, with two block
+//    reductions (the best key, then the lowest index holding it), the
+//    element that comes next in the order after round r - 1's. Keys are
+//    integers that order floats totally, with NaN above every number and
+//    -0 equal to +0, so ties go to the lower index as on the CPU.
+//
+// gather_elements, scatter_nd_updates (and rotary positions, in the fused
+// kernels) read indices from data: an index outside its dimension is
+// reported through the kernel's status word.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Emitter.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+using namespace mlir;
+using namespace shardflow;
+using namespace shardflow::rtgpu;
+
+namespace {
+
+constexpr int64_t kBlock = 256;
+
+int64_t paramInt(rt::KernelOp k, StringRef name, int64_t dflt) {
+  auto a = dyn_cast_or_null<IntegerAttr>(k.getParams().get(name));
+  return a ? a.getInt() : dflt;
+}
+bool paramBool(rt::KernelOp k, StringRef name, bool dflt) {
+  auto a = k.getParams().get(name);
+  if (auto b = dyn_cast_or_null<BoolAttr>(a))
+    return b.getValue();
+  if (auto i = dyn_cast_or_null<IntegerAttr>(a))
+    return i.getInt() != 0;
+  return dflt;
+}
+
+/// The reduced axes of a reduction kernel (sorted, in range), or none.
+std::optional<SmallVector<int64_t>> reducedAxes(rt::KernelOp k) {
+  int64_t rank = shapeOf(k.getInputs()[0]).size();
+  SmallVector<int64_t> axes;
+  if (k.getKernel() == "global_average_pool") {
+    for (int64_t d = 2; d < rank; ++d)
+      axes.push_back(d);
+    return axes;
+  }
+  auto attr = dyn_cast_or_null<DenseI64ArrayAttr>(k.getParams().get("axes"));
+  if (!attr)
+    return std::nullopt;
+  for (int64_t a : attr.asArrayRef()) {
+    if (a < 0)
+      a += rank;
+    if (a < 0 || a >= rank)
+      return std::nullopt;
+    axes.push_back(a);
+  }
+  llvm::sort(axes);
+  axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
+  return axes;
+}
+
+/// Splits `shape` around `axis` into [outer, n, inner].
+struct AxisSplit {
+  int64_t outer = 1, n = 1, inner = 1;
+};
+std::optional<AxisSplit> splitAround(ArrayRef<int64_t> shape, int64_t axis) {
+  int64_t rank = shape.size();
+  if (axis < 0)
+    axis += rank;
+  if (axis < 0 || axis >= rank)
+    return std::nullopt;
+  AxisSplit s;
+  for (int64_t d = 0; d < axis; ++d)
+    s.outer *= shape[d];
+  s.n = shape[axis];
+  for (int64_t d = axis + 1; d < rank; ++d)
+    s.inner *= shape[d];
+  return s;
+}
+
+SmallVector<int64_t> stridesOf(ArrayRef<int64_t> shape) {
+  SmallVector<int64_t> s(shape.size(), 1);
+  for (size_t d = shape.size(); d-- > 1;)
+    s[d - 1] = s[d] * shape[d];
+  return s;
+}
+
+int64_t blocksFor(int64_t n) { return (n + kBlock - 1) / kBlock; }
+
+/// The accumulator type of a sum or scan over data of type `t`.
+Type accumulatorType(Type t) {
+  if (isa<FloatType>(t))
+    return computeType(t);
+  return IntegerType::get(t.getContext(), 64);
+}
+
+Value toAccumulator(EmitterBase &e, Value v, Type acc) {
+  if (v.getType() == acc)
+    return v;
+  if (isa<FloatType>(acc))
+    return e.toCompute(v);
+  if (v.getType().isInteger(1))
+    return arith::ExtUIOp::create(e.b, e.loc, acc, v);
+  return arith::ExtSIOp::create(e.b, e.loc, acc, v);
+}
+
+/// Stores accumulator `v` into `buf` of element type `storage`: floats
+/// round once, integers wrap.
+void storeAccumulator(EmitterBase &e, Value v, Value buf, Value idx) {
+  Type storage = elemOf(buf);
+  if (isa<IntegerType>(storage) && v.getType() != storage)
+    v = arith::TruncIOp::create(e.b, e.loc, storage, v);
+  e.store(v, buf, idx);
+}
+
+bool isNumeric(Type t) {
+  return t.isF16() || t.isBF16() || t.isF32() || t.isF64() ||
+         (t.isSignlessInteger() && !t.isInteger(1));
+}
+
+/// The flat index of this thread in a kernel of one thread per item, over
+/// `count` items; leaves the builder inside the `if` that idles the grid's
+/// excess threads (the caller restores the insertion point).
+Value threadPerItem(EmitterBase &e, int64_t count) {
+  OpBuilder &b = e.b;
+  Location loc = e.loc;
+  Value bid = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
+  Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
+  Value idx = arith::AddIOp::create(b, loc, arith::MulIOp::create(b, loc, bid, e.index(kBlock)),
+                                    tid);
+  Value inRange = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, idx, e.index(count));
+  auto guard = scf::IfOp::create(b, loc, inRange, /*withElseRegion=*/false);
+  b.setInsertionPointToStart(&guard.getThenRegion().front());
+  return idx;
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions over any axes
+//===----------------------------------------------------------------------===//
+
+LogicalResult emitReduce(EmitterBase &e, rt::KernelOp k, DenseMap<Value, Value> &args) {
+  OpBuilder &b = e.b;
+  Location loc = e.loc;
+  Value x = k.getInputs()[0], out = k.getOutputs()[0];
+  ArrayRef<int64_t> shape = shapeOf(x);
+  SmallVector<int64_t> strides = stridesOf(shape);
+  SmallVector<int64_t> axes = *reducedAxes(k);
+  StringRef name = k.getKernel();
+  bool isMax = name == "reduce_max";
+  bool isMean = name == "reduce_mean" || name == "global_average_pool";
+  Type elem = elemOf(x);
+  Type acc = isMax && isa<FloatType>(elem) ? computeType(elem) : accumulatorType(elem);
+
+  // Kept dimensions give the output coordinate; runs of adjacent reduced
+  // dimensions become one loop each (size, stride of the run's last dim).
+  SmallVector<int64_t> keptShape, keptStrides;
+  SmallVector<std::pair<int64_t, int64_t>> loops;
+  int64_t count = 1;
+  for (int64_t d = 0, rank = shape.size(); d < rank; ++d) {
+    bool reduced = llvm::is_contained(axes, d);
+    if (!reduced) {
+      keptShape.push_back(shape[d]);
+      keptStrides.push_back(strides[d]);
+      continue;
+    }
+    count *= shape[d];
+    bool continues = d > 0 && llvm::is_contained(axes, d - 1) && !loops.empty();
+    if (continues) {
+      loops.back().first *= shape[d];
+      loops.back().second = strides[d];
+    } else {
+      loops.push_back({shape[d], strides[d]});
+    }
+  }
+
+  OpBuilder::InsertionGuard ig(b);
+  Value idx = threadPerItem(e, numel(out));
+  Value base = e.index(0);
+  if (!keptShape.empty()) {
+    SmallVector<Value> coords = e.delinearize(idx, keptShape);
+    for (auto [c, s] : llvm::zip(coords, keptStrides))
+      base = arith::AddIOp::create(b, loc, base, arith::MulIOp::create(b, loc, c, e.index(s)));
+  }
+  // The empty max is the type's lowest value (-inf for floats).
+  Value init;
+  if (isMax) {
+    if (isa<FloatType>(acc))
+      init = e.floatConst(acc, -INFINITY);
+    else if (elem.isInteger(1))
+      init = e.intConst(acc, 0);
+    else
+      init = e.intConst(acc, APInt::getSignedMinValue(elem.getIntOrFloatBitWidth()).getSExtValue());
+  } else {
+    init = isa<FloatType>(acc) ? e.floatConst(acc, 0.0) : e.intConst(acc, 0);
+  }
+  // Nested loops, outermost run first; the innermost combines.
+  std::function<Value(size_t, Value, Value)> walk = [&](size_t level, Value offset,
+                                                        Value a) -> Value {
+    if (level == loops.size()) {
+      Value v = toAccumulator(e, memref::LoadOp::create(b, loc, args.lookup(x), ValueRange{offset}),
+                              acc);
+      if (isa<FloatType>(acc))
+        return isMax ? arith::MaximumFOp::create(b, loc, a, v).getResult()
+                     : arith::AddFOp::create(b, loc, a, v).getResult();
+      return isMax ? arith::MaxSIOp::create(b, loc, a, v).getResult()
+                   : arith::AddIOp::create(b, loc, a, v).getResult();
+    }
+    auto [size, stride] = loops[level];
+    auto loop = scf::ForOp::create(b, loc, e.index(0), e.index(size), e.index(1), ValueRange{a});
+    OpBuilder::InsertionGuard lg(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value at = arith::AddIOp::create(
+        b, loc, offset, arith::MulIOp::create(b, loc, loop.getInductionVar(), e.index(stride)));
+    scf::YieldOp::create(b, loc, walk(level + 1, at, loop.getRegionIterArgs()[0]));
+    return loop.getResult(0);
+  };
+  Value r = walk(0, base, init);
+  if (isMean) {
+    if (isa<FloatType>(acc))
+      r = arith::DivFOp::create(b, loc, r, e.floatConst(acc, double(count)));
+    else
+      r = count ? arith::DivSIOp::create(b, loc, r, e.intConst(acc, count)).getResult()
+                : e.intConst(acc, 0);
+  }
+  storeAccumulator(e, r, args.lookup(out), idx);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// cumsum
+//===----------------------------------------------------------------------===//
+
+LogicalResult emitCumsum(EmitterBase &e, rt::KernelOp k, DenseMap<Value, Value> &args) {
+  OpBuilder &b = e.b;
+  Location loc = e.loc;
+  Value x = k.getInputs()[0], out = k.getOutputs()[0];
+  AxisSplit s = *splitAround(shapeOf(x), paramInt(k, "axis", 0));
+  bool exclusive = paramBool(k, "exclusive", false), reverse = paramBool(k, "reverse", false);
+  Type acc = accumulatorType(elemOf(x));
+
+  OpBuilder::InsertionGuard ig(b);
+  Value line = threadPerItem(e, s.outer * s.inner);
+  Value o = arith::DivUIOp::create(b, loc, line, e.index(s.inner));
+  Value j = arith::RemUIOp::create(b, loc, line, e.index(s.inner));
+  Value base = arith::AddIOp::create(
+      b, loc, arith::MulIOp::create(b, loc, o, e.index(s.n * s.inner)), j);
+  Value zero = isa<FloatType>(acc) ? e.floatConst(acc, 0.0) : e.intConst(acc, 0);
+  auto loop = scf::ForOp::create(b, loc, e.index(0), e.index(s.n), e.index(1), ValueRange{zero});
+  b.setInsertionPointToStart(loop.getBody());
+  Value i = loop.getInductionVar();
+  if (reverse)
+    i = arith::SubIOp::create(b, loc, e.index(s.n - 1), i);
+  Value at = arith::AddIOp::create(b, loc, base, arith::MulIOp::create(b, loc, i, e.index(s.inner)));
+  Value a = loop.getRegionIterArgs()[0];
+  Value v = toAccumulator(e, memref::LoadOp::create(b, loc, args.lookup(x), ValueRange{at}), acc);
+  Value next = isa<FloatType>(acc) ? arith::AddFOp::create(b, loc, a, v).getResult()
+                                   : arith::AddIOp::create(b, loc, a, v).getResult();
+  storeAccumulator(e, exclusive ? a : next, args.lookup(out), at);
+  scf::YieldOp::create(b, loc, next);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// gather_elements
+//===----------------------------------------------------------------------===//
+
+LogicalResult emitGatherElements(EmitterBase &e, rt::KernelOp k, DenseMap<Value, Value> &args) {
+  OpBuilder &b = e.b;
+  Location loc = e.loc;
+  Value x = k.getInputs()[0], indices = k.getInputs()[1], out = k.getOutputs()[0];
+  ArrayRef<int64_t> inShape = shapeOf(x), idxShape = shapeOf(indices);
+  int64_t axis = paramInt(k, "axis", 0);
+  if (axis < 0)
+    axis += inShape.size();
+  SmallVector<int64_t> strides = stridesOf(inShape);
+
+  OpBuilder::InsertionGuard ig(b);
+  Value idx = threadPerItem(e, numel(out));
+  SmallVector<Value> coords = e.delinearize(idx, idxShape);
+  Value i = e.indexValue(memref::LoadOp::create(b, loc, args.lookup(indices), ValueRange{idx}));
+  coords[axis] = e.checkedIndex(i, inShape[axis]);
+  Value at = e.index(0);
+  for (auto [c, s] : llvm::zip(coords, strides))
+    at = arith::AddIOp::create(b, loc, at, arith::MulIOp::create(b, loc, c, e.index(s)));
+  Value v = memref::LoadOp::create(b, loc, args.lookup(x), ValueRange{at});
+  memref::StoreOp::create(b, loc, v, args.lookup(out), ValueRange{idx});
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// scatter_nd_updates
+//===----------------------------------------------------------------------===//
+
+/// Shape facts of scatter_nd_updates(indices, updates) -> out.
+struct ScatterShape {
+  int64_t q = 0, count = 0, slice = 1;
+};
+std::optional<ScatterShape> scatterShape(rt::KernelOp k) {
+  ArrayRef<int64_t> idxShape = shapeOf(k.getInputs()[0]), outShape = shapeOf(k.getOutputs()[0]);
+  if (idxShape.empty())
+    return std::nullopt;
+  ScatterShape s;
+  s.q = idxShape.back();
+  if (s.q < 1 || s.q > int64_t(outShape.size()))
+    return std::nullopt;
+  s.count = 1;
+  for (int64_t d : idxShape.drop_back())
+    s.count *= d;
+  for (int64_t d : outShape.drop_front(s.q))
+    s.slice *= d;
+  if (numel(k.getInputs()[1]) != s.count * s.slice)
+    return std::nullopt;
+  return s;
+}
+
+LogicalResult emitScatter(EmitterBase &e, rt::KernelOp k, DenseMap<Value, Value> &args) {
+  OpBuilder &b = e.b;
+  Location loc = e.loc;
+  Value indices = k.getInputs()[0], updates = k.getInputs()[1], out = k.getOutputs()[0];
+  ArrayRef<int64_t> outShape = shapeOf(out);
+  SmallVector<int64_t> strides = stridesOf(outShape);
+  ScatterShape s = *scatterShape(k);
+  auto redAttr = dyn_cast_or_null<StringAttr>(k.getParams().get("reduction"));
+  StringRef red = redAttr ? redAttr.getValue() : "none";
+  Type elem = elemOf(out);
+
+  OpBuilder::InsertionGuard ig(b);
+  Value j = threadPerItem(e, s.slice);
+  auto loop = scf::ForOp::create(b, loc, e.index(0), e.index(s.count), e.index(1));
+  b.setInsertionPointToStart(loop.getBody());
+  Value n = loop.getInductionVar();
+  Value offset = e.index(0);
+  Value ok = arith::ConstantOp::create(b, loc, b.getBoolAttr(true));
+  for (int64_t d = 0; d < s.q; ++d) {
+    Value at = arith::AddIOp::create(b, loc, arith::MulIOp::create(b, loc, n, e.index(s.q)),
+                                     e.index(d));
+    Value i = e.indexValue(memref::LoadOp::create(b, loc, args.lookup(indices), ValueRange{at}));
+    // Checked per component; one bad component skips the whole update.
+    Value neg = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, i, e.i64(0));
+    Value norm = arith::SelectOp::create(b, loc, neg,
+                                         arith::AddIOp::create(b, loc, i, e.i64(outShape[d])), i);
+    Value inside = arith::AndIOp::create(
+        b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, norm, e.i64(0)),
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, norm, e.i64(outShape[d])));
+    e.reportUnless(inside, i);
+    ok = arith::AndIOp::create(b, loc, ok, inside);
+    Value c = arith::IndexCastOp::create(b, loc, b.getIndexType(),
+                                         arith::SelectOp::create(b, loc, inside, norm, e.i64(0)));
+    offset = arith::AddIOp::create(b, loc, offset,
+                                   arith::MulIOp::create(b, loc, c, e.index(strides[d])));
+  }
+  auto apply = scf::IfOp::create(b, loc, ok, /*withElseRegion=*/false);
+  b.setInsertionPointToStart(&apply.getThenRegion().front());
+  Value dst = arith::AddIOp::create(b, loc, offset, j);
+  Value src = arith::AddIOp::create(b, loc, arith::MulIOp::create(b, loc, n, e.index(s.slice)), j);
+  Value u = memref::LoadOp::create(b, loc, args.lookup(updates), ValueRange{src});
+  if (red == "none") {
+    memref::StoreOp::create(b, loc, u, args.lookup(out), ValueRange{dst});
+    return success();
+  }
+  Value cur = memref::LoadOp::create(b, loc, args.lookup(out), ValueRange{dst});
+  Value r;
+  if (elem.isInteger(1)) {
+    // Booleans: add and max are "or", mul and min "and".
+    r = red == "add" || red == "max" ? arith::OrIOp::create(b, loc, cur, u).getResult()
+                                     : arith::AndIOp::create(b, loc, cur, u).getResult();
+    memref::StoreOp::create(b, loc, r, args.lookup(out), ValueRange{dst});
+    return success();
+  }
+  if (isa<FloatType>(elem)) {
+    Value a = e.toCompute(cur), c = e.toCompute(u);
+    if (red == "add")
+      r = arith::AddFOp::create(b, loc, a, c);
+    else if (red == "mul")
+      r = arith::MulFOp::create(b, loc, a, c);
+    else if (red == "max") // std::max(a, c) and std::min(a, c), NaN included
+      r = arith::SelectOp::create(
+          b, loc, arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, a, c), c, a);
+    else
+      r = arith::SelectOp::create(
+          b, loc, arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, c, a), c, a);
+    e.store(r, args.lookup(out), dst);
+    return success();
+  }
+  if (red == "add")
+    r = arith::AddIOp::create(b, loc, cur, u);
+  else if (red == "mul")
+    r = arith::MulIOp::create(b, loc, cur, u);
+  else if (red == "max")
+    r = arith::MaxSIOp::create(b, loc, cur, u);
+  else
+    r = arith::MinSIOp::create(b, loc, cur, u);
+  memref::StoreOp::create(b, loc, r, args.lookup(out), ValueRange{dst});
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// topk
+//===----------------------------------------------------------------------===//
+
+/// A key that orders like the element: floats through their bits (NaN the
+/// largest, -0 as +0), integers as themselves (sign-extended to i32).
+Value orderKey(EmitterBase &e, Value v) {
+  OpBuilder &b = e.b;
+  Location loc = e.loc;
+  Type t = v.getType();
+  if (!isa<FloatType>(t)) {
+    if (t.getIntOrFloatBitWidth() < 32)
+      return arith::ExtSIOp::create(b, loc, b.getI32Type(), v);
+    return v;
+  }
+  Value f = e.toCompute(v);
+  unsigned width = f.getType().getIntOrFloatBitWidth();
+  Type it = b.getIntegerType(width);
+  Value bits = arith::BitcastOp::create(b, loc, it, f);
+  int64_t magnitude = width == 64 ? std::numeric_limits<int64_t>::max()
+                                  : std::numeric_limits<int32_t>::max();
+  // Negative floats: flip the magnitude bits, so larger magnitudes order lower.
+  Value neg = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, bits, e.intConst(it, 0));
+  Value key = arith::SelectOp::create(
+      b, loc, neg, arith::XOrIOp::create(b, loc, bits, e.intConst(it, magnitude)), bits);
+  Value isZero = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, f,
+                                       e.floatConst(f.getType(), 0.0));
+  key = arith::SelectOp::create(b, loc, isZero, e.intConst(it, 0), key);
+  Value isNan = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNO, f, f);
+  return arith::SelectOp::create(b, loc, isNan, e.intConst(it, magnitude), key);
+}
+
+Type keyType(Type elem) {
+  MLIRContext *ctx = elem.getContext();
+  if (isa<FloatType>(elem))
+    return IntegerType::get(ctx, computeType(elem).getIntOrFloatBitWidth());
+  return IntegerType::get(ctx, std::max(32u, elem.getIntOrFloatBitWidth()));
+}
+
+struct TopKShape {
+  AxisSplit split;
+  int64_t k = 0, block = 0;
+};
+std::optional<TopKShape> topkShape(rt::KernelOp k) {
+  auto s = splitAround(shapeOf(k.getInputs()[0]), paramInt(k, "axis", -1));
+  if (!s)
+    return std::nullopt;
+  TopKShape t;
+  t.split = *s;
+  t.k = paramInt(k, "k", -1);
+  if (t.k < 0 || t.k > s->n || s->n >= (int64_t(1) << 31))
+    return std::nullopt;
+  t.block = std::clamp<int64_t>((s->n + 31) / 32 * 32, 32, kBlock);
+  return t;
+}
+
+LogicalResult emitTopK(EmitterBase &e, rt::KernelOp k, DenseMap<Value, Value> &args) {
+  OpBuilder &b = e.b;
+  Location loc = e.loc;
+  Value x = k.getInputs()[0], vals = k.getOutputs()[0], idxs = k.getOutputs()[1];
+  TopKShape shape = *topkShape(k);
+  AxisSplit s = shape.split;
+  bool largest = paramBool(k, "largest", true);
+  Type kt = keyType(elemOf(x)), i32 = b.getI32Type();
+  unsigned kw = kt.getIntOrFloatBitWidth();
+  int64_t keyMax = kw == 64 ? std::numeric_limits<int64_t>::max()
+                            : std::numeric_limits<int32_t>::max();
+  int64_t keyMin = kw == 64 ? std::numeric_limits<int64_t>::min()
+                            : std::numeric_limits<int32_t>::min();
+  // "key comes after prev": smaller keys when largest, larger otherwise.
+  arith::CmpIPredicate later = largest ? arith::CmpIPredicate::slt : arith::CmpIPredicate::sgt;
+
+  Value line = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
+  Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
+  Value step = gpu::BlockDimOp::create(b, loc, gpu::Dimension::x);
+  Value o = arith::DivUIOp::create(b, loc, line, e.index(s.inner));
+  Value in = arith::RemUIOp::create(b, loc, line, e.index(s.inner));
+  Value base = arith::AddIOp::create(
+      b, loc, arith::MulIOp::create(b, loc, o, e.index(s.n * s.inner)), in);
+  Value outBase = arith::AddIOp::create(
+      b, loc, arith::MulIOp::create(b, loc, o, e.index(shape.k * s.inner)), in);
+  auto elementAt = [&](Value i) {
+    return arith::AddIOp::create(b, loc, base, arith::MulIOp::create(b, loc, i, e.index(s.inner)))
+        .getResult();
+  };
+  // Before round 0 everything comes after the (virtual) previous pick.
+  Value startKey = e.intConst(kt, largest ? keyMax : keyMin);
+  Value startIdx = e.intConst(i32, -1);
+  auto rounds = scf::ForOp::create(b, loc, e.index(0), e.index(shape.k), e.index(1),
+                                   ValueRange{startKey, startIdx});
+  OpBuilder::InsertionGuard ig(b);
+  b.setInsertionPointToStart(rounds.getBody());
+  Value r = rounds.getInductionVar();
+  Value prevKey = rounds.getRegionIterArgs()[0], prevIdx = rounds.getRegionIterArgs()[1];
+  // Whether element (key, i) comes after the previous pick in the order.
+  auto after = [&](Value key, Value i32Idx) {
+    Value strictly = arith::CmpIOp::create(b, loc, later, key, prevKey);
+    Value tie = arith::AndIOp::create(
+        b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, key, prevKey),
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sgt, i32Idx, prevIdx));
+    return arith::OrIOp::create(b, loc, strictly, tie).getResult();
+  };
+  // A strided pass of the block's threads over the line.
+  auto pass = [&](Value init, function_ref<Value(Value acc, Value key, Value i32Idx)> fn) {
+    auto loop = scf::ForOp::create(b, loc, tid, e.index(s.n), step, ValueRange{init});
+    OpBuilder::InsertionGuard lg(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value i = loop.getInductionVar();
+    Value key = orderKey(e, memref::LoadOp::create(b, loc, args.lookup(x),
+                                                   ValueRange{elementAt(i)}));
+    Value i32Idx = arith::IndexCastOp::create(b, loc, i32, i);
+    scf::YieldOp::create(b, loc, fn(loop.getRegionIterArgs()[0], key, i32Idx));
+    return loop.getResult(0);
+  };
+  auto reduce = [&](Value v, gpu::AllReduceOperation op) {
+    return gpu::AllReduceOp::create(b, loc, v, gpu::AllReduceOperationAttr::get(b.getContext(), op),
+                                    /*uniform=*/true)
+        .getResult();
+  };
+  Value none = e.intConst(kt, largest ? keyMin : keyMax);
+  Value bestPart = pass(none, [&](Value acc, Value key, Value i) -> Value {
+    Value cand = arith::SelectOp::create(b, loc, after(key, i), key, none);
+    return largest ? arith::MaxSIOp::create(b, loc, acc, cand).getResult()
+                   : arith::MinSIOp::create(b, loc, acc, cand).getResult();
+  });
+  Value best = reduce(bestPart, largest ? gpu::AllReduceOperation::MAXSI
+                                        : gpu::AllReduceOperation::MINSI);
+  Value noIdx = e.intConst(i32, std::numeric_limits<int32_t>::max());
+  Value idxPart = pass(noIdx, [&](Value acc, Value key, Value i) -> Value {
+    Value hit = arith::AndIOp::create(
+        b, loc, after(key, i), arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, key, best));
+    return arith::MinSIOp::create(b, loc, acc, arith::SelectOp::create(b, loc, hit, i, noIdx));
+  });
+  Value bestIdx = reduce(idxPart, gpu::AllReduceOperation::MINSI);
+  Value first = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, tid, e.index(0));
+  auto write = scf::IfOp::create(b, loc, first, /*withElseRegion=*/false);
+  {
+    OpBuilder::InsertionGuard wg(b);
+    b.setInsertionPointToStart(&write.getThenRegion().front());
+    Value at = arith::IndexCastOp::create(b, loc, b.getIndexType(), bestIdx);
+    Value v = memref::LoadOp::create(b, loc, args.lookup(x), ValueRange{elementAt(at)});
+    Value dst = arith::AddIOp::create(b, loc, outBase,
+                                      arith::MulIOp::create(b, loc, r, e.index(s.inner)));
+    memref::StoreOp::create(b, loc, v, args.lookup(vals), ValueRange{dst});
+    memref::StoreOp::create(b, loc, arith::ExtSIOp::create(b, loc, b.getI64Type(), bestIdx),
+                            args.lookup(idxs), ValueRange{dst});
+  }
+  scf::YieldOp::create(b, loc, ValueRange{best, bestIdx});
+  return success();
+}
+
+} // namespace
+
+bool shardflow::rtgpu::isReduction(StringRef name) {
+  return name == "reduce_sum" || name == "reduce_mean" || name == "reduce_max" ||
+         name == "global_average_pool";
+}
+
+bool shardflow::rtgpu::isStandalone(rt::KernelOp k) {
+  StringRef name = k.getKernel();
+  return isReduction(name) || name == "cumsum" || name == "gather_elements" ||
+         name == "scatter_nd_updates" || name == "topk";
+}
+
+bool shardflow::rtgpu::checksIndices(rt::KernelOp k) {
+  StringRef name = k.getKernel();
+  return name == "gather_elements" || name == "scatter_nd_updates" ||
+         (name == "rotary_embedding" && k.getInputs().size() > 3);
+}
+
+FailureOr<LaunchShape> shardflow::rtgpu::standaloneShape(rt::KernelOp k) {
+  StringRef name = k.getKernel();
+  auto fail = [&](const Twine &why) -> FailureOr<LaunchShape> {
+    return k.emitOpError("cannot be generated for CUDA: ") << why, failure();
+  };
+  for (Value v : llvm::concat<Value>(k.getInputs(), k.getOutputs())) {
+    Type t = elemOf(v);
+    if (!(t.isF16() || t.isBF16() || t.isF32() || t.isF64() || t.isSignlessInteger()))
+      return k.emitOpError("element type ") << t << " of kernel '" << name
+                                            << "' is not supported on the CUDA target yet",
+             failure();
+  }
+  LaunchShape shape;
+  if (isReduction(name)) {
+    if (k.getInputs().size() != 1 || k.getOutputs().size() != 1)
+      return fail("a reduction reads one buffer and writes one");
+    Type t = elemOf(k.getInputs()[0]);
+    if (!isNumeric(t) && !(t.isInteger(1) && name == "reduce_max"))
+      return fail("a " + name + " of booleans");
+    if (!reducedAxes(k))
+      return fail("reduction axes out of range");
+    shape.grid = blocksFor(numel(k.getOutputs()[0]));
+  } else if (name == "cumsum") {
+    auto s = splitAround(shapeOf(k.getInputs()[0]), paramInt(k, "axis", 0));
+    if (!s || !isNumeric(elemOf(k.getInputs()[0])))
+      return fail("cumsum needs a numeric input and an axis in range");
+    shape.grid = blocksFor(s->outer * s->inner);
+  } else if (name == "gather_elements") {
+    ArrayRef<int64_t> in = shapeOf(k.getInputs()[0]), idx = shapeOf(k.getInputs()[1]);
+    int64_t axis = paramInt(k, "axis", 0);
+    if (axis < 0)
+      axis += in.size();
+    if (in.size() != idx.size() || axis < 0 || axis >= int64_t(in.size()) ||
+        !elemOf(k.getInputs()[1]).isSignlessInteger() || elemOf(k.getInputs()[1]).isInteger(1))
+      return fail("gather_elements needs integer indices of the input's rank and an axis in "
+                  "range");
+    shape.grid = blocksFor(numel(k.getOutputs()[0]));
+  } else if (name == "scatter_nd_updates") {
+    auto s = scatterShape(k);
+    if (!s)
+      return fail("scatter_nd indices and updates do not match the data");
+    shape.grid = blocksFor(s->slice);
+  } else if (name == "topk") {
+    auto t = topkShape(k);
+    if (!t || elemOf(k.getInputs()[0]).isInteger(1))
+      return fail("topk needs a numeric input, an axis in range and k at most its size");
+    shape.grid = t->split.outer * t->split.inner;
+    shape.block = t->block;
+    if (t->k == 0)
+      shape.grid = 0;
+    return shape;
+  }
+  shape.block = kBlock;
+  return shape;
+}
+
+LogicalResult shardflow::rtgpu::emitStandalone(EmitterBase &e, rt::KernelOp k,
+                                               DenseMap<Value, Value> &args) {
+  StringRef name = k.getKernel();
+  if (isReduction(name))
+    return emitReduce(e, k, args);
+  if (name == "cumsum")
+    return emitCumsum(e, k, args);
+  if (name == "gather_elements")
+    return emitGatherElements(e, k, args);
+  if (name == "scatter_nd_updates")
+    return emitScatter(e, k, args);
+  return emitTopK(e, k, args);
+}
+
+void shardflow::rtgpu::splitScatters(func::FuncOp fn) {
+  SmallVector<rt::KernelOp> scatters;
+  fn.walk([&](rt::KernelOp k) {
+    if (k.getKernel() == "scatter_nd" && k.getInputs().size() == 3 && k.getOutputs().size() == 1)
+      scatters.push_back(k);
+  });
+  for (rt::KernelOp k : scatters) {
+    Value data = k.getInputs()[0], out = k.getOutputs()[0];
+    if (shapeOf(data) != shapeOf(out) || elemOf(data) != elemOf(out) ||
+        elemOf(k.getInputs()[2]) != elemOf(out))
+      continue; // left for the error that names it
+    OpBuilder b(k);
+    rt::KernelOp::create(b, k.getLoc(), b.getStringAttr("identity"), ValueRange{data},
+                         ValueRange{out}, b.getDictionaryAttr({}));
+    rt::KernelOp::create(b, k.getLoc(), b.getStringAttr("scatter_nd_updates"),
+                         ValueRange{k.getInputs()[1], k.getInputs()[2]}, ValueRange{out},
+                         k.getParams());
+    k.erase();
+  }
+}

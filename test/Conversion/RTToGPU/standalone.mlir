@@ -1,0 +1,82 @@
+// Kernels generated as launches of their own: reductions over separated
+// axes, cumsum, gather_elements, scatter_nd (a copy, then the updates in
+// place) and topk (k rounds of two block reductions).
+// RUN: shard-opt %s -split-input-file -convert-nn-to-rt -convert-rt-to-gpu | FileCheck %s
+
+// One thread per output, one loop per run of reduced axes (0 and 2 here),
+// integers accumulated in i64 and wrapped to i32 on store.
+// CHECK-LABEL: func.func @main
+// CHECK: rt.launch @shardflow_kernels::@k0_reduce_sum grid [1, 1, 1] block [256, 1, 1]
+// CHECK: gpu.func @k0_reduce_sum(%{{.*}}: memref<24xi32>, %{{.*}}: memref<3xi32>)
+// CHECK: scf.for
+// CHECK: scf.for
+// CHECK: arith.extsi %{{.*}} : i32 to i64
+// CHECK: arith.addi %{{.*}} : i64
+// CHECK: arith.trunci %{{.*}} : i64 to i32
+func.func @main(%x: tensor<2x3x4xi32> {nn.name = "x"}) -> (tensor<3xi32> {nn.name = "y"}) {
+  %r = nn.reduce_sum %x {axes = array<i64: 0, 2>, keepdims = false} : (tensor<2x3x4xi32>) -> tensor<3xi32>
+  return %r : tensor<3xi32>
+}
+
+// -----
+
+// One thread per line along axis 1: 2 x 4 lines of 3, exclusive.
+// CHECK-LABEL: func.func @main
+// CHECK: rt.launch @shardflow_kernels::@k0_cumsum grid [1, 1, 1] block [256, 1, 1]
+// CHECK: gpu.func @k0_cumsum
+// CHECK: arith.cmpi ult, %{{.*}}, %c8
+// CHECK: scf.for %{{.*}} = %c0 to %c3 step %c1 iter_args(%[[ACC:.*]] = %{{.*}}) -> (f32)
+// CHECK: %[[NEXT:.*]] = arith.addf %[[ACC]]
+// CHECK: memref.store %[[ACC]]
+// CHECK: scf.yield %[[NEXT]]
+func.func @main(%x: tensor<2x3x4xf32> {nn.name = "x"}) -> (tensor<2x3x4xf32> {nn.name = "y"}) {
+  %c = nn.cumsum %x {axis = 1 : i64, exclusive = true} : (tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
+  return %c : tensor<2x3x4xf32>
+}
+
+// -----
+
+// Indices are checked: the kernel takes the status word last and writes it
+// when an index (negative ones counted from the end) falls outside [0, 5).
+// CHECK-LABEL: func.func @main
+// CHECK: rt.launch @shardflow_kernels::@k0_gather_elements {{.*}} {index_checks}
+// CHECK: gpu.func @k0_gather_elements(%{{.*}}: memref<10xf32>, %{{.*}}: memref<6xi64>, %{{.*}}: memref<6xf32>, %[[S:.*]]: memref<2xi64>)
+// CHECK: scf.if
+// CHECK: memref.store %{{.*}}, %[[S]][%{{.*}}] : memref<2xi64>
+func.func @main(%x: tensor<2x5xf32> {nn.name = "x"}, %i: tensor<2x3xi64> {nn.name = "i"}) -> (tensor<2x3xf32> {nn.name = "y"}) {
+  %g = nn.gather_elements %x, %i {axis = 1 : i64} : (tensor<2x5xf32>, tensor<2x3xi64>) -> tensor<2x3xf32>
+  return %g : tensor<2x3xf32>
+}
+
+// -----
+
+// The copy fuses with the exp that makes the data; the updates follow, in
+// place, one thread per slice element, index tuples in order.
+// CHECK-LABEL: func.func @main
+// CHECK: %[[OUT:.*]] = rt.alloc : memref<4x3xf32>
+// CHECK: rt.launch @shardflow_kernels::@k0_exp_identity {{.*}} outs(%[[OUT]] : memref<4x3xf32>)
+// CHECK: rt.launch @shardflow_kernels::@k1_scatter_nd_updates {{.*}} outs(%[[OUT]] : memref<4x3xf32>) {index_checks}
+// CHECK: gpu.func @k1_scatter_nd_updates
+// CHECK: scf.for %{{.*}} = %c0 to %c2 step %c1 {
+// CHECK: arith.addf
+func.func @main(%x: tensor<4x3xf32> {nn.name = "x"}, %i: tensor<2x1xi64> {nn.name = "i"}, %u: tensor<2x3xf32> {nn.name = "u"}) -> (tensor<4x3xf32> {nn.name = "y"}) {
+  %e = nn.exp %x : (tensor<4x3xf32>) -> tensor<4x3xf32>
+  %s = nn.scatter_nd %e, %i, %u {reduction = "add"} : (tensor<4x3xf32>, tensor<2x1xi64>, tensor<2x3xf32>) -> tensor<4x3xf32>
+  return %s : tensor<4x3xf32>
+}
+
+// -----
+
+// One block per line (3 lines of 50), 2 rounds: best key, then lowest index.
+// CHECK-LABEL: func.func @main
+// CHECK: rt.launch @shardflow_kernels::@k0_topk grid [3, 1, 1] block [64, 1, 1]
+// CHECK: gpu.func @k0_topk
+// CHECK: scf.for %{{.*}} = %c0 to %c2{{(_[0-9]+)?}} step %c1{{(_[0-9]+)?}} iter_args({{.*}}) -> (i32, i32)
+// CHECK: arith.bitcast %{{.*}} : f32 to i32
+// CHECK: gpu.all_reduce maxsi
+// CHECK: gpu.all_reduce minsi
+// CHECK: arith.extsi %{{.*}} : i32 to i64
+func.func @main(%x: tensor<3x50xf32> {nn.name = "x"}) -> (tensor<3x2xf32> {nn.name = "v"}, tensor<3x2xi64> {nn.name = "i"}) {
+  %v, %i = nn.topk %x {k = 2 : i64} : (tensor<3x50xf32>) -> (tensor<3x2xf32>, tensor<3x2xi64>)
+  return %v, %i : tensor<3x2xf32>, tensor<3x2xi64>
+}
