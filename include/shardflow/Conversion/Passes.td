@@ -57,14 +57,18 @@ def ConvertRTToGPU : Pass<"convert-rt-to-gpu", "::mlir::ModuleOp"> {
     that add's result only a tanh gelu or a relu, becomes one matmul with
     the cuBLASLt epilogue `bias`, `gelu_bias` or `relu_bias`. An einsum
     that contracts the last dimension of its first operand with the first
-    of its second ("...a,abc->...bc") becomes a matmul of views, and a
+    of its second ("...a,abc->...bc") becomes a matmul of views; any other
+    two-operand float einsum with an explicit output, no ellipsis and no
+    label summed within one operand becomes transposes (where the order
+    differs) around one batched matmul; and a
     `conv` becomes a generated `im2col` kernel, a matmul of the grouped
     weight view with its patch matrix (already in NCHW order) and, with a
     bias, a generated add.
 
     Some kernels are generated as launches of their own, never fused:
     reductions that are not row reductions (axes that are not one
-    contiguous block, integers), `cumsum` (one thread per line),
+    contiguous block, integers), other einsums (one thread per output
+    element, a loop per summed label), `cumsum` (one thread per line),
     `gather_elements` (one thread per element), `topk` (one block per line,
     k rounds of two block reductions) and `scatter_nd`, which becomes a copy
     of its data (`identity`, fused like any elementwise kernel) and

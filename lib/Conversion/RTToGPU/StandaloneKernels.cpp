@@ -16,6 +16,9 @@
 //    copy of the data): one thread per element of an update slice, taking
 //    the index tuples in order, so duplicate indices resolve as on the CPU
 //    (the last one wins, or the reduction applies in order).
+//  - einsum (what is not the megatron preset's projection, which becomes a
+//    matmul): one thread per output element, one loop per summed label,
+//    any number of inputs, ellipsis broadcasting and diagonals included.
 //  - topk: one block per line and k rounds; round r finds, with two block
 //    reductions (the best key, then the lowest index holding it), the
 //    element that comes next in the order after round r - 1's. Keys are
@@ -37,8 +40,11 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <functional>
 #include <limits>
+#include <map>
 
 using namespace mlir;
 using namespace shardflow;
@@ -571,6 +577,217 @@ LogicalResult emitTopK(EmitterBase &e, rt::KernelOp k, DenseMap<Value, Value> &a
   return success();
 }
 
+//===----------------------------------------------------------------------===//
+// einsum (any equation the megatron rewrite did not turn into a matmul)
+//===----------------------------------------------------------------------===//
+
+/// An einsum as loops: every label with its size and, per input, the
+/// stride it advances (0 where the input lacks it or broadcasts it; the
+/// sum of strides for a label repeated in one term, a diagonal).
+struct EinsumPlan {
+  struct Label {
+    int64_t size = -1;
+    SmallVector<int64_t> strides; // per input
+  };
+  SmallVector<Label> out, summed;
+};
+
+/// The labels of one term, '.' standing for the ellipsis; false when
+/// malformed.
+bool parseTerm(StringRef term, std::string &labels) {
+  labels.clear();
+  size_t dots = term.find("...");
+  std::string t = dots == StringRef::npos
+                      ? term.str()
+                      : (term.substr(0, dots) + "." + term.substr(dots + 3)).str();
+  int ellipses = 0;
+  for (char c : t) {
+    if (c == '.')
+      ++ellipses;
+    else if (!std::isalpha(static_cast<unsigned char>(c)))
+      return false;
+  }
+  labels = t;
+  return ellipses <= 1;
+}
+
+std::optional<EinsumPlan> planEinsum(rt::KernelOp k, std::string &why) {
+  auto eqAttr = dyn_cast_or_null<StringAttr>(k.getParams().get("equation"));
+  if (!eqAttr)
+    return why = "no equation", std::nullopt;
+  std::string eq;
+  for (char c : eqAttr.getValue())
+    if (c != ' ')
+      eq.push_back(c);
+  size_t arrow = eq.find("->");
+  StringRef lhs = StringRef(eq).substr(0, arrow);
+  SmallVector<StringRef> terms;
+  lhs.split(terms, ',');
+  size_t n = k.getInputs().size();
+  if (terms.size() != n)
+    return why = "the equation has " + std::to_string(terms.size()) + " terms for " +
+                 std::to_string(n) + " inputs",
+           std::nullopt;
+  SmallVector<std::string> inputs(n);
+  for (size_t i = 0; i < n; ++i)
+    if (!parseTerm(terms[i], inputs[i]))
+      return why = "malformed term '" + terms[i].str() + "'", std::nullopt;
+  std::string output;
+  if (arrow != std::string::npos) {
+    if (!parseTerm(StringRef(eq).substr(arrow + 2), output))
+      return why = "malformed output term", std::nullopt;
+  } else {
+    // Implicit output: the ellipsis, then the labels used once, sorted.
+    std::map<char, int> counts;
+    bool ellipsis = false;
+    for (const std::string &in : inputs)
+      for (char c : in)
+        c == '.' ? (void)(ellipsis = true) : (void)++counts[c];
+    if (ellipsis)
+      output.push_back('.');
+    for (auto [c, count] : counts)
+      if (count == 1)
+        output.push_back(c);
+  }
+  // Ids: letters 0..51, then the ellipsis dimensions (right-aligned).
+  auto letterId = [](char c) {
+    return std::islower(static_cast<unsigned char>(c)) ? c - 'a' : 26 + (c - 'A');
+  };
+  size_t ellipsisRank = 0;
+  for (size_t i = 0; i < n; ++i) {
+    size_t rank = shapeOf(k.getInputs()[i]).size();
+    bool has = inputs[i].find('.') != std::string::npos;
+    size_t named = inputs[i].size() - (has ? 1 : 0);
+    if ((!has && rank != named) || (has && rank < named))
+      return why = "term " + std::to_string(i) + " does not match operand rank " +
+                   std::to_string(rank),
+             std::nullopt;
+    if (has)
+      ellipsisRank = std::max(ellipsisRank, rank - named);
+  }
+  SmallVector<EinsumPlan::Label> labels(52 + ellipsisRank);
+  for (auto &l : labels)
+    l.strides.assign(n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    ArrayRef<int64_t> shape = shapeOf(k.getInputs()[i]);
+    SmallVector<int64_t> strides = stridesOf(shape);
+    const std::string &term = inputs[i];
+    bool has = term.find('.') != std::string::npos;
+    size_t er = has ? shape.size() - (term.size() - 1) : 0, dim = 0;
+    auto bind = [&](size_t id, bool broadcastable) {
+      EinsumPlan::Label &l = labels[id];
+      int64_t size = shape[dim], stride = strides[dim];
+      ++dim;
+      if (broadcastable && size == 1) {
+        if (l.size < 0)
+          l.size = 1;
+        return true;
+      }
+      if (l.size >= 0 && l.size != size && !(broadcastable && l.size == 1))
+        return false;
+      l.size = size;
+      l.strides[i] += stride;
+      return true;
+    };
+    for (char c : term) {
+      bool ok = true;
+      if (c == '.') {
+        for (size_t d = 0; d < er && ok; ++d)
+          ok = bind(52 + ellipsisRank - er + d, true);
+      } else {
+        ok = bind(size_t(letterId(c)), false);
+      }
+      if (!ok)
+        return why = "dimension sizes of the operands disagree", std::nullopt;
+    }
+  }
+  EinsumPlan plan;
+  SmallVector<bool> inOutput(labels.size(), false);
+  for (char c : output) {
+    SmallVector<size_t> ids;
+    if (c == '.')
+      for (size_t d = 0; d < ellipsisRank; ++d)
+        ids.push_back(52 + d);
+    else
+      ids.push_back(size_t(letterId(c)));
+    for (size_t id : ids) {
+      if (c != '.' && labels[id].size < 0)
+        return why = std::string("output label '") + c + "' is in no input", std::nullopt;
+      if (labels[id].size < 0)
+        labels[id].size = 1;
+      inOutput[id] = true;
+      plan.out.push_back(labels[id]);
+    }
+  }
+  for (size_t id = 0; id < labels.size(); ++id)
+    if (labels[id].size >= 0 && !inOutput[id])
+      plan.summed.push_back(labels[id]);
+  int64_t count = 1;
+  for (auto &l : plan.out)
+    count *= l.size;
+  if (count != numel(k.getOutputs()[0]))
+    return why = "the result's size does not match the equation", std::nullopt;
+  return plan;
+}
+
+/// One thread per output element; one loop per summed label, accumulating
+/// the product of the inputs (f32 for floats, f64 for f64, i64 for
+/// integers).
+LogicalResult emitEinsum(EmitterBase &e, rt::KernelOp k, DenseMap<Value, Value> &args) {
+  OpBuilder &b = e.b;
+  Location loc = e.loc;
+  std::string why;
+  EinsumPlan plan = *planEinsum(k, why);
+  Value out = k.getOutputs()[0];
+  Type acc = accumulatorType(elemOf(out));
+  size_t n = k.getInputs().size();
+  OpBuilder::InsertionGuard ig(b);
+  Value idx = threadPerItem(e, numel(out));
+  SmallVector<int64_t> outShape;
+  for (auto &l : plan.out)
+    outShape.push_back(l.size);
+  SmallVector<Value> base(n, e.index(0));
+  if (!outShape.empty()) {
+    SmallVector<Value> coords = e.delinearize(idx, outShape);
+    for (auto [c, l] : llvm::zip(coords, plan.out))
+      for (size_t i = 0; i < n; ++i)
+        if (l.strides[i])
+          base[i] = arith::AddIOp::create(b, loc, base[i],
+                                          arith::MulIOp::create(b, loc, c, e.index(l.strides[i])));
+  }
+  bool isFloat = isa<FloatType>(acc);
+  std::function<Value(size_t, SmallVector<Value>, Value)> walk =
+      [&](size_t level, SmallVector<Value> offsets, Value a) -> Value {
+    if (level == plan.summed.size()) {
+      Value p;
+      for (size_t i = 0; i < n; ++i) {
+        Value v = toAccumulator(
+            e, memref::LoadOp::create(b, loc, args.lookup(k.getInputs()[i]), ValueRange{offsets[i]}),
+            acc);
+        p = !p ? v
+               : isFloat ? arith::MulFOp::create(b, loc, p, v).getResult()
+                         : arith::MulIOp::create(b, loc, p, v).getResult();
+      }
+      return isFloat ? arith::AddFOp::create(b, loc, a, p).getResult()
+                     : arith::AddIOp::create(b, loc, a, p).getResult();
+    }
+    const EinsumPlan::Label &l = plan.summed[level];
+    auto loop = scf::ForOp::create(b, loc, e.index(0), e.index(l.size), e.index(1), ValueRange{a});
+    OpBuilder::InsertionGuard lg(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value j = loop.getInductionVar();
+    for (size_t i = 0; i < n; ++i)
+      if (l.strides[i])
+        offsets[i] = arith::AddIOp::create(b, loc, offsets[i],
+                                           arith::MulIOp::create(b, loc, j, e.index(l.strides[i])));
+    scf::YieldOp::create(b, loc, walk(level + 1, offsets, loop.getRegionIterArgs()[0]));
+    return loop.getResult(0);
+  };
+  Value zero = isFloat ? e.floatConst(acc, 0.0) : e.intConst(acc, 0);
+  storeAccumulator(e, walk(0, base, zero), args.lookup(out), idx);
+  return success();
+}
+
 } // namespace
 
 bool shardflow::rtgpu::isReduction(StringRef name) {
@@ -581,7 +798,7 @@ bool shardflow::rtgpu::isReduction(StringRef name) {
 bool shardflow::rtgpu::isStandalone(rt::KernelOp k) {
   StringRef name = k.getKernel();
   return isReduction(name) || name == "cumsum" || name == "gather_elements" ||
-         name == "scatter_nd_updates" || name == "topk";
+         name == "scatter_nd_updates" || name == "topk" || name == "einsum";
 }
 
 bool shardflow::rtgpu::checksIndices(rt::KernelOp k) {
@@ -632,6 +849,14 @@ FailureOr<LaunchShape> shardflow::rtgpu::standaloneShape(rt::KernelOp k) {
     if (!s)
       return fail("scatter_nd indices and updates do not match the data");
     shape.grid = blocksFor(s->slice);
+  } else if (name == "einsum") {
+    std::string why;
+    if (k.getOutputs().size() != 1 || k.getInputs().empty() || !planEinsum(k, why))
+      return fail(why.empty() ? std::string("einsum needs inputs and one result") : why);
+    for (Value v : llvm::concat<Value>(k.getInputs(), k.getOutputs()))
+      if (!isNumeric(elemOf(v)))
+        return fail("einsum of booleans");
+    shape.grid = blocksFor(numel(k.getOutputs()[0]));
   } else if (name == "topk") {
     auto t = topkShape(k);
     if (!t || elemOf(k.getInputs()[0]).isInteger(1))
@@ -657,6 +882,8 @@ LogicalResult shardflow::rtgpu::emitStandalone(EmitterBase &e, rt::KernelOp k,
     return emitGatherElements(e, k, args);
   if (name == "scatter_nd_updates")
     return emitScatter(e, k, args);
+  if (name == "einsum")
+    return emitEinsum(e, k, args);
   return emitTopK(e, k, args);
 }
 

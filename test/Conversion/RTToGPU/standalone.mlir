@@ -80,3 +80,30 @@ func.func @main(%x: tensor<3x50xf32> {nn.name = "x"}) -> (tensor<3x2xf32> {nn.na
   %v, %i = nn.topk %x {k = 2 : i64} : (tensor<3x50xf32>) -> (tensor<3x2xf32>, tensor<3x2xi64>)
   return %v, %i : tensor<3x2xf32>, tensor<3x2xi64>
 }
+
+// -----
+
+// A float einsum that is a batched matmul: the second operand is
+// transposed to [b, h, d, k], the product is already in the output order.
+// CHECK-LABEL: func.func @main
+// CHECK: rt.kernel "transpose" ins(%arg1 : memref<2x3x7x8xf32>) outs({{.*}} : memref<2x3x8x7xf32>) {params = {perm = array<i64: 0, 1, 3, 2>}}
+// CHECK: rt.kernel "matmul" ins({{.*}} : memref<6x5x8xf32>, memref<6x8x7xf32>) outs({{.*}} : memref<6x5x7xf32>)
+// CHECK-NOT: einsum
+func.func @main(%q: tensor<2x3x5x8xf32> {nn.name = "q"}, %k: tensor<2x3x7x8xf32> {nn.name = "k"}) -> (tensor<2x3x5x7xf32> {nn.name = "s"}) {
+  %s = nn.einsum %q, %k {equation = "bhqd,bhkd->bhqk"} : (tensor<2x3x5x8xf32>, tensor<2x3x7x8xf32>) -> tensor<2x3x5x7xf32>
+  return %s : tensor<2x3x5x7xf32>
+}
+
+// -----
+
+// cuBLASLt has no integer GEMM: an integer matmul is generated as the
+// einsum it is, one loop over the contracted dimension.
+// CHECK-LABEL: func.func @main
+// CHECK: rt.launch @shardflow_kernels::@k0_einsum grid [1, 1, 1] block [256, 1, 1]
+// CHECK: gpu.func @k0_einsum(%{{.*}}: memref<12xi64>, %{{.*}}: memref<20xi64>, %{{.*}}: memref<15xi64>)
+// CHECK: scf.for %{{.*}} = %c0{{(_[0-9]+)?}} to %c4{{(_[0-9]+)?}} step %c1{{(_[0-9]+)?}} iter_args({{.*}}) -> (i64)
+// CHECK: arith.muli
+func.func @main(%a: tensor<3x4xi64> {nn.name = "a"}, %b: tensor<4x5xi64> {nn.name = "b"}) -> (tensor<3x5xi64> {nn.name = "c"}) {
+  %c = nn.matmul %a, %b : (tensor<3x4xi64>, tensor<4x5xi64>) -> tensor<3x5xi64>
+  return %c : tensor<3x5xi64>
+}
