@@ -398,6 +398,10 @@ def _dense(text: str, shape: tuple[int, ...], dt) -> np.ndarray:
         arr = np.frombuffer(raw, dtype=storage).astype(dt)
         return arr.reshape(shape) if arr.size == int(np.prod(shape)) else \
             np.broadcast_to(arr.reshape(()), shape).copy()
+    if re.fullmatch(r"0x[0-9A-Fa-f]+", body):
+        # A splat float given by its bits (MLIR prints inf and NaN so).
+        bits = np.array([int(body, 16)], dtype=f"u{np.dtype(dt).itemsize}")
+        return np.broadcast_to(bits.view(dt).reshape(()), shape).copy()
     if body in ("true", "false"):
         vals = [body == "true"]
     else:
@@ -507,6 +511,25 @@ def _host_kernel(name: str, ins: list[np.ndarray], out_shapes: list[tuple], p: d
         return [np.broadcast_to(ins[0], out_shapes[0])]
     if name == "concat":
         return [np.concatenate(ins, axis=p["axis"])]
+    if name == "slice":  # ONNX's clamping rules, per listed axis
+        x = ins[0]
+        for axis, st, en, sp in zip(p["axes"], p["starts"], p["ends"], p["steps"]):
+            dim = x.shape[axis]
+            st, en = (st + dim if st < 0 else st), (en + dim if en < 0 else en)
+            st, en = ((min(max(st, 0), dim), min(max(en, 0), dim)) if sp > 0 else
+                      (min(max(st, 0), dim - 1), min(max(en, -1), dim - 1)))
+            x = np.take(x, np.arange(st, en, sp), axis=axis)
+        return [x]
+    if name == "pad":  # negative pads crop first
+        x, pads = ins[0], p["pads"]
+        rank = x.ndim
+        x = x[tuple(slice(max(-pads[d], 0), x.shape[d] - max(-pads[rank + d], 0))
+                    for d in range(rank))]
+        widths = [(max(pads[d], 0), max(pads[rank + d], 0)) for d in range(rank)]
+        mode = p.get("mode", "constant")
+        if mode == "constant":
+            return [np.pad(x, widths, constant_values=p.get("value", 0.0))]
+        return [np.pad(x, widths, mode=mode)]
     if name == "attention":
         return [_attention(ins[0], ins[1], ins[2], ins[3] if len(ins) > 3 else None, p)]
     raise NotImplementedError(f"emulator: runtime kernel {name}")

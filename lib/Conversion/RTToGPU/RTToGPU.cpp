@@ -241,6 +241,14 @@ public:
           return arith::MinimumFOp::create(b, loc, x, y).getResult();
         if (name == "max")
           return arith::MaximumFOp::create(b, loc, x, y).getResult();
+        // Pow's exponent may be of another type (an integer, a wider float).
+        if (!isFloat(y))
+          y = y.getType().isInteger(1) ? arith::UIToFPOp::create(b, loc, x.getType(), y).getResult()
+                                       : arith::SIToFPOp::create(b, loc, x.getType(), y).getResult();
+        else if (y.getType() != x.getType())
+          y = y.getType().getIntOrFloatBitWidth() > x.getType().getIntOrFloatBitWidth()
+                  ? arith::TruncFOp::create(b, loc, x.getType(), y).getResult()
+                  : arith::ExtFOp::create(b, loc, x.getType(), y).getResult();
         return math::PowFOp::create(b, loc, x, y).getResult();
       }
       if (x.getType().isInteger(1))
@@ -606,13 +614,14 @@ public:
   }
 
   /// Walks a window of `kernel` positions (unrolled: windows are small) for
-  /// output spatial coordinates `out`; `fn(valid, inputSpatialIndex)` gets
-  /// whether the position lies inside the input (not in the padding) and
-  /// the flat index of the position within one spatial plane (clamped to 0
-  /// when outside).
+  /// output spatial coordinates `out`; `fn(valid, padded, inputSpatialIndex)`
+  /// gets whether the position lies inside the input (not in the padding),
+  /// whether it lies inside the padded input (ceil mode's windows reach past
+  /// it), and the flat index of the position within one spatial plane
+  /// (clamped to 0 when outside).
   LogicalResult forEachWindowPosition(rt::KernelOp k, ArrayRef<Value> out,
                                       ArrayRef<int64_t> inSpatial, ArrayRef<int64_t> kernel,
-                                      function_ref<void(Value valid, Value plane)> fn) {
+                                      function_ref<void(Value valid, Value padded, Value plane)> fn) {
     size_t n = inSpatial.size();
     auto ints = [&](StringRef name, int64_t dflt, size_t count) -> SmallVector<int64_t> {
       auto a = dyn_cast_or_null<DenseI64ArrayAttr>(k.getParams().get(name));
@@ -642,18 +651,21 @@ public:
                                       c64(pads[d]));
     SmallVector<int64_t> pos(n, 0);
     for (int64_t p = 0; p < positions; ++p) {
-      Value valid = trueV, plane = c64(0);
+      Value valid = trueV, padded = trueV, plane = c64(0);
       for (size_t d = 0; d < n; ++d) {
         Value coord = arith::AddIOp::create(b, loc, base[d], c64(pos[d] * dil[d]));
         Value inside = arith::AndIOp::create(
             b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, coord, c64(0)),
             arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, coord, c64(inSpatial[d])));
         valid = arith::AndIOp::create(b, loc, valid, inside);
+        Value insidePadded = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, coord,
+                                                   c64(inSpatial[d] + pads[n + d]));
+        padded = arith::AndIOp::create(b, loc, padded, insidePadded);
         plane = arith::AddIOp::create(b, loc, arith::MulIOp::create(b, loc, plane, c64(inSpatial[d])),
                                       coord);
       }
       Value safe = arith::SelectOp::create(b, loc, valid, plane, c64(0));
-      fn(valid, arith::IndexCastOp::create(b, loc, b.getIndexType(), safe));
+      fn(valid, padded, arith::IndexCastOp::create(b, loc, b.getIndexType(), safe));
       for (size_t d = n; d-- > 0;) {
         if (++pos[d] < kernel[d])
           break;
@@ -691,7 +703,7 @@ public:
     Value one = floatConst(ft, 1.0);
     LogicalResult ok = forEachWindowPosition(
         k, ArrayRef<Value>(coords).drop_front(2), inShape.drop_front(2), kernelAttr.asArrayRef(),
-        [&](Value valid, Value at) {
+        [&](Value valid, Value padded, Value at) {
           Value v = load(args.lookup(x), arith::AddIOp::create(b, loc, planeBase, at));
           if (isMax) {
             acc = arith::SelectOp::create(b, loc, valid, arith::MaximumFOp::create(b, loc, acc, v),
@@ -699,10 +711,10 @@ public:
             return;
           }
           acc = arith::SelectOp::create(b, loc, valid, arith::AddFOp::create(b, loc, acc, v), acc);
-          count = countPad ? arith::AddFOp::create(b, loc, count, one).getResult()
-                           : arith::SelectOp::create(b, loc, valid,
-                                                     arith::AddFOp::create(b, loc, count, one), count)
-                                 .getResult();
+          // count_include_pad counts the padding, never what a ceil-mode
+          // window reaches past the padded input.
+          count = arith::SelectOp::create(b, loc, countPad ? padded : valid,
+                                          arith::AddFOp::create(b, loc, count, one), count);
         });
     if (failed(ok))
       return failure();
