@@ -16,15 +16,6 @@
 
 using namespace shardflow::runtime;
 
-namespace {
-std::string shapeText(const std::vector<int64_t> &shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i)
-    s += (i ? "," : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-} // namespace
-
 Executor::Executor(Artifact artifact, std::string weightsDir, int threads,
                    Communicator *world, bool verifyWeights)
     : art(std::move(artifact)), weightsDir(std::move(weightsDir)),
@@ -287,29 +278,8 @@ Tensor Executor::tensorOf(int buffer) const {
 
 std::vector<std::pair<std::string, Tensor>>
 Executor::run(const std::map<std::string, HostTensor> &inputs) {
-  for (size_t i = 0; i < art.buffers.size(); ++i) {
-    const BufferDesc &b = art.buffers[i];
-    if (b.kind != BufferDesc::Kind::Input)
-      continue;
-    auto it = inputs.find(b.name);
-    if (it == inputs.end())
-      throw RuntimeError("input '" + b.name + "' (" + dtypeName(b.dtype) +
-                         shapeText(b.shape) + ") was not given; pass --input " +
-                         b.name + "=FILE.npy");
-    const HostTensor &t = it->second;
-    if (t.dtype != b.dtype || t.shape != b.shape)
-      throw RuntimeError("input '" + b.name + "' is " + dtypeName(t.dtype) +
-                         shapeText(t.shape) + " but the model was compiled for " +
-                         dtypeName(b.dtype) + shapeText(b.shape));
-    pointers[i] = const_cast<uint8_t *>(t.bytes.data());
-  }
-  for (const auto &[name, t] : inputs) {
-    bool known = false;
-    for (const BufferDesc &b : art.buffers)
-      known |= b.kind == BufferDesc::Kind::Input && b.name == name;
-    if (!known)
-      throw RuntimeError("'" + name + "' is not an input of this model");
-  }
+  for (auto [i, t] : bindInputs(art, inputs))
+    pointers[i] = const_cast<uint8_t *>(t->bytes.data());
   // Views of inputs are bound now that the inputs are.
   for (size_t i = 0; i < art.buffers.size(); ++i)
     if (art.buffers[i].kind == BufferDesc::Kind::View)

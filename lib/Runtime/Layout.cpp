@@ -62,6 +62,41 @@ std::string shapeText(const std::vector<int64_t> &shape) {
 }
 } // namespace
 
+std::vector<std::pair<size_t, const HostTensor *>>
+shardflow::runtime::bindInputs(const Artifact &art,
+                               const std::map<std::string, HostTensor> &inputs) {
+  auto listed = [](const std::vector<int64_t> &shape) {
+    std::string s = "[";
+    for (size_t i = 0; i < shape.size(); ++i)
+      s += (i ? "," : "") + std::to_string(shape[i]);
+    return s + "]";
+  };
+  std::vector<std::pair<size_t, const HostTensor *>> bound;
+  for (size_t i = 0; i < art.buffers.size(); ++i) {
+    const BufferDesc &b = art.buffers[i];
+    if (b.kind != BufferDesc::Kind::Input)
+      continue;
+    auto it = inputs.find(b.name);
+    if (it == inputs.end())
+      throw RuntimeError("input '" + b.name + "' (" + dtypeName(b.dtype) + listed(b.shape) +
+                         ") was not given; pass --input " + b.name + "=FILE.npy");
+    const HostTensor &t = it->second;
+    if (t.dtype != b.dtype || t.shape != b.shape)
+      throw RuntimeError("input '" + b.name + "' is " + dtypeName(t.dtype) + listed(t.shape) +
+                         " but the model was compiled for " + dtypeName(b.dtype) +
+                         listed(b.shape));
+    bound.emplace_back(i, &t);
+  }
+  for (const auto &[name, t] : inputs) {
+    bool known = false;
+    for (const BufferDesc &b : art.buffers)
+      known |= b.kind == BufferDesc::Kind::Input && b.name == name;
+    if (!known)
+      throw RuntimeError("'" + name + "' is not an input of this model");
+  }
+  return bound;
+}
+
 std::string shardflow::runtime::attentionHeads(const std::vector<int64_t> &shape,
                                                int64_t numHeads, const char *what,
                                                AttentionHeads &h) {

@@ -12,14 +12,23 @@
 #define SHARDFLOW_RUNTIME_LAYOUT_H
 
 #include "shardflow/Runtime/Artifact.h"
+#include "shardflow/Runtime/NpyIO.h"
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
 
 namespace shardflow::runtime {
+
+/// The tensor `inputs` gives for each input buffer of `art`, as (buffer
+/// index, tensor), after checking that every input is given with the dtype
+/// and shape it was compiled for and that no name is not an input; throws
+/// RuntimeError saying which. Both executors bind their inputs so.
+std::vector<std::pair<size_t, const HostTensor *>>
+bindInputs(const Artifact &art, const std::map<std::string, HostTensor> &inputs);
 
 /// Row-major strides of `shape`, in elements.
 std::vector<int64_t> rowMajorStrides(const std::vector<int64_t> &shape);

@@ -1155,29 +1155,7 @@ void CudaExecutor::Impl::checkStatusWords() {
 std::vector<std::pair<std::string, Tensor>>
 CudaExecutor::Impl::run(const std::map<std::string, HostTensor> &inputs) {
   CU_CALL(cuCtxSetCurrent, context);
-  for (const auto &[name, t] : inputs) {
-    bool known = false;
-    for (const BufferDesc &b : art.buffers)
-      known |= b.kind == BufferDesc::Kind::Input && b.name == name;
-    if (!known)
-      throw RuntimeError("'" + name + "' is not an input of this model");
-  }
-  std::vector<std::pair<size_t, const HostTensor *>> uploads;
-  for (size_t i = 0; i < art.buffers.size(); ++i) {
-    const BufferDesc &b = art.buffers[i];
-    if (b.kind != BufferDesc::Kind::Input)
-      continue;
-    auto it = inputs.find(b.name);
-    if (it == inputs.end())
-      throw RuntimeError("input '" + b.name + "' (" + dtypeName(b.dtype) + shapeText(b.shape) +
-                         ") was not given; pass --input " + b.name + "=FILE.npy");
-    const HostTensor &t = it->second;
-    if (t.dtype != b.dtype || t.shape != b.shape)
-      throw RuntimeError("input '" + b.name + "' is " + dtypeName(t.dtype) + shapeText(t.shape) +
-                         " but the model was compiled for " + dtypeName(b.dtype) +
-                         shapeText(b.shape));
-    uploads.emplace_back(i, &t);
-  }
+  std::vector<std::pair<size_t, const HostTensor *>> uploads = bindInputs(art, inputs);
   // From here on the GPU is busy until the end of the run.
   idle = false;
   CUstream compute = streams[ComputeStream];
