@@ -278,7 +278,7 @@ def _shard_opt_stage(cmd: list[str], folder: Path, timeout: float) -> str:
     return "import" if out.returncode != 0 else "compile"
 
 
-def _inputs_to_pin(stderr: str) -> list[str]:
+def inputs_to_pin(stderr: str) -> list[str]:
     """The graph inputs an import error asks to be constants: the input it
     names ("input 'k' is not a compile-time constant"), or those a computed
     value derives from ("...: it derives from graph inputs 'a', 'b'")."""
@@ -356,7 +356,7 @@ def run_test(info: TestInfo, data_dir: Path | None = None,
                 return failed("timeout", f"shard-opt ran past {timeout:g} s")
             if out.returncode == 0:
                 break
-            wanted = [n for n in _inputs_to_pin(out.stderr)
+            wanted = [n for n in inputs_to_pin(out.stderr)
                       if n in input_index and n not in pinned]
             if first is None or not wanted:
                 return failed(_shard_opt_stage(cmd, folder, timeout), _first_line(out.stderr))

@@ -651,7 +651,12 @@ def run_program(mlir_generic: str, inputs: list[np.ndarray],
 def _host_step(op: Op, env: dict, shapes: dict, kernels: dict, weights, rank: int) -> None:
     if op.name == "rt.alloc":
         shape, elem = _memref(_result_type(op))
-        env[op.results[0]] = np.zeros(int(np.prod(shape)), _DTYPES[elem])
+        # The runtime does not clear buffers: start from a byte pattern, so
+        # an element no kernel writes shows up in the results.
+        dt = np.dtype(_DTYPES[elem])
+        count = int(np.prod(shape))
+        env[op.results[0]] = (np.ones(count, dt) if dt == np.bool_ else
+                              np.frombuffer(bytearray(b"\xa5" * (count * dt.itemsize)), dt).copy())
         shapes[op.results[0]] = shape
     elif op.name == "rt.view":
         env[op.results[0]] = env[op.operands[0]]

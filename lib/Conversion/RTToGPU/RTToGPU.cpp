@@ -146,10 +146,12 @@ std::optional<RowGeometry> rowGeometry(rt::KernelOp k) {
     g.length *= shape[d];
   for (int64_t d = last + 1; d < rank; ++d)
     g.inner *= shape[d];
-  int64_t total = 1;
-  for (int64_t d : shape)
-    total *= d;
-  g.rows = g.length ? total / g.length : 0;
+  // Rows are the positions outside the reduced extent, even when that
+  // extent is empty (a reduction of nothing still writes its identity).
+  g.rows = 1;
+  for (int64_t d = 0; d < rank; ++d)
+    if (d < first || d > last)
+      g.rows *= shape[d];
   return g;
 }
 
@@ -1288,7 +1290,7 @@ LogicalResult ConvertRTToGPU::emitGroup(Group &g, gpu::GPUModuleOp module, int i
     // One block per row: every element outside the reduced extent.
     RowGeometry geometry = *rowGeometry(last);
     int64_t length = geometry.length;
-    grid = geometry.rows;
+    grid = numel(last.getOutputs()[0]) ? geometry.rows : 0;
     // Short rows get fewer threads (whole warps), long rows stride.
     block = std::clamp<int64_t>((length + 31) / 32 * 32, 32, kRowBlock);
   }
