@@ -48,7 +48,7 @@ else
   steps+=(--step "runtime-only-build=1")
 fi
 cuda_probe="$rt_nocuda.probe.shard"
-printf 'shardflow-artifact 3\ntarget cuda\nworld-size 1\nmodel-dir .\narena 64\nbuffer 0 arena f32 4 offset=0\noutput y 0\nend\n' >"$cuda_probe"
+printf 'shardflow-artifact 4\ntarget cuda\nworld-size 1\nmodel-dir .\narena 64\nbuffer 0 arena f32 4 offset=0\noutput y 0\nend\n' >"$cuda_probe"
 # shard-run exits 1 on the probe: take its message before grepping, as
 # pipefail would count that exit status.
 if runtime_only_build "$rt_nocuda" -DSHARDFLOW_ENABLE_CUDA=OFF &&

@@ -271,10 +271,10 @@ FailureOr<rtm::Artifact> shardflow::exportArtifact(ModuleOp module,
       inst.params.set("block",
                       std::vector<int64_t>(launch.getBlock().begin(), launch.getBlock().end()));
       inst.params.set("shared", int64_t(launch.getShared()));
-      if (launch.getIndexChecks()) {
+      if (launch.getChecks()) {
         // The runtime passes a status word and, when the kernel reports an
-        // index out of range, names the ONNX node.
-        inst.params.set("index_checks", int64_t(1));
+        // error, names the (first) ONNX node whose check it was.
+        inst.params.set("checks", int64_t(1));
         std::string node;
         launch.getLoc()->walk([&](Location l) {
           if (auto named = dyn_cast<NameLoc>(l); named && node.empty())

@@ -86,7 +86,7 @@ class Case:
         self.expected[name] = want
 
     def write(self) -> Path:
-        text = ["shardflow-artifact 3", "target cuda", "world-size 1", "model-dir .",
+        text = ["shardflow-artifact 4", "target cuda", "world-size 1", "model-dir .",
                 f"arena {max(self.arena, 256)}", *self.lines, *self.program, *self.outputs,
                 "end", ""]
         path = self.outdir / f"{self.name}.shard"

@@ -28,8 +28,18 @@ import numpy as np
 _DTYPES = {
     "f32": np.float32, "f64": np.float64, "f16": np.float16, "bf16": ml_dtypes.bfloat16,
     "i1": np.bool_, "i8": np.int8, "i16": np.int16, "i32": np.int32, "i64": np.int64,
+    "ui8": np.uint8, "ui16": np.uint16, "ui32": np.uint32, "ui64": np.uint64,
     "index": np.int64,
 }
+
+
+def _unsigned(v):
+    """Integer lanes read as unsigned (two's complement), as the `u` forms
+    of arith operations do; booleans stay."""
+    v = np.asarray(v)
+    if v.dtype.kind == "i":
+        return v.view(np.dtype(f"u{v.dtype.itemsize}"))
+    return v
 
 
 @dataclass
@@ -221,8 +231,11 @@ class Kernel:
     def run(self, buffers: list[np.ndarray], grid: int, block: int) -> None:
         lanes = grid * block
         env: dict = {}
-        for (name, _), buf in zip(self.block.args, buffers):
-            env[name] = buf
+        for (name, ty), buf in zip(self.block.args, buffers):
+            # Arguments are signless: an unsigned buffer arrives as the
+            # signless integers of its width (a view of the same bytes).
+            elem = _DTYPES[_memref(ty)[1]]
+            env[name] = buf.view(elem) if buf.dtype != elem else buf
         for name, ty in self.block.args[len(buffers):]:
             if "workgroup" not in ty:
                 raise ValueError(f"kernel argument {name} has no buffer")
@@ -305,6 +318,12 @@ class Kernel:
             return np.maximum(a[0], a[1])
         if n == "arith.minsi":
             return np.minimum(a[0], a[1])
+        if n == "arith.shrui":
+            x = _unsigned(a[0])
+            return (x >> np.asarray(a[1]).astype(x.dtype)).view(np.asarray(a[0]).dtype)
+        if n in ("arith.maxui", "arith.minui"):
+            f = np.maximum if n == "arith.maxui" else np.minimum
+            return f(_unsigned(a[0]), _unsigned(a[1])).view(np.asarray(a[0]).dtype)
         if n in ("arith.andi", "arith.xori", "arith.ori"):
             return {"arith.andi": np.bitwise_and, "arith.xori": np.bitwise_xor,
                     "arith.ori": np.bitwise_or}[n](a[0], a[1])
@@ -315,15 +334,29 @@ class Kernel:
         if n == "arith.cmpf":
             return _CMPF[int(_attr(op.props, "predicate").split()[0])](a[0], a[1])
         if n == "arith.cmpi":
-            return _CMPI[int(_attr(op.props, "predicate").split()[0])](a[0], a[1])
+            pred = int(_attr(op.props, "predicate").split()[0])
+            x, y = (_unsigned(a[0]), _unsigned(a[1])) if pred >= 6 else (a[0], a[1])
+            return _CMPI[pred](x, y)
         if n == "arith.extf":
             return a[0].astype(_DTYPES[rt])
         if n == "arith.truncf":
             if rt == "bf16":
                 return a[0].astype(ml_dtypes.bfloat16)
             return a[0].astype(_DTYPES[rt])
-        if n in ("arith.sitofp", "arith.uitofp", "arith.extsi", "arith.extui", "arith.trunci"):
+        if n == "arith.trunci" and rt == "i1":  # the low bit, not "nonzero"
+            return (np.asarray(a[0]) & 1).astype(bool)
+        if n in ("arith.sitofp", "arith.extsi", "arith.trunci"):
             return a[0].astype(_DTYPES[rt])
+        if n in ("arith.uitofp", "arith.extui"):
+            return _unsigned(a[0]).astype(_DTYPES[rt])
+        if n in ("arith.fptosi", "arith.fptoui"):
+            # Out of range is poison in arith; generated code never keeps it.
+            with np.errstate(invalid="ignore"):
+                x = np.where(np.isfinite(a[0]), a[0], 0)
+                if n == "arith.fptoui":
+                    u = np.dtype(f"u{np.dtype(_DTYPES[rt]).itemsize}")
+                    return np.clip(x, 0, None).astype(u).view(_DTYPES[rt])
+                return x.astype(_DTYPES[rt])
         if n.startswith("math."):
             x = a[0]
             with np.errstate(all="ignore"):
@@ -386,7 +419,12 @@ class Kernel:
 
 
 class IndexOutOfRange(RuntimeError):
-    """A kernel set its status word: what the CUDA runtime reports as an error."""
+    """A kernel set its status word (code 1): what the CUDA runtime reports
+    as an error."""
+
+
+class DivisionByZero(RuntimeError):
+    """A kernel set its status word (code 2): an integer division by zero."""
 
 
 def _dense(text: str, shape: tuple[int, ...], dt) -> np.ndarray:
@@ -689,12 +727,17 @@ def _host_step(op: Op, env: dict, shapes: dict, kernels: dict, weights, rank: in
         grid = int(re.search(r"array<i64: (\d+)", _attr(op.props, "grid")).group(1))
         block = int(re.search(r"array<i64: (\d+)", _attr(op.props, "block")).group(1))
         buffers = [env[o] for o in op.operands]
-        checks = "index_checks" in op.props
+        checks = re.search(r"\bchecks\b", op.props) is not None
         if checks:  # the status word the runtime passes, zeroed
             buffers.append(np.zeros(2, np.int64))
         kernels[kernel].run(buffers, grid, block)
-        if checks and buffers[-1][0]:
+        if checks and buffers[-1][0] == 1:
             raise IndexOutOfRange(f"generated kernel {kernel}: index {buffers[-1][1]} read "
                                   "from the data is out of range")
+        if checks and buffers[-1][0] == 2:
+            raise DivisionByZero(f"generated kernel {kernel}: integer division by zero "
+                                 f"(element {buffers[-1][1]} of the result)")
+        if checks and buffers[-1][0]:
+            raise RuntimeError(f"generated kernel {kernel}: status code {buffers[-1][0]}")
     else:
         raise NotImplementedError(f"emulator: host op {op.name}")

@@ -30,7 +30,7 @@ import onnxruntime as ort
 import pytest
 from onnx import parser
 
-from shardflow import gpu_emulator
+from shardflow import gpu_emulator, pipeline
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(os.environ.get("SHARDFLOW_BUILD_DIR", REPO / "build")) / "bin"
@@ -244,7 +244,7 @@ def test_target_cuda_assembles_for_sm80_and_sm90(name, tmp_path):
                     "--dump-ptx", str(tmp_path / "m.ptx"))
     assert proc.returncode == 0, proc.stderr
     text = art.read_text()
-    assert text.startswith("shardflow-artifact 3\ntarget cuda\n")
+    assert text.startswith("shardflow-artifact 4\ntarget cuda\n")
     modules = re.findall(r"^module (\S+) arch=(\S+) format=(\S+) data=", text, re.M)
     assert sorted(m[1:] for m in modules) == [("compute_80", "ptx"), ("sm_80", "cubin"),
                                               ("sm_90", "cubin")]
@@ -467,7 +467,7 @@ def test_zoo_cases_for_the_gpu_check(tmp_path, monkeypatch):
         "f32/gpt2-tp.shard", "f32/gpt2.shard", "f32/mlp.shard"]
     for art in written:
         text = art.read_text()
-        assert text.startswith("shardflow-artifact 3\ntarget cuda\n")
+        assert text.startswith("shardflow-artifact 4\ntarget cuda\n")
         assert ("world-size 4" in text) == art.stem.endswith("-tp")
         base = art.with_suffix("")
         for suffix in (".onnx", ".inputs.npz", ".expected.npz"):
@@ -592,7 +592,7 @@ def test_scatter_nd(reduction, tmp_path):
     feeds = {"x": _f(5, 4), "i": i, "u": _f(3, 4), "n": _i(-20, 20, 6, 5), "j": j,
              "v": _i(-20, 20, 4)}
     ir = _check(model, feeds, tmp_path)
-    assert ir.count("scatter_nd_updates") >= 2 and "index_checks" in ir
+    assert ir.count("scatter_nd_updates") >= 2 and "checks" in ir
 
 
 @pytest.mark.parametrize("largest", [1, 0])
@@ -716,6 +716,19 @@ def test_out_of_range_indices_are_reported(case, tmp_path):
     gpu_emulator.run_program(proc.stdout, list(feeds.values()))
 
 
+def _cuda_artifact(model, tmp_path):
+    """Compiles for CUDA (ptxas for sm_80 and sm_90 runs in the compile):
+    the artifact's text, its launches that check data, and the PTX."""
+    art = tmp_path / "m.shard"
+    proc = _compile(model, tmp_path, "--target", "cuda", "-o", str(art),
+                    "--dump-ptx", str(tmp_path / "m.ptx"))
+    assert proc.returncode == 0, proc.stderr
+    artifact = art.read_text()
+    launches = re.findall(r"^kernel launch .*$", artifact, re.M)
+    return (artifact, [l for l in launches if "checks=i:1" in l],
+            (tmp_path / "m.ptx").read_text())
+
+
 def test_target_cuda_assembles_and_names_the_checked_node(tmp_path):
     """ptxas assembles every standalone kernel (einsum loops too) for sm_80
     and sm_90, 64-bit keys (f64 and int64 topk: 64-bit block reductions)
@@ -733,17 +746,198 @@ def test_target_cuda_assembles_and_names_the_checked_node(tmp_path):
     model = parser.parse_model(text)
     for node in model.graph.node:
         node.name = f"{node.op_type.lower()}_node"
-    art = tmp_path / "m.shard"
-    proc = _compile(model, tmp_path, "--target", "cuda", "-o", str(art),
-                    "--dump-ptx", str(tmp_path / "m.ptx"))
-    assert proc.returncode == 0, proc.stderr
-    artifact = art.read_text()
-    launches = re.findall(r"^kernel launch .*$", artifact, re.M)
-    checked = [l for l in launches if "index_checks=i:1" in l]
+    artifact, checked, ptx = _cuda_artifact(model, tmp_path)
     assert len(checked) == 2
     assert any("node=s:gatherelements_node" in l for l in checked)
     assert any("node=s:scatternd_node" in l for l in checked)
-    ptx = (tmp_path / "m.ptx").read_text()
     for fn in re.findall(r"function=s:(\w+)", artifact):
         assert f".entry {fn}(" in ptx
     assert "shfl.sync" in ptx
+
+
+#
+# Integer semantics the CPU kernels define: unsigned types, division (a
+# zero divisor is reported through the status word), powers, and casts from
+# floats to integers (out-of-range values as the CPU converts them).
+#
+
+def test_unsigned_integers(tmp_path):
+    """ui8..ui64 are signless in generated code; each operation picks its
+    unsigned form. Values at and above 2^(w-1) tell signed and unsigned
+    apart. numpy's unsigned arithmetic (wrapping) is the reference, exactly
+    (onnxruntime has no Min or Max for the narrow unsigned types)."""
+    model = _graph_model(
+        "g (uint8[64] a, uint8[64] b, uint16[64] c, uint16[64] d, uint32[64] e, uint32[64] f,"
+        " uint64[64] h, uint64[64] k, int8[64] s) =>"
+        " (uint8[64] add8, uint8[64] sub8, uint8[64] div8, uint8[64] max8, bool[64] lt8,"
+        "  uint16[64] mul16, uint16[64] min16, bool[64] gt16, uint32[64] div32,"
+        "  uint32[64] clip32, float[64] f32, uint64[64] div64, bool[64] lt64, uint64[64] max64,"
+        "  int64[64] wide8, double[64] d64, uint16[64] s16, uint8[64] clip8) {"
+        " add8 = Add(a, b) sub8 = Sub(a, b) div8 = Div(a, bnz) max8 = Max(a, b)"
+        " lt8 = Less(a, b) mul16 = Mul(c, d) min16 = Min(c, d) gt16 = Greater(c, d)"
+        " div32 = Div(e, fnz) clip32 = Clip(e, lo32, hi32) f32 = Cast <to = 1> (e)"
+        " div64 = Div(h, knz) lt64 = Less(h, k) max64 = Max(h, k)"
+        " wide8 = Cast <to = 7> (a) d64 = Cast <to = 11> (h) s16 = Cast <to = 4> (s)"
+        " clip8 = Clip(a, lo8, hi8)"
+        " bnz = Max(b, one8) fnz = Max(f, one32) knz = Max(k, one64) }",
+        inits="<uint8 one8 = {1}, uint32 one32 = {1}, uint64 one64 = {1},"
+              " uint32 lo32 = {100}, uint32 hi32 = {3000000000}, uint8 lo8 = {20},"
+              " uint8 hi8 = {200}>")
+
+    def u(bits, n=64):
+        t = np.dtype(f"u{bits // 8}")
+        v = RNG.integers(0, np.iinfo(t).max, n, dtype=t, endpoint=True)
+        v[:4] = [0, 1, 2**(bits - 1), np.iinfo(t).max]  # the edges, the sign bit among them
+        return v
+
+    a, b, c, d, e, f, h, k = (u(w) for w in (8, 8, 16, 16, 32, 32, 64, 64))
+    s = _i(-128, 128, 64, dtype=np.int8)
+    feeds = {"a": a, "b": b, "c": c, "d": d, "e": e, "f": f, "h": h, "k": k, "s": s}
+    ir, ours = _run(model, feeds, tmp_path)
+    with np.errstate(over="ignore"):
+        want = [a + b, a - b, a // np.maximum(b, 1), np.maximum(a, b), a < b, c * d,
+                np.minimum(c, d), c > d, e // np.maximum(f, 1),
+                np.clip(e, 100, 3000000000).astype(np.uint32), e.astype(np.float32),
+                h // np.maximum(k, 1), h < k, np.maximum(h, k), a.astype(np.int64),
+                h.astype(np.float64), s.astype(np.uint16), np.clip(a, 20, 200)]
+    for out, got, w in zip(model.graph.output, ours, want):
+        assert got.dtype == w.dtype, out.name
+        np.testing.assert_array_equal(got, w, err_msg=out.name)
+    for op in ("divui", "maxui", "minui", "uitofp", "extui"):
+        assert f'"arith.{op}"' in ir, op
+    # Kernel arguments are signless; the launches pass the unsigned buffers.
+    signatures = re.findall(r"function_type = \(([^)]*)\) -> \(\)", ir)
+    assert signatures and not any("ui" in sig for sig in signatures)
+    assert "memref<64xui8>" in ir
+
+
+def test_integer_division(tmp_path):
+    """Truncating division of signed integers (negative operands, INT_MIN /
+    -1 wraps) against float64 math; the quotient feeds a fused add."""
+    model = _graph_model(
+        "g (int32[40] x, int32[40] y, int8[40] p, int8[40] q, int64[40] m, int64[40] n) =>"
+        " (int32[40] r, int8[40] s, int64[40] t) {"
+        " d = Div(x, y) r = Add(d, x) s = Div(p, q) t = Div(m, n) }")
+    x, y = _i(-1000, 1000, 40, dtype=np.int32), _i(1, 30, 40, dtype=np.int32)
+    y[::2] *= -1
+    x[0], y[0] = np.iinfo(np.int32).min, -1  # wraps to INT_MIN
+    p, q = _i(-128, 128, 40, dtype=np.int8), _i(1, 12, 40, dtype=np.int8)
+    q[1::3] *= -1
+    p[1], q[1] = -128, -1
+    m, n = _i(-2**62, 2**62, 40), _i(1, 2**20, 40)
+    n[::2] *= -1
+    ir, (r, s, t) = _run(model, {"x": x, "y": y, "p": p, "q": q, "m": m, "n": n}, tmp_path)
+    # Three kernels (the add fused with its division), each checking.
+    assert ir.count('"rt.launch"') == 3
+    assert len(re.findall(r"\bchecks\b", ir)) == 3
+
+    def trunc_div(a, b, dtype):
+        # Exact in Python integers, truncated toward zero, wrapped to dtype.
+        out = [int(abs(int(u)) // abs(int(v))) * (1 if (u < 0) == (v < 0) else -1)
+               for u, v in zip(a, b)]
+        bits = np.iinfo(dtype).bits
+        return np.array([((o + 2**(bits - 1)) % 2**bits) - 2**(bits - 1) for o in out], dtype)
+
+    np.testing.assert_array_equal(r, (trunc_div(x, y, np.int32).astype(np.int64) + x)
+                                  .astype(np.int32))
+    np.testing.assert_array_equal(s, trunc_div(p, q, np.int8))
+    np.testing.assert_array_equal(t, trunc_div(m, n, np.int64))
+
+
+@pytest.mark.parametrize("dtype", ["int32", "uint16"])
+def test_division_by_zero_is_reported(dtype, tmp_path):
+    model = _graph_model(f"g ({dtype}[3,4] x, {dtype}[3,4] y) => ({dtype}[3,4] z) {{"
+                         " z = Div(x, y) }")
+    np_type = np.dtype(dtype)
+    x = _i(0, 100, 3, 4, dtype=np_type)
+    y = _i(1, 9, 3, 4, dtype=np_type)
+    y[2, 1] = 0  # element 9
+    proc = _compile(model, tmp_path, "--convert-nn-to-rt", "--convert-rt-to-gpu",
+                    "--mlir-print-op-generic")
+    assert proc.returncode == 0, proc.stderr
+    with pytest.raises(gpu_emulator.DivisionByZero, match=r"element 9 of the result"):
+        gpu_emulator.run_program(proc.stdout, [x, y])
+    y[2, 1] = 3
+    (z,) = gpu_emulator.run_program(proc.stdout, [x, y])
+    np.testing.assert_array_equal(z, x // y)
+
+
+def test_integer_powers(tmp_path):
+    """Integer bases: integer exponents by squaring (negative ones give the
+    truncated real result: 0 unless the base is 1 or -1), float exponents
+    through f64 pow; against float64 math, exactly (every result is an
+    integer a double holds)."""
+    model = _graph_model(
+        "g (int64[24] x, int32[24] e, int32[24] b, int8[24] e8, int32[24] fb, float[24] fe) =>"
+        " (int64[24] p, int32[24] q, int32[24] r) {"
+        " p = Pow(x, e) q = Pow(b, e8) r = Pow(fb, fe) }")
+    x = np.array([1, -1, 2, -2, 3, -3, 0, 7, 1, -1, 2, 0, 5, -5, 10, -10, 1, -1, 3, 2, 4, 6, -7,
+                  9], np.int64)
+    e = np.array([5, 5, 10, 11, 3, 4, 0, 2, -3, -3, -1, 3, 0, 3, 15, 15, -2, -2, -4, 62, 31, 1,
+                  3, 2], np.int32)
+    b = _i(-6, 7, 24, dtype=np.int32)
+    e8 = _i(-3, 9, 24, dtype=np.int8)
+    fb = _i(0, 12, 24, dtype=np.int32)
+    fe = RNG.choice(np.array([0.0, 0.5, 1.0, 2.0, 3.0, 1.5], np.float32), 24)
+    ir, (p, q, r) = _run(model, {"x": x, "e": e, "b": b, "e8": e8, "fb": fb, "fe": fe}, tmp_path)
+
+    def int_pow(base, exp, dtype):
+        bits = np.iinfo(dtype).bits
+        out = []
+        for u, v in zip(base.tolist(), exp.tolist()):
+            if v < 0:
+                out.append(1 if u == 1 else (-1) ** (-v % 2) if u == -1 else 0)
+            else:
+                w = u ** v
+                out.append(((w + 2**(bits - 1)) % 2**bits) - 2**(bits - 1))
+        return np.array(out, dtype)
+
+    np.testing.assert_array_equal(p, int_pow(x, e, np.int64))
+    np.testing.assert_array_equal(q, int_pow(b, e8, np.int32))
+    np.testing.assert_array_equal(r, np.trunc(fb.astype(np.float64) **
+                                              fe.astype(np.float64)).astype(np.int32))
+
+
+def test_float_to_integer_casts_match_the_cpu_backend(tmp_path):
+    """Casts from floats to every integer type convert as the CPU kernels do:
+    toward zero in range, and NaN, infinities and out-of-range values to
+    what the CPU backend gives (ONNX leaves them undefined), exactly."""
+    targets = {"int8": 3, "int16": 5, "int32": 6, "int64": 7, "uint8": 2, "uint16": 4,
+               "uint32": 12, "uint64": 13}
+    outs = ", ".join(f"{t}[24] {t}_f, {t}[24] {t}_d" for t in targets)
+    body = " ".join(f"{t}_f = Cast <to = {c}> (x) {t}_d = Cast <to = {c}> (y)"
+                    for t, c in targets.items())
+    model = _graph_model(f"g (float[24] x, double[24] y) => ({outs}) {{ {body} }}")
+    values = [0.0, 1.9, -1.9, -0.5, 127.5, 128.0, -129.0, 255.9, 256.0, 65535.0, 65536.5,
+              -65537.0, 2147483647.0, 2147483648.0, -2147483649.0, 4294967296.0, 3e9,
+              9.3e18, 1.8e19, 2e19, -1e19, np.nan, np.inf, -np.inf]
+    feeds = {"x": np.array(values, np.float32), "y": np.array(values, np.float64)}
+    _, ours = _run(model, feeds, tmp_path)
+    path = tmp_path / "m.onnx"
+    art = pipeline.compile_model(path, tmp_path / "cpu.shard")
+    cpu = pipeline.run_artifact(art, feeds)
+    for out, got in zip(model.graph.output, ours):
+        np.testing.assert_array_equal(got, cpu[out.name], err_msg=out.name)
+    # In range the conversion is onnxruntime's too.
+    ref = ort.InferenceSession(model.SerializeToString(),
+                               providers=["CPUExecutionProvider"]).run(None, feeds)
+    for out, got, want in zip(model.graph.output, ours, ref):
+        info = np.iinfo(want.dtype)
+        ok = np.isfinite(feeds["x"]) & (feeds["x"] > info.min - 1) & (feeds["x"] < info.max + 1)
+        np.testing.assert_array_equal(got[ok], want[ok], err_msg=out.name)
+
+
+def test_integer_kernels_assemble_and_name_the_dividing_node(tmp_path):
+    """ptxas assembles the integer code (64-bit division and conversions,
+    the power loop, unsigned forms) for sm_80 and sm_90, and the launch of
+    an integer division carries the status word and its ONNX node."""
+    model = _graph_model(
+        "g (int64[64] x, int64[64] y, uint32[64] u, uint32[64] v, float[64] f, int32[64] e)"
+        " => (int64[64] q, uint32[64] w, uint64[64] c, int32[64] p) {"
+        " q = Div(x, y) w = Div(u, v) c = Cast <to = 13> (f) p = Pow(e, e) }")
+    for node in model.graph.node:
+        node.name = f"{node.op_type.lower()}_{node.output[0]}"
+    _, checked, ptx = _cuda_artifact(model, tmp_path)
+    assert checked and all(re.search(r"node=s:div_[qw]\b", l) for l in checked)
+    assert "div.s64" in ptx and "div.u32" in ptx
+    assert re.search(r"cvt\.rzi\.s64\.f(32|64)", ptx) and re.search(r"cvt\.rzi\.u64\.f", ptx)

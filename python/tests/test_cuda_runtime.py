@@ -74,7 +74,7 @@ def test_crc32c_reference():
 # A small CUDA artifact as shard-opt --target cuda would write it: a
 # compiler-generated module (its bytes need not be valid here: loading the
 # driver fails first), a launch, a cuBLASLt matmul and a collective.
-CUDA_ARTIFACT = """shardflow-artifact 3
+CUDA_ARTIFACT = """shardflow-artifact 4
 target cuda
 world-size 1
 model-dir .
@@ -180,7 +180,7 @@ def bf16_round(x: np.ndarray) -> np.ndarray:
 
 
 def write_weight_artifact(tmp: Path, lines: list[str], arena: int) -> Path:
-    text = "\n".join(["shardflow-artifact 3", "target cpu", "world-size 1",
+    text = "\n".join(["shardflow-artifact 4", "target cpu", "world-size 1",
                       f"model-dir {tmp}", f"arena {arena}", *lines, "end", ""])
     path = tmp / "mixed.shard"
     path.write_text(text)

@@ -575,7 +575,7 @@ def test_gather_index_out_of_range_is_an_error(tmp_path):
 # from hand-written artifacts.
 
 def run_program(tmp_path, lines: list[str], inputs: dict) -> dict:
-    text = "\n".join(["shardflow-artifact 3", "target cpu", "world-size 1",
+    text = "\n".join(["shardflow-artifact 4", "target cpu", "world-size 1",
                       f"model-dir {tmp_path}", "arena 4096", *lines, "end", ""])
     path = tmp_path / "program.shard"
     path.write_text(text)

@@ -69,7 +69,7 @@ def test_not_an_npy(compiled):
 
 def test_version_mismatch(compiled):
     tmp, artifact = compiled
-    text = artifact.read_text().replace("shardflow-artifact 3", "shardflow-artifact 99", 1)
+    text = artifact.read_text().replace("shardflow-artifact 4", "shardflow-artifact 99", 1)
     (tmp / "v99.shard").write_text(text)
     expect_error("artifact format version 99 is not supported", tmp / "v99.shard")
 

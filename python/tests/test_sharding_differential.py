@@ -248,7 +248,7 @@ def test_collectives_with_equal_flat_groups_of_different_sizes(tmp_path):
     x = np.random.default_rng(5).standard_normal((8, 3)).astype(np.float32)
     np.save(tmp_path / "x.npy", x)
     text = "\n".join([
-        "shardflow-artifact 3", "target cpu", "world-size 4", f"model-dir {tmp_path}",
+        "shardflow-artifact 4", "target cpu", "world-size 4", f"model-dir {tmp_path}",
         "arena 72",
         "buffer 0 input f32 8x3 name=x",
         "buffer 1 arena f32 2x3 offset=0",

@@ -4,7 +4,7 @@
 // RUN: shard-opt %s --target cpu -o - | FileCheck %s
 // RUN: not shard-opt %s --target gpu -o - 2>&1 | FileCheck %s --check-prefix=TARGET
 
-// CHECK: shardflow-artifact 3
+// CHECK: shardflow-artifact 4
 // CHECK-NEXT: target cpu
 // CHECK-NEXT: world-size 1
 // CHECK-NEXT: model-dir {{.*}}Target

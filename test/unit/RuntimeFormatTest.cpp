@@ -149,7 +149,7 @@ void expectRejected(const std::string &text, const std::string &phrase) {
 }
 
 TEST(Artifact, RejectsBadSlicesAndCollectives) {
-  std::string head = "shardflow-artifact 3\ntarget cpu\nworld-size 2\narena 64\n";
+  std::string head = "shardflow-artifact 4\ntarget cpu\nworld-size 2\narena 64\n";
   std::string weight = "buffer 0 weight f32 2x2 name=w storage=external file=m offset=0 size=16";
   expectRejected(head + weight + " global=4x2 starts=0,0\nend\n",
                  "1 slice starts for a world of 2 ranks");
@@ -172,7 +172,7 @@ TEST(Artifact, RejectsBadSlicesAndCollectives) {
 }
 
 TEST(Artifact, LocalSliceStartsAreCheckedAgainstItsBuffers) {
-  std::string head = "shardflow-artifact 3\ntarget cpu\nworld-size 2\narena 64\n"
+  std::string head = "shardflow-artifact 4\ntarget cpu\nworld-size 2\narena 64\n"
                      "buffer 0 input f32 4x6 name=x\nbuffer 1 arena f32 2x3 offset=0\n";
   Artifact a = parseArtifact(
       head + "collective local_slice in=0 out=1 starts=is:0,0,2,3\noutput y 1\nend\n",
@@ -238,7 +238,7 @@ TEST(Artifact, DeviceModulesAndSourceTypesRoundTrip) {
   EXPECT_EQ(b.buffers[0].fileBytes(), 32u);
   EXPECT_EQ(b.buffers[0].bytes(), 16u);
 
-  std::string head = "shardflow-artifact 3\ntarget cuda\nworld-size 1\narena 0\n";
+  std::string head = "shardflow-artifact 4\ntarget cuda\nworld-size 1\narena 0\n";
   expectRejected(head + "module k arch=sm_90 format=elf data=AAAA\nend\n", "format 'elf'");
   expectRejected(head + "module k arch=sm_90 format=cubin data=AA*A\nend\n", "not base64");
   expectRejected(head + "buffer 0 weight bf16 2 name=w storage=external file=m offset=0 size=4 "

@@ -73,9 +73,11 @@ def ConvertRTToGPU : Pass<"convert-rt-to-gpu", "::mlir::ModuleOp"> {
     k rounds of two block reductions) and `scatter_nd`, which becomes a copy
     of its data (`identity`, fused like any elementwise kernel) and
     `scatter_nd_updates` writing into the copy in place, taking the index
-    tuples in order. Kernels that read indices from data (these two and
-    `rotary_embedding` with position ids) get `index_checks`: they take a
-    status word in which they report an index out of range.
+    tuples in order. Kernels that check their data (these two and
+    `rotary_embedding` with position ids for indices, integer `div` for
+    zero divisors) get `checks`: they take a status word in which they
+    report what they found. Unsigned integer buffers are passed as the
+    signless integers of their width; the code picks unsigned operations.
   }];
   let options = [
     Option<"gemmEpilogues", "gemm-epilogues", "bool", /*default=*/"true",

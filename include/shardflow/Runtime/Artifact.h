@@ -7,7 +7,7 @@
 //
 // The format is line-oriented text, versioned by its first line:
 //
-//   shardflow-artifact 3
+//   shardflow-artifact 4
 //   target cpu
 //   world-size 2
 //   model-dir /path/to/model/folder
@@ -35,7 +35,12 @@
 // `data` is base64. A cubin runs on its own architecture only; the PTX (one
 // per module, for the oldest architecture) lets the driver compile for newer
 // GPUs. A launch passes one device pointer per `in` then per `out` buffer,
-// in order (static shapes: the kernel knows every size).
+// in order (static shapes: the kernel knows every size). A launch with
+// `checks=i:1` (and `node=s:NAME`, the ONNX node it names in errors) also
+// passes, last, a status word of two int64 the runtime zeroes before each
+// run: the kernel writes a code (1 index out of range, 2 integer division
+// by zero) and a value, and the run fails. (Version 4: version 3 called
+// this `index_checks`.)
 //
 // Mixed precision: a weight whose buffer type differs from the type of its
 // bytes in the file records that type (`source-dtype=f32`); the runtime
@@ -128,7 +133,7 @@ struct Instruction {
 };
 
 struct Artifact {
-  static constexpr int kVersion = 3;
+  static constexpr int kVersion = 4;
   std::string target = "cpu";
   int worldSize = 1;
   std::string modelDir;

@@ -37,19 +37,39 @@ inline llvm::ArrayRef<int64_t> shapeOf(mlir::Value v) {
 inline mlir::Type elemOf(mlir::Value v) {
   return mlir::cast<mlir::MemRefType>(v.getType()).getElementType();
 }
+/// The type a kernel argument holds for buffer elements of type `t`:
+/// generated code is signless, so an unsigned integer becomes the signless
+/// integer of its width (the operations pick unsigned forms themselves).
+inline mlir::Type signlessOf(mlir::Type t) {
+  if (t.isUnsignedInteger())
+    return mlir::IntegerType::get(t.getContext(), t.getIntOrFloatBitWidth());
+  return t;
+}
 /// The type generated code computes in for data of type `t`: f32 for
-/// f16/bf16/f32, the type itself otherwise.
+/// f16/bf16/f32, the signless type otherwise.
 inline mlir::Type computeType(mlir::Type t) {
   if (t.isF16() || t.isBF16() || t.isF32())
     return mlir::Float32Type::get(t.getContext());
-  return t;
+  return signlessOf(t);
+}
+/// Element types generated code handles: floats, signless and unsigned
+/// integers (standalone kernels narrow this further).
+inline bool isSupportedElement(mlir::Type t) {
+  return t.isF16() || t.isBF16() || t.isF32() || t.isF64() ||
+         (mlir::isa<mlir::IntegerType>(t) && !t.isSignedInteger());
 }
 
-/// The status word of a kernel that checks indices: memref<2xi64>, [0] set
-/// to 1 when an index is out of range, [1] one offending index.
+/// The status word of a kernel that checks its data: memref<2xi64>, [0]
+/// what went wrong (a StatusCode), [1] the offending value.
 inline mlir::MemRefType statusType(mlir::MLIRContext *ctx) {
   return mlir::MemRefType::get({2}, mlir::IntegerType::get(ctx, 64));
 }
+/// What a kernel writes to status word [0]; the runtime reads the same
+/// numbers (CudaExecutor.cpp).
+enum StatusCode : int64_t {
+  kIndexOutOfRange = 1, // [1]: the index read from the data
+  kDivisionByZero = 2,  // [1]: the flat position in the result
+};
 
 class EmitterBase {
 public:
@@ -119,9 +139,10 @@ public:
     return arith::IndexCastOp::create(b, loc, b.getIndexType(), safe);
   }
 
-  /// Sets the status word (when the kernel has one) where `ok` is false,
-  /// with `value` as the offending index.
-  void reportUnless(mlir::Value ok, mlir::Value value) {
+  /// Sets the status word (when the kernel has one) where `ok` is false:
+  /// `code` and `value` (i64).
+  void reportUnless(mlir::Value ok, mlir::Value value,
+                    StatusCode code = kIndexOutOfRange) {
     using namespace mlir;
     if (!status)
       return;
@@ -130,7 +151,7 @@ public:
     auto ifOp = scf::IfOp::create(b, loc, bad, /*withElseRegion=*/false);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(&ifOp.getThenRegion().front());
-    memref::StoreOp::create(b, loc, i64(1), status, ValueRange{index(0)});
+    memref::StoreOp::create(b, loc, i64(code), status, ValueRange{index(0)});
     memref::StoreOp::create(b, loc, value, status, ValueRange{index(1)});
   }
 
@@ -147,9 +168,9 @@ bool isReduction(llvm::StringRef name);
 /// topk), as opposed to fused elementwise loops and row reductions.
 bool isStandalone(rt::KernelOp k);
 
-/// Whether `k`'s generated code reads indices from data and so reports
-/// out-of-range ones through a status word.
-bool checksIndices(rt::KernelOp k);
+/// Whether `k`'s generated code checks its data (indices it reads, integer
+/// divisors) and so reports through a status word.
+bool checksData(rt::KernelOp k);
 
 struct LaunchShape {
   int64_t grid = 0, block = 0;

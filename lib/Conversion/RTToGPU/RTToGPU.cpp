@@ -50,6 +50,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <limits>
 #include <optional>
 
 namespace shardflow {
@@ -157,10 +158,6 @@ std::optional<RowGeometry> rowGeometry(rt::KernelOp k) {
 
 bool isRowReduction(rt::KernelOp k) { return rowGeometry(k).has_value(); }
 
-bool isSupportedElement(Type t) {
-  return t.isF16() || t.isBF16() || t.isF32() || t.isF64() || t.isSignlessInteger();
-}
-
 /// A fusion group: kernels emitted as one generated kernel.
 struct Group {
   enum class Kind { Loop, Row, Standalone } kind = Kind::Loop;
@@ -216,14 +213,179 @@ public:
     return result ? result : index(0);
   }
 
+  /// Float `x` converted to integers of type `storage` as the CPU kernels
+  /// convert (truncToInt in ElementwiseSupport.h): toward zero, and out of
+  /// range (NaN included) the lowest int32 for types of up to 32 bits
+  /// other than ui32, the lowest int64 for 64-bit types and ui32, wrapped
+  /// to the width; ui64 also takes [2^63, 2^64), and 0 beyond. Only
+  /// in-range values reach the conversion (out of range it is poison).
+  Value truncToInt(Value x, Type storage) {
+    Type f64 = b.getF64Type(), i32 = b.getI32Type(), i64 = b.getI64Type();
+    if (x.getType() != f64)
+      x = arith::ExtFOp::create(b, loc, f64, x);
+    unsigned w = storage.getIntOrFloatBitWidth();
+    bool wide = w == 64 || (storage.isUnsignedInteger() && w == 32);
+    auto cmp = [&](arith::CmpFPredicate p, double c) {
+      return arith::CmpFOp::create(b, loc, p, x, floatConst(f64, c)).getResult();
+    };
+    auto convert = [&](Value ok, Type t, bool isUnsigned) -> Value {
+      Value safe = arith::SelectOp::create(b, loc, ok, x, floatConst(f64, 0.0));
+      if (isUnsigned)
+        return arith::FPToUIOp::create(b, loc, t, safe);
+      return arith::FPToSIOp::create(b, loc, t, safe);
+    };
+    Value r;
+    if (wide) {
+      Value ok = arith::AndIOp::create(b, loc, cmp(arith::CmpFPredicate::OGE, -0x1p63),
+                                       cmp(arith::CmpFPredicate::OLT, 0x1p63));
+      r = arith::SelectOp::create(b, loc, ok, convert(ok, i64, false),
+                                  intConst(i64, std::numeric_limits<int64_t>::min()));
+      if (storage.isUnsignedInteger() && w == 64) {
+        Value big = arith::AndIOp::create(b, loc, cmp(arith::CmpFPredicate::OGE, 0x1p63),
+                                          cmp(arith::CmpFPredicate::OLT, 0x1p64));
+        Value high = arith::SelectOp::create(b, loc, big, convert(big, i64, true), this->i64(0));
+        r = arith::SelectOp::create(b, loc, cmp(arith::CmpFPredicate::OGE, 0x1p63), high, r);
+      }
+    } else {
+      Value ok = arith::AndIOp::create(b, loc, cmp(arith::CmpFPredicate::OGT, -2147483649.0),
+                                       cmp(arith::CmpFPredicate::OLT, 2147483648.0));
+      r = arith::SelectOp::create(b, loc, ok, convert(ok, i32, false),
+                                  intConst(i32, std::numeric_limits<int32_t>::min()));
+    }
+    Type t = signlessOf(storage);
+    if (t.getIntOrFloatBitWidth() < r.getType().getIntOrFloatBitWidth())
+      r = arith::TruncIOp::create(b, loc, t, r);
+    return r;
+  }
+
+  /// Integer division as the CPU kernel divides: truncating, INT_MIN / -1
+  /// wrapping to INT_MIN, and a zero divisor reported through the status
+  /// word (with the result position), the quotient then being x.
+  Value intDiv(Value x, Value y, bool isUnsigned, Value idx) {
+    Type t = x.getType();
+    Value one = intConst(t, 1), zero = intConst(t, 0);
+    reportUnless(arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, y, zero),
+                 arith::IndexCastOp::create(b, loc, b.getI64Type(), idx), kDivisionByZero);
+    Value byZero = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, y, zero);
+    if (isUnsigned)
+      return arith::DivUIOp::create(b, loc, x, arith::SelectOp::create(b, loc, byZero, one, y));
+    Value byMinusOne = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, y, intConst(t, -1));
+    Value safe = arith::SelectOp::create(
+        b, loc, arith::OrIOp::create(b, loc, byZero, byMinusOne), one, y);
+    return arith::SelectOp::create(b, loc, byMinusOne, arith::SubIOp::create(b, loc, zero, x),
+                                   arith::DivSIOp::create(b, loc, x, safe));
+  }
+
+  /// Integer base `x` to the power `y` as the CPU kernel computes it: an
+  /// integer exponent by squaring (wrapping products; a negative one gives
+  /// the truncated real result, 0 unless |x| = 1), a float exponent through
+  /// f64 pow and truncToInt.
+  Value intPow(Value x, Value y, Type baseStorage, Type expStorage) {
+    Type t = x.getType(), f64 = b.getF64Type(), i64t = b.getI64Type();
+    bool baseUnsigned = baseStorage.isUnsignedInteger();
+    if (isa<FloatType>(y.getType())) {
+      Value xd = baseUnsigned ? arith::UIToFPOp::create(b, loc, f64, x).getResult()
+                              : arith::SIToFPOp::create(b, loc, f64, x).getResult();
+      Value yd = y.getType() == f64 ? y : arith::ExtFOp::create(b, loc, f64, y).getResult();
+      return truncToInt(math::PowFOp::create(b, loc, xd, yd), baseStorage);
+    }
+    bool expUnsigned = expStorage.isUnsignedInteger() || expStorage.isInteger(1);
+    unsigned ew = y.getType().getIntOrFloatBitWidth();
+    Value e = y;
+    if (ew < 64)
+      e = expUnsigned ? arith::ExtUIOp::create(b, loc, i64t, y).getResult()
+                      : arith::ExtSIOp::create(b, loc, i64t, y).getResult();
+    // One round per exponent bit: r *= p where the bit is set, p *= p.
+    auto loop = scf::ForOp::create(b, loc, index(0), index(ew), index(1),
+                                   ValueRange{intConst(t, 1), x});
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(loop.getBody());
+      Value r = loop.getRegionIterArgs()[0], p = loop.getRegionIterArgs()[1];
+      Value shift = arith::IndexCastOp::create(b, loc, i64t, loop.getInductionVar());
+      Value bit = arith::TruncIOp::create(b, loc, b.getI1Type(),
+                                          arith::ShRUIOp::create(b, loc, e, shift));
+      Value next = arith::SelectOp::create(b, loc, bit, arith::MulIOp::create(b, loc, r, p), r);
+      scf::YieldOp::create(b, loc, ValueRange{next, arith::MulIOp::create(b, loc, p, p)});
+    }
+    Value r = loop.getResult(0);
+    if (expUnsigned)
+      return r;
+    // A negative exponent: 1 for x = 1, +-1 for x = -1 (signed), else 0.
+    Value one = intConst(t, 1);
+    Value isOne = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, x, one);
+    Value negResult = arith::SelectOp::create(b, loc, isOne, one, intConst(t, 0));
+    if (!baseUnsigned) {
+      Value isMinusOne = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, x,
+                                               intConst(t, -1));
+      Value odd = arith::TruncIOp::create(b, loc, b.getI1Type(), e);
+      Value sign = arith::SelectOp::create(b, loc, odd, intConst(t, -1), one);
+      negResult = arith::SelectOp::create(b, loc, isMinusOne, sign, negResult);
+    }
+    Value negative = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, e, i64(0));
+    return arith::SelectOp::create(b, loc, negative, negResult, r);
+  }
+
+  /// Integer clip as the CPU kernel clips: a fractional bound rounds inward
+  /// and saturates to the type; a NaN bound is no bound.
+  Value intClip(Value x, Type storage, DictionaryAttr params) {
+    unsigned w = storage.getIntOrFloatBitWidth();
+    bool isUnsigned = storage.isUnsignedInteger();
+    int64_t minI, maxI; // bit patterns
+    double minD, maxD;
+    if (isUnsigned) {
+      uint64_t m = w == 64 ? ~uint64_t(0) : (uint64_t(1) << w) - 1;
+      minI = 0, maxI = int64_t(m), minD = 0, maxD = double(m);
+    } else {
+      minI = w == 64 ? std::numeric_limits<int64_t>::min() : -(int64_t(1) << (w - 1));
+      maxI = w == 64 ? std::numeric_limits<int64_t>::max() : (int64_t(1) << (w - 1)) - 1;
+      minD = double(minI), maxD = double(maxI);
+    }
+    auto bound = [&](double v) -> int64_t {
+      if (v <= minD)
+        return minI;
+      if (v >= maxD)
+        return maxI;
+      return isUnsigned ? int64_t(uint64_t(v)) : int64_t(v);
+    };
+    // The constant's bits in the signless type of width w.
+    auto constant = [&](int64_t bits) {
+      if (w < 64)
+        bits = int64_t(uint64_t(bits) << (64 - w)) >> (64 - w);
+      return intConst(x.getType(), bits);
+    };
+    Value r = x;
+    auto lo = dyn_cast_or_null<FloatAttr>(params.get("min"));
+    if (lo && !std::isnan(lo.getValueAsDouble())) {
+      Value l = constant(bound(std::ceil(lo.getValueAsDouble())));
+      Value below = arith::CmpIOp::create(
+          b, loc, isUnsigned ? arith::CmpIPredicate::ult : arith::CmpIPredicate::slt, r, l);
+      r = arith::SelectOp::create(b, loc, below, l, r);
+    }
+    auto hi = dyn_cast_or_null<FloatAttr>(params.get("max"));
+    if (hi && !std::isnan(hi.getValueAsDouble())) {
+      Value h = constant(bound(std::floor(hi.getValueAsDouble())));
+      Value above = arith::CmpIOp::create(
+          b, loc, isUnsigned ? arith::CmpIPredicate::ugt : arith::CmpIPredicate::sgt, r, h);
+      r = arith::SelectOp::create(b, loc, above, h, r);
+    }
+    return r;
+  }
+
   /// The scalar result of elementwise kernel `k` on compute-typed operands,
   /// at flat index `idx` of its output (for ops that depend on position).
+  /// Operands and results are signless; whether an integer is unsigned
+  /// comes from the kernel's buffer types.
   FailureOr<Value> elementwise(rt::KernelOp k, ArrayRef<Value> in, Value idx) {
     StringRef name = k.getKernel();
     DictionaryAttr params = k.getParams();
     Type outStorage = elemOf(k.getOutputs()[0]);
     Type ct = computeType(outStorage);
     auto isFloat = [](Value v) { return isa<FloatType>(v.getType()); };
+    auto storageOf = [&](size_t i) {
+      return i < k.getInputs().size() ? elemOf(k.getInputs()[i]) : outStorage;
+    };
+    bool isUnsigned = storageOf(0).isUnsignedInteger();
     auto fail = [&](const Twine &why) -> FailureOr<Value> {
       return k.emitOpError("cannot be generated for CUDA: ") << why, failure();
     };
@@ -245,8 +407,9 @@ public:
           return arith::MaximumFOp::create(b, loc, x, y).getResult();
         // Pow's exponent may be of another type (an integer, a wider float).
         if (!isFloat(y))
-          y = y.getType().isInteger(1) ? arith::UIToFPOp::create(b, loc, x.getType(), y).getResult()
-                                       : arith::SIToFPOp::create(b, loc, x.getType(), y).getResult();
+          y = y.getType().isInteger(1) || storageOf(1).isUnsignedInteger()
+                  ? arith::UIToFPOp::create(b, loc, x.getType(), y).getResult()
+                  : arith::SIToFPOp::create(b, loc, x.getType(), y).getResult();
         else if (y.getType() != x.getType())
           y = y.getType().getIntOrFloatBitWidth() > x.getType().getIntOrFloatBitWidth()
                   ? arith::TruncFOp::create(b, loc, x.getType(), y).getResult()
@@ -262,11 +425,14 @@ public:
       if (name == "mul")
         return arith::MulIOp::create(b, loc, x, y).getResult();
       if (name == "min")
-        return arith::MinSIOp::create(b, loc, x, y).getResult();
+        return isUnsigned ? arith::MinUIOp::create(b, loc, x, y).getResult()
+                          : arith::MinSIOp::create(b, loc, x, y).getResult();
       if (name == "max")
-        return arith::MaxSIOp::create(b, loc, x, y).getResult();
-      return fail("integer " + name + " (division by zero and negative exponents "
-                  "need the CPU kernel's checks)");
+        return isUnsigned ? arith::MaxUIOp::create(b, loc, x, y).getResult()
+                          : arith::MaxSIOp::create(b, loc, x, y).getResult();
+      if (name == "div")
+        return intDiv(x, y, isUnsigned, idx);
+      return intPow(x, y, storageOf(0), storageOf(1));
     }
     if (name == "equal" || name == "less" || name == "greater") {
       Value x = in[0], y = in[1];
@@ -276,9 +442,10 @@ public:
                                      : arith::CmpFPredicate::OGT;
         return arith::CmpFOp::create(b, loc, pred, x, y).getResult();
       }
-      auto pred = name == "equal"  ? arith::CmpIPredicate::eq
-                  : name == "less" ? arith::CmpIPredicate::slt
-                                   : arith::CmpIPredicate::sgt;
+      auto pred = name == "equal" ? arith::CmpIPredicate::eq
+                  : name == "less"
+                      ? (isUnsigned ? arith::CmpIPredicate::ult : arith::CmpIPredicate::slt)
+                      : (isUnsigned ? arith::CmpIPredicate::ugt : arith::CmpIPredicate::sgt);
       return arith::CmpIOp::create(b, loc, pred, x, y).getResult();
     }
     if (name == "and")
@@ -396,16 +563,16 @@ public:
       }
       if (from == ct)
         return x;
+      bool zeroExtend = from.isInteger(1) || isUnsigned;
       if (!fromFloat && toFloat)
-        return from.isInteger(1) ? arith::UIToFPOp::create(b, loc, ct, x).getResult()
-                                 : arith::SIToFPOp::create(b, loc, ct, x).getResult();
+        return zeroExtend ? arith::UIToFPOp::create(b, loc, ct, x).getResult()
+                          : arith::SIToFPOp::create(b, loc, ct, x).getResult();
       if (fromFloat && ct.isInteger(1))
         return arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNE, x,
                                      floatConst(from, 0.0))
             .getResult();
       if (fromFloat)
-        return fail("casts from floating point to integers (out-of-range values need "
-                    "the CPU kernel's saturation)");
+        return truncToInt(x, outStorage);
       if (ct.isInteger(1))
         return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, x,
                                      arith::ConstantOp::create(b, loc, from,
@@ -413,8 +580,8 @@ public:
             .getResult();
       unsigned fw = from.getIntOrFloatBitWidth(), tw = ct.getIntOrFloatBitWidth();
       if (fw < tw)
-        return from.isInteger(1) ? arith::ExtUIOp::create(b, loc, ct, x).getResult()
-                                 : arith::ExtSIOp::create(b, loc, ct, x).getResult();
+        return zeroExtend ? arith::ExtUIOp::create(b, loc, ct, x).getResult()
+                          : arith::ExtSIOp::create(b, loc, ct, x).getResult();
       return arith::TruncIOp::create(b, loc, ct, x).getResult();
     }
     // Unary operations.
@@ -423,10 +590,14 @@ public:
       Value zero = arith::ConstantOp::create(b, loc, x.getType(), b.getIntegerAttr(x.getType(), 0));
       if (name == "neg")
         return arith::SubIOp::create(b, loc, zero, x).getResult();
+      if ((name == "abs" || name == "relu") && isUnsigned)
+        return x;
       if (name == "abs")
         return math::AbsIOp::create(b, loc, x).getResult();
       if (name == "relu")
         return arith::MaxSIOp::create(b, loc, x, zero).getResult();
+      if (name == "clip")
+        return intClip(x, storageOf(0), params);
       return fail("integer " + name);
     }
     Type ft = x.getType();
@@ -1268,9 +1439,9 @@ LogicalResult ConvertRTToGPU::emitGroup(Group &g, gpu::GPUModuleOp module, int i
   buffers.append(outs.begin(), outs.end());
   SmallVector<Type> argTypes;
   for (Value v : buffers)
-    argTypes.push_back(MemRefType::get({numel(v)}, elemOf(v)));
-  // Kernels that read indices from data take the status word last.
-  bool checks = llvm::any_of(g.members, [](rt::KernelOp k) { return checksIndices(k); });
+    argTypes.push_back(MemRefType::get({numel(v)}, signlessOf(elemOf(v))));
+  // Kernels that check their data take the status word last.
+  bool checks = llvm::any_of(g.members, [](rt::KernelOp k) { return checksData(k); });
   if (checks)
     argTypes.push_back(statusType(mb.getContext()));
   auto fn = gpu::GPUFuncOp::create(mb, loc, name, mb.getFunctionType(argTypes, {}));
@@ -1335,22 +1506,21 @@ LogicalResult ConvertRTToGPU::emitGroup(Group &g, gpu::GPUModuleOp module, int i
   gpu::ReturnOp::create(b, loc);
 
   // The call, where the group's last member stood. A launch that checks
-  // indices carries the location (the ONNX node) of the member that reads
-  // them, which the runtime names when one is out of range.
+  // data carries the locations (ONNX nodes) of the members that check,
+  // which the runtime names when one reports.
   OpBuilder cb(last);
-  Location launchLoc = loc;
+  SmallVector<Location> checking;
   for (rt::KernelOp k : g.members)
-    if (checksIndices(k)) {
-      launchLoc = k.getLoc();
-      break;
-    }
+    if (checksData(k))
+      checking.push_back(k.getLoc());
+  Location launchLoc = checking.empty() ? loc : cb.getFusedLoc(checking);
   auto launch = rt::LaunchOp::create(
       cb, launchLoc,
       SymbolRefAttr::get(cb.getStringAttr(kModuleName), {FlatSymbolRefAttr::get(fn.getNameAttr())}),
       cb.getDenseI64ArrayAttr({grid, 1, 1}), cb.getDenseI64ArrayAttr({block, 1, 1}),
-      cb.getI64IntegerAttr(0), /*index_checks=*/UnitAttr(), ins.getArrayRef(), outs.getArrayRef());
+      cb.getI64IntegerAttr(0), /*checks=*/UnitAttr(), ins.getArrayRef(), outs.getArrayRef());
   if (checks)
-    launch.setIndexChecks(true);
+    launch.setChecks(true);
   for (rt::KernelOp k : llvm::reverse(g.members))
     k.erase();
   // Internal buffers: views first, then their allocations.

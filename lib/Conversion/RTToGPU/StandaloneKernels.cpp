@@ -801,10 +801,11 @@ bool shardflow::rtgpu::isStandalone(rt::KernelOp k) {
          name == "scatter_nd_updates" || name == "topk" || name == "einsum";
 }
 
-bool shardflow::rtgpu::checksIndices(rt::KernelOp k) {
+bool shardflow::rtgpu::checksData(rt::KernelOp k) {
   StringRef name = k.getKernel();
   return name == "gather_elements" || name == "scatter_nd_updates" ||
-         (name == "rotary_embedding" && k.getInputs().size() > 3);
+         (name == "rotary_embedding" && k.getInputs().size() > 3) ||
+         (name == "div" && isa<IntegerType>(elemOf(k.getOutputs()[0])));
 }
 
 FailureOr<LaunchShape> shardflow::rtgpu::standaloneShape(rt::KernelOp k) {

@@ -185,8 +185,9 @@ private:
   void checkNcclHealth();
 
   void execute(size_t n);
-  /// Fails the run when a generated kernel found an index out of range,
-  /// naming the first such kernel in program order and its ONNX node.
+  /// Fails the run when a kernel reported bad data (an index out of range,
+  /// an integer division by zero), naming the first such kernel in program
+  /// order and its ONNX node.
   void checkStatusWords();
   void runCollective(const Instruction &inst, CUstream stream);
   void runCopies(const std::vector<Copy2D> &copies, CUdeviceptr src, CUdeviceptr dst,
@@ -699,7 +700,7 @@ void CudaExecutor::Impl::prepareKernel(size_t n, Step &step) {
       step.arguments.push_back(pointerOf(i));
     for (int o : inst.outputs)
       step.arguments.push_back(pointerOf(o));
-    if (inst.params.getInt("index_checks", 0)) {
+    if (inst.params.getInt("checks", 0)) {
       // The status word goes last; its address is known once every
       // checking launch is counted (prepareProgram).
       step.statusSlot = int(checkedSteps.size());
@@ -1144,11 +1145,16 @@ void CudaExecutor::Impl::checkStatusWords() {
     std::string what = inst.kernel == "launch"
                            ? "generated kernel '" + inst.params.getString("function", "") + "'"
                            : "kernel '" + inst.kernel + "'";
+    // Codes as in lib/Conversion/RTToGPU/Emitter.h (StatusCode).
+    int64_t code = words[2 * slot], value = words[2 * slot + 1];
+    std::string problem =
+        code == 1   ? "index " + std::to_string(value) + " read from the data is out of range"
+        : code == 2 ? "integer division by zero (element " + std::to_string(value) +
+                          " of the result)"
+                    : "unknown error code " + std::to_string(code) + " in the status word";
     throw RuntimeError(what + (node.empty() ? std::string() : " (ONNX node '" + node + "')") +
-                       ", instruction " + std::to_string(n) + ": index " +
-                       std::to_string(words[2 * slot + 1]) +
-                       " read from the data is out of range; the outputs of this run are "
-                       "not valid");
+                       ", instruction " + std::to_string(n) + ": " + problem +
+                       "; the outputs of this run are not valid");
   }
 }
 

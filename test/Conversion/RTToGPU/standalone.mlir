@@ -39,7 +39,7 @@ func.func @main(%x: tensor<2x3x4xf32> {nn.name = "x"}) -> (tensor<2x3x4xf32> {nn
 // Indices are checked: the kernel takes the status word last and writes it
 // when an index (negative ones counted from the end) falls outside [0, 5).
 // CHECK-LABEL: func.func @main
-// CHECK: rt.launch @shardflow_kernels::@k0_gather_elements {{.*}} {index_checks}
+// CHECK: rt.launch @shardflow_kernels::@k0_gather_elements {{.*}} {checks}
 // CHECK: gpu.func @k0_gather_elements(%{{.*}}: memref<10xf32>, %{{.*}}: memref<6xi64>, %{{.*}}: memref<6xf32>, %[[S:.*]]: memref<2xi64>)
 // CHECK: scf.if
 // CHECK: memref.store %{{.*}}, %[[S]][%{{.*}}] : memref<2xi64>
@@ -55,7 +55,7 @@ func.func @main(%x: tensor<2x5xf32> {nn.name = "x"}, %i: tensor<2x3xi64> {nn.nam
 // CHECK-LABEL: func.func @main
 // CHECK: %[[OUT:.*]] = rt.alloc : memref<4x3xf32>
 // CHECK: rt.launch @shardflow_kernels::@k0_exp_identity {{.*}} outs(%[[OUT]] : memref<4x3xf32>)
-// CHECK: rt.launch @shardflow_kernels::@k1_scatter_nd_updates {{.*}} outs(%[[OUT]] : memref<4x3xf32>) {index_checks}
+// CHECK: rt.launch @shardflow_kernels::@k1_scatter_nd_updates {{.*}} outs(%[[OUT]] : memref<4x3xf32>) {checks}
 // CHECK: gpu.func @k1_scatter_nd_updates
 // CHECK: scf.for %{{.*}} = %c0 to %c2 step %c1 {
 // CHECK: arith.addf

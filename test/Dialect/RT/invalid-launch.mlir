@@ -81,7 +81,7 @@ module attributes {gpu.container_module} {
 module attributes {gpu.container_module} {
   func.func @main(%x: memref<4xf32>, %y: memref<4xf32>) {
     // expected-error @+1 {{kernel '@kernels::@k' takes 2 arguments, the launch passes 3 (its buffers and the status word)}}
-    rt.launch @kernels::@k grid [1, 1, 1] block [32, 1, 1] ins(%x : memref<4xf32>) outs(%y : memref<4xf32>) {index_checks}
+    rt.launch @kernels::@k grid [1, 1, 1] block [32, 1, 1] ins(%x : memref<4xf32>) outs(%y : memref<4xf32>) {checks}
     return
   }
   gpu.module @kernels {
@@ -94,10 +94,23 @@ module attributes {gpu.container_module} {
 module attributes {gpu.container_module} {
   func.func @main(%x: memref<4xf32>, %y: memref<4xf32>) {
     // expected-error @+1 {{kernel '@kernels::@k' must take its status word last, as memref<2xi64>}}
-    rt.launch @kernels::@k grid [1, 1, 1] block [32, 1, 1] ins(%x : memref<4xf32>) outs(%y : memref<4xf32>) {index_checks}
+    rt.launch @kernels::@k grid [1, 1, 1] block [32, 1, 1] ins(%x : memref<4xf32>) outs(%y : memref<4xf32>) {checks}
     return
   }
   gpu.module @kernels {
     gpu.func @k(%a: memref<4xf32>, %b: memref<4xf32>, %s: memref<2xi32>) kernel { gpu.return }
+  }
+}
+
+// -----
+
+module attributes {gpu.container_module} {
+  func.func @main(%x: memref<4xui8>, %y: memref<4xui8>) {
+    // expected-error @+1 {{buffer #0 of type 'memref<4xui8>' does not match kernel argument type 'memref<4xui8>' (unsigned buffers are passed as signless integers: 'i8')}}
+    rt.launch @kernels::@k grid [1, 1, 1] block [32, 1, 1] ins(%x : memref<4xui8>) outs(%y : memref<4xui8>)
+    return
+  }
+  gpu.module @kernels {
+    gpu.func @k(%a: memref<4xui8>, %b: memref<4xui8>) kernel { gpu.return }
   }
 }

@@ -17,16 +17,33 @@ module attributes {gpu.container_module} {
 
 // -----
 
-// A launch that checks indices passes its kernel a status word, last.
+// A launch that checks its data passes its kernel a status word, last.
 // CHECK-LABEL: func.func @main
-// CHECK: rt.launch @kernels::@pick grid [1, 1, 1] block [32, 1, 1] ins(%{{.*}}, %{{.*}} : memref<8xf32>, memref<4xi64>) outs(%{{.*}} : memref<4xf32>) {index_checks}
+// CHECK: rt.launch @kernels::@pick grid [1, 1, 1] block [32, 1, 1] ins(%{{.*}}, %{{.*}} : memref<8xf32>, memref<4xi64>) outs(%{{.*}} : memref<4xf32>) {checks}
 module attributes {gpu.container_module} {
   func.func @main(%x: memref<8xf32>, %i: memref<4xi64>, %y: memref<4xf32>) {
-    rt.launch @kernels::@pick grid [1, 1, 1] block [32, 1, 1] ins(%x, %i : memref<8xf32>, memref<4xi64>) outs(%y : memref<4xf32>) {index_checks}
+    rt.launch @kernels::@pick grid [1, 1, 1] block [32, 1, 1] ins(%x, %i : memref<8xf32>, memref<4xi64>) outs(%y : memref<4xf32>) {checks}
     return
   }
   gpu.module @kernels {
     gpu.func @pick(%a: memref<8xf32>, %b: memref<4xi64>, %c: memref<4xf32>, %s: memref<2xi64>) kernel {
+      gpu.return
+    }
+  }
+}
+
+// -----
+
+// Unsigned buffers go to kernels as the signless integers of their width.
+// CHECK-LABEL: func.func @main
+// CHECK: rt.launch @kernels::@inc {{.*}} ins(%{{.*}} : memref<4xui16>) outs(%{{.*}} : memref<4xui16>)
+module attributes {gpu.container_module} {
+  func.func @main(%x: memref<4xui16>, %y: memref<4xui16>) {
+    rt.launch @kernels::@inc grid [1, 1, 1] block [32, 1, 1] ins(%x : memref<4xui16>) outs(%y : memref<4xui16>)
+    return
+  }
+  gpu.module @kernels {
+    gpu.func @inc(%a: memref<4xi16>, %b: memref<4xi16>) kernel {
       gpu.return
     }
   }

@@ -62,7 +62,7 @@ LogicalResult LaunchOp::verify() {
     return emitOpError("grid sizes must lie in [1, 2^31) and block sizes in [1, 1024]");
   if (getBlock()[0] * getBlock()[1] * getBlock()[2] > 1024)
     return emitOpError("a block has at most 1024 threads");
-  if (getShared() < 0)
+  if (getSharedAttr().getInt() < 0)
     return emitOpError("shared memory size must be non-negative");
   if (getOutputs().empty())
     return emitOpError("writes no outputs");
@@ -81,13 +81,13 @@ LogicalResult LaunchOp::verifySymbolUses(SymbolTableCollection &symbols) {
     return emitOpError("'") << getKernel() << "' is not a gpu.func kernel";
   SmallVector<Value> buffers(getInputs());
   llvm::append_range(buffers, getOutputs());
-  size_t expected = buffers.size() + (getIndexChecks() ? 1 : 0);
+  size_t expected = buffers.size() + (getChecks() ? 1 : 0);
   if (fn.getNumArguments() != expected)
     return emitOpError("kernel '") << getKernel() << "' takes " << fn.getNumArguments()
                                    << " arguments, the launch passes " << expected
-                                   << (getIndexChecks() ? " (its buffers and the status word)"
+                                   << (getChecks() ? " (its buffers and the status word)"
                                                         : "");
-  if (getIndexChecks()) {
+  if (getChecks()) {
     auto status = dyn_cast<MemRefType>(fn.getArgumentTypes().back());
     if (!status || status.getShape() != ArrayRef<int64_t>{2} ||
         !status.getElementType().isInteger(64))
@@ -97,12 +97,20 @@ LogicalResult LaunchOp::verifySymbolUses(SymbolTableCollection &symbols) {
   for (auto [i, buffer] : llvm::enumerate(buffers)) {
     auto param = dyn_cast<MemRefType>(fn.getArgument(i).getType());
     auto type = cast<MemRefType>(buffer.getType());
-    if (!param || !param.hasStaticShape() ||
-        param.getElementType() != type.getElementType() ||
-        param.getNumElements() != type.getNumElements())
-      return emitOpError("buffer #") << i << " of type " << type
-                                     << " does not match kernel argument type "
-                                     << fn.getArgument(i).getType();
+    // Generated code is signless: an unsigned buffer is passed as the
+    // signless integer of its width.
+    Type elem = type.getElementType();
+    if (elem.isUnsignedInteger())
+      elem = IntegerType::get(getContext(), elem.getIntOrFloatBitWidth());
+    if (!param || !param.hasStaticShape() || param.getElementType() != elem ||
+        param.getNumElements() != type.getNumElements()) {
+      InFlightDiagnostic d = emitOpError("buffer #")
+                             << i << " of type " << type << " does not match kernel argument type "
+                             << fn.getArgument(i).getType();
+      if (elem != type.getElementType())
+        d << " (unsigned buffers are passed as signless integers: " << elem << ")";
+      return d;
+    }
   }
   return success();
 }

@@ -143,11 +143,17 @@ def RT_LaunchOp : RT_Op<"launch", [AttrSizedOperandSegments,
     contiguous memref with the buffer's element type and element count (the
     kernel may view an N-d buffer as 1-d). Outputs never alias inputs.
 
-    With `index_checks` the kernel reads indices from data and takes one
-    more argument, last: a `memref<2xi64>` status word the runtime provides,
-    zeroed before each run. The kernel sets element 0 to 1 (and element 1
-    to an offending index) when an index is out of range; the runtime then
-    fails the run, naming the kernel and its ONNX node.
+    With `checks` the kernel checks its data (indices read from it, integer
+    divisors) and takes one more argument, last: a `memref<2xi64>` status
+    word the runtime provides, zeroed before each run. The kernel sets
+    element 0 to what went wrong (1: an index out of range, element 1 the
+    index; 2: an integer division by zero, element 1 the position in the
+    result) and the runtime then fails the run, naming the kernel and its
+    ONNX node.
+
+    Arguments of unsigned buffers (`ui8` to `ui64`) have the signless
+    integer type of the same width: generated code is signless and picks
+    unsigned operations itself.
 
     ```mlir
     rt.launch @shardflow_kernels::@k0_add_gelu grid [96, 1, 1] block [256, 1, 1]
@@ -158,7 +164,7 @@ def RT_LaunchOp : RT_Op<"launch", [AttrSizedOperandSegments,
   let arguments = (ins SymbolRefAttr:$kernel, DenseI64ArrayAttr:$grid,
                        DenseI64ArrayAttr:$block,
                        DefaultValuedAttr<I64Attr, "0">:$shared,
-                       UnitAttr:$index_checks,
+                       UnitAttr:$checks,
                        Variadic<RT_Buffer>:$inputs, Variadic<RT_Buffer>:$outputs);
   let assemblyFormat = [{
     $kernel `grid` $grid `block` $block
