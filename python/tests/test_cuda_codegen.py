@@ -421,6 +421,13 @@ CONV_CASES = {
     "max_pool_ceil_and_pads": (
         "g (float[1,2,7,7] x) => (float[1,2,4,4] y) {"
         " y = MaxPool <kernel_shape = [3, 3], strides = [2, 2], pads = [1, 1, 0, 0], ceil_mode = 1> (x) }"),
+    "max_pool_with_indices_row_major": (
+        "g (float[2,2,7,7] x) => (float[2,2,4,4] y, int64[2,2,4,4] i) {"
+        " y, i = MaxPool <kernel_shape = [3, 3], strides = [2, 2], pads = [1, 1, 1, 1]> (x) }"),
+    "max_pool_with_indices_column_major": (
+        "g (float[1,3,6,5] x) => (float[1,3,3,3] y, int64[1,3,3,3] i) {"
+        " y, i = MaxPool <kernel_shape = [2, 3], strides = [2, 2], pads = [0, 1, 0, 1],"
+        " storage_order = 1> (x) }"),
     "average_pool_with_and_without_pad_count": (
         "g (float[1,2,6,6] x) => (float[1,2,3,3] y, float[1,2,3,3] z) {"
         " y = AveragePool <kernel_shape = [3, 3], strides = [2, 2], pads = [1, 1, 1, 1]> (x)"
@@ -438,7 +445,7 @@ def test_convolution_and_pooling(name, tmp_path):
     proc = _compile(model, tmp_path, "--convert-nn-to-rt", "--convert-rt-to-gpu",
                     "--mlir-print-op-generic")
     assert proc.returncode == 0, proc.stderr
-    assert 'kernel = "conv"' not in proc.stdout and 'kernel = "max_pool"' not in proc.stdout
+    assert 'kernel = "conv"' not in proc.stdout and 'kernel = "max_pool' not in proc.stdout
     feeds = _inputs(model, 11)
     if "v" in feeds:  # variances are positive
         feeds["v"] = np.abs(feeds["v"]) + 0.1
@@ -449,6 +456,32 @@ def test_convolution_and_pooling(name, tmp_path):
         np.testing.assert_allclose(got.astype(np.float64), want, rtol=1e-5, atol=1e-5)
     art = _compile(model, tmp_path, "--target", "cuda", "-o", str(tmp_path / "m.shard"))
     assert art.returncode == 0, art.stderr
+
+
+def test_max_pool_of_integers_ties_and_nan_match_the_cpu_backend(tmp_path):
+    """Max pooling of signed and unsigned integers (values across the sign
+    bit), and indices with ties (the first maximum wins), NaN (the first NaN
+    wins) and windows of padding only (-1), exactly as the CPU backend."""
+    model = _graph_model(
+        "g (int8[1,2,6,6] a, uint16[1,2,6,6] b, float[1,1,5,5] f) =>"
+        " (int8[1,2,3,3] ya, uint16[1,2,3,3] yb, int64[1,2,3,3] ib,"
+        "  float[1,1,4,4] yf, int64[1,1,4,4] jf) {"
+        " ya = MaxPool <kernel_shape = [3, 3], strides = [2, 2], pads = [1, 1, 1, 1]> (a)"
+        " yb, ib = MaxPool <kernel_shape = [2, 2], strides = [2, 2]> (b)"
+        " yf, jf = MaxPool <kernel_shape = [2, 2], strides = [2, 2], pads = [2, 2, 1, 1],"
+        " ceil_mode = 1> (f) }")
+    f = np.round(_f(1, 1, 5, 5))  # rounding makes ties
+    f[0, 0, 1, 1] = np.nan
+    f[0, 0, 2, 3] = np.nan
+    feeds = {"a": _i(-128, 128, 1, 2, 6, 6, dtype=np.int8),
+             "b": _i(0, 2**16, 1, 2, 6, 6, dtype=np.uint16), "f": f}
+    ir, ours = _run(model, feeds, tmp_path)
+    assert '"arith.maxsi"' in ir and '"arith.cmpi"' in ir
+    path = tmp_path / "m.onnx"
+    cpu = pipeline.run_artifact(pipeline.compile_model(path, tmp_path / "cpu.shard"), feeds)
+    for out, got in zip(model.graph.output, ours):
+        np.testing.assert_array_equal(got, cpu[out.name], err_msg=out.name)
+    assert (cpu["jf"] == -1).any() and np.isnan(cpu["yf"]).any()
 
 
 def test_zoo_cases_for_the_gpu_check(tmp_path, monkeypatch):

@@ -93,7 +93,7 @@ bool isElementwise(StringRef name) {
 /// statistics): it reads buffers, never a fused producer's register.
 bool readsNeighbours(StringRef name) {
   return name == "rotary_embedding" || name == "batch_normalization" || name == "max_pool" ||
-         name == "average_pool" || name == "im2col";
+         name == "max_pool_with_indices" || name == "average_pool" || name == "im2col";
 }
 
 /// Where a row reduction's rows lie in its input: `rows` rows of `length`
@@ -850,8 +850,14 @@ public:
 
   /// Max or average pooling at flat output index `idx` ([N, C, spatial...]).
   /// Positions in the padding are skipped (max) or, with
-  /// `count_include_pad`, counted as zeros (average).
-  FailureOr<Value> pool(rt::KernelOp k, DenseMap<Value, Value> &args, Value idx) {
+  /// `count_include_pad`, counted as zeros (average). Max pooling takes any
+  /// numeric type; with `indices` (max_pool_with_indices) it also sets the
+  /// flat input index of the window's first maximum (the first NaN wins; -1
+  /// for a window with no input position), row-major, or column-major over
+  /// the last two spatial dimensions with `storage_order` 1, as the CPU
+  /// kernel does.
+  FailureOr<Value> pool(rt::KernelOp k, DenseMap<Value, Value> &args, Value idx,
+                        Value *indices = nullptr) {
     Value x = k.getInputs()[0];
     ArrayRef<int64_t> inShape = shapeOf(x), outShape = shapeOf(k.getOutputs()[0]);
     if (inShape.size() < 3)
@@ -859,28 +865,72 @@ public:
     auto kernelAttr = dyn_cast_or_null<DenseI64ArrayAttr>(k.getParams().get("kernel_shape"));
     if (!kernelAttr)
       return k.emitOpError("pooling without kernel_shape"), failure();
-    bool isMax = k.getKernel() == "max_pool";
+    bool isMax = k.getKernel() != "average_pool";
+    bool withIndices = k.getKernel() == "max_pool_with_indices";
     auto cip = dyn_cast_or_null<BoolAttr>(k.getParams().get("count_include_pad"));
     bool countPad = cip && cip.getValue();
+    auto order = dyn_cast_or_null<IntegerAttr>(k.getParams().get("storage_order"));
+    bool columnMajor = order && order.getInt() == 1;
     SmallVector<Value> coords = delinearize(idx, outShape);
+    ArrayRef<int64_t> inSpatial = inShape.drop_front(2);
     int64_t plane = 1;
-    for (int64_t d : inShape.drop_front(2))
+    for (int64_t d : inSpatial)
       plane *= d;
     // (n, c) select the plane; the window walks inside it.
     Value planeBase = arith::MulIOp::create(
         b, loc, arith::AddIOp::create(b, loc, arith::MulIOp::create(b, loc, coords[0], index(inShape[1])),
                                       coords[1]),
         index(plane));
-    Type ft = computeType(elemOf(x));
-    Value acc = floatConst(ft, isMax ? -INFINITY : 0.0), count = floatConst(ft, 0.0);
-    Value one = floatConst(ft, 1.0);
+    Type storage = elemOf(x), ft = computeType(storage);
+    bool isFloatData = isa<FloatType>(ft), isUnsigned = storage.isUnsignedInteger();
+    Value acc, count, one;
+    if (isFloatData) {
+      acc = floatConst(ft, isMax ? -INFINITY : 0.0);
+      count = floatConst(ft, 0.0), one = floatConst(ft, 1.0);
+    } else {
+      unsigned w = ft.getIntOrFloatBitWidth();
+      acc = intConst(ft, isUnsigned ? 0 : w == 64 ? std::numeric_limits<int64_t>::min()
+                                                  : -(int64_t(1) << (w - 1)));
+    }
+    Value best = i64(-1), found = arith::ConstantOp::create(b, loc, b.getBoolAttr(false));
     LogicalResult ok = forEachWindowPosition(
-        k, ArrayRef<Value>(coords).drop_front(2), inShape.drop_front(2), kernelAttr.asArrayRef(),
+        k, ArrayRef<Value>(coords).drop_front(2), inSpatial, kernelAttr.asArrayRef(),
         [&](Value valid, Value padded, Value at) {
           Value v = load(args.lookup(x), arith::AddIOp::create(b, loc, planeBase, at));
+          if (withIndices) {
+            // Take v when it is the first valid value, greater, or the first
+            // NaN; nothing replaces a NaN.
+            Value greater, take;
+            if (isFloatData) {
+              greater = arith::OrIOp::create(
+                  b, loc, arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, v, acc),
+                  arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNO, v, v));
+              Value accNaN = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNO, acc, acc);
+              greater = arith::AndIOp::create(
+                  b, loc, greater,
+                  arith::XOrIOp::create(b, loc, accNaN,
+                                        arith::ConstantOp::create(b, loc, b.getBoolAttr(true))));
+            } else {
+              greater = arith::CmpIOp::create(
+                  b, loc, isUnsigned ? arith::CmpIPredicate::ugt : arith::CmpIPredicate::sgt, v,
+                  acc);
+            }
+            Value first = arith::XOrIOp::create(
+                b, loc, found, arith::ConstantOp::create(b, loc, b.getBoolAttr(true)));
+            take = arith::AndIOp::create(b, loc, valid,
+                                         arith::OrIOp::create(b, loc, first, greater));
+            acc = arith::SelectOp::create(b, loc, take, v, acc);
+            best = arith::SelectOp::create(b, loc, take, flatInputIndex(planeBase, at, inSpatial,
+                                                                        columnMajor),
+                                           best);
+            found = arith::OrIOp::create(b, loc, found, valid);
+            return;
+          }
           if (isMax) {
-            acc = arith::SelectOp::create(b, loc, valid, arith::MaximumFOp::create(b, loc, acc, v),
-                                          acc);
+            Value m = isFloatData ? arith::MaximumFOp::create(b, loc, acc, v).getResult()
+                      : isUnsigned ? arith::MaxUIOp::create(b, loc, acc, v).getResult()
+                                   : arith::MaxSIOp::create(b, loc, acc, v).getResult();
+            acc = arith::SelectOp::create(b, loc, valid, m, acc);
             return;
           }
           acc = arith::SelectOp::create(b, loc, valid, arith::AddFOp::create(b, loc, acc, v), acc);
@@ -891,9 +941,31 @@ public:
         });
     if (failed(ok))
       return failure();
+    if (indices)
+      *indices = withIndices ? best : Value();
     if (isMax)
       return acc;
     return arith::DivFOp::create(b, loc, acc, count).getResult();
+  }
+
+  /// The flat index (i64) in [N, C, spatial...] of window position `at`
+  /// (row-major within the plane at `planeBase`): column-major over the
+  /// last two spatial dimensions when `columnMajor`.
+  Value flatInputIndex(Value planeBase, Value at, ArrayRef<int64_t> inSpatial, bool columnMajor) {
+    Value within = at;
+    size_t n = inSpatial.size();
+    if (columnMajor && n >= 2) {
+      int64_t h = inSpatial[n - 2], w = inSpatial[n - 1];
+      Value outer = arith::DivUIOp::create(b, loc, at, index(h * w));
+      Value rest = arith::RemUIOp::create(b, loc, at, index(h * w));
+      Value row = arith::DivUIOp::create(b, loc, rest, index(w));
+      Value col = arith::RemUIOp::create(b, loc, rest, index(w));
+      within = arith::AddIOp::create(
+          b, loc, arith::MulIOp::create(b, loc, outer, index(h * w)),
+          arith::AddIOp::create(b, loc, arith::MulIOp::create(b, loc, col, index(h)), row));
+    }
+    return arith::IndexCastOp::create(b, loc, b.getI64Type(),
+                                      arith::AddIOp::create(b, loc, planeBase, within));
   }
 
   /// im2col at flat index `idx` of its [N, G, (C/G)*K..., P] output: the
@@ -1078,7 +1150,7 @@ LogicalResult ConvertRTToGPU::formGroups(func::FuncOp fn,
                << "nor a runtime kernel); compile with --target cpu";
       continue;
     }
-    if ((name == "max_pool" || name == "average_pool" || name == "batch_normalization") &&
+    if ((name == "average_pool" || name == "batch_normalization") &&
         !isa<FloatType>(elemOf(k.getOutputs()[0])))
       return k.emitOpError("kernel '") << name << "' of " << elemOf(k.getOutputs()[0])
                                        << " has no CUDA implementation yet (floats only)";
@@ -1108,8 +1180,11 @@ LogicalResult ConvertRTToGPU::formGroups(func::FuncOp fn,
         producers.push_back(g);
     }
     llvm::erase_if(producers, [&](Group *g) { return llvm::is_contained(refused, g); });
-    if (elementwise && k.getOutputs().size() != 1)
-      return k.emitOpError("elementwise kernel with several outputs");
+    // max_pool_with_indices writes values and indices: a group of its own
+    // that nothing joins (a consumer would find the indices in no register).
+    bool twoOutputs = name == "max_pool_with_indices";
+    if (elementwise && k.getOutputs().size() != (twoOutputs ? 2 : 1))
+      return k.emitOpError("elementwise kernel with ") << k.getOutputs().size() << " outputs";
     Group *target;
     if (producers.empty()) {
       groups.push_back(std::make_unique<Group>());
@@ -1135,6 +1210,8 @@ LogicalResult ConvertRTToGPU::formGroups(func::FuncOp fn,
       target->kind = Group::Kind::Row;
       target->closed = true;
     }
+    if (twoOutputs)
+      target->closed = true;
   }
   llvm::erase_if(groups, [](const std::unique_ptr<Group> &g) { return g->members.empty(); });
   // A buffer a member writes never exists in memory when only members of
@@ -1165,15 +1242,18 @@ LogicalResult ConvertRTToGPU::emitLoopBody(KernelEmitter &e, ArrayRef<rt::Kernel
     Value out = k.getOutputs()[0];
     if (readsNeighbours(k.getKernel())) {
       StringRef kind = k.getKernel();
+      Value indices; // max_pool_with_indices' second result
       FailureOr<Value> r = kind == "rotary_embedding"      ? e.rotary(k, args, idx)
                            : kind == "batch_normalization" ? e.batchNorm(k, args, idx)
                            : kind == "im2col"              ? e.im2col(k, args, idx)
-                                                           : e.pool(k, args, idx);
+                                                           : e.pool(k, args, idx, &indices);
       if (failed(r))
         return failure();
       values[out] = *r;
       if (store && !isInternal(g, out))
         e.store(*r, args.lookup(out), idx);
+      if (indices && store)
+        e.store(indices, args.lookup(k.getOutputs()[1]), idx);
       continue;
     }
     SmallVector<Value> operands;

@@ -1,9 +1,10 @@
 // RUN: not shard-opt %s -split-input-file -convert-nn-to-rt -convert-rt-to-gpu 2>&1 | FileCheck %s
 
-// CHECK: error: 'rt.kernel' op kernel 'max_pool_with_indices' has no CUDA implementation yet
-func.func @main(%x: tensor<1x1x4x4xf32> {nn.name = "x"}) -> (tensor<1x1x2x2xf32> {nn.name = "y"}, tensor<1x1x2x2xi64> {nn.name = "i"}) {
-  %r, %i = nn.max_pool_with_indices %x {dilations = array<i64: 1, 1>, kernel_shape = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 2, 2>} : (tensor<1x1x4x4xf32>) -> (tensor<1x1x2x2xf32>, tensor<1x1x2x2xi64>)
-  return %r, %i : tensor<1x1x2x2xf32>, tensor<1x1x2x2xi64>
+// Standalone kernels take no unsigned integers yet.
+// CHECK: error: 'rt.kernel' op element type 'ui32' of kernel 'cumsum' is not supported on the CUDA target yet
+func.func @main(%x: tensor<2x3xui32> {nn.name = "x"}) -> (tensor<2x3xui32> {nn.name = "y"}) {
+  %c = nn.cumsum %x {axis = 1 : i64} : (tensor<2x3xui32>) -> tensor<2x3xui32>
+  return %c : tensor<2x3xui32>
 }
 
 // -----
