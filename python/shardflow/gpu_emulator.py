@@ -432,6 +432,11 @@ def _dense(text: str, shape: tuple[int, ...], dt) -> np.ndarray:
     if body.startswith('"0x'):
         # Raw little-endian bytes (MLIR's form for large constants).
         raw = bytes.fromhex(body.strip('"')[2:])
+        count = int(np.prod(shape))
+        if dt == np.bool_ and len(raw) > 1:
+            # i1 elements are packed, eight to a byte, the first in bit 0.
+            bits = np.unpackbits(np.frombuffer(raw, np.uint8), bitorder="little")
+            return bits[:count].astype(bool).reshape(shape)
         storage = np.uint8 if dt == np.bool_ else dt
         arr = np.frombuffer(raw, dtype=storage).astype(dt)
         return arr.reshape(shape) if arr.size == int(np.prod(shape)) else \

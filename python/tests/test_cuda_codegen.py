@@ -257,11 +257,17 @@ def test_target_cuda_assembles_for_sm80_and_sm90(name, tmp_path):
 
 def test_unsupported_kernels_are_named(tmp_path):
     model = parser.parse_model(HEADER + (
-        "g (float[1,1,4,4] x) => (float[1,1,2,2] y, int64[1,1,2,2] i) {"
-        " y, i = MaxPool <kernel_shape = [2, 2], strides = [2, 2]> (x) }"))
+        "g (uint32[2,3] x) => (uint32[2,3] y) <int64 a = {1}> { y = CumSum(x, a) }"))
     proc = _compile(model, tmp_path, "--target", "cuda", "-o", str(tmp_path / "m.shard"))
     assert proc.returncode != 0
-    assert "kernel 'max_pool_with_indices' has no CUDA implementation yet" in proc.stderr
+    assert "element type 'ui32' of kernel 'cumsum' is not supported" in proc.stderr
+    # A training-dropout mask is drawn at compile time, up to 2^24 elements.
+    big = _graph_model("g (float[4097,4096] x) => (float[4097,4096] y) {"
+                       " y = Dropout <seed = 1> (x, r, t) }",
+                       opset=22, inits="<float r = {0.5}, bool t = {1}>")
+    proc = _compile(big, tmp_path, "--target", "cuda", "-o", str(tmp_path / "m.shard"))
+    assert proc.returncode != 0
+    assert "draws the mask at compile time, for at most 16777216 elements" in proc.stderr
     proc = _compile(model, tmp_path, "--target", "cpu", "--cuda-arch", "sm_90",
                     "-o", str(tmp_path / "m.shard"))
     assert proc.returncode != 0 and "need --target cuda" in proc.stderr
@@ -482,6 +488,32 @@ def test_max_pool_of_integers_ties_and_nan_match_the_cpu_backend(tmp_path):
     for out, got in zip(model.graph.output, ours):
         np.testing.assert_array_equal(got, cpu[out.name], err_msg=out.name)
     assert (cpu["jf"] == -1).any() and np.isnan(cpu["yf"]).any()
+
+
+@pytest.mark.parametrize("to", [1, 16, 11])  # float, bfloat16, double
+def test_training_dropout_draws_the_cpu_backends_mask(to, tmp_path):
+    """The CUDA target draws the training-dropout mask at compile time (it
+    depends on the seed and shape only); mask and result equal the CPU
+    backend's, which draws at run time, exactly (bfloat16 results within
+    its rounding). Data in float, bfloat16 and double."""
+    model = _graph_model(
+        "g (float[3,50] x) => (float[3,50] y, bool[3,50] m, float[3,50] z) {"
+        f" xt = Cast <to = {to}> (x) yt, m = Dropout <seed = 7> (xt, r, t) zt = Relu(yt)"
+        " y = Cast <to = 1> (yt) z = Cast <to = 1> (zt) }",
+        opset=22, inits="<float r = {0.3}, bool t = {1}>")
+    feeds = {"x": _f(3, 50)}
+    ir, ours = _run(model, feeds, tmp_path)
+    assert "masked_scale" in ir and '"rt.constant"' in ir
+    path = tmp_path / "m.onnx"
+    cpu = pipeline.run_artifact(pipeline.compile_model(path, tmp_path / "cpu.shard"), feeds)
+    for out, got in zip(model.graph.output, ours):
+        if to == 16 and out.name != "m":
+            # The casts back to float fuse with the dropout, which computes
+            # in f32 and so skips the bfloat16 rounding of yt: within an ulp.
+            np.testing.assert_allclose(got, cpu[out.name], rtol=2**-7, err_msg=out.name)
+        else:
+            np.testing.assert_array_equal(got, cpu[out.name], err_msg=out.name)
+    assert 0.5 < cpu["m"].mean() < 0.9  # about 1 - ratio kept
 
 
 def test_zoo_cases_for_the_gpu_check(tmp_path, monkeypatch):

@@ -78,6 +78,9 @@ def ConvertRTToGPU : Pass<"convert-rt-to-gpu", "::mlir::ModuleOp"> {
     zero divisors) get `checks`: they take a status word in which they
     report what they found. Unsigned integer buffers are passed as the
     signless integers of their width; the code picks unsigned operations.
+    A `training_dropout` mask depends on the seed and shape only: it is
+    drawn here into a constant (at most 2^24 elements), and the result
+    becomes a generated masked scale.
   }];
   let options = [
     Option<"gemmEpilogues", "gemm-epilogues", "bool", /*default=*/"true",

@@ -34,6 +34,7 @@
 
 #include "shardflow/Conversion/Passes.h"
 #include "shardflow/Dialect/RT/IR/RTOps.h"
+#include "shardflow/Runtime/NumpyRandom.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -84,7 +85,7 @@ bool isElementwise(StringRef name) {
       "less",    "greater",    "and",  "where", "sqrt", "exp",  "log",   "tanh",
       "sigmoid", "erf",        "reciprocal",    "relu", "neg",  "abs",   "not",
       "identity", "leaky_relu", "gelu", "clip", "cast", "dropout", "constant_of_shape",
-      "range", "trilu"};
+      "range", "trilu", "masked_scale"};
   return names.contains(name);
 }
 
@@ -458,6 +459,14 @@ public:
       return arith::SelectOp::create(b, loc, in[0], in[1], in[2]).getResult();
     if (name == "identity" || name == "dropout")
       return in[0];
+    if (name == "masked_scale") {
+      // x * scale where the mask holds, 0 elsewhere (training dropout).
+      auto scale = dyn_cast_or_null<FloatAttr>(params.get("scale"));
+      if (!scale || !isFloat(in[0]))
+        return fail("masked_scale needs float data and a scale");
+      Value scaled = arith::MulFOp::create(b, loc, in[0], floatConst(ct, scale.getValueAsDouble()));
+      return arith::SelectOp::create(b, loc, in[1], scaled, floatConst(ct, 0.0)).getResult();
+    }
     if (name == "range") {
       // start + i * delta: in f64 for floats, in integers for integers.
       auto start = dyn_cast_or_null<FloatAttr>(params.get("start"));
@@ -1612,6 +1621,64 @@ LogicalResult ConvertRTToGPU::emitGroup(Group &g, gpu::GPUModuleOp module, int i
   return success();
 }
 
+/// Training dropout: the mask depends only on the seed and the shape (the
+/// CPU kernel reseeds numpy's generator on every call), so it is drawn here,
+/// once, into a constant: the mask output is a copy of it and the result a
+/// `masked_scale` of the input, both elementwise.
+LogicalResult precomputeDropoutMasks(func::FuncOp fn) {
+  SmallVector<rt::KernelOp> dropouts;
+  fn.walk([&](rt::KernelOp k) {
+    if (k.getKernel() == "training_dropout" && k.getInputs().size() == 1 &&
+        k.getOutputs().size() == 2)
+      dropouts.push_back(k);
+  });
+  // A mask is one byte per element in the artifact (two hex digits).
+  constexpr int64_t kMaxMask = int64_t(1) << 24;
+  for (rt::KernelOp k : dropouts) {
+    Value x = k.getInputs()[0], y = k.getOutputs()[0], mask = k.getOutputs()[1];
+    auto ratioAttr = dyn_cast_or_null<FloatAttr>(k.getParams().get("ratio"));
+    auto seedAttr = dyn_cast_or_null<IntegerAttr>(k.getParams().get("seed"));
+    Type t = elemOf(x);
+    if (!ratioAttr || !isa<FloatType>(t) || shapeOf(mask) != shapeOf(x) ||
+        !elemOf(mask).isInteger(1))
+      continue; // left for the error that names it
+    double ratio = ratioAttr.getValueAsDouble();
+    if (!(ratio >= 0.0 && ratio < 1.0))
+      return k.emitOpError("training_dropout ratio ") << ratio << " is outside [0, 1)";
+    if (numel(x) > kMaxMask)
+      return k.emitOpError("training_dropout of ")
+             << numel(x) << " elements: the CUDA target draws the mask at compile time, "
+             << "for at most " << kMaxMask << " elements; compile with --target cpu";
+    std::mt19937 gen = runtime::numpyGenerator(seedAttr ? seedAttr.getInt() : 0);
+    SmallVector<bool> keep(numel(x));
+    for (auto &&bit : keep)
+      bit = runtime::numpyUniform(gen) >= ratio;
+    // The scale as the CPU kernel computes it, in the element type:
+    // 1 / (1 - ratio), ratio first rounded to f32, then to the type.
+    const llvm::fltSemantics &sem = cast<FloatType>(t).getFloatSemantics();
+    bool lost;
+    APFloat r{float(ratio)}, one{1.0};
+    r.convert(sem, APFloat::rmNearestTiesToEven, &lost);
+    one.convert(sem, APFloat::rmNearestTiesToEven, &lost);
+    APFloat denominator = one;
+    denominator.subtract(r, APFloat::rmNearestTiesToEven);
+    APFloat scale = one;
+    scale.divide(denominator, APFloat::rmNearestTiesToEven);
+    OpBuilder b(k);
+    auto maskType = RankedTensorType::get(shapeOf(mask), b.getI1Type());
+    Value bits = rt::ConstantOp::create(b, k.getLoc(), cast<MemRefType>(mask.getType()),
+                                        DenseElementsAttr::get(maskType, ArrayRef<bool>(keep)));
+    rt::KernelOp::create(b, k.getLoc(), b.getStringAttr("identity"), ValueRange{bits},
+                         ValueRange{mask}, b.getDictionaryAttr({}));
+    rt::KernelOp::create(
+        b, k.getLoc(), b.getStringAttr("masked_scale"), ValueRange{x, bits}, ValueRange{y},
+        b.getDictionaryAttr(
+            {b.getNamedAttr("scale", b.getF64FloatAttr(scale.convertToDouble()))}));
+    k.erase();
+  }
+  return success();
+}
+
 /// Element types cuBLASLt multiplies for the runtime.
 bool isGemmType(Type t) { return t.isF32() || t.isF16() || t.isBF16(); }
 
@@ -1954,6 +2021,8 @@ void ConvertRTToGPU::runOnOperation() {
       lowerConvolutions(fn);
       lowerNonGemmMatmuls(fn);
       splitScatters(fn);
+      if (failed(precomputeDropoutMasks(fn)))
+        return signalPassFailure();
       if (gemmEpilogues)
         fuseGemmEpilogues(fn);
     }

@@ -1,19 +1,17 @@
 //===- Random.cpp - CPU kernels that draw random numbers ------------------===//
 //
-// training_dropout: a mask from uniform draws in [0, 1). The draws are those
-// of numpy's legacy generator (`np.random.seed(seed)` then
-// `np.random.uniform(0, 1, shape)`): MT19937 seeded by init_genrand, which is
-// std::mt19937's seeding, and each double built from two 32-bit outputs with
-// 27 and 26 bits kept. ONNX's reference implementation draws the same way,
-// so a seeded program gives the same mask here, there, and on every run.
+// training_dropout: a mask from uniform draws in [0, 1), those of numpy's
+// legacy generator (NumpyRandom.h). ONNX's reference implementation draws
+// the same way, so a seeded program gives the same mask here, there, and on
+// every run.
 //
 //===----------------------------------------------------------------------===//
 
 #include "shardflow/Runtime/Kernel.h"
+#include "shardflow/Runtime/NumpyRandom.h"
 
 #include "KernelSupport.h"
 
-#include <random>
 #include <string>
 
 using namespace shardflow::runtime;
@@ -21,24 +19,17 @@ using namespace shardflow::runtime::cpu;
 
 namespace {
 
-/// numpy's `random_sample`: a double in [0, 1) with 53 random bits.
-double nextDouble(std::mt19937 &gen) {
-  uint32_t a = uint32_t(gen()) >> 5, b = uint32_t(gen()) >> 6;
-  return (double(a) * 67108864.0 + double(b)) / 9007199254740992.0;
-}
-
 template <typename T> void trainingDropoutTyped(const KernelContext &ctx) {
   const Tensor &x = ctx.inputs[0], &y = ctx.outputs[0], &mask = ctx.outputs[1];
   double ratio = ctx.params.getFloat("ratio");
-  // numpy seeds with the low 32 bits; ONNX's seed attribute is an int64.
-  std::mt19937 gen(uint32_t(uint64_t(ctx.params.getInt("seed", 0))));
+  std::mt19937 gen = numpyGenerator(ctx.params.getInt("seed", 0));
   // The scale is rounded to the element type first, as the reference does.
   T scale = T(1) / (T(1) - T(float(ratio)));
   const T *xd = x.as<const T>();
   T *yd = y.as<T>();
   uint8_t *md = mask.as<uint8_t>();
   for (int64_t i = 0, n = x.numel(); i < n; ++i) {
-    bool keep = nextDouble(gen) >= ratio;
+    bool keep = numpyUniform(gen) >= ratio;
     md[i] = keep;
     yd[i] = keep ? xd[i] * scale : T(0);
   }
