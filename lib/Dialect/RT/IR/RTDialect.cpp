@@ -85,8 +85,7 @@ LogicalResult LaunchOp::verifySymbolUses(SymbolTableCollection &symbols) {
   if (fn.getNumArguments() != expected)
     return emitOpError("kernel '") << getKernel() << "' takes " << fn.getNumArguments()
                                    << " arguments, the launch passes " << expected
-                                   << (getChecks() ? " (its buffers and the status word)"
-                                                        : "");
+                                   << (getChecks() ? " (its buffers and the status word)" : "");
   if (getChecks()) {
     auto status = dyn_cast<MemRefType>(fn.getArgumentTypes().back());
     if (!status || status.getShape() != ArrayRef<int64_t>{2} ||
