@@ -355,21 +355,21 @@ public:
         bits = int64_t(uint64_t(bits) << (64 - w)) >> (64 - w);
       return intConst(x.getType(), bits);
     };
+    // r = bound where r lies beyond it (below the min, above the max).
     Value r = x;
-    auto lo = dyn_cast_or_null<FloatAttr>(params.get("min"));
-    if (lo && !std::isnan(lo.getValueAsDouble())) {
-      Value l = constant(bound(std::ceil(lo.getValueAsDouble())));
-      Value below = arith::CmpIOp::create(
-          b, loc, isUnsigned ? arith::CmpIPredicate::ult : arith::CmpIPredicate::slt, r, l);
-      r = arith::SelectOp::create(b, loc, below, l, r);
-    }
-    auto hi = dyn_cast_or_null<FloatAttr>(params.get("max"));
-    if (hi && !std::isnan(hi.getValueAsDouble())) {
-      Value h = constant(bound(std::floor(hi.getValueAsDouble())));
-      Value above = arith::CmpIOp::create(
-          b, loc, isUnsigned ? arith::CmpIPredicate::ugt : arith::CmpIPredicate::sgt, r, h);
-      r = arith::SelectOp::create(b, loc, above, h, r);
-    }
+    auto clampTo = [&](StringRef param, bool isMin) {
+      auto attr = dyn_cast_or_null<FloatAttr>(params.get(param));
+      if (!attr || std::isnan(attr.getValueAsDouble()))
+        return;
+      double v = attr.getValueAsDouble();
+      Value limit = constant(bound(isMin ? std::ceil(v) : std::floor(v)));
+      auto pred = isMin ? (isUnsigned ? arith::CmpIPredicate::ult : arith::CmpIPredicate::slt)
+                        : (isUnsigned ? arith::CmpIPredicate::ugt : arith::CmpIPredicate::sgt);
+      Value beyond = arith::CmpIOp::create(b, loc, pred, r, limit);
+      r = arith::SelectOp::create(b, loc, beyond, limit, r);
+    };
+    clampTo("min", /*isMin=*/true);
+    clampTo("max", /*isMin=*/false);
     return r;
   }
 

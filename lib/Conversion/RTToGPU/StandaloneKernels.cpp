@@ -815,7 +815,7 @@ FailureOr<LaunchShape> shardflow::rtgpu::standaloneShape(rt::KernelOp k) {
   };
   for (Value v : llvm::concat<Value>(k.getInputs(), k.getOutputs())) {
     Type t = elemOf(v);
-    if (!(t.isF16() || t.isBF16() || t.isF32() || t.isF64() || t.isSignlessInteger()))
+    if (!isSupportedElement(t) || t.isUnsignedInteger()) // no unsigned forms here yet
       return k.emitOpError("element type ") << t << " of kernel '" << name
                                             << "' is not supported on the CUDA target yet",
              failure();
