@@ -293,13 +293,9 @@ class Kernel:
             with np.errstate(divide="ignore", invalid="ignore"):
                 return a[0] / a[1]
         if n in ("arith.divui", "arith.remui"):
-            # Unsigned: negative operands are read as their two's complement.
-            x, y = np.asarray(a[0]), np.asarray(a[1])
-            if x.dtype.kind == "i" and ((x < 0).any() or (y < 0).any()):
-                u = np.dtype(f"u{x.dtype.itemsize}")
-                x, y = x.astype(u), y.astype(u)
+            x, y = _unsigned(a[0]), _unsigned(a[1])
             r = x // y if n == "arith.divui" else x % y
-            return r.astype(np.asarray(a[0]).dtype)
+            return r.astype(x.dtype).view(np.asarray(a[0]).dtype)
         if n in ("arith.divsi", "arith.remsi"):
             # Signed division truncates toward zero (C, PTX), not down.
             with np.errstate(divide="ignore"):
