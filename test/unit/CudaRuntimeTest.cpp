@@ -21,6 +21,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -486,6 +487,48 @@ TEST(CudaCopies, BroadcastFillsEveryShape) {
 // The library loader (builds with the CUDA headers only)
 //===----------------------------------------------------------------------===//
 
+//===----------------------------------------------------------------------===//
+// Waiting within a deadline (NCCL's nonblocking calls, GPU events)
+//===----------------------------------------------------------------------===//
+
+TEST(CudaWaiting, FinishedWorkStopsThePolling) {
+  int polls = 0;
+  EXPECT_EQ(pollUntil([&] { return ++polls == 5; }, 10.0), WaitOutcome::Finished);
+  EXPECT_EQ(polls, 5);
+}
+
+TEST(CudaWaiting, WorkThatNeverFinishesTimesOut) {
+  using Clock = std::chrono::steady_clock;
+  int polls = 0;
+  auto start = Clock::now();
+  EXPECT_EQ(pollUntil([&] { ++polls; return false; }, 0.05), WaitOutcome::TimedOut);
+  double waited = std::chrono::duration<double>(Clock::now() - start).count();
+  EXPECT_GE(waited, 0.05);
+  EXPECT_LT(waited, 5.0);
+  EXPECT_GT(polls, 1);
+}
+
+TEST(CudaWaiting, AZeroDeadlineStillPollsOnce) {
+  // Work that is already done is never a timeout, however short the limit.
+  int polls = 0;
+  EXPECT_EQ(pollUntil([&] { ++polls; return true; }, 0.0), WaitOutcome::Finished);
+  EXPECT_EQ(polls, 1);
+  EXPECT_EQ(pollUntil([] { return false; }, 0.0), WaitOutcome::TimedOut);
+}
+
+TEST(CudaWaiting, FailuresPropagateFromThePoll) {
+  int polls = 0;
+  EXPECT_THROW(pollUntil(
+                   [&]() -> bool {
+                     if (++polls == 3)
+                       throw RuntimeError("NCCL failed");
+                     return false;
+                   },
+                   10.0),
+               RuntimeError);
+  EXPECT_EQ(polls, 3);
+}
+
 #ifdef SHARDFLOW_TEST_CUDA_LIBRARIES
 TEST(CudaLibraries, MissingDriverIsNamed) {
   if (void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL)) {
@@ -522,7 +565,8 @@ TEST(CudaLibraries, CublasLtAndNcclResolveWithoutADriver) {
     GTEST_SKIP() << "no NCCL on this machine";
   const Nccl &n = nccl();
   EXPECT_GE(n.version, 21300);
-  EXPECT_NE(n.ncclCommInitRank, nullptr);
+  EXPECT_NE(n.ncclCommInitRankConfig, nullptr);
+  EXPECT_NE(n.ncclCommFinalize, nullptr);
   EXPECT_NE(describe(ncclInvalidArgument).find("NCCL error"), std::string::npos);
 }
 #endif

@@ -58,8 +58,10 @@ CUDA artifacts:
                      10 bits of mantissa in the products; default: full f32)
   --collective-timeout SECONDS
                      how long a rank waits for the GPU, collectives
-                     included, before it aborts every rank with the reason
-                     (default 600); NCCL errors abort at once
+                     included, and for NCCL to create its communicators
+                     and connect to peers, before it aborts every rank
+                     with the reason (default 600); NCCL errors abort at
+                     once
   --verbose          print timings and memory figures to stderr
   --help             this text
 

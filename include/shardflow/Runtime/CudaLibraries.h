@@ -94,14 +94,15 @@ namespace shardflow::runtime::cuda {
   X(cublasLtMatmulAlgoGetHeuristic)                                            \
   X(cublasLtMatmul)
 
-// NCCL 2.13 or newer has all of these (bf16 since 2.10, ncclGetLastError
-// since 2.13).
+// NCCL 2.14 or newer has all of these (bf16 since 2.10, ncclGetLastError
+// since 2.13, nonblocking communicators and ncclCommFinalize since 2.14).
 #define SHARDFLOW_NCCL_FUNCTIONS(X)                                            \
   X(ncclGetVersion)                                                            \
   X(ncclGetErrorString)                                                        \
   X(ncclGetLastError)                                                          \
   X(ncclGetUniqueId)                                                           \
-  X(ncclCommInitRank)                                                          \
+  X(ncclCommInitRankConfig)                                                    \
+  X(ncclCommFinalize)                                                          \
   X(ncclCommDestroy)                                                           \
   X(ncclCommAbort)                                                             \
   X(ncclCommGetAsyncError)                                                     \
@@ -139,7 +140,7 @@ const CudaDriver &driver();
 /// cuBLASLt, loaded on first use; its major version must be the one
 /// shard-run was built against (the enums it passes are that version's).
 const CublasLt &cublasLt();
-/// NCCL, loaded on first use (2.13 or newer).
+/// NCCL, loaded on first use (2.14 or newer).
 const Nccl &nccl();
 
 /// "CUDA_ERROR_OUT_OF_MEMORY (out of memory)": names and texts of the

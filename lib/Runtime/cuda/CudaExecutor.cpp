@@ -25,11 +25,9 @@
 #endif
 
 #include <array>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <thread>
 
 using namespace shardflow::runtime;
 using namespace shardflow::runtime::cuda;
@@ -44,11 +42,11 @@ void checkCu(CUresult status, const char *call) {
 void checkNccl(ncclResult_t status, const char *call, ncclComm_t comm) {
   if (status == ncclSuccess)
     return;
+  // NCCL keeps the text of its last error; `comm` may be null (unused).
   std::string detail;
-  if (comm)
-    if (const char *last = nccl().ncclGetLastError(comm))
-      if (*last)
-        detail = std::string(": ") + last;
+  if (const char *last = nccl().ncclGetLastError(comm))
+    if (*last)
+      detail = std::string(": ") + last;
   throw RuntimeError(std::string(call) + " failed: " + describe(status) + detail);
 }
 
@@ -62,6 +60,13 @@ std::string shapeText(const std::vector<int64_t> &shape) {
 }
 
 size_t alignUp(size_t v, size_t a) { return (v + a - 1) / a * a; }
+
+/// "600 s", "0.5 s": a timeout for messages.
+std::string secondsText(double seconds) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g s", seconds);
+  return text;
+}
 
 bool deviceKernelAvailable(std::string_view kernel) {
 #ifdef SHARDFLOW_HAVE_DEVICE_KERNELS
@@ -195,6 +200,14 @@ private:
   /// Waits for every event, watching NCCL for errors and the deadline;
   /// aborts the job (every rank) on a collective error or timeout.
   void waitForGpu(const std::vector<CUevent> &events, const std::string &what);
+  /// Checks the result of an NCCL call on `c`. The communicators are
+  /// nonblocking, so a call may return ncclInProgress while NCCL goes on in
+  /// the background (creating the communicator, connecting to peers): that
+  /// is waited for within --collective-timeout, and the job aborted (every
+  /// rank) when it does not finish. Other failures throw RuntimeError.
+  void ncclDone(ncclResult_t status, const char *call, ncclComm_t c);
+  /// Finalizes and destroys a communicator, aborting it when that fails.
+  void releaseComm(ncclComm_t c);
   [[noreturn]] void abortJob(const std::string &reason);
 
   CUmodule moduleNamed(const std::string &name);
@@ -288,9 +301,9 @@ CudaExecutor::Impl::~Impl() {
   gemm.reset();
   for (auto &[key, g] : groupComms)
     if (g.comm)
-      nc.ncclCommDestroy(g.comm);
+      releaseComm(g.comm);
   if (worldComm)
-    nc.ncclCommDestroy(worldComm);
+    releaseComm(worldComm);
   for (Step &s : steps)
     if (s.done)
       d.cuEventDestroy(s.done);
@@ -826,16 +839,31 @@ void CudaExecutor::Impl::createCommunicators() {
   // Every rank walks the same program, so the MPI broadcasts and splits
   // below happen in the same order everywhere. A group's communicator is
   // made from an MPI split plus a fresh unique id from its member 0, not
-  // with ncclCommSplit: that works with any NCCL from 2.13 on, gives the
+  // with ncclCommSplit: that works with any NCCL from 2.14 on, gives the
   // same members and ranks as the CPU executor's communicators, and ranks
   // outside every group create nothing.
+  //
+  // The communicators are nonblocking: creating one returns at once and
+  // goes on in the background, and so does the connection setup of a
+  // collective. ncclDone waits for both within the timeout, so a peer that
+  // never connects (a firewall, the wrong NCCL_SOCKET_IFNAME) aborts the
+  // job with a reason instead of hanging it.
   auto initComm = [&](Communicator &members, ncclComm_t &out) {
     ncclUniqueId id{};
     if (members.rank() == 0)
       checkNccl(nc.ncclGetUniqueId(&id), "ncclGetUniqueId", nullptr);
     members.broadcast(Tensor{&id, DType::U8, {int64_t(sizeof(id))}}, 0);
-    checkNccl(nc.ncclCommInitRank(&out, members.size(), id, members.rank()), "ncclCommInitRank",
-              nullptr);
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    ncclResult_t r = nc.ncclCommInitRankConfig(&out, members.size(), id, members.rank(), &config);
+    if (r != ncclSuccess && r != ncclInProgress) {
+      // No communicator to ask for details or to wait on.
+      if (out)
+        nc.ncclCommAbort(out);
+      out = nullptr;
+      checkNccl(r, "ncclCommInitRankConfig", nullptr);
+    }
+    ncclDone(r, "ncclCommInitRankConfig (creating the communicator)", out);
   };
   try {
     initComm(*comm, worldComm);
@@ -875,10 +903,10 @@ void CudaExecutor::Impl::checkNcclHealth() {
   CUstream s = streams[CommStream];
   float one = 1.0f, sum = 0.0f;
   CU_CALL(cuMemcpyHtoDAsync, probe, &one, sizeof(one), s);
-  checkNccl(nccl().ncclAllReduce(reinterpret_cast<const void *>(probe),
-                                 reinterpret_cast<void *>(probe), 1, ncclFloat32, ncclSum,
-                                 worldComm, s),
-            "ncclAllReduce (NCCL health check)", worldComm);
+  ncclDone(nccl().ncclAllReduce(reinterpret_cast<const void *>(probe),
+                                reinterpret_cast<void *>(probe), 1, ncclFloat32, ncclSum,
+                                worldComm, s),
+           "ncclAllReduce (NCCL health check)", worldComm);
   CU_CALL(cuEventRecord, finished[CommStream], s);
   waitForGpu({finished[CommStream]}, "the NCCL health check");
   CU_CALL(cuMemcpyDtoH, &sum, probe, sizeof(sum));
@@ -901,54 +929,88 @@ void CudaExecutor::Impl::checkNcclHealth() {
 }
 
 void CudaExecutor::Impl::waitForGpu(const std::vector<CUevent> &events, const std::string &what) {
-  using Clock = std::chrono::steady_clock;
   const CudaDriver &d = driver();
   const Nccl &nc = nccl();
-  auto start = Clock::now();
-  auto deadline = start + std::chrono::duration_cast<Clock::duration>(
-                              std::chrono::duration<double>(options.collectiveTimeoutSeconds));
   std::vector<ncclComm_t> comms;
   if (worldComm)
     comms.push_back(worldComm);
   for (auto &[key, g] : groupComms)
     if (g.comm)
       comms.push_back(g.comm);
-  for (int polls = 0;; ++polls) {
-    bool done = true;
-    for (CUevent e : events) {
-      CUresult r = d.cuEventQuery(e);
-      if (r == CUDA_ERROR_NOT_READY)
-        done = false;
-      else if (r != CUDA_SUCCESS)
-        // A fault in a kernel: the context is lost, and so is the job.
-        abortJob("rank " + std::to_string(rank) + ": the GPU failed while running " + what +
-                 ": " + describe(r));
-    }
-    for (ncclComm_t c : comms) {
-      ncclResult_t async = ncclSuccess;
-      nc.ncclCommGetAsyncError(c, &async);
-      if (async != ncclSuccess && async != ncclInProgress) {
-        const char *last = nc.ncclGetLastError(c);
-        abortJob("rank " + std::to_string(rank) + ": NCCL failed during " + what + ": " +
-                 describe(async) + (last && *last ? std::string(": ") + last : ""));
-      }
-    }
-    if (done)
-      return;
-    if (Clock::now() > deadline) {
-      char seconds[32];
-      std::snprintf(seconds, sizeof(seconds), "%g", options.collectiveTimeoutSeconds);
-      abortJob("rank " + std::to_string(rank) + ": " + what + " did not finish within " +
-               seconds + " s (--collective-timeout): a collective is probably waiting for a "
-               "rank that never joined it");
-    }
-    // Spin briefly (short programs), then poll at 100 us: this thread has
-    // nothing else to do, but other ranks may share the CPU.
-    if (polls < 1000)
-      std::this_thread::yield();
-    else
-      std::this_thread::sleep_for(std::chrono::microseconds(100));
+  WaitOutcome outcome = pollUntil(
+      [&] {
+        bool done = true;
+        for (CUevent e : events) {
+          CUresult r = d.cuEventQuery(e);
+          if (r == CUDA_ERROR_NOT_READY)
+            done = false;
+          else if (r != CUDA_SUCCESS)
+            // A fault in a kernel: the context is lost, and so is the job.
+            abortJob("rank " + std::to_string(rank) + ": the GPU failed while running " + what +
+                     ": " + describe(r));
+        }
+        for (ncclComm_t c : comms) {
+          ncclResult_t async = ncclSuccess;
+          nc.ncclCommGetAsyncError(c, &async);
+          if (async != ncclSuccess && async != ncclInProgress) {
+            const char *last = nc.ncclGetLastError(c);
+            abortJob("rank " + std::to_string(rank) + ": NCCL failed during " + what + ": " +
+                     describe(async) + (last && *last ? std::string(": ") + last : ""));
+          }
+        }
+        return done;
+      },
+      options.collectiveTimeoutSeconds);
+  if (outcome == WaitOutcome::TimedOut)
+    abortJob("rank " + std::to_string(rank) + ": " + what + " did not finish within " +
+             secondsText(options.collectiveTimeoutSeconds) +
+             " (--collective-timeout): a collective is probably waiting for a rank that never "
+             "joined it");
+}
+
+void CudaExecutor::Impl::ncclDone(ncclResult_t status, const char *call, ncclComm_t c) {
+  if (status == ncclInProgress && c) {
+    const Nccl &nc = nccl();
+    WaitOutcome outcome = pollUntil(
+        [&] {
+          ncclResult_t query = nc.ncclCommGetAsyncError(c, &status);
+          if (query != ncclSuccess)
+            status = query;
+          return status != ncclInProgress;
+        },
+        options.collectiveTimeoutSeconds);
+    if (outcome == WaitOutcome::TimedOut)
+      abortJob("rank " + std::to_string(rank) + ": " + call + " did not finish within " +
+               secondsText(options.collectiveTimeoutSeconds) +
+               " (--collective-timeout): NCCL is waiting for a peer. Check that every rank "
+               "started, and NCCL's network settings (NCCL_SOCKET_IFNAME, NCCL_IB_HCA; "
+               "NCCL_DEBUG=INFO shows where it stopped)");
   }
+  checkNccl(status, call, c);
+}
+
+void CudaExecutor::Impl::releaseComm(ncclComm_t c) {
+  // Finalizing flushes the communicator's work; it may go on in the
+  // background like everything else on a nonblocking communicator. A
+  // communicator that cannot be finalized is aborted instead (its
+  // resources are freed either way).
+  const Nccl &nc = nccl();
+  ncclResult_t status = nc.ncclCommFinalize(c);
+  if (status == ncclInProgress) {
+    WaitOutcome outcome = pollUntil(
+        [&] {
+          if (nc.ncclCommGetAsyncError(c, &status) != ncclSuccess)
+            status = ncclInternalError;
+          return status != ncclInProgress;
+        },
+        options.collectiveTimeoutSeconds);
+    if (outcome == WaitOutcome::TimedOut)
+      status = ncclInternalError;
+  }
+  if (status == ncclSuccess)
+    nc.ncclCommDestroy(c);
+  else
+    nc.ncclCommAbort(c);
 }
 
 void CudaExecutor::Impl::runCopies(const std::vector<Copy2D> &copies, CUdeviceptr src,
@@ -970,7 +1032,7 @@ void CudaExecutor::Impl::runCopies(const std::vector<Copy2D> &copies, CUdevicept
 void CudaExecutor::Impl::runCollective(const Instruction &inst, CUstream stream) {
   const Nccl &nc = nccl();
   const std::string &op = inst.kernel;
-  auto ncclCall = [&](ncclResult_t r, const char *call, ncclComm_t c) { checkNccl(r, call, c); };
+  auto ncclCall = [&](ncclResult_t r, const char *call, ncclComm_t c) { ncclDone(r, call, c); };
   auto peerOf = [&](const char *what) {
     return int(inst.params.getInts(what).at(size_t(rank)));
   };

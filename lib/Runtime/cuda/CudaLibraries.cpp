@@ -118,14 +118,14 @@ void loadNccl(Nccl &n) {
   if (!h)
     throw RuntimeError(std::string(library) + " could not be loaded (" + dlerrorText() +
                        "): install NCCL or add its folder to LD_LIBRARY_PATH");
-  const char *hint = "NCCL 2.13 or newer is needed";
+  const char *hint = "NCCL 2.14 or newer is needed";
 #define SHARDFLOW_RESOLVE(fn) resolve(h, library, SHARDFLOW_STRINGIFY(fn), n.fn, hint);
   SHARDFLOW_NCCL_FUNCTIONS(SHARDFLOW_RESOLVE)
 #undef SHARDFLOW_RESOLVE
   n.ncclGetVersion(&n.version);
-  if (n.version < 21300)
+  if (n.version < 21400)
     throw RuntimeError(std::string(library) + " is NCCL " + std::to_string(n.version) +
-                       "; shard-run needs NCCL 2.13 or newer");
+                       "; shard-run needs NCCL 2.14 or newer");
 }
 
 } // namespace
