@@ -6,8 +6,9 @@
 //  - reduce_sum / reduce_mean / reduce_max over axes that are not one
 //    contiguous block, or of integers: one thread per output, walking the
 //    reduced elements with one loop per run of adjacent reduced axes.
-//    Floats accumulate in f32 (f64 for f64), integers in i64 (wrapping to
-//    the element type on store, as the CPU kernel does); max propagates NaN.
+//    Floats accumulate in f32 (f64 for f64), integers in 64 bits (wrapping
+//    to the element type on store, as the CPU kernel does; unsigned ones
+//    zero-extended, divided and compared unsigned); max propagates NaN.
 //  - cumsum: one thread per line along the axis (neighbouring threads take
 //    neighbouring lines, so loads coalesce when the axis is not the last),
 //    accumulating in the same types.
@@ -126,12 +127,14 @@ Type accumulatorType(Type t) {
   return IntegerType::get(t.getContext(), 64);
 }
 
-Value toAccumulator(EmitterBase &e, Value v, Type acc) {
+/// Widens loaded value `v` (stored as `storage`, which says whether an
+/// integer is unsigned) to accumulator type `acc`.
+Value toAccumulator(EmitterBase &e, Value v, Type storage, Type acc) {
   if (v.getType() == acc)
     return v;
   if (isa<FloatType>(acc))
     return e.toCompute(v);
-  if (v.getType().isInteger(1))
+  if (storage.isInteger(1) || storage.isUnsignedInteger())
     return arith::ExtUIOp::create(e.b, e.loc, acc, v);
   return arith::ExtSIOp::create(e.b, e.loc, acc, v);
 }
@@ -145,9 +148,9 @@ void storeAccumulator(EmitterBase &e, Value v, Value buf, Value idx) {
   e.store(v, buf, idx);
 }
 
+/// Floats and integers other than booleans (signless or unsigned).
 bool isNumeric(Type t) {
-  return t.isF16() || t.isBF16() || t.isF32() || t.isF64() ||
-         (t.isSignlessInteger() && !t.isInteger(1));
+  return isSupportedElement(t) && !t.isInteger(1);
 }
 
 /// The flat index of this thread in a kernel of one thread per item, over
@@ -181,6 +184,7 @@ LogicalResult emitReduce(EmitterBase &e, rt::KernelOp k, DenseMap<Value, Value> 
   bool isMax = name == "reduce_max";
   bool isMean = name == "reduce_mean" || name == "global_average_pool";
   Type elem = elemOf(x);
+  bool isUnsigned = elem.isUnsignedInteger();
   Type acc = isMax && isa<FloatType>(elem) ? computeType(elem) : accumulatorType(elem);
 
   // Kept dimensions give the output coordinate; runs of adjacent reduced
@@ -218,7 +222,7 @@ LogicalResult emitReduce(EmitterBase &e, rt::KernelOp k, DenseMap<Value, Value> 
   if (isMax) {
     if (isa<FloatType>(acc))
       init = e.floatConst(acc, -INFINITY);
-    else if (elem.isInteger(1))
+    else if (elem.isInteger(1) || isUnsigned)
       init = e.intConst(acc, 0);
     else
       init = e.intConst(acc, APInt::getSignedMinValue(elem.getIntOrFloatBitWidth()).getSExtValue());
@@ -229,13 +233,15 @@ LogicalResult emitReduce(EmitterBase &e, rt::KernelOp k, DenseMap<Value, Value> 
   std::function<Value(size_t, Value, Value)> walk = [&](size_t level, Value offset,
                                                         Value a) -> Value {
     if (level == loops.size()) {
-      Value v = toAccumulator(e, memref::LoadOp::create(b, loc, args.lookup(x), ValueRange{offset}),
-                              acc);
+      Value v = toAccumulator(
+          e, memref::LoadOp::create(b, loc, args.lookup(x), ValueRange{offset}), elem, acc);
       if (isa<FloatType>(acc))
         return isMax ? arith::MaximumFOp::create(b, loc, a, v).getResult()
                      : arith::AddFOp::create(b, loc, a, v).getResult();
-      return isMax ? arith::MaxSIOp::create(b, loc, a, v).getResult()
-                   : arith::AddIOp::create(b, loc, a, v).getResult();
+      if (!isMax)
+        return arith::AddIOp::create(b, loc, a, v);
+      return isUnsigned ? arith::MaxUIOp::create(b, loc, a, v).getResult()
+                        : arith::MaxSIOp::create(b, loc, a, v).getResult();
     }
     auto [size, stride] = loops[level];
     auto loop = scf::ForOp::create(b, loc, e.index(0), e.index(size), e.index(1), ValueRange{a});
@@ -250,9 +256,12 @@ LogicalResult emitReduce(EmitterBase &e, rt::KernelOp k, DenseMap<Value, Value> 
   if (isMean) {
     if (isa<FloatType>(acc))
       r = arith::DivFOp::create(b, loc, r, e.floatConst(acc, double(count)));
+    else if (!count)
+      r = e.intConst(acc, 0);
+    else if (isUnsigned)
+      r = arith::DivUIOp::create(b, loc, r, e.intConst(acc, count));
     else
-      r = count ? arith::DivSIOp::create(b, loc, r, e.intConst(acc, count)).getResult()
-                : e.intConst(acc, 0);
+      r = arith::DivSIOp::create(b, loc, r, e.intConst(acc, count));
   }
   storeAccumulator(e, r, args.lookup(out), idx);
   return success();
@@ -284,7 +293,8 @@ LogicalResult emitCumsum(EmitterBase &e, rt::KernelOp k, DenseMap<Value, Value> 
     i = arith::SubIOp::create(b, loc, e.index(s.n - 1), i);
   Value at = arith::AddIOp::create(b, loc, base, arith::MulIOp::create(b, loc, i, e.index(s.inner)));
   Value a = loop.getRegionIterArgs()[0];
-  Value v = toAccumulator(e, memref::LoadOp::create(b, loc, args.lookup(x), ValueRange{at}), acc);
+  Value v = toAccumulator(e, memref::LoadOp::create(b, loc, args.lookup(x), ValueRange{at}),
+                          elemOf(x), acc);
   Value next = isa<FloatType>(acc) ? arith::AddFOp::create(b, loc, a, v).getResult()
                                    : arith::AddIOp::create(b, loc, a, v).getResult();
   storeAccumulator(e, exclusive ? a : next, args.lookup(out), at);
@@ -419,9 +429,11 @@ LogicalResult emitScatter(EmitterBase &e, rt::KernelOp k, DenseMap<Value, Value>
   else if (red == "mul")
     r = arith::MulIOp::create(b, loc, cur, u);
   else if (red == "max")
-    r = arith::MaxSIOp::create(b, loc, cur, u);
+    r = elem.isUnsignedInteger() ? arith::MaxUIOp::create(b, loc, cur, u).getResult()
+                                 : arith::MaxSIOp::create(b, loc, cur, u).getResult();
   else
-    r = arith::MinSIOp::create(b, loc, cur, u);
+    r = elem.isUnsignedInteger() ? arith::MinUIOp::create(b, loc, cur, u).getResult()
+                                 : arith::MinSIOp::create(b, loc, cur, u).getResult();
   memref::StoreOp::create(b, loc, r, args.lookup(out), ValueRange{dst});
   return success();
 }
@@ -430,16 +442,37 @@ LogicalResult emitScatter(EmitterBase &e, rt::KernelOp k, DenseMap<Value, Value>
 // topk
 //===----------------------------------------------------------------------===//
 
-/// A key that orders like the element: floats through their bits (NaN the
-/// largest, -0 as +0), integers as themselves (sign-extended to i32).
-Value orderKey(EmitterBase &e, Value v) {
+/// The key type topk compares for elements of type `elem`: as wide as the
+/// compute type for floats; at least 32 bits for integers, and 64 for a
+/// 32-bit unsigned one (its values do not fit a signed i32).
+Type keyType(Type elem) {
+  MLIRContext *ctx = elem.getContext();
+  if (isa<FloatType>(elem))
+    return IntegerType::get(ctx, computeType(elem).getIntOrFloatBitWidth());
+  unsigned w = elem.getIntOrFloatBitWidth();
+  if (elem.isUnsignedInteger() && w == 32)
+    w = 64;
+  return IntegerType::get(ctx, std::max(32u, w));
+}
+
+/// A signed key (of keyType(storage)) that orders like element `v` stored
+/// as `storage`: floats through their bits (NaN the largest, -0 as +0),
+/// integers as themselves (extended to the key's width; a 64-bit unsigned
+/// one with its top bit flipped, so that signed order is unsigned order).
+Value orderKey(EmitterBase &e, Value v, Type storage) {
   OpBuilder &b = e.b;
   Location loc = e.loc;
   Type t = v.getType();
   if (!isa<FloatType>(t)) {
-    if (t.getIntOrFloatBitWidth() < 32)
-      return arith::ExtSIOp::create(b, loc, b.getI32Type(), v);
-    return v;
+    Type kt = keyType(storage);
+    if (storage.isUnsignedInteger() && t == kt)
+      return arith::XOrIOp::create(b, loc, v,
+                                   e.intConst(kt, std::numeric_limits<int64_t>::min()));
+    if (t == kt)
+      return v;
+    if (storage.isUnsignedInteger())
+      return arith::ExtUIOp::create(b, loc, kt, v);
+    return arith::ExtSIOp::create(b, loc, kt, v);
   }
   Value f = e.toCompute(v);
   unsigned width = f.getType().getIntOrFloatBitWidth();
@@ -458,12 +491,6 @@ Value orderKey(EmitterBase &e, Value v) {
   return arith::SelectOp::create(b, loc, isNan, e.intConst(it, magnitude), key);
 }
 
-Type keyType(Type elem) {
-  MLIRContext *ctx = elem.getContext();
-  if (isa<FloatType>(elem))
-    return IntegerType::get(ctx, computeType(elem).getIntOrFloatBitWidth());
-  return IntegerType::get(ctx, std::max(32u, elem.getIntOrFloatBitWidth()));
-}
 
 struct TopKShape {
   AxisSplit split;
@@ -534,8 +561,8 @@ LogicalResult emitTopK(EmitterBase &e, rt::KernelOp k, DenseMap<Value, Value> &a
     OpBuilder::InsertionGuard lg(b);
     b.setInsertionPointToStart(loop.getBody());
     Value i = loop.getInductionVar();
-    Value key = orderKey(e, memref::LoadOp::create(b, loc, args.lookup(x),
-                                                   ValueRange{elementAt(i)}));
+    Value key = orderKey(
+        e, memref::LoadOp::create(b, loc, args.lookup(x), ValueRange{elementAt(i)}), elemOf(x));
     Value i32Idx = arith::IndexCastOp::create(b, loc, i32, i);
     scf::YieldOp::create(b, loc, fn(loop.getRegionIterArgs()[0], key, i32Idx));
     return loop.getResult(0);
@@ -763,7 +790,7 @@ LogicalResult emitEinsum(EmitterBase &e, rt::KernelOp k, DenseMap<Value, Value> 
       for (size_t i = 0; i < n; ++i) {
         Value v = toAccumulator(
             e, memref::LoadOp::create(b, loc, args.lookup(k.getInputs()[i]), ValueRange{offsets[i]}),
-            acc);
+            elemOf(k.getInputs()[i]), acc);
         p = !p ? v
                : isFloat ? arith::MulFOp::create(b, loc, p, v).getResult()
                          : arith::MulIOp::create(b, loc, p, v).getResult();
@@ -815,7 +842,7 @@ FailureOr<LaunchShape> shardflow::rtgpu::standaloneShape(rt::KernelOp k) {
   };
   for (Value v : llvm::concat<Value>(k.getInputs(), k.getOutputs())) {
     Type t = elemOf(v);
-    if (!isSupportedElement(t) || t.isUnsignedInteger()) // no unsigned forms here yet
+    if (!isSupportedElement(t))
       return k.emitOpError("element type ") << t << " of kernel '" << name
                                             << "' is not supported on the CUDA target yet",
              failure();

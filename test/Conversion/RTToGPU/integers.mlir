@@ -2,7 +2,9 @@
 // operations pick unsigned forms; an integer division reports a zero
 // divisor through the status word; float-to-integer casts convert only
 // in-range values (out of range they give what the CPU kernels give);
-// integer powers square once per exponent bit.
+// integer powers square once per exponent bit. Standalone kernels widen
+// unsigned data with extui and compare and divide it unsigned; topk keys
+// for ui64 flip the top bit, so that signed order is unsigned order.
 // RUN: shard-opt %s -split-input-file -convert-nn-to-rt -convert-rt-to-gpu | FileCheck %s
 
 // CHECK-LABEL: func.func @main
@@ -70,4 +72,26 @@ func.func @main(%x: tensor<8xf32> {nn.name = "x"}) -> (tensor<8xi8> {nn.name = "
 func.func @main(%x: tensor<8xi32> {nn.name = "x"}, %e: tensor<8xi32> {nn.name = "e"}) -> (tensor<8xi32> {nn.name = "y"}) {
   %c = nn.pow %x, %e : (tensor<8xi32>, tensor<8xi32>) -> tensor<8xi32>
   return %c : tensor<8xi32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @main
+// CHECK: gpu.func @k0_reduce_max(%{{.*}}: memref<24xi8>, %{{.*}}: memref<6xi8>)
+// CHECK: %[[ZERO:.*]] = arith.constant 0 : i64
+// CHECK: scf.for {{.*}} iter_args(%[[ACC:.*]] = %[[ZERO]]) -> (i64)
+// CHECK: %[[W:.*]] = arith.extui %{{.*}} : i8 to i64
+// CHECK: arith.maxui %[[ACC]], %[[W]] : i64
+// CHECK: arith.trunci %{{.*}} : i64 to i8
+// CHECK: gpu.func @k1_reduce_mean(%{{.*}}: memref<24xi64>, %{{.*}}: memref<4xi64>)
+// CHECK: arith.divui %{{.*}}, %c6_i64 : i64
+// CHECK: gpu.func @k2_topk(%{{.*}}: memref<24xi64>, %{{.*}}: memref<8xi64>, %{{.*}}: memref<8xi64>)
+// CHECK: %[[V:.*]] = memref.load %{{.*}} : memref<24xi64>
+// CHECK: %[[TOP:.*]] = arith.constant -9223372036854775808 : i64
+// CHECK: arith.xori %[[V]], %[[TOP]] : i64
+func.func @main(%x: tensor<4x6xui8> {nn.name = "x"}, %y: tensor<4x6xui64> {nn.name = "y"}) -> (tensor<6xui8> {nn.name = "m"}, tensor<4xui64> {nn.name = "a"}, tensor<4x2xui64> {nn.name = "t"}, tensor<4x2xi64> {nn.name = "ti"}) {
+  %m = nn.reduce_max %x {axes = array<i64: 0>, keepdims = false} : (tensor<4x6xui8>) -> tensor<6xui8>
+  %a = nn.reduce_mean %y {axes = array<i64: 1>, keepdims = false} : (tensor<4x6xui64>) -> tensor<4xui64>
+  %t, %ti = nn.topk %y {axis = -1 : i64, k = 2 : i64, largest = true} : (tensor<4x6xui64>) -> (tensor<4x2xui64>, tensor<4x2xi64>)
+  return %m, %a, %t, %ti : tensor<6xui8>, tensor<4xui64>, tensor<4x2xui64>, tensor<4x2xi64>
 }

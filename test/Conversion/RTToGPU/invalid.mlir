@@ -1,14 +1,5 @@
 // RUN: not shard-opt %s -split-input-file -convert-nn-to-rt -convert-rt-to-gpu 2>&1 | FileCheck %s
 
-// Standalone kernels take no unsigned integers yet.
-// CHECK: error: 'rt.kernel' op element type 'ui32' of kernel 'cumsum' is not supported on the CUDA target yet
-func.func @main(%x: tensor<2x3xui32> {nn.name = "x"}) -> (tensor<2x3xui32> {nn.name = "y"}) {
-  %c = nn.cumsum %x {axis = 1 : i64} : (tensor<2x3xui32>) -> tensor<2x3xui32>
-  return %c : tensor<2x3xui32>
-}
-
-// -----
-
 // A sum of booleans has no generated form (the CPU kernel refuses it too).
 // CHECK: error: 'rt.kernel' op cannot be generated for CUDA: a reduce_sum of booleans
 func.func @main(%x: tensor<2x3xi1> {nn.name = "x"}) -> (tensor<3xi1> {nn.name = "y"}) {
