@@ -205,6 +205,49 @@ def special_f32() -> np.ndarray:
                            rng.standard_normal(48).astype(np.float32) * 100])
 
 
+def test_bf16_outputs_are_written_as_float32(tmp_path):
+    """numpy has no bfloat16: shard-run widens bf16 outputs to float32 in
+    .npy and .npz files (exact) and says so; .pb keeps bfloat16. The
+    reference is ml_dtypes' float32 -> bfloat16 rounding."""
+    import ml_dtypes
+    import onnx
+    from onnx import numpy_helper, parser
+
+    model = parser.parse_model(
+        '<ir_version: 8, opset_import: ["" : 20]>\n'
+        "g (float[64] x) => (bfloat16[64] y, float[64] z) {"
+        " y = Cast <to = 16> (x) z = Neg(x) }")
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    artifact = pipeline.compile_model(path, tmp_path / "m.shard")
+    x = special_f32()
+    np.save(tmp_path / "x.npy", x)
+    want = x.astype(ml_dtypes.bfloat16).astype(np.float32)
+    rc, _, err = shard_run(artifact, "--input", f"x={tmp_path / 'x.npy'}",
+                           "--output", tmp_path / "out.npz")
+    assert rc == 0, err
+    assert "output 'y' is bf16, which numpy has no type for: written as float32" in err
+    assert "'z'" not in err
+    with np.load(tmp_path / "out.npz") as out:
+        assert out["y"].dtype == np.float32 and out["z"].dtype == np.float32
+        np.testing.assert_array_equal(out["y"], want)
+        np.testing.assert_array_equal(out["z"], -x)
+    # One output: .npy widens too, .pb keeps the type.
+    single = parser.parse_model(
+        '<ir_version: 8, opset_import: ["" : 20]>\n'
+        "g (float[64] x) => (bfloat16[64] y) { y = Cast <to = 16> (x) }")
+    onnx.save(single, path)
+    artifact = pipeline.compile_model(path, tmp_path / "single.shard")
+    for name in ("y.npy", "y.pb"):
+        rc, _, err = shard_run(artifact, "--input", f"x={tmp_path / 'x.npy'}",
+                               "--output", tmp_path / name)
+        assert rc == 0, err
+    np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), want)
+    proto = onnx.load_tensor(str(tmp_path / "y.pb"))
+    assert proto.data_type == onnx.TensorProto.BFLOAT16
+    np.testing.assert_array_equal(numpy_helper.to_array(proto).astype(np.float32), want)
+
+
 def test_bf16_weight_from_f32_file(tmp_path):
     w = special_f32().reshape(8, 8)
     (tmp_path / "w.bin").write_bytes(b"\0" * 16 + w.tobytes())

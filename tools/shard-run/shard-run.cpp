@@ -12,6 +12,7 @@
 #include "shardflow/Runtime/Communicator.h"
 #include "shardflow/Runtime/CudaExecutor.h"
 #include "shardflow/Runtime/Executor.h"
+#include "shardflow/Runtime/FloatConversion.h"
 #include "shardflow/Runtime/NpyIO.h"
 #include "shardflow/Runtime/TensorProtoIO.h"
 
@@ -42,6 +43,8 @@ options:
   --inputs FILE.npz  all graph inputs from one .npz (member names = inputs)
   --output FILE      write the outputs: FILE.npz (all, by name), FILE.npy or
                      FILE.pb (a single output; .pb as an ONNX TensorProto);
+                     numpy has no bfloat16, so bf16 outputs go to .npy and
+                     .npz as float32 (exact; a note on stderr says which);
                      without it, a summary is printed. Rank 0 writes them,
                      unless FILE contains {rank}: then every rank writes its
                      own outputs there, {rank} replaced by its rank
@@ -248,16 +251,38 @@ int main(int argc, char **argv) {
           std::cout << (i ? "," : "") << t.shape[i];
         std::cout << "]\n";
       }
-    } else if (endsWith(output, ".npy") || endsWith(output, ".pb")) {
+    } else if (endsWith(output, ".pb")) {
       if (outputs.size() != 1)
         throw RuntimeError("the model has " + std::to_string(outputs.size()) +
                            " outputs; write them to an .npz");
-      if (endsWith(output, ".pb"))
-        writeTensorProto(output, outputs[0].first, outputs[0].second);
-      else
-        writeNpy(output, outputs[0].second);
+      writeTensorProto(output, outputs[0].first, outputs[0].second);
     } else {
-      writeNpz(output, outputs);
+      if (endsWith(output, ".npy") && outputs.size() != 1)
+        throw RuntimeError("the model has " + std::to_string(outputs.size()) +
+                           " outputs; write them to an .npz");
+      // numpy has no bfloat16: such outputs are widened to float32, which
+      // holds every bf16 value exactly.
+      std::vector<HostTensor> widened;
+      widened.reserve(outputs.size());
+      for (auto &[name, t] : outputs) {
+        if (t.dtype != DType::BF16)
+          continue;
+        HostTensor &w = widened.emplace_back();
+        w.dtype = DType::F32;
+        w.shape = t.shape;
+        w.bytes.resize(size_t(t.numel()) * sizeof(float));
+        convertElements(t.data, DType::BF16, w.bytes.data(), DType::F32, size_t(t.numel()),
+                        "output '" + name + "'");
+        std::fprintf(stderr,
+                     "shard-run: note: output '%s' is bf16, which numpy has no type for: "
+                     "written as float32 (exact)\n",
+                     name.c_str());
+        t = w.view();
+      }
+      if (endsWith(output, ".npy"))
+        writeNpy(output, outputs[0].second);
+      else
+        writeNpz(output, outputs);
     }
     if (verbose) {
       using S = std::chrono::duration<double>;
