@@ -9,7 +9,9 @@
 #
 # A CASE is an artifact X.shard (inputs from X.inputs.npz and the reference
 # from X.expected.npz, next to it) or a folder of them. Artifacts compiled
-# for several ranks run under `mpirun -np N` (one GPU per rank).
+# for several ranks run under `mpirun -np N` (one GPU per rank). With
+# X.expected-error instead, the run must fail and its stderr contain every
+# line of that file (bad inputs reported through the kernels' status words).
 #
 #   --build-dir DIR   where to build (default build-gpu-check; emptied first)
 #   --no-build        reuse the shard-run already in --build-dir
@@ -22,7 +24,8 @@
 # and the zoo models compiled with --target cuda (f32 and --dtype bf16,
 # single rank and dp=2,tp=2 megatron) with onnxruntime's outputs from
 #   python -m shardflow.cuda_zoo DIR       (needs shard-opt: run it where it is built)
-# (X.onnx next to X.shard is passed as --weights; check DIR/bf16 with --rtol 2e-2).
+# (X.onnx next to X.shard is passed as --weights; check DIR/bf16 with --rtol 2e-2;
+# DIR/checks holds the expected-error cases).
 # Comparison uses only python3's standard library (no numpy needed here).
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -37,7 +40,7 @@ while [ $# -gt 0 ]; do
     --no-build) rebuild=0; shift ;;
     --rtol) rtol="$2"; shift 2 ;;
     --flags) flags="$2"; shift 2 ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
     *) cases+=("$1"); shift ;;
   esac
 done
@@ -153,6 +156,30 @@ for art in "${artifacts[@]}"; do
   # may not exist here).
   [ -f "$base.onnx" ] && args+=(--weights "$base.onnx")
   echo "-- $name"
+  if [ -f "$base.expected-error" ]; then
+    # shellcheck disable=SC2086
+    if "${launch[@]}" "$shard_run" "${args[@]}" $flags 2>"$out_dir/$name.stderr"; then
+      echo "   FAIL: shard-run succeeded; expected an error"
+      failed=$((failed + 1))
+      continue
+    fi
+    sed 's/^/   /' "$out_dir/$name.stderr" | head -5
+    missing=0
+    while IFS= read -r phrase; do
+      [ -z "$phrase" ] && continue
+      if ! grep -qF -- "$phrase" "$out_dir/$name.stderr"; then
+        echo "   FAIL: the error does not say: $phrase"
+        missing=1
+      fi
+    done <"$base.expected-error"
+    if [ "$missing" = 0 ]; then
+      echo "   ok (failed as expected)"
+      passed=$((passed + 1))
+    else
+      failed=$((failed + 1))
+    fi
+    continue
+  fi
   # shellcheck disable=SC2086
   if ! "${launch[@]}" "$shard_run" "${args[@]}" $flags; then
     echo "   FAIL: shard-run exited with an error"

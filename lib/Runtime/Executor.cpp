@@ -308,8 +308,10 @@ Executor::run(const std::map<std::string, HostTensor> &inputs) {
     try {
       fn(ctx);
     } catch (const std::exception &e) {
-      throw RuntimeError("kernel '" + inst.kernel + "' (instruction " +
-                         std::to_string(n) + "): " + e.what());
+      std::string node = inst.params.getString("node", "");
+      throw RuntimeError("kernel '" + inst.kernel + "' (" +
+                         (node.empty() ? std::string() : "ONNX node '" + node + "', ") +
+                         "instruction " + std::to_string(n) + "): " + e.what());
     }
   }
 

@@ -104,6 +104,17 @@ static LogicalResult addParam(rtm::Params &params, NamedAttribute attr,
 }
 
 /// Rank lists flattened, with their common length.
+/// The first ONNX node name in `loc` (a NameLoc, possibly fused), or "".
+static std::string firstNodeName(Location loc) {
+  std::string node;
+  loc->walk([&](Location l) {
+    if (auto named = dyn_cast<NameLoc>(l); named && node.empty())
+      node = named.getName().str();
+    return WalkResult::advance();
+  });
+  return node;
+}
+
 static std::pair<std::vector<int64_t>, int64_t> flatten(ArrayAttr lists) {
   std::vector<int64_t> flat;
   int64_t size = 0;
@@ -255,6 +266,9 @@ FailureOr<rtm::Artifact> shardflow::exportArtifact(ModuleOp module,
       for (NamedAttribute attr : k.getParams())
         if (failed(addParam(inst.params, attr, &op)))
           return failure();
+      // The runtime names the ONNX node when the kernel fails.
+      if (std::string node = firstNodeName(k.getLoc()); !node.empty())
+        inst.params.set("node", node);
       art.program.push_back(std::move(inst));
     } else if (auto launch = dyn_cast<rt::LaunchOp>(op)) {
       // Generated device code: the module and function by name, the launch
@@ -275,13 +289,7 @@ FailureOr<rtm::Artifact> shardflow::exportArtifact(ModuleOp module,
         // The runtime passes a status word and, when the kernel reports an
         // error, names the (first) ONNX node whose check it was.
         inst.params.set("checks", int64_t(1));
-        std::string node;
-        launch.getLoc()->walk([&](Location l) {
-          if (auto named = dyn_cast<NameLoc>(l); named && node.empty())
-            node = named.getName().str();
-          return WalkResult::advance();
-        });
-        if (!node.empty())
+        if (std::string node = firstNodeName(launch.getLoc()); !node.empty())
           inst.params.set("node", node);
       }
       art.program.push_back(std::move(inst));

@@ -12,7 +12,13 @@ sharded dp=2,tp=2 with the megatron preset (MODEL-tp.shard: 4 ranks, run
 under mpirun, one GPU each). shard-opt comes from $SHARDFLOW_BUILD_DIR/bin
 (default build/bin).
 
-    bash tools/gpu-check.sh OUTDIR/f32
+OUTDIR/checks holds programs whose inputs are bad on purpose: an integer
+division by zero and out-of-range indices (a generated gather_elements and
+the runtime's gather kernel). Each CASE.expected-error lists, one per line,
+phrases shard-run's error must contain: the status-word path from the
+kernel through the runtime's message, ONNX node included.
+
+    bash tools/gpu-check.sh OUTDIR/f32 OUTDIR/checks
     bash tools/gpu-check.sh --rtol 2e-2 OUTDIR/bf16
 """
 from __future__ import annotations
@@ -24,7 +30,9 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import onnx
 import onnxruntime as ort
+from onnx import TensorProto, helper
 
 from shardflow import models
 
@@ -61,13 +69,72 @@ def write_cases(outdir: Path, shard_opt: Path) -> list[Path]:
     return written
 
 
+def _check_model(name: str, op: str, inputs, output, **attrs) -> onnx.ModelProto:
+    """One named node (`name`) in a graph of its own."""
+    node = helper.make_node(op, [i.name for i in inputs], [output.name], name=name, **attrs)
+    graph = helper.make_graph([node], name, inputs, [output])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
+
+
+def _value(name: str, elem: int, shape: list[int]):
+    return helper.make_tensor_value_info(name, elem, shape)
+
+
+# Programs that must fail on the GPU, with the inputs that make them fail
+# and phrases the error names (the kernel's status word, read after the run).
+CHECK_CASES = {
+    "div_by_zero": (
+        lambda: _check_model("divide_counts", "Div",
+                             [_value("x", TensorProto.INT32, [8]),
+                              _value("y", TensorProto.INT32, [8])],
+                             _value("q", TensorProto.INT32, [8])),
+        {"x": np.arange(8, dtype=np.int32) * 7,
+         "y": np.array([1, 2, 3, 4, 5, 0, 7, 8], np.int32)},
+        ["ONNX node 'divide_counts'", "integer division by zero (element 5 of the result)"]),
+    "gather_elements_out_of_range": (
+        lambda: _check_model("pick_rows", "GatherElements",
+                             [_value("x", TensorProto.FLOAT, [3, 4]),
+                              _value("i", TensorProto.INT64, [3, 2])],
+                             _value("y", TensorProto.FLOAT, [3, 2]), axis=1),
+        {"x": np.arange(12, dtype=np.float32).reshape(3, 4),
+         "i": np.array([[0, 1], [2, 7], [-4, 3]], np.int64)},
+        ["ONNX node 'pick_rows'", "index 7 read from the data is out of range"]),
+    "gather_out_of_range": (
+        lambda: _check_model("embed", "Gather",
+                             [_value("table", TensorProto.FLOAT, [4, 8]),
+                              _value("ids", TensorProto.INT64, [2, 3])],
+                             _value("y", TensorProto.FLOAT, [2, 3, 8]), axis=0),
+        {"table": np.arange(32, dtype=np.float32).reshape(4, 8),
+         "ids": np.array([[0, 1, 2], [3, -9, 1]], np.int64)},
+        ["ONNX node 'embed'", "index -9 read from the data is out of range"]),
+}
+
+
+def write_check_cases(outdir: Path, shard_opt: Path) -> list[Path]:
+    """OUTDIR/checks: CASE.shard, CASE.inputs.npz, CASE.expected-error."""
+    folder = outdir / "checks"
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for case, (build, feeds, phrases) in CHECK_CASES.items():
+        path = folder / f"{case}.onnx"
+        onnx.save(build(), path)
+        art = folder / f"{case}.shard"
+        subprocess.run([str(shard_opt), str(path), "--target", "cuda", "-o", str(art)],
+                       check=True)
+        np.savez(folder / f"{case}.inputs.npz", **feeds)
+        (folder / f"{case}.expected-error").write_text("\n".join(phrases) + "\n")
+        written.append(art)
+    return written
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1:
         print(__doc__, file=sys.stderr)
         return 2
     build = Path(os.environ.get("SHARDFLOW_BUILD_DIR", REPO / "build"))
-    for art in write_cases(Path(argv[0]), build / "bin" / "shard-opt"):
+    shard_opt = build / "bin" / "shard-opt"
+    for art in write_cases(Path(argv[0]), shard_opt) + write_check_cases(Path(argv[0]), shard_opt):
         print(art)
     return 0
 

@@ -542,6 +542,65 @@ def test_zoo_cases_for_the_gpu_check(tmp_path, monkeypatch):
             assert sorted(n[:-4] for n in z.namelist()) == sorted(outputs)
 
 
+def test_check_cases_for_the_gpu_check(tmp_path):
+    """shardflow.cuda_zoo's expected-error cases: the CUDA artifacts carry the
+    ONNX node for the runtime's message; the inputs do trip the generated
+    kernels' checks (emulator) and the CPU backend's; and gpu-check.sh passes
+    a case only when the run fails with every expected phrase."""
+    from shardflow import cuda_zoo
+
+    written = cuda_zoo.write_check_cases(tmp_path, SHARD_OPT)
+    assert sorted(p.stem for p in written) == sorted(cuda_zoo.CHECK_CASES)
+    nodes = {"div_by_zero": "divide_counts", "gather_elements_out_of_range": "pick_rows",
+             "gather_out_of_range": "embed"}
+    cpu_dir = tmp_path / "cpu"
+    cpu_dir.mkdir()
+    for art in written:
+        base = art.with_suffix("")
+        text = art.read_text()
+        assert text.startswith("shardflow-artifact 4\ntarget cuda\n")
+        assert f"node=s:{nodes[art.stem]}" in text
+        phrases = Path(str(base) + ".expected-error").read_text().splitlines()
+        assert f"ONNX node '{nodes[art.stem]}'" in phrases
+        with np.load(str(base) + ".inputs.npz") as z:
+            feeds = {k: z[k] for k in z.files}
+        if art.stem != "gather_out_of_range":  # gather is the runtime's kernel
+            proc = _compile(onnx_load(base), tmp_path, "--convert-nn-to-rt",
+                            "--convert-rt-to-gpu", "--mlir-print-op-generic")
+            assert proc.returncode == 0, proc.stderr
+            error = (gpu_emulator.DivisionByZero if art.stem == "div_by_zero"
+                     else gpu_emulator.IndexOutOfRange)
+            with pytest.raises(error):
+                gpu_emulator.run_program(proc.stdout, list(feeds.values()))
+        # The same inputs on the CPU backend, as gpu-check.sh cases.
+        cpu_art = cpu_dir / art.name
+        proc = subprocess.run([str(SHARD_OPT), str(base) + ".onnx", "--target", "cpu",
+                               "-o", str(cpu_art)], capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr
+        np.savez(cpu_dir / f"{art.stem}.inputs.npz", **feeds)
+        cpu_phrase = "division by zero" if art.stem == "div_by_zero" else "out of range"
+        (cpu_dir / f"{art.stem}.expected-error").write_text(
+            f"ONNX node '{nodes[art.stem]}'\n{cpu_phrase}\n")
+    build = tmp_path / "build"
+    (build / "bin").mkdir(parents=True)
+    (build / "bin" / "shard-run").symlink_to(BIN / "shard-run")
+    check = [str(REPO / "tools" / "gpu-check.sh"), "--no-build", "--build-dir", str(build)]
+    proc = subprocess.run(["bash", *check, str(cpu_dir)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "== 3 passed, 0 failed" in proc.stdout
+    # A phrase the error does not contain fails the case.
+    (cpu_dir / "div_by_zero.expected-error").write_text("element 6 of the result\n")
+    proc = subprocess.run(["bash", *check, str(cpu_dir)], capture_output=True, text=True)
+    assert proc.returncode != 0
+    assert "FAIL: the error does not say: element 6 of the result" in proc.stdout
+    assert "== 2 passed, 1 failed" in proc.stdout
+
+
+def onnx_load(base: Path):
+    import onnx
+    return onnx.load(str(base) + ".onnx")
+
+
 def test_report_on_cuda_programs(tmp_path):
     """--report on CUDA programs: generated kernels are not collectives, and
     a weight loaded as several column slices (the fused QKV projection's
