@@ -547,6 +547,8 @@ def test_check_cases_for_the_gpu_check(tmp_path):
     ONNX node for the runtime's message; the inputs do trip the generated
     kernels' checks (emulator) and the CPU backend's; and gpu-check.sh passes
     a case only when the run fails with every expected phrase."""
+    import onnx
+
     from shardflow import cuda_zoo
 
     written = cuda_zoo.write_check_cases(tmp_path, SHARD_OPT)
@@ -565,7 +567,7 @@ def test_check_cases_for_the_gpu_check(tmp_path):
         with np.load(str(base) + ".inputs.npz") as z:
             feeds = {k: z[k] for k in z.files}
         if art.stem != "gather_out_of_range":  # gather is the runtime's kernel
-            proc = _compile(onnx_load(base), tmp_path, "--convert-nn-to-rt",
+            proc = _compile(onnx.load(str(base) + ".onnx"), tmp_path, "--convert-nn-to-rt",
                             "--convert-rt-to-gpu", "--mlir-print-op-generic")
             assert proc.returncode == 0, proc.stderr
             error = (gpu_emulator.DivisionByZero if art.stem == "div_by_zero"
@@ -594,11 +596,6 @@ def test_check_cases_for_the_gpu_check(tmp_path):
     assert proc.returncode != 0
     assert "FAIL: the error does not say: element 6 of the result" in proc.stdout
     assert "== 2 passed, 1 failed" in proc.stdout
-
-
-def onnx_load(base: Path):
-    import onnx
-    return onnx.load(str(base) + ".onnx")
 
 
 def test_report_on_cuda_programs(tmp_path):

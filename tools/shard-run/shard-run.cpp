@@ -251,21 +251,17 @@ int main(int argc, char **argv) {
           std::cout << (i ? "," : "") << t.shape[i];
         std::cout << "]\n";
       }
-    } else if (endsWith(output, ".pb")) {
-      if (outputs.size() != 1)
-        throw RuntimeError("the model has " + std::to_string(outputs.size()) +
-                           " outputs; write them to an .npz");
-      writeTensorProto(output, outputs[0].first, outputs[0].second);
     } else {
-      if (endsWith(output, ".npy") && outputs.size() != 1)
+      bool single = endsWith(output, ".npy") || endsWith(output, ".pb");
+      if (single && outputs.size() != 1)
         throw RuntimeError("the model has " + std::to_string(outputs.size()) +
                            " outputs; write them to an .npz");
       // numpy has no bfloat16: such outputs are widened to float32, which
-      // holds every bf16 value exactly.
+      // holds every bf16 value exactly (.pb keeps bfloat16).
       std::vector<HostTensor> widened;
       widened.reserve(outputs.size());
       for (auto &[name, t] : outputs) {
-        if (t.dtype != DType::BF16)
+        if (t.dtype != DType::BF16 || endsWith(output, ".pb"))
           continue;
         HostTensor &w = widened.emplace_back();
         w.dtype = DType::F32;
@@ -279,7 +275,9 @@ int main(int argc, char **argv) {
                      name.c_str());
         t = w.view();
       }
-      if (endsWith(output, ".npy"))
+      if (endsWith(output, ".pb"))
+        writeTensorProto(output, outputs[0].first, outputs[0].second);
+      else if (single)
         writeNpy(output, outputs[0].second);
       else
         writeNpz(output, outputs);

@@ -208,6 +208,9 @@ private:
   void ncclDone(ncclResult_t status, const char *call, ncclComm_t c);
   /// Finalizes and destroys a communicator, aborting it when that fails.
   void releaseComm(ncclComm_t c);
+  /// Polls `c` until its pending work leaves ncclInProgress, within
+  /// --collective-timeout; `status` gets its final state.
+  WaitOutcome settleComm(ncclComm_t c, ncclResult_t &status);
   [[noreturn]] void abortJob(const std::string &reason);
 
   CUmodule moduleNamed(const std::string &name);
@@ -970,16 +973,7 @@ void CudaExecutor::Impl::waitForGpu(const std::vector<CUevent> &events, const st
 
 void CudaExecutor::Impl::ncclDone(ncclResult_t status, const char *call, ncclComm_t c) {
   if (status == ncclInProgress && c) {
-    const Nccl &nc = nccl();
-    WaitOutcome outcome = pollUntil(
-        [&] {
-          ncclResult_t query = nc.ncclCommGetAsyncError(c, &status);
-          if (query != ncclSuccess)
-            status = query;
-          return status != ncclInProgress;
-        },
-        options.collectiveTimeoutSeconds);
-    if (outcome == WaitOutcome::TimedOut)
+    if (settleComm(c, status) == WaitOutcome::TimedOut)
       abortJob("rank " + std::to_string(rank) + ": " + call + " did not finish within " +
                secondsText(options.collectiveTimeoutSeconds) +
                " (--collective-timeout): NCCL is waiting for a peer. Check that every rank "
@@ -989,6 +983,18 @@ void CudaExecutor::Impl::ncclDone(ncclResult_t status, const char *call, ncclCom
   checkNccl(status, call, c);
 }
 
+WaitOutcome CudaExecutor::Impl::settleComm(ncclComm_t c, ncclResult_t &status) {
+  const Nccl &nc = nccl();
+  return pollUntil(
+      [&] {
+        ncclResult_t query = nc.ncclCommGetAsyncError(c, &status);
+        if (query != ncclSuccess)
+          status = query;
+        return status != ncclInProgress;
+      },
+      options.collectiveTimeoutSeconds);
+}
+
 void CudaExecutor::Impl::releaseComm(ncclComm_t c) {
   // Finalizing flushes the communicator's work; it may go on in the
   // background like everything else on a nonblocking communicator. A
@@ -996,17 +1002,8 @@ void CudaExecutor::Impl::releaseComm(ncclComm_t c) {
   // resources are freed either way).
   const Nccl &nc = nccl();
   ncclResult_t status = nc.ncclCommFinalize(c);
-  if (status == ncclInProgress) {
-    WaitOutcome outcome = pollUntil(
-        [&] {
-          if (nc.ncclCommGetAsyncError(c, &status) != ncclSuccess)
-            status = ncclInternalError;
-          return status != ncclInProgress;
-        },
-        options.collectiveTimeoutSeconds);
-    if (outcome == WaitOutcome::TimedOut)
-      status = ncclInternalError;
-  }
+  if (status == ncclInProgress && settleComm(c, status) == WaitOutcome::TimedOut)
+    status = ncclInternalError;
   if (status == ncclSuccess)
     nc.ncclCommDestroy(c);
   else
