@@ -369,9 +369,9 @@ def test_fused_projection_einsum_becomes_matmul(tmp_path):
 def test_sharded_cuda_programs_on_four_ranks(model_name, strategy, dtype, tmp_path):
     """The partitioned programs the CPU differential tests run under mpirun,
     compiled for CUDA (dp=2, tp=2): generated kernels between NCCL
-    collectives. The emulator runs the 4 ranks in lockstep (collectives
-    combine the ranks' buffers) and every rank's output is compared with
-    onnxruntime: relative L2 under 1e-5 (f32) and 2e-2 (bf16)."""
+    collectives, GPT-2's fused QKV projection as one GEMM per piece. The
+    emulator runs the 4 ranks in lockstep (collectives combine the ranks'
+    buffers) and every rank's output is compared with onnxruntime: relative L2 under 1e-5 (f32) and 2e-2 (bf16)."""
     import onnx
     from onnx import numpy_helper
 
@@ -391,6 +391,12 @@ def test_sharded_cuda_programs_on_four_ranks(model_name, strategy, dtype, tmp_pa
                      {"all_gather", "reduce_scatter"}), kinds
     assert re.search(r"^kernel launch ", text, re.M)
     assert not re.search(r"^kernel einsum ", text, re.M)
+    if model_name == "gpt2":
+        # The fused QKV projection: one GEMM per piece on per-rank weight
+        # slices, each with its bias in the epilogue; no split copy.
+        assert not re.search(r"^kernel split ", text, re.M)
+        assert len(re.findall(r"^kernel matmul .*epilogue=s:bias node=s:/h\.0/attn/Add",
+                              text, re.M)) == 3
     # The same pipeline, printed before memory planning, run on 4 ranks.
     proc = subprocess.run([str(SHARD_OPT), *common, "--raise-attention",
                            "--nn-fold-attention-layout", "--nn-split-fused-projections",

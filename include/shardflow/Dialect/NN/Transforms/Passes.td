@@ -114,16 +114,25 @@ def NNSplitFusedProjections : Pass<"nn-split-fused-projections", "::mlir::func::
   let summary = "One matmul per piece of a fused projection instead of a split of its result";
   let description = [{
     A `split` along the last dimension of `matmul(x, W)` (optionally plus a
-    1-D bias), where W and the bias are model weights (or an `nn.cast` of
-    one) or constants read only there, becomes one matmul (and bias add)
+    1-D bias), where W and the bias are loaded data read only there (model
+    weights or constants, through `nn.cast`, `nn.reshape` and
+    `dist.all_slice`), becomes one matmul (and bias add)
     per piece, each against its column block of W: a weight slice
     (`global_shape`, `starts`) that the runtime loads at start. The split,
     a copy of the whole activation on a GPU, disappears, and each bias add
     can ride on its GEMM's epilogue. GPT-2's fused QKV projection is the
     case in point.
 
-    Programs with a `dist.mesh` are left alone (their weight slices are per
-    rank). The CUDA target runs it on the program before lowering.
+    Partitioned programs too: there the weight slices carry one start per
+    rank, composed with the rank's own slice (a weight already sliced by
+    sharding, or a bias reshaped and `dist.all_slice`d). The megatron
+    presets' form, an einsum "...a,abc->...bc" against the fused weight
+    sharded by heads as [K, 3, N/tp], split into pieces of 1 along the "3"
+    axis and squeezed, becomes one matmul per piece against a [K, N/tp]
+    slice the same way. A constant bias, which cannot differ per rank,
+    keeps a `dist.all_slice` of its piece. Programs with more than one
+    mesh are left alone. The CUDA target runs it on the per-rank program
+    before lowering.
   }];
   let dependentDialects = ["::shardflow::nn::NNDialect"];
 }
