@@ -1,6 +1,7 @@
 //===- Communicator.cpp - single-rank and MPI communicators ----------------===//
 
 #include "shardflow/Runtime/Communicator.h"
+#include "shardflow/Runtime/Polling.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -95,6 +96,7 @@ public:
       throw RuntimeError("an unmatched send or recv on a single rank");
   }
   void broadcast(const Tensor &, int) override {}
+  bool broadcastWithin(const Tensor &, int, double) override { return true; }
   void barrier() override {}
   std::unique_ptr<Communicator> split(int color, int) override {
     return color < 0 ? nullptr : std::make_unique<SingleRank>();
@@ -228,6 +230,20 @@ public:
   }
   void broadcast(const Tensor &t, int root) override {
     check(MPI_Bcast(t.data, count(int64_t(t.bytes())), MPI_BYTE, root, comm), "broadcast");
+  }
+  bool broadcastWithin(const Tensor &t, int root, double seconds) override {
+    // MPI has no timeouts: a nonblocking broadcast, polled.
+    MPI_Request request = MPI_REQUEST_NULL;
+    check(MPI_Ibcast(t.data, count(int64_t(t.bytes())), MPI_BYTE, root, comm, &request),
+          "broadcast");
+    WaitOutcome outcome = pollUntil(
+        [&] {
+          int done = 0;
+          check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "broadcast");
+          return done != 0;
+        },
+        seconds);
+    return outcome == WaitOutcome::Finished;
   }
   void barrier() override { check(MPI_Barrier(comm), "barrier"); }
   std::unique_ptr<Communicator> split(int color, int key) override {

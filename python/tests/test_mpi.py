@@ -69,3 +69,31 @@ def test_one_failing_rank_stops_the_job(mlp):
     assert rc != 0
     assert "rank 1: injected failure" in log, log
     assert seconds < 20, f"the job took {seconds:.1f} s to stop"
+
+
+@pytest.mark.parametrize("mode", ["in-time", "late-root"])
+def test_broadcast_within_a_deadline(mode):
+    """The broadcast that hands NCCL's unique id to the other ranks is polled
+    under --collective-timeout (Communicator::broadcastWithin, an MPI_Ibcast):
+    on time it delivers the root's bytes; when the root is 3 s late, rank 1
+    gives up after its 0.3 s and its abort ends the job, the sleeping root
+    included, long before the root would have joined."""
+    assert MPIRUN, "mpirun is missing: run tools/setup.sh (openmpi-bin)"
+    cmd = [MPIRUN, "-np", "2", "--oversubscribe",
+           str(pipeline.tool("shardflow-mpi-check")), mode]
+    start = time.monotonic()
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=ENV)
+    elapsed = time.monotonic() - start
+    log = out.stdout + out.stderr
+    if mode == "in-time":
+        assert out.returncode == 0, log
+        assert "rank 0: finished" in log and "rank 1: finished" in log, log
+        assert "rank 1: finished after" in log and "value 5eed5eed" in log.split("rank 1:")[1], log
+        return
+    assert out.returncode != 0, log
+    waited = float(log.split("rank 1: timed out after ")[1].split()[0])
+    assert 0.3 <= waited < 2.5, log
+    assert "rank 0:" not in log, log  # killed while it slept
+    assert "rank 1: the broadcast timed out" in log, log
+    # The root sleeps 3 s; mpirun's own start-up is counted here too.
+    assert elapsed < 3.0 + 5.0, (elapsed, log)

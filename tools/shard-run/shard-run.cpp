@@ -62,7 +62,8 @@ CUDA artifacts:
   --collective-timeout SECONDS
                      how long a rank waits for the GPU, collectives
                      included, and for NCCL to create its communicators
-                     and connect to peers, before it aborts every rank
+                     (the unique id's MPI broadcast included) and connect
+                     to peers, before it aborts every rank
                      with the reason (default 600); NCCL errors abort at
                      once
   --verbose          print timings and memory figures to stderr

@@ -43,6 +43,10 @@ public:
   /// be absent (nullptr / -1).
   virtual void sendRecv(const Tensor *send, int dst, const Tensor *recv, int src) = 0;
   virtual void broadcast(const Tensor &t, int root) = 0;
+  /// broadcast, given up after `seconds`: false when `root` (or another
+  /// member) did not join in time. The broadcast is then left pending and
+  /// the communicator unusable: the caller aborts the job.
+  virtual bool broadcastWithin(const Tensor &t, int root, double seconds) = 0;
   virtual void barrier() = 0;
   /// The members with the same `color`, ranked by `key`: a collective call
   /// on this communicator. A negative color joins none and gets nullptr.

@@ -851,11 +851,23 @@ void CudaExecutor::Impl::createCommunicators() {
   // collective. ncclDone waits for both within the timeout, so a peer that
   // never connects (a firewall, the wrong NCCL_SOCKET_IFNAME) aborts the
   // job with a reason instead of hanging it.
-  auto initComm = [&](Communicator &members, ncclComm_t &out) {
+  //
+  // The unique id's MPI broadcast is polled under the same timeout: a rank
+  // that is stuck before it (in loading, or on a dead GPU) would otherwise
+  // hang the others there.
+  auto initComm = [&](Communicator &members, int64_t rootRank, ncclComm_t &out) {
     ncclUniqueId id{};
     if (members.rank() == 0)
       checkNccl(nc.ncclGetUniqueId(&id), "ncclGetUniqueId", nullptr);
-    members.broadcast(Tensor{&id, DType::U8, {int64_t(sizeof(id))}}, 0);
+    if (!members.broadcastWithin(Tensor{&id, DType::U8, {int64_t(sizeof(id))}}, 0,
+                                 options.collectiveTimeoutSeconds))
+      abortJob("rank " + std::to_string(rank) + ": waited " +
+               secondsText(options.collectiveTimeoutSeconds) +
+               " (--collective-timeout) for rank " + std::to_string(rootRank) +
+               " to send NCCL's unique id over MPI (a group of " +
+               std::to_string(members.size()) +
+               " ranks): some rank of the group never got there; its own error, if "
+               "any, says why (a stuck weight load, a GPU that does not answer)");
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
     ncclResult_t r = nc.ncclCommInitRankConfig(&out, members.size(), id, members.rank(), &config);
@@ -869,7 +881,7 @@ void CudaExecutor::Impl::createCommunicators() {
     ncclDone(r, "ncclCommInitRankConfig (creating the communicator)", out);
   };
   try {
-    initComm(*comm, worldComm);
+    initComm(*comm, 0, worldComm);
     for (const Instruction &inst : art.program) {
       if (!inst.collective || inst.kernel == "local_slice")
         continue;
@@ -879,16 +891,18 @@ void CudaExecutor::Impl::createCommunicators() {
       std::vector<int64_t> groups(key.begin() + 1, key.end());
       int64_t size = key[0];
       int color = -1, order = 0;
+      int64_t root = -1;
       for (size_t i = 0; i < groups.size(); ++i)
         if (groups[i] == rank) {
           color = int(int64_t(i) / size);
           order = int(int64_t(i) % size);
+          root = groups[size_t(color) * size_t(size)];
         }
       std::unique_ptr<Communicator> members = comm->split(color, order);
       GroupComm &g = groupComms[key];
       if (!members)
         continue;
-      initComm(*members, g.comm);
+      initComm(*members, root, g.comm);
       g.size = members->size();
       g.rank = members->rank();
     }

@@ -4,9 +4,7 @@
 #include "shardflow/Runtime/Layout.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstdlib>
-#include <thread>
 
 using namespace shardflow::runtime;
 using namespace shardflow::runtime::cuda;
@@ -399,25 +397,4 @@ std::vector<Copy2D> cuda::planBroadcast2D(int64_t rows, int64_t cols, int64_t m,
       push(copies, Copy2D{true, 0, size_t(h) * row, row, row, c * row, 1});
     }
   return copies;
-}
-
-//===----------------------------------------------------------------------===//
-// Waiting
-//===----------------------------------------------------------------------===//
-
-WaitOutcome cuda::pollUntil(const std::function<bool()> &finished, double seconds) {
-  using Clock = std::chrono::steady_clock;
-  auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                     std::chrono::duration<double>(seconds));
-  for (int polls = 0;; ++polls) {
-    bool late = Clock::now() > deadline;
-    if (finished())
-      return WaitOutcome::Finished;
-    if (late)
-      return WaitOutcome::TimedOut;
-    if (polls < 1000)
-      std::this_thread::yield();
-    else
-      std::this_thread::sleep_for(std::chrono::microseconds(100));
-  }
 }

@@ -16,6 +16,7 @@
 #define SHARDFLOW_RUNTIME_CUDA_CUDAPLANNING_H
 
 #include "shardflow/Runtime/Artifact.h"
+#include "shardflow/Runtime/Polling.h"
 
 #include <cstdint>
 #include <functional>
@@ -176,21 +177,6 @@ std::vector<Copy2D> planBlockCopy(const std::vector<int64_t> &in,
 /// doubled (log2 copies, each reading only bytes already written).
 std::vector<Copy2D> planBroadcast2D(int64_t rows, int64_t cols, int64_t m, int64_t n,
                                     size_t elem);
-
-//===----------------------------------------------------------------------===//
-// Waiting
-//===----------------------------------------------------------------------===//
-
-/// How a wait for asynchronous work ended.
-enum class WaitOutcome { Finished, TimedOut };
-
-/// Calls `finished` until it returns true or `seconds` have passed since the
-/// call: the first polls only yield the CPU (short waits stay short), later
-/// ones sleep 100 us between polls (ranks may share the CPU). `finished`
-/// reports failures itself, by throwing or aborting. It is called at least
-/// once, and once more after the deadline, so work that ends just as time
-/// runs out counts as finished.
-WaitOutcome pollUntil(const std::function<bool()> &finished, double seconds);
 
 } // namespace shardflow::runtime::cuda
 
