@@ -309,9 +309,13 @@ Executor::run(const std::map<std::string, HostTensor> &inputs) {
       fn(ctx);
     } catch (const std::exception &e) {
       std::string node = inst.params.getString("node", "");
+      // Kernels name themselves ("kernel 'div': ..."); said once, here.
+      std::string what = e.what(), own = "kernel '" + inst.kernel + "': ";
+      if (what.compare(0, own.size(), own) == 0)
+        what.erase(0, own.size());
       throw RuntimeError("kernel '" + inst.kernel + "' (" +
                          (node.empty() ? std::string() : "ONNX node '" + node + "', ") +
-                         "instruction " + std::to_string(n) + "): " + e.what());
+                         "instruction " + std::to_string(n) + "): " + what);
     }
   }
 

@@ -256,7 +256,8 @@ def test_kernel_same_bits_for_every_thread_count(tmp_path, name):
 
 def test_error_in_a_worker_thread_is_reported(tmp_path):
     """Integer division by zero found by any thread fails the run with the
-    kernel's message, as with one thread."""
+    kernel's message, as with one thread, naming the kernel (once) and its
+    ONNX node."""
     a = np.arange(200000, dtype=np.int64).reshape(400, 500)
     b = np.ones((400, 500), np.int64)
     b[397, 499] = 0  # in the last range
@@ -265,5 +266,6 @@ def test_error_in_a_worker_thread_is_reported(tmp_path):
     onnx.save(model, path)
     artifact = pipeline.compile_model(path, tmp_path / "model.shard")
     for t in THREADS:
-        with pytest.raises(RuntimeError, match="integer division by zero"):
+        with pytest.raises(RuntimeError, match=r"kernel 'div' \(ONNX node '[^']+', "
+                                               r"instruction \d+\): integer division by zero"):
             pipeline.run_artifact(artifact, feeds, extra=["--threads", str(t)])
