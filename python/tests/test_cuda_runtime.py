@@ -248,6 +248,40 @@ def test_bf16_outputs_are_written_as_float32(tmp_path):
     np.testing.assert_array_equal(numpy_helper.to_array(proto).astype(np.float32), want)
 
 
+def test_bf16_inputs_take_float32(tmp_path):
+    """A bf16 graph input takes float32 data from .npy and .npz files,
+    rounded to nearest even with a note (numpy has no bfloat16), as well as
+    bfloat16 from a .pb; other types are still refused. The reference is
+    ml_dtypes' rounding, read back exactly through a Cast to float."""
+    import ml_dtypes
+    import onnx
+    from onnx import helper, parser
+
+    model = parser.parse_model(
+        '<ir_version: 8, opset_import: ["" : 20]>\n'
+        "g (bfloat16[64] x) => (float[64] y) { y = Cast <to = 1> (x) }")
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    artifact = pipeline.compile_model(path, tmp_path / "m.shard")
+    x = special_f32()
+    want = x.astype(ml_dtypes.bfloat16).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    np.savez(tmp_path / "x.npz", x=x)
+    bits = x.astype(ml_dtypes.bfloat16).view(np.uint16)
+    proto = helper.make_tensor("x", onnx.TensorProto.BFLOAT16, [64], bits.tobytes(), raw=True)
+    (tmp_path / "x.pb").write_bytes(proto.SerializeToString())
+    for given in (["--input", f"x={tmp_path / 'x.npy'}"], ["--inputs", tmp_path / "x.npz"],
+                  ["--input", f"x={tmp_path / 'x.pb'}"]):
+        rc, _, err = shard_run(artifact, *given, "--output", tmp_path / "y.npy")
+        assert rc == 0, err
+        note = "input 'x' is bf16, which numpy has no type for: its float32 values were rounded"
+        assert (note in err) == (not str(given[1]).endswith(".pb")), err
+        np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), want)
+    np.save(tmp_path / "x64.npy", x.astype(np.float64))
+    rc, _, err = shard_run(artifact, "--input", f"x={tmp_path / 'x64.npy'}")
+    assert rc != 0 and "input 'x' is f64[64] but the model was compiled for bf16[64]" in err, err
+
+
 def test_bf16_weight_from_f32_file(tmp_path):
     w = special_f32().reshape(8, 8)
     (tmp_path / "w.bin").write_bytes(b"\0" * 16 + w.tobytes())

@@ -39,7 +39,9 @@ options:
   --weights PATH     the model file (.onnx) or its folder: weight files are
                      found there (default: the model's folder at compile time)
   --input NAME=FILE  the graph input NAME from a .npy file, or from an ONNX
-                     TensorProto if FILE ends in .pb (repeat per input)
+                     TensorProto if FILE ends in .pb (repeat per input);
+                     a bf16 input also takes float32 data, rounded to
+                     bf16 (to nearest even; a note on stderr says which)
   --inputs FILE.npz  all graph inputs from one .npz (member names = inputs)
   --output FILE      write the outputs: FILE.npz (all, by name), FILE.npy or
                      FILE.pb (a single output; .pb as an ONNX TensorProto);
@@ -195,6 +197,27 @@ int main(int argc, char **argv) {
         inputs[name] = std::move(t);
     for (const auto &[name, file] : inputFiles)
       inputs[name] = endsWith(file, ".pb") ? readTensorProto(file) : readNpy(file);
+    // numpy has no bfloat16: a bf16 input takes float32 data, rounded to
+    // nearest even here (a .pb may hold bfloat16 itself).
+    for (const BufferDesc &b : artifact.buffers) {
+      auto it = inputs.find(b.name);
+      if (b.kind != BufferDesc::Kind::Input || b.dtype != DType::BF16 || it == inputs.end() ||
+          it->second.dtype != DType::F32)
+        continue;
+      HostTensor &t = it->second;
+      HostTensor narrow;
+      narrow.dtype = DType::BF16;
+      narrow.shape = t.shape;
+      narrow.bytes.resize(size_t(t.view().numel()) * 2);
+      convertElements(t.bytes.data(), DType::F32, narrow.bytes.data(), DType::BF16,
+                      size_t(t.view().numel()), "input '" + b.name + "'");
+      t = std::move(narrow);
+      if (comm->rank() == 0)
+        std::fprintf(stderr,
+                     "shard-run: note: input '%s' is bf16, which numpy has no type for: "
+                     "its float32 values were rounded to bf16 (to nearest even)\n",
+                     b.name.c_str());
+    }
 
     // The artifact's target picks the executor; both have the same shape.
     std::unique_ptr<Executor> cpuExecutor;
