@@ -25,8 +25,10 @@
 # single rank and dp=2,tp=2 megatron) with onnxruntime's outputs from
 #   python -m shardflow.cuda_zoo DIR       (needs shard-opt: run it where it is built)
 # (X.onnx next to X.shard is passed as --weights; check DIR/bf16 with --rtol 2e-2;
-# DIR/checks holds the expected-error cases).
+# DIR/checks holds the expected-error cases). A CUDA artifact for more ranks
+# than the machine has GPUs is skipped (NCCL takes one GPU per rank).
 # Comparison uses only python3's standard library (no numpy needed here).
+# tools/gpu-session.sh runs all of this (and the bench) in a few commands.
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="$root/build-gpu-check"
@@ -40,7 +42,7 @@ while [ $# -gt 0 ]; do
     --no-build) rebuild=0; shift ;;
     --rtol) rtol="$2"; shift 2 ;;
     --flags) flags="$2"; shift 2 ;;
-    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
     *) cases+=("$1"); shift ;;
   esac
 done
@@ -68,8 +70,12 @@ if ldd "$shard_run" | grep -Eq 'libcuda|libcudart|libcublas|libnccl'; then
   echo "FAIL: shard-run links a CUDA library"
   exit 1
 fi
-command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=index,name,driver_version,memory.total \
-  --format=csv,noheader | sed 's/^/  GPU /'
+gpus=0
+if command -v nvidia-smi >/dev/null; then
+  nvidia-smi --query-gpu=index,name,driver_version,memory.total \
+    --format=csv,noheader | sed 's/^/  GPU /'
+  gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+fi
 
 # The artifacts to run, from files and folders.
 artifacts=()
@@ -135,6 +141,7 @@ EOF
 
 passed=0
 failed=0
+skipped=0
 out_dir="$build/gpu-check-outputs"
 mkdir -p "$out_dir"
 for art in "${artifacts[@]}"; do
@@ -145,6 +152,13 @@ for art in "${artifacts[@]}"; do
   if [ "${world:-1}" -gt 1 ]; then
     if ! command -v mpirun >/dev/null; then
       echo "-- $name: SKIPPED (needs $world ranks and there is no mpirun)"
+      skipped=$((skipped + 1))
+      continue
+    fi
+    # One rank per GPU: NCCL refuses two ranks on one GPU.
+    if grep -q '^target cuda' "$art" && [ "$gpus" -lt "$world" ]; then
+      echo "-- $name: SKIPPED (needs $world GPUs, this machine has $gpus)"
+      skipped=$((skipped + 1))
       continue
     fi
     launch=(mpirun -np "$world")
@@ -196,5 +210,9 @@ for art in "${artifacts[@]}"; do
     failed=$((failed + 1))
   fi
 done
-echo "== $passed passed, $failed failed"
+if [ "$skipped" -gt 0 ]; then
+  echo "== $passed passed, $failed failed, $skipped skipped"
+else
+  echo "== $passed passed, $failed failed"
+fi
 [ "$failed" = 0 ]

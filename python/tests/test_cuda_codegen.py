@@ -604,6 +604,40 @@ def test_check_cases_for_the_gpu_check(tmp_path):
     assert "== 2 passed, 1 failed" in proc.stdout
 
 
+def test_gpu_check_skips_artifacts_for_more_gpus_than_there_are(tmp_path):
+    """NCCL takes one GPU per rank: gpu-check.sh skips a CUDA artifact for
+    more ranks than the machine has GPUs (the zoo's dp=2,tp=2 cases on a
+    one-GPU machine) and says so, instead of failing it; gpu-session.sh
+    refuses to run checks without the folder its prepare step writes."""
+    path = tmp_path / "gpt2-tp.onnx"
+    subprocess.run([str(Path(os.sys.executable)), "-m", "shardflow.models", "gpt2",
+                    "--out", str(path)], check=True, capture_output=True,
+                   env={**os.environ, "PYTHONPATH": str(REPO / "python")})
+    cases = tmp_path / "cases"
+    cases.mkdir()
+    proc = subprocess.run([str(SHARD_OPT), str(path), "--mesh", "dp=2,tp=2", "--strategy",
+                           "megatron", "--target", "cuda", "-o", str(cases / "gpt2-tp.shard")],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    build = tmp_path / "build"
+    (build / "bin").mkdir(parents=True)
+    (build / "bin" / "shard-run").symlink_to(BIN / "shard-run")
+    proc = subprocess.run(["bash", str(REPO / "tools" / "gpu-check.sh"), "--no-build",
+                           "--build-dir", str(build), str(cases)],
+                          capture_output=True, text=True)
+    gpus = int(re.search(r"this machine has (\d+)\)", proc.stdout).group(1))
+    if gpus >= 4:
+        pytest.skip("this machine has 4 GPUs or more")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "-- gpt2-tp: SKIPPED (needs 4 GPUs" in proc.stdout
+    assert "== 0 passed, 0 failed, 1 skipped" in proc.stdout
+    proc = subprocess.run(["bash", str(REPO / "tools" / "gpu-session.sh"), "check",
+                           str(tmp_path / "nothing")], capture_output=True, text=True,
+                          env={**os.environ, "OUT": str(tmp_path / "out")})
+    assert proc.returncode != 0
+    assert "run 'bash tools/gpu-session.sh prepare" in proc.stderr
+
+
 def test_report_on_cuda_programs(tmp_path):
     """--report on CUDA programs: generated kernels are not collectives, and
     a weight loaded as several column slices (the fused QKV projection's
