@@ -862,10 +862,11 @@ void CudaExecutor::Impl::createCommunicators() {
     if (!members.broadcastWithin(Tensor{&id, DType::U8, {int64_t(sizeof(id))}}, 0,
                                  options.collectiveTimeoutSeconds))
       abortJob("rank " + std::to_string(rank) + ": waited " +
-               secondsText(options.collectiveTimeoutSeconds) +
-               " (--collective-timeout) for rank " + std::to_string(rootRank) +
-               " to send NCCL's unique id over MPI (a group of " +
-               std::to_string(members.size()) +
+               secondsText(options.collectiveTimeoutSeconds) + " (--collective-timeout) " +
+               (members.rank() == 0
+                    ? std::string("for the other ranks to take NCCL's unique id")
+                    : "for rank " + std::to_string(rootRank) + " to send NCCL's unique id") +
+               " over MPI (a group of " + std::to_string(members.size()) +
                " ranks): some rank of the group never got there; its own error, if "
                "any, says why (a stuck weight load, a GPU that does not answer)");
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
