@@ -205,21 +205,26 @@ def special_f32() -> np.ndarray:
                            rng.standard_normal(48).astype(np.float32) * 100])
 
 
+def compile_graph(tmp: Path, graph: str, name: str = "m") -> Path:
+    """An ONNX-text graph (opset 20) saved as NAME.onnx and compiled for the CPU."""
+    import onnx
+    from onnx import parser
+
+    path = tmp / f"{name}.onnx"
+    onnx.save(parser.parse_model('<ir_version: 8, opset_import: ["" : 20]>\n' + graph), path)
+    return pipeline.compile_model(path, tmp / f"{name}.shard")
+
+
 def test_bf16_outputs_are_written_as_float32(tmp_path):
     """numpy has no bfloat16: shard-run widens bf16 outputs to float32 in
     .npy and .npz files (exact) and says so; .pb keeps bfloat16. The
     reference is ml_dtypes' float32 -> bfloat16 rounding."""
     import ml_dtypes
     import onnx
-    from onnx import numpy_helper, parser
+    from onnx import numpy_helper
 
-    model = parser.parse_model(
-        '<ir_version: 8, opset_import: ["" : 20]>\n'
-        "g (float[64] x) => (bfloat16[64] y, float[64] z) {"
-        " y = Cast <to = 16> (x) z = Neg(x) }")
-    path = tmp_path / "m.onnx"
-    onnx.save(model, path)
-    artifact = pipeline.compile_model(path, tmp_path / "m.shard")
+    artifact = compile_graph(tmp_path, "g (float[64] x) => (bfloat16[64] y, float[64] z) {"
+                             " y = Cast <to = 16> (x) z = Neg(x) }")
     x = special_f32()
     np.save(tmp_path / "x.npy", x)
     want = x.astype(ml_dtypes.bfloat16).astype(np.float32)
@@ -233,11 +238,8 @@ def test_bf16_outputs_are_written_as_float32(tmp_path):
         np.testing.assert_array_equal(out["y"], want)
         np.testing.assert_array_equal(out["z"], -x)
     # One output: .npy widens too, .pb keeps the type.
-    single = parser.parse_model(
-        '<ir_version: 8, opset_import: ["" : 20]>\n'
-        "g (float[64] x) => (bfloat16[64] y) { y = Cast <to = 16> (x) }")
-    onnx.save(single, path)
-    artifact = pipeline.compile_model(path, tmp_path / "single.shard")
+    artifact = compile_graph(tmp_path, "g (float[64] x) => (bfloat16[64] y) {"
+                             " y = Cast <to = 16> (x) }", "single")
     for name in ("y.npy", "y.pb"):
         rc, _, err = shard_run(artifact, "--input", f"x={tmp_path / 'x.npy'}",
                                "--output", tmp_path / name)
@@ -255,14 +257,10 @@ def test_bf16_inputs_take_float32(tmp_path):
     ml_dtypes' rounding, read back exactly through a Cast to float."""
     import ml_dtypes
     import onnx
-    from onnx import helper, parser
+    from onnx import helper
 
-    model = parser.parse_model(
-        '<ir_version: 8, opset_import: ["" : 20]>\n'
-        "g (bfloat16[64] x) => (float[64] y) { y = Cast <to = 1> (x) }")
-    path = tmp_path / "m.onnx"
-    onnx.save(model, path)
-    artifact = pipeline.compile_model(path, tmp_path / "m.shard")
+    artifact = compile_graph(tmp_path, "g (bfloat16[64] x) => (float[64] y) {"
+                             " y = Cast <to = 1> (x) }")
     x = special_f32()
     want = x.astype(ml_dtypes.bfloat16).astype(np.float32)
     np.save(tmp_path / "x.npy", x)
