@@ -22,6 +22,7 @@ the last place is 2^-8); booleans and integers exact.
 import os
 import re
 import subprocess
+import zlib
 from pathlib import Path
 
 import ml_dtypes
@@ -190,14 +191,19 @@ def test_generated_kernels_match_onnxruntime(name, tmp_path):
     assert '"rt.kernel"' not in ir
     if launches is not None:
         assert ir.count('"rt.launch"') == launches, ir
-    feeds = _inputs(model, abs(hash(name)) % 2**32)
+    # A stable seed: hash() of a str changes from one interpreter to the next.
+    feeds = _inputs(model, zlib.crc32(name.encode()))
     ours = gpu_emulator.run_program(ir, list(feeds.values()))
     _assert_matches_onnxruntime(model, feeds, ours, tol)
 
 
 def _assert_matches_onnxruntime(model, feeds, ours, tol):
     """Integers and booleans exactly; floats within rtol `tol` (at least
-    1e-6) and atol a tenth of it."""
+    1e-6) and an atol of `tol` times the output's largest magnitude (at
+    least 1). The atol is scaled because a sum that cancels to near zero
+    keeps the rounding error of its operands: exp(x) + y with exp(x) ~ 3
+    differs by one float32 ulp of 3 (2.4e-7) between two correct exps, which
+    an unscaled atol of 1e-7 refused for about 1 seed in 120."""
     ref = ort.InferenceSession(model.SerializeToString(),
                                providers=["CPUExecutionProvider"]).run(None, feeds)
     for got, want, out in zip(ours, ref, model.graph.output):
@@ -205,8 +211,11 @@ def _assert_matches_onnxruntime(model, feeds, ours, tol):
         if want.dtype.kind in "biu":
             np.testing.assert_array_equal(got, want, err_msg=out.name)
         else:
-            np.testing.assert_allclose(got.astype(np.float64), want, rtol=max(tol, 1e-6),
-                                       atol=max(tol, 1e-6) / 10, err_msg=out.name)
+            rtol = max(tol, 1e-6)
+            finite = np.abs(want[np.isfinite(want)])
+            scale = max(1.0, float(np.max(finite, initial=0.0)))
+            np.testing.assert_allclose(got.astype(np.float64), want, rtol=rtol,
+                                       atol=rtol * scale, err_msg=out.name)
 
 
 def test_bf16_data_computes_in_f32_and_rounds_once(tmp_path):
