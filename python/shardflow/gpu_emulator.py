@@ -5,7 +5,9 @@
 ``shard-opt --mlir-print-op-generic``, with numpy: every SSA value holds one
 lane per GPU thread of the whole grid, ``scf.for``/``scf.if`` run with
 per-lane masks, ``gpu.all_reduce`` reduces over each block's lanes, and
-memory is one flat numpy array per buffer. It also runs the host side
+memory is one flat numpy array per buffer. Shared memory records who
+touched each word since the last ``gpu.barrier``, so a race that lockstep
+execution would hide raises SharedMemoryRace. It also runs the host side
 (``rt.alloc``, ``rt.view``, ``rt.constant``, ``rt.launch``) of programs made
 only of generated kernels, so a test can compare a whole compiled program
 with onnxruntime.
@@ -213,12 +215,68 @@ _CMPI = {0: np.equal, 1: np.not_equal, 2: np.less, 3: np.less_equal, 4: np.great
          5: np.greater_equal, 6: np.less, 7: np.less_equal, 8: np.greater, 9: np.greater_equal}
 
 
+class SharedMemoryRace(RuntimeError):
+    """Two threads of a block touched one shared-memory word between two
+    barriers, at least one of them writing: on a GPU the outcome depends on
+    timing. The emulator runs every thread in lockstep, so it would compute
+    one outcome and hide the race; it refuses instead."""
+
+
 class _Shared:
-    """A workgroup (shared memory) buffer: one copy per thread block."""
+    """A workgroup (shared memory) buffer: one copy per thread block.
+
+    Between two barriers it records, per word, the thread that wrote it and
+    the thread that read it (or that several did), so that a read of
+    another thread's write, or a write over another thread's read or
+    write, raises SharedMemoryRace: lockstep execution would otherwise
+    order them as a GPU does not promise to."""
+
+    _NONE, _MANY = -1, -2
 
     def __init__(self, length: int, dtype, blocks: int):
         self.length = length
         self.data = np.zeros(length * blocks, dtype)
+        self.writer = np.full(length * blocks, self._NONE, np.int64)
+        self.reader = np.full(length * blocks, self._NONE, np.int64)
+
+    def barrier(self) -> None:
+        self.writer.fill(self._NONE)
+        self.reader.fill(self._NONE)
+
+    def _race(self, what: str, words: np.ndarray, lanes: np.ndarray, others: np.ndarray):
+        bad = (others != self._NONE) & (others != lanes)
+        if bad.any():
+            w = int(np.flatnonzero(bad)[0])
+            raise SharedMemoryRace(
+                f"shared memory word {int(words[w]) % self.length} of block "
+                f"{int(words[w]) // self.length}: thread {int(lanes[w])} {what} with no "
+                "barrier in between")
+
+    def read(self, words: np.ndarray, lanes: np.ndarray) -> np.ndarray:
+        self._race("reads what another thread wrote", words, lanes, self.writer[words])
+        # Several readers of one word are fine; remember whether there were.
+        seen = self.reader[words]
+        first = seen == self._NONE
+        self.reader[words[first]] = lanes[first]
+        mixed = ~first & (seen != lanes)
+        self.reader[words[mixed]] = self._MANY
+        # Lanes of this very load that share a word are several readers too.
+        order = np.lexsort((lanes, words))
+        w, l = words[order], lanes[order]
+        self.reader[w[1:][(w[1:] == w[:-1]) & (l[1:] != l[:-1])]] = self._MANY
+        return self.data[words]
+
+    def write(self, words: np.ndarray, lanes: np.ndarray, values: np.ndarray) -> None:
+        self._race("writes what another thread read", words, lanes, self.reader[words])
+        self._race("writes what another thread wrote", words, lanes, self.writer[words])
+        uniq, counts = np.unique(words, return_counts=True)
+        if (counts > 1).any():
+            word = int(uniq[counts > 1][0])
+            raise SharedMemoryRace(
+                f"shared memory word {word % self.length} of block {word // self.length}: "
+                "written by several threads at once")
+        self.writer[words] = lanes
+        self.data[words] = values
 
 
 class Kernel:
@@ -242,7 +300,8 @@ class Kernel:
             shape, elem = _memref(ty.split(", #gpu")[0] + ">")
             env[name] = _Shared(int(np.prod(shape)), _DTYPES[elem], grid)
         self.lanes, self.block_size = lanes, block
-        self.tid = np.arange(lanes, dtype=np.int64) % block
+        self.lanes_ids = np.arange(lanes, dtype=np.int64)
+        self.tid = self.lanes_ids % block
         self.bid = np.arange(lanes, dtype=np.int64) // block
         self._run_ops(self.block.ops, env, np.ones(lanes, bool))
 
@@ -368,7 +427,10 @@ class Kernel:
         if n == "memref.load":
             buf, idx = a[0], a[1]
             if isinstance(buf, _Shared):
-                idx, buf = np.where(mask, idx, 0) + self.bid * buf.length, buf.data
+                words = self._lane(idx) + self.bid * buf.length
+                out = np.zeros(self.lanes, buf.data.dtype)
+                out[mask] = buf.read(words[mask], self.lanes_ids[mask])
+                return out
             safe = np.where(mask, idx, 0)
             return buf[safe]
         if n == "memref.store":
@@ -376,8 +438,21 @@ class Kernel:
             val = self._lane(val)
             idx = self._lane(idx)
             if isinstance(buf, _Shared):
-                idx, buf = idx + self.bid * buf.length, buf.data
+                words = idx + self.bid * buf.length
+                buf.write(words[mask], self.lanes_ids[mask], val[mask].astype(buf.data.dtype))
+                return None
             buf[idx[mask]] = val[mask].astype(buf.dtype)
+            return None
+        if n == "gpu.barrier":
+            # Every thread of a block must reach it: one that skips it (a
+            # barrier under a condition that differs within the block)
+            # deadlocks or corrupts a GPU run.
+            per_block = mask.reshape(-1, self.block_size)
+            if (per_block.any(axis=1) & ~per_block.all(axis=1)).any():
+                raise SharedMemoryRace("gpu.barrier reached by only part of a block")
+            for v in env.values():
+                if isinstance(v, _Shared):
+                    v.barrier()
             return None
         if n == "scf.if":
             cond = self._lane(a[0])

@@ -738,6 +738,91 @@ def test_cumsum(axis, exclusive, reverse, tmp_path):
     _check(model, {"x": _f(4, 3, 37), "n": _i(-100, 100, 4, 3, 37)}, tmp_path, launches=2)
 
 
+def _cumsum_reference(x, axis, exclusive, reverse):
+    """float64 (or exact integer) scan, and for floats the sum of |x| over
+    the same prefix, which bounds the rounding of any summation order."""
+    def scan(v):
+        v = np.flip(v, axis) if reverse else v
+        c = np.cumsum(v, axis)
+        c = c - v if exclusive else c
+        return np.flip(c, axis) if reverse else c
+    if x.dtype.kind in "iu":
+        exact = scan(np.asarray(x, object))
+        bits = np.iinfo(x.dtype).bits
+        wrapped = [((int(v) + 2**(bits - 1)) % 2**bits) - 2**(bits - 1) for v in exact.ravel()]
+        return np.array(wrapped, np.int64).astype(x.dtype).reshape(x.shape), None
+    x64 = x.astype(np.float64)
+    return scan(x64), scan(np.abs(x64))
+
+
+@pytest.mark.parametrize("shape,axis,exclusive,reverse", [
+    ((3, 1000), 1, 0, 0),     # 4 tiles of 256, the last one partial
+    ((3, 1000), -1, 1, 1),
+    ((2, 2, 300), 2, 1, 0),   # a block of 256 ... and one of 64 below
+    ((5, 40), 1, 0, 1),       # one tile of 64 threads, 24 idle
+    ((600, 3), 0, 0, 0),      # 3 long lines along a leading axis
+    ((600, 2, 2), 0, 1, 1),
+])
+def test_cumsum_one_block_per_line(shape, axis, exclusive, reverse, tmp_path):
+    """Lines along the last axis, and a few long lines along another axis,
+    are scanned by one block each in tiles (a scan per tile in shared
+    memory, with barriers, plus the running total). Integers must match
+    exactly (int32 sums wrap); floats within the rounding bound of their
+    summation depth, 1e-6 * the prefix's sum of |x| (at most 12 additions
+    of float32 rounding each, about 7e-7), against float64."""
+    dims = ",".join(map(str, shape))
+    model = _graph_model(
+        f"g (float[{dims}] x, int32[{dims}] n, float16[{dims}] h) =>"
+        f" (float[{dims}] y, int32[{dims}] m, float16[{dims}] k) {{"
+        f" y = CumSum <exclusive = {exclusive}, reverse = {reverse}> (x, a)"
+        f" m = CumSum <exclusive = {exclusive}, reverse = {reverse}> (n, a)"
+        f" k = CumSum <exclusive = {exclusive}, reverse = {reverse}> (h, a) }}",
+        inits=f"<int64 a = {{{axis}}}>")
+    feeds = {"x": _f(*shape), "n": _i(-2**31, 2**31 - 1, *shape, dtype=np.int32),
+             "h": _f(*shape).astype(np.float16)}
+    ir, (y, m, k) = _run(model, feeds, tmp_path)
+    n = shape[axis]
+    lines = int(np.prod(shape)) // n
+    block = min(256, (n + 31) // 32 * 32)
+    launches = re.findall(r'"rt.launch".*?block = array<i64: (\d+), 1, 1>, '
+                          r'grid = array<i64: (\d+), 1, 1>', ir)
+    assert launches == [(str(block), str(lines))] * 3, launches
+    assert '"gpu.barrier"' in ir
+    want, bound = _cumsum_reference(feeds["x"], axis, exclusive, reverse)
+    assert np.all(np.abs(y - want) <= 1e-6 * bound + 1e-30), np.max(np.abs(y - want))
+    np.testing.assert_array_equal(m, _cumsum_reference(feeds["n"], axis, exclusive, reverse)[0])
+    # f16 data accumulates in f32 and rounds once when stored.
+    want16, bound16 = _cumsum_reference(feeds["h"], axis, exclusive, reverse)
+    np.testing.assert_allclose(k.astype(np.float64), want16.astype(np.float16),
+                               rtol=2**-10, atol=1e-6 * bound16.max())
+    ort_out = ort.InferenceSession(model.SerializeToString(),
+                                   providers=["CPUExecutionProvider"]).run(
+        None, {"x": feeds["x"], "n": feeds["n"], "h": feeds["h"]})
+    np.testing.assert_array_equal(m, ort_out[1])
+
+
+def test_cumsum_block_scan_needs_its_barriers(tmp_path):
+    """The emulator runs a block's threads in lockstep, which would hide a
+    missing barrier; it tracks who touched each shared-memory word since
+    the last barrier instead. Without the barriers the block scan reads
+    words other threads are writing, which must be refused."""
+    model = _graph_model("g (float[2,300] x) => (float[2,300] y) { y = CumSum(x, a) }",
+                         inits="<int64 a = {1}>")
+    proc = _compile(model, tmp_path, "--convert-nn-to-rt", "--convert-rt-to-gpu",
+                    "--mlir-print-op-generic")
+    assert proc.returncode == 0, proc.stderr
+    x = _f(2, 300)
+    (y,) = gpu_emulator.run_program(proc.stdout, [x])
+    np.testing.assert_allclose(y, np.cumsum(x.astype(np.float64), 1), rtol=1e-5, atol=1e-5)
+    lines = proc.stdout.splitlines()
+    barriers = [i for i, l in enumerate(lines) if '"gpu.barrier"' in l]
+    assert len(barriers) == 2 + 2 * 8  # after the load, two per doubling step, end of tile
+    for drop in (barriers[0], barriers[1], barriers[2], barriers[-1]):
+        broken = "\n".join(l for i, l in enumerate(lines) if i != drop)
+        with pytest.raises(gpu_emulator.SharedMemoryRace, match="no barrier in between"):
+            gpu_emulator.run_program(broken, [x])
+
+
 def test_gather_elements_with_negative_indices(tmp_path):
     model = _graph_model(
         "g (float[4,6] x, int64[4,3] i, int64[5,2,3] n, int32[2,2,3] j) =>"
@@ -923,6 +1008,9 @@ def test_target_cuda_assembles_and_names_the_checked_node(tmp_path):
     for fn in re.findall(r"function=s:(\w+)", artifact):
         assert f".entry {fn}(" in ptx
     assert "shfl.sync" in ptx
+    # The cumsum's lines of 50 are block scans: barriers, shared memory.
+    assert re.search(r"\.shared \.align 4 \.b8 __wg_k\d+_cumsum_0\[256\]", ptx)
+    assert "bar.sync" in ptx
 
 
 #

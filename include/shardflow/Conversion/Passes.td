@@ -68,8 +68,10 @@ def ConvertRTToGPU : Pass<"convert-rt-to-gpu", "::mlir::ModuleOp"> {
     Some kernels are generated as launches of their own, never fused:
     reductions that are not row reductions (axes that are not one
     contiguous block, integers), other einsums (one thread per output
-    element, a loop per summed label), `cumsum` (one thread per line),
-    `gather_elements` (one thread per element), `topk` (one block per line,
+    element, a loop per summed label), `cumsum` (one thread per line, or
+    one block per line along the last axis or when few lines are long: a
+    block scan in tiles), `gather_elements` (one thread per element),
+    `topk` (one block per line,
     k rounds of two block reductions) and `scatter_nd`, which becomes a copy
     of its data (`identity`, fused like any elementwise kernel) and
     `scatter_nd_updates` writing into the copy in place, taking the index

@@ -11,7 +11,9 @@
 //    zero-extended, divided and compared unsigned); max propagates NaN.
 //  - cumsum: one thread per line along the axis (neighbouring threads take
 //    neighbouring lines, so loads coalesce when the axis is not the last),
-//    accumulating in the same types.
+//    or, for lines along the last axis and for a few long lines, one block
+//    per line scanning it in tiles (a block-wide scan in shared memory per
+//    tile); accumulating in the same types.
 //  - gather_elements: one thread per output element.
 //  - scatter_nd_updates (what splitScatters makes of scatter_nd, after a
 //    copy of the data): one thread per element of an update slice, taking
@@ -109,6 +111,16 @@ std::optional<AxisSplit> splitAround(ArrayRef<int64_t> shape, int64_t axis) {
   for (int64_t d = axis + 1; d < rank; ++d)
     s.inner *= shape[d];
   return s;
+}
+
+/// The flat position of element 0 of line `line` (numbered outer-major)
+/// of a tensor split as `s`: lines are `inner` apart within an outer slice.
+Value lineStart(EmitterBase &e, Value line, const AxisSplit &s, int64_t n) {
+  OpBuilder &b = e.b;
+  Value o = arith::DivUIOp::create(b, e.loc, line, e.index(s.inner));
+  Value in = arith::RemUIOp::create(b, e.loc, line, e.index(s.inner));
+  return arith::AddIOp::create(
+      b, e.loc, arith::MulIOp::create(b, e.loc, o, e.index(n * s.inner)), in);
 }
 
 SmallVector<int64_t> stridesOf(ArrayRef<int64_t> shape) {
@@ -271,20 +283,47 @@ LogicalResult emitReduce(EmitterBase &e, rt::KernelOp k, DenseMap<Value, Value> 
 // cumsum
 //===----------------------------------------------------------------------===//
 
-LogicalResult emitCumsum(EmitterBase &e, rt::KernelOp k, DenseMap<Value, Value> &args) {
+/// How a cumsum is laid out on the GPU. One thread per line walks its
+/// line serially: right for many short lines, and its loads coalesce when
+/// the axis is not the last (neighbouring threads take neighbouring
+/// lines). A few long lines would leave the GPU idle that way (the
+/// position ids of a batch of 8 sequences of 1024 are 8 threads walking
+/// 1024 steps each), and lines along the last axis would be read one cache
+/// line per thread: those get one block per line instead, which scans the
+/// line in tiles of `block` elements (a block-wide scan per tile, plus the
+/// running total of the tiles before).
+struct CumsumPlan {
+  AxisSplit split;
+  bool blockScan = false;
+  int64_t block = kBlock;
+};
+std::optional<CumsumPlan> cumsumPlan(rt::KernelOp k) {
+  auto s = splitAround(shapeOf(k.getInputs()[0]), paramInt(k, "axis", 0));
+  if (!s)
+    return std::nullopt;
+  CumsumPlan p;
+  p.split = *s;
+  int64_t lines = s->outer * s->inner;
+  // Along the last axis, any line of a warp's width or more; along another
+  // axis, only when there are too few lines to fill a GPU (a few thousand
+  // threads) and each is long.
+  p.blockScan = s->inner == 1 ? s->n >= 32 : lines < 2048 && s->n >= 256;
+  if (p.blockScan)
+    p.block = std::min<int64_t>(kBlock, (s->n + 31) / 32 * 32);
+  return p;
+}
+
+/// One thread per line.
+void emitCumsumPerThread(EmitterBase &e, rt::KernelOp k, DenseMap<Value, Value> &args,
+                         const AxisSplit &s) {
   OpBuilder &b = e.b;
   Location loc = e.loc;
   Value x = k.getInputs()[0], out = k.getOutputs()[0];
-  AxisSplit s = *splitAround(shapeOf(x), paramInt(k, "axis", 0));
   bool exclusive = paramBool(k, "exclusive", false), reverse = paramBool(k, "reverse", false);
   Type acc = accumulatorType(elemOf(x));
 
   OpBuilder::InsertionGuard ig(b);
-  Value line = threadPerItem(e, s.outer * s.inner);
-  Value o = arith::DivUIOp::create(b, loc, line, e.index(s.inner));
-  Value j = arith::RemUIOp::create(b, loc, line, e.index(s.inner));
-  Value base = arith::AddIOp::create(
-      b, loc, arith::MulIOp::create(b, loc, o, e.index(s.n * s.inner)), j);
+  Value base = lineStart(e, threadPerItem(e, s.outer * s.inner), s, s.n);
   Value zero = isa<FloatType>(acc) ? e.floatConst(acc, 0.0) : e.intConst(acc, 0);
   auto loop = scf::ForOp::create(b, loc, e.index(0), e.index(s.n), e.index(1), ValueRange{zero});
   b.setInsertionPointToStart(loop.getBody());
@@ -299,6 +338,99 @@ LogicalResult emitCumsum(EmitterBase &e, rt::KernelOp k, DenseMap<Value, Value> 
                                    : arith::AddIOp::create(b, loc, a, v).getResult();
   storeAccumulator(e, exclusive ? a : next, args.lookup(out), at);
   scf::YieldOp::create(b, loc, next);
+}
+
+/// One block of `block` threads per line. Tile t covers the line's
+/// positions [t*block, (t+1)*block) in scan order (from the end when
+/// `reverse`); thread i takes position t*block + i. Each tile is scanned in
+/// shared memory by doubling (Hillis-Steele: log2(block) steps, a barrier
+/// between every read and write of the buffer), then offset by the running
+/// total of the earlier tiles, which every thread carries. Floats add in a
+/// different order than the serial scan (within rounding); integers wrap
+/// and so are exact.
+void emitCumsumPerBlock(EmitterBase &e, rt::KernelOp k, DenseMap<Value, Value> &args,
+                        const AxisSplit &s, int64_t block) {
+  OpBuilder &b = e.b;
+  Location loc = e.loc;
+  Value x = k.getInputs()[0], out = k.getOutputs()[0];
+  bool exclusive = paramBool(k, "exclusive", false), reverse = paramBool(k, "reverse", false);
+  Type acc = accumulatorType(elemOf(x));
+  bool isFloat = isa<FloatType>(acc);
+  auto add = [&](Value l, Value r) -> Value {
+    return isFloat ? arith::AddFOp::create(b, loc, l, r).getResult()
+                   : arith::AddIOp::create(b, loc, l, r).getResult();
+  };
+  auto select = [&](Value c, Value t, Value f) -> Value {
+    return arith::SelectOp::create(b, loc, c, t, f);
+  };
+  auto cmp = [&](arith::CmpIPredicate p, Value l, Value r) -> Value {
+    return arith::CmpIOp::create(b, loc, p, l, r);
+  };
+  auto barrier = [&] { gpu::BarrierOp::create(b, loc); };
+
+  auto fn = b.getBlock()->getParent()->getParentOfType<gpu::GPUFuncOp>();
+  auto space = gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup);
+  Value tile = fn.addWorkgroupAttribution(
+      MemRefType::get({block}, acc, MemRefLayoutAttrInterface{}, space), loc);
+
+  Value line = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
+  Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
+  Value base = lineStart(e, line, s, s.n);
+  Value zero = isFloat ? e.floatConst(acc, 0.0) : e.intConst(acc, 0);
+  int64_t tiles = (s.n + block - 1) / block;
+  auto loop = scf::ForOp::create(b, loc, e.index(0), e.index(tiles), e.index(1), ValueRange{zero});
+  OpBuilder::InsertionGuard ig(b);
+  b.setInsertionPointToStart(loop.getBody());
+  Value carry = loop.getRegionIterArgs()[0];
+  Value i = arith::AddIOp::create(
+      b, loc, arith::MulIOp::create(b, loc, loop.getInductionVar(), e.index(block)), tid);
+  Value inLine = cmp(arith::CmpIPredicate::ult, i, e.index(s.n));
+  // Threads past the line's end read position 0 and add 0.
+  Value pos = select(inLine, i, e.index(0));
+  if (reverse)
+    pos = arith::SubIOp::create(b, loc, e.index(s.n - 1), pos);
+  Value at = arith::AddIOp::create(b, loc, base,
+                                   arith::MulIOp::create(b, loc, pos, e.index(s.inner)));
+  Value loaded = toAccumulator(
+      e, memref::LoadOp::create(b, loc, args.lookup(x), ValueRange{at}), elemOf(x), acc);
+  Value v = select(inLine, loaded, zero);
+  memref::StoreOp::create(b, loc, v, tile, ValueRange{tid});
+  barrier();
+  for (int64_t off = 1; off < block; off *= 2) {
+    Value has = cmp(arith::CmpIPredicate::uge, tid, e.index(off));
+    Value from = select(has, arith::SubIOp::create(b, loc, tid, e.index(off)), tid);
+    Value other = memref::LoadOp::create(b, loc, tile, ValueRange{from});
+    barrier();
+    v = add(v, select(has, other, zero));
+    memref::StoreOp::create(b, loc, v, tile, ValueRange{tid});
+    barrier();
+  }
+  // The tile is scanned: thread i holds positions 0..i of it.
+  Value result = v;
+  if (exclusive) {
+    Value has = cmp(arith::CmpIPredicate::uge, tid, e.index(1));
+    Value from = select(has, arith::SubIOp::create(b, loc, tid, e.index(1)), tid);
+    result = select(has, memref::LoadOp::create(b, loc, tile, ValueRange{from}), zero);
+  }
+  result = add(carry, result);
+  Value total = memref::LoadOp::create(b, loc, tile, ValueRange{e.index(block - 1)});
+  {
+    auto write = scf::IfOp::create(b, loc, inLine, /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard wg(b);
+    b.setInsertionPointToStart(&write.getThenRegion().front());
+    storeAccumulator(e, result, args.lookup(out), at);
+  }
+  // Everyone has read the tile before the next one overwrites it.
+  barrier();
+  scf::YieldOp::create(b, loc, add(carry, total));
+}
+
+LogicalResult emitCumsum(EmitterBase &e, rt::KernelOp k, DenseMap<Value, Value> &args) {
+  CumsumPlan p = *cumsumPlan(k);
+  if (p.blockScan)
+    emitCumsumPerBlock(e, k, args, p.split, p.block);
+  else
+    emitCumsumPerThread(e, k, args, p.split);
   return success();
 }
 
@@ -528,12 +660,8 @@ LogicalResult emitTopK(EmitterBase &e, rt::KernelOp k, DenseMap<Value, Value> &a
   Value line = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
   Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
   Value step = gpu::BlockDimOp::create(b, loc, gpu::Dimension::x);
-  Value o = arith::DivUIOp::create(b, loc, line, e.index(s.inner));
-  Value in = arith::RemUIOp::create(b, loc, line, e.index(s.inner));
-  Value base = arith::AddIOp::create(
-      b, loc, arith::MulIOp::create(b, loc, o, e.index(s.n * s.inner)), in);
-  Value outBase = arith::AddIOp::create(
-      b, loc, arith::MulIOp::create(b, loc, o, e.index(shape.k * s.inner)), in);
+  Value base = lineStart(e, line, s, s.n);
+  Value outBase = lineStart(e, line, s, shape.k);
   auto elementAt = [&](Value i) {
     return arith::AddIOp::create(b, loc, base, arith::MulIOp::create(b, loc, i, e.index(s.inner)))
         .getResult();
@@ -858,10 +986,16 @@ FailureOr<LaunchShape> shardflow::rtgpu::standaloneShape(rt::KernelOp k) {
       return fail("reduction axes out of range");
     shape.grid = blocksFor(numel(k.getOutputs()[0]));
   } else if (name == "cumsum") {
-    auto s = splitAround(shapeOf(k.getInputs()[0]), paramInt(k, "axis", 0));
-    if (!s || !isNumeric(elemOf(k.getInputs()[0])))
+    auto p = cumsumPlan(k);
+    if (!p || !isNumeric(elemOf(k.getInputs()[0])))
       return fail("cumsum needs a numeric input and an axis in range");
-    shape.grid = blocksFor(s->outer * s->inner);
+    int64_t lines = p->split.outer * p->split.inner;
+    if (p->blockScan) {
+      shape.grid = lines;
+      shape.block = p->block;
+      return shape;
+    }
+    shape.grid = blocksFor(lines);
   } else if (name == "gather_elements") {
     ArrayRef<int64_t> in = shapeOf(k.getInputs()[0]), idx = shapeOf(k.getInputs()[1]);
     int64_t axis = paramInt(k, "axis", 0);

@@ -20,7 +20,8 @@ func.func @main(%x: tensor<2x3x4xi32> {nn.name = "x"}) -> (tensor<3xi32> {nn.nam
 
 // -----
 
-// One thread per line along axis 1: 2 x 4 lines of 3, exclusive.
+// One thread per line along axis 1 (not the last, and short): 2 x 4 lines
+// of 3, exclusive.
 // CHECK-LABEL: func.func @main
 // CHECK: rt.launch @shardflow_kernels::@k0_cumsum grid [1, 1, 1] block [256, 1, 1]
 // CHECK: gpu.func @k0_cumsum
@@ -32,6 +33,35 @@ func.func @main(%x: tensor<2x3x4xi32> {nn.name = "x"}) -> (tensor<3xi32> {nn.nam
 func.func @main(%x: tensor<2x3x4xf32> {nn.name = "x"}) -> (tensor<2x3x4xf32> {nn.name = "y"}) {
   %c = nn.cumsum %x {axis = 1 : i64, exclusive = true} : (tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
   return %c : tensor<2x3x4xf32>
+}
+
+// -----
+
+// Lines along the last axis: one block per line (2 blocks of 256), the
+// line scanned in 2 tiles, each by doubling in shared memory with a
+// barrier between every read and write; exclusive takes the neighbour's
+// inclusive sum, reverse walks from the end.
+// CHECK-LABEL: func.func @main
+// CHECK: rt.launch @shardflow_kernels::@k0_cumsum grid [2, 1, 1] block [256, 1, 1]
+// CHECK: gpu.func @k0_cumsum(%{{.*}}: memref<600xi32>, %{{.*}}: memref<600xi32>) workgroup(%[[T:.*]] : memref<256xi64, #gpu.address_space<workgroup>>)
+// CHECK: scf.for %{{.*}} = %c0 to %c2 step %{{.*}} iter_args(%[[CARRY:.*]] = %{{.*}}) -> (i64)
+// CHECK: arith.subi %c299
+// CHECK: memref.store %{{.*}}, %[[T]][%thread_id_x]
+// CHECK-NEXT: gpu.barrier
+// CHECK: memref.load %[[T]]
+// CHECK-NEXT: gpu.barrier
+// CHECK: memref.store %{{.*}}, %[[T]][%thread_id_x]
+// CHECK-NEXT: gpu.barrier
+// CHECK: arith.addi %[[CARRY]]
+// CHECK: memref.load %[[T]][%c255
+// CHECK: scf.if
+// CHECK: arith.trunci %{{.*}} : i64 to i32
+// CHECK: gpu.barrier
+// CHECK-NEXT: arith.addi %[[CARRY]]
+// CHECK-NEXT: scf.yield
+func.func @main(%x: tensor<2x300xi32> {nn.name = "x"}) -> (tensor<2x300xi32> {nn.name = "y"}) {
+  %c = nn.cumsum %x {axis = 1 : i64, exclusive = true, reverse = true} : (tensor<2x300xi32>) -> tensor<2x300xi32>
+  return %c : tensor<2x300xi32>
 }
 
 // -----
