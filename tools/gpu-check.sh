@@ -47,13 +47,19 @@ while [ $# -gt 0 ]; do
   esac
 done
 
+# NCCL and cuBLASLt: the toolkit's, or PyTorch's pip packages' (headers
+# for the build, LD_LIBRARY_PATH for the runs).
+echo "== NCCL and cuBLASLt"
+source "$root/tools/cuda-env.sh" python3
+
 if [ "$rebuild" = 1 ]; then
   echo "== building a runtime-only shard-run with CUDA in $build"
   rm -rf "$build"
   generator=()
   command -v ninja >/dev/null && generator=(-G Ninja)
   if ! cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
-        -DSHARDFLOW_RUNTIME_ONLY=ON -DSHARDFLOW_ENABLE_CUDA=ON >"$build.log" 2>&1 ||
+        -DSHARDFLOW_RUNTIME_ONLY=ON -DSHARDFLOW_ENABLE_CUDA=ON \
+        "${SHARDFLOW_CUDA_CMAKE_ARGS[@]}" >"$build.log" 2>&1 ||
      ! cmake --build "$build" --target shard-run -j "$(nproc)" >>"$build.log" 2>&1; then
     tail -30 "$build.log"
     echo "build failed (log: $build.log)"

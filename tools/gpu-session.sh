@@ -84,6 +84,13 @@ for part in smoke zoo bench; do
   [ -d "$dir/$part" ] || { echo "no $dir/$part: run 'bash tools/gpu-session.sh prepare $dir' where shard-opt is built, and bring $dir here" >&2; exit 1; }
 done
 
+# NCCL and cuBLASLt from the CUDA toolkit, or from PyTorch's pip packages
+# when the toolkit lacks them: cmake options and LD_LIBRARY_PATH, for the
+# build and for every run below (gpu-check.sh and the bench).
+source "$root/tools/cuda-env.sh" "$python" >"$logs/cuda-env.txt"
+cat "$logs/cuda-env.txt" >>"$summary"
+cat "$logs/cuda-env.txt"
+
 build_all() {
   local log="$logs/build.log"
   : >"$log"
@@ -94,7 +101,8 @@ build_all() {
   command -v ninja >/dev/null && generator=(-G Ninja)
   if [ ! -x "$builds/rt/bin/shard-run" ]; then
     { cmake -S "$root" -B "$builds/rt" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
-        -DSHARDFLOW_RUNTIME_ONLY=ON -DSHARDFLOW_ENABLE_CUDA=ON &&
+        -DSHARDFLOW_RUNTIME_ONLY=ON -DSHARDFLOW_ENABLE_CUDA=ON \
+        "${SHARDFLOW_CUDA_CMAKE_ARGS[@]}" &&
       cmake --build "$builds/rt" --target shard-run -j "$(nproc)"; } >>"$log" 2>&1 ||
       { tail -30 "$log"; note "build shard-run: FAILED"; return 1; }
   fi

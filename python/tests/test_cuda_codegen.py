@@ -647,6 +647,59 @@ def test_gpu_check_skips_artifacts_for_more_gpus_than_there_are(tmp_path):
     assert "run 'bash tools/gpu-session.sh prepare" in proc.stderr
 
 
+def _cuda_env(tmp_path, prefixes, pip):
+    """Sources tools/cuda-env.sh with the given search roots; its output,
+    the cmake options and LD_LIBRARY_PATH it leaves."""
+    script = (f'source "{REPO}/tools/cuda-env.sh" python3; '
+              'printf "ARGS=%s\\n" "${SHARDFLOW_CUDA_CMAKE_ARGS[*]}"; '
+              'printf "LD=%s\\n" "${LD_LIBRARY_PATH:-}"')
+    env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
+    env.update(SHARDFLOW_CUDA_PREFIXES=" ".join(map(str, prefixes)),
+               SHARDFLOW_PIP_NVIDIA=" ".join(map(str, pip)))
+    proc = subprocess.run(["bash", "-uc", script], capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stderr
+    values = dict(line.split("=", 1) for line in proc.stdout.splitlines()
+                  if line.startswith(("ARGS=", "LD=")))
+    return proc.stdout, values["ARGS"].split(), [p for p in values["LD"].split(":") if p]
+
+
+def test_cuda_env_finds_nccl_and_cublaslt_in_pip_packages(tmp_path):
+    """A GPU machine whose toolkit lacks NCCL and cuBLASLt may have them in
+    PyTorch's pip packages: cuda-env.sh (sourced by gpu-check.sh and
+    gpu-session.sh) names their include folders to cmake and puts their
+    libraries on LD_LIBRARY_PATH; the toolkit's copies win when present."""
+    def touch(*parts):
+        path = tmp_path.joinpath(*parts)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("")
+    touch("pip", "nvidia", "nccl", "include", "nccl.h")
+    touch("pip", "nvidia", "nccl", "lib", "libnccl.so.2")
+    touch("pip", "nvidia", "cu13", "include", "cublasLt.h")
+    touch("pip", "nvidia", "cu13", "lib", "libcublasLt.so.13")
+    (tmp_path / "empty").mkdir()
+    pip = tmp_path / "pip" / "nvidia"
+    out, args, ld = _cuda_env(tmp_path, [tmp_path / "empty"], [pip])
+    assert args == [f"-DSHARDFLOW_CUBLASLT_INCLUDE_DIR={pip}/cu13/include",
+                    f"-DSHARDFLOW_NCCL_INCLUDE_DIR={pip}/nccl/include"], out
+    assert ld == [f"{pip}/nccl/lib", f"{pip}/cu13/lib"], out
+    assert f"cuda-env: NCCL: {pip}/nccl/include/nccl.h, {pip}/nccl/lib/libnccl.so.2 " \
+           "(added to LD_LIBRARY_PATH)" in out
+    # The toolkit has both headers: no cmake option; its lib64 serves the
+    # runs unless the loader finds the libraries anyway.
+    touch("tk", "include", "nccl.h")
+    touch("tk", "include", "cublasLt.h")
+    touch("tk", "lib64", "libnccl.so.2")
+    touch("tk", "lib64", "libcublasLt.so.13")
+    out, args, ld = _cuda_env(tmp_path, [tmp_path / "tk"], [pip])
+    assert args == [], out
+    assert ld in ([], [str(tmp_path / "tk" / "lib64")]), out
+    assert f"cuda-env: NCCL: {tmp_path}/tk/include/nccl.h" in out
+    # Neither: said, and cmake's own error follows in the build.
+    out, args, ld = _cuda_env(tmp_path, [tmp_path / "empty"], [tmp_path / "empty"])
+    assert args == [] and ld == [], out
+    assert f"cuda-env: NCCL: no nccl.h in {tmp_path}/empty or {tmp_path}/empty" in out
+
+
 def test_report_on_cuda_programs(tmp_path):
     """--report on CUDA programs: generated kernels are not collectives, and
     a weight loaded as several column slices (the fused QKV projection's
