@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Finds the NCCL and cuBLASLt that shard-run needs on a GPU machine, for
 # tools/gpu-check.sh and tools/gpu-session.sh (source it; it changes only
 # the variables below).

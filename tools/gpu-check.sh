@@ -17,6 +17,10 @@
 #   --no-build        reuse the shard-run already in --build-dir
 #   --rtol R          tolerance for f32 results (default 1e-4; f16/bf16: 1e-2)
 #   --flags "..."     extra shard-run flags, e.g. "--verbose --repeat 10"
+#   --sanitize TOOL   run shard-run under compute-sanitizer --tool TOOL
+#                     (memcheck, racecheck, synccheck, initcheck): a case
+#                     whose run it reports errors for fails, expected-error
+#                     cases included ($COMPUTE_SANITIZER names the binary)
 #
 # Hand-written cases (cuBLASLt shape classes, C broadcasts, mixed precision,
 # NCCL collectives, streams, a device kernel) come from
@@ -35,6 +39,7 @@ build="$root/build-gpu-check"
 rebuild=1
 rtol=1e-4
 flags=""
+sanitize=""
 cases=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -42,7 +47,8 @@ while [ $# -gt 0 ]; do
     --no-build) rebuild=0; shift ;;
     --rtol) rtol="$2"; shift 2 ;;
     --flags) flags="$2"; shift 2 ;;
-    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
+    --sanitize) sanitize="$2"; shift 2 ;;
+    -h|--help) sed -n '2,35p' "$0"; exit 0 ;;
     *) cases+=("$1"); shift ;;
   esac
 done
@@ -81,6 +87,17 @@ if command -v nvidia-smi >/dev/null; then
   nvidia-smi --query-gpu=index,name,driver_version,memory.total \
     --format=csv,noheader | sed 's/^/  GPU /'
   gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+fi
+
+if [ -n "$sanitize" ]; then
+  case "$sanitize" in
+    memcheck|racecheck|synccheck|initcheck) ;;
+    *) echo "--sanitize: unknown tool '$sanitize' (memcheck, racecheck, synccheck or initcheck)"
+       exit 2 ;;
+  esac
+  sanitizer="${COMPUTE_SANITIZER:-$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)}"
+  [ -x "$sanitizer" ] || { echo "--sanitize: no compute-sanitizer ($sanitizer); set COMPUTE_SANITIZER"; exit 1; }
+  echo "== under $sanitizer --tool $sanitize"
 fi
 
 # The artifacts to run, from files and folders.
@@ -170,6 +187,13 @@ for art in "${artifacts[@]}"; do
     launch=(mpirun -np "$world")
     [ "$(id -u)" = 0 ] && launch+=(--allow-run-as-root)
   fi
+  run=("$shard_run")
+  if [ -n "$sanitize" ]; then
+    # Exit status 97 says the sanitizer found errors (shard-run's own
+    # failures exit 1).
+    run=("$sanitizer" --tool "$sanitize" --error-exitcode 97 --print-limit 20
+         --target-processes all "$shard_run")
+  fi
   args=("$art" --output "$out_dir/$name.npz")
   [ -f "$base.inputs.npz" ] && args+=(--inputs "$base.inputs.npz")
   # A model next to its artifact holds the weights (the compile-time folder
@@ -178,8 +202,17 @@ for art in "${artifacts[@]}"; do
   echo "-- $name"
   if [ -f "$base.expected-error" ]; then
     # shellcheck disable=SC2086
-    if "${launch[@]}" "$shard_run" "${args[@]}" $flags 2>"$out_dir/$name.stderr"; then
+    "${launch[@]}" "${run[@]}" "${args[@]}" $flags >"$out_dir/$name.stdout" \
+      2>"$out_dir/$name.stderr"
+    rc=$?
+    if [ "$rc" = 0 ]; then
       echo "   FAIL: shard-run succeeded; expected an error"
+      failed=$((failed + 1))
+      continue
+    fi
+    if [ -n "$sanitize" ] && [ "$rc" = 97 ]; then
+      grep -h "=========" "$out_dir/$name.stdout" "$out_dir/$name.stderr" | head -20 | sed 's/^/   /'
+      echo "   FAIL: compute-sanitizer ($sanitize) reported errors"
       failed=$((failed + 1))
       continue
     fi
@@ -201,7 +234,14 @@ for art in "${artifacts[@]}"; do
     continue
   fi
   # shellcheck disable=SC2086
-  if ! "${launch[@]}" "$shard_run" "${args[@]}" $flags; then
+  "${launch[@]}" "${run[@]}" "${args[@]}" $flags
+  rc=$?
+  if [ -n "$sanitize" ] && [ "$rc" = 97 ]; then
+    echo "   FAIL: compute-sanitizer ($sanitize) reported errors"
+    failed=$((failed + 1))
+    continue
+  fi
+  if [ "$rc" != 0 ]; then
     echo "   FAIL: shard-run exited with an error"
     failed=$((failed + 1))
     continue

@@ -8,6 +8,7 @@
 #   bash tools/gpu-session.sh build [DIR]     on the GPU machine
 #   bash tools/gpu-session.sh check [DIR]     on the GPU machine
 #   bash tools/gpu-session.sh bench [DIR]     on the GPU machine
+#   bash tools/gpu-session.sh sanitize [DIR] [TOOLS]   on the GPU machine
 #
 # prepare  writes DIR (default gpu-session/, which git ignores): the
 #          hand-written CUDA artifacts (python -m shardflow.cuda_smoke),
@@ -27,6 +28,12 @@
 #          cases.
 # bench    builds when needed, then the GPT-2-small bench (bf16, batch 8,
 #          sequence 1024) against PyTorch eager and torch.compile.
+# sanitize builds when needed, then gpu-check.sh --sanitize TOOL on the
+#          smoke cases and the zoo in f32, for each of TOOLS (default
+#          "memcheck racecheck"; also synccheck, initcheck), each run under
+#          a time limit of $SHARDFLOW_SANITIZE_TIMEOUT seconds (default
+#          120): out-of-bounds accesses, shared-memory races and barrier
+#          misuse in the hand-written and the generated kernels.
 #
 # Logs go to $OUT when it is set (the device tool brings that folder back),
 # else to DIR/logs: one log per step plus summary.txt, which gets one line
@@ -35,14 +42,14 @@
 # status is non-zero when a check failed.
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-cd "$root"
+cd "$root" || exit 1
 
 step="${1:-}"
 dir="${2:-gpu-session}"
 case "$step" in
-  prepare|build|check|bench) ;;
-  -h|--help) sed -n '2,35p' "$0"; exit 0 ;;
-  *) echo "usage: bash tools/gpu-session.sh prepare|build|check|bench [DIR] (see --help)" >&2
+  prepare|build|check|bench|sanitize) ;;
+  -h|--help) sed -n '2,42p' "$0"; exit 0 ;;
+  *) echo "usage: bash tools/gpu-session.sh prepare|build|check|bench|sanitize [DIR] (see --help)" >&2
      exit 2 ;;
 esac
 builds="${SHARDFLOW_GPU_SESSION_BUILD:-$root/build-gpu-session}"
@@ -115,10 +122,12 @@ build_all() {
   note "build: shard-run and cuda-kernel-check in $builds"
 }
 
-# The last `N passed, M failed` of a log, as one summary line.
+# The last `N passed, M failed` of a log's last part (after its last
+# `==== ` line), as one summary line.
 tally() { # name log exit-status
   local line
-  line="$(grep -Eo '[0-9]+ passed, [0-9]+ failed(, [0-9]+ skipped)?' "$2" | tail -1)"
+  line="$(awk '/^==== / { part = "" } { part = part $0 "\n" } END { printf "%s", part }' "$2" |
+    grep -Eo '[0-9]+ passed, [0-9]+ failed(, [0-9]+ skipped)?' | tail -1)"
   note "$1: ${line:-no result line} (exit $3)"
   [ "$3" = 0 ] || status=1
 }
@@ -143,6 +152,20 @@ case "$step" in
     echo "==== zoo/bf16" >>"$log"
     "${check[@]}" --rtol 2e-2 "$dir/zoo/bf16" >>"$log" 2>&1
     tally "gpu-check zoo/bf16" "$log" $?
+    ;;
+  sanitize)
+    build_all || exit 1
+    check=(bash tools/gpu-check.sh --no-build --build-dir "$builds/rt")
+    log="$logs/sanitize.log"
+    : >"$log"
+    for tool in ${3:-memcheck racecheck}; do
+      for part in smoke zoo/f32; do
+        echo "==== $tool $part" >>"$log"
+        timeout "${SHARDFLOW_SANITIZE_TIMEOUT:-120}" "${check[@]}" --sanitize "$tool" \
+          "$dir/$part" >>"$log" 2>&1
+        tally "sanitize $tool $part" "$log" $?
+      done
+    done
     ;;
   bench)
     build_all || exit 1

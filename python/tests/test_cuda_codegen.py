@@ -647,6 +647,62 @@ def test_gpu_check_skips_artifacts_for_more_gpus_than_there_are(tmp_path):
     assert "run 'bash tools/gpu-session.sh prepare" in proc.stderr
 
 
+def test_gpu_check_under_compute_sanitizer(tmp_path):
+    """gpu-check.sh --sanitize TOOL runs shard-run under compute-sanitizer
+    and fails a case the sanitizer reports errors for (its exit status
+    97), whether the run was to succeed or to fail; a clean sanitizer run
+    compares outputs as usual. A stand-in for compute-sanitizer (there is
+    no GPU here) checks the plumbing: the options it gets, and both
+    outcomes."""
+    model = parser.parse_model(HEADER + "g (float[2,3] x) => (float[2,3] y) { y = Relu(x) }")
+    cases = tmp_path / "cases"
+    cases.mkdir()
+    (cases / "relu.onnx").write_bytes(model.SerializeToString())
+    proc = subprocess.run([str(SHARD_OPT), str(cases / "relu.onnx"), "--target", "cpu",
+                           "-o", str(cases / "relu.shard")], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    x = np.array([[-1, 2, -3], [4, -5, 6]], np.float32)
+    np.savez(cases / "relu.inputs.npz", x=x)
+    np.savez(cases / "relu.expected.npz", y=np.maximum(x, 0))
+    build = tmp_path / "build"
+    (build / "bin").mkdir(parents=True)
+    (build / "bin" / "shard-run").symlink_to(BIN / "shard-run")
+    seen = tmp_path / "seen.txt"
+    clean = tmp_path / "clean-sanitizer"
+    clean.write_text(f'#!/bin/bash\necho "$@" >> {seen}\nshift 8\nexec "$@"\n')
+    dirty = tmp_path / "dirty-sanitizer"
+    dirty.write_text('#!/bin/bash\nshift 8\n"$@" >/dev/null\n'
+                     'echo "========= Invalid __global__ read of size 4 bytes"\nexit 97\n')
+    for f in (clean, dirty):
+        f.chmod(0o755)
+    check = ["bash", str(REPO / "tools" / "gpu-check.sh"), "--no-build", "--build-dir",
+             str(build), "--sanitize", "memcheck", str(cases)]
+
+    def run(sanitizer, args=check):
+        return subprocess.run(args, capture_output=True, text=True,
+                              env={**os.environ, "COMPUTE_SANITIZER": str(sanitizer)})
+    proc = run(clean)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "== 1 passed, 0 failed" in proc.stdout
+    assert seen.read_text().startswith(
+        f"--tool memcheck --error-exitcode 97 --print-limit 20 --target-processes all "
+        f"{build}/bin/shard-run {cases}/relu.shard")
+    proc = run(dirty)
+    assert proc.returncode != 0
+    assert "FAIL: compute-sanitizer (memcheck) reported errors" in proc.stdout
+    assert "== 0 passed, 1 failed" in proc.stdout
+    # An expected-error case the sanitizer objects to fails too.
+    (cases / "relu.expected.npz").unlink()
+    np.savez(cases / "relu.inputs.npz", x=x.astype(np.float64))
+    (cases / "relu.expected-error").write_text("x\n")
+    proc = run(dirty)
+    assert "Invalid __global__ read" in proc.stdout
+    assert "FAIL: compute-sanitizer (memcheck) reported errors" in proc.stdout
+    proc = run(clean, check[:-2] + ["leakcheck", str(cases)])
+    assert proc.returncode == 2
+    assert "--sanitize: unknown tool 'leakcheck'" in proc.stdout
+
+
 def _cuda_env(tmp_path, prefixes, pip):
     """Sources tools/cuda-env.sh with the given search roots; its output,
     the cmake options and LD_LIBRARY_PATH it leaves."""
