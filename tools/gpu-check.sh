@@ -165,6 +165,12 @@ EOF
 passed=0
 failed=0
 skipped=0
+# Under --sanitize, exit status 97 is the sanitizer's: the case fails.
+sanitizer_objected() { # exit-status
+  [ -n "$sanitize" ] && [ "$1" = 97 ] || return 1
+  echo "   FAIL: compute-sanitizer ($sanitize) reported errors"
+  failed=$((failed + 1))
+}
 out_dir="$build/gpu-check-outputs"
 mkdir -p "$out_dir"
 for art in "${artifacts[@]}"; do
@@ -205,14 +211,12 @@ for art in "${artifacts[@]}"; do
     "${launch[@]}" "${run[@]}" "${args[@]}" $flags >"$out_dir/$name.stdout" \
       2>"$out_dir/$name.stderr"
     rc=$?
-    if [ "$rc" = 0 ]; then
-      echo "   FAIL: shard-run succeeded; expected an error"
-      failed=$((failed + 1))
+    if sanitizer_objected "$rc"; then
+      grep -h "=========" "$out_dir/$name.stdout" "$out_dir/$name.stderr" | head -20 | sed 's/^/   /'
       continue
     fi
-    if [ -n "$sanitize" ] && [ "$rc" = 97 ]; then
-      grep -h "=========" "$out_dir/$name.stdout" "$out_dir/$name.stderr" | head -20 | sed 's/^/   /'
-      echo "   FAIL: compute-sanitizer ($sanitize) reported errors"
+    if [ "$rc" = 0 ]; then
+      echo "   FAIL: shard-run succeeded; expected an error"
       failed=$((failed + 1))
       continue
     fi
@@ -236,11 +240,7 @@ for art in "${artifacts[@]}"; do
   # shellcheck disable=SC2086
   "${launch[@]}" "${run[@]}" "${args[@]}" $flags
   rc=$?
-  if [ -n "$sanitize" ] && [ "$rc" = 97 ]; then
-    echo "   FAIL: compute-sanitizer ($sanitize) reported errors"
-    failed=$((failed + 1))
-    continue
-  fi
+  sanitizer_objected "$rc" && continue
   if [ "$rc" != 0 ]; then
     echo "   FAIL: shard-run exited with an error"
     failed=$((failed + 1))

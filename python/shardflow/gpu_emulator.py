@@ -302,7 +302,7 @@ class Kernel:
         self.lanes, self.block_size = lanes, block
         self.lanes_ids = np.arange(lanes, dtype=np.int64)
         self.tid = self.lanes_ids % block
-        self.bid = np.arange(lanes, dtype=np.int64) // block
+        self.bid = self.lanes_ids // block
         self._run_ops(self.block.ops, env, np.ones(lanes, bool))
 
     def _run_ops(self, ops: list[Op], env: dict, mask: np.ndarray) -> list[np.ndarray] | None:
