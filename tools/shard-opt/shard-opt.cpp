@@ -605,7 +605,28 @@ static int compileToArtifact(ModuleOp module, StringRef inputFile,
   return 0;
 }
 
+/// LLVM registers a few hundred options of its own before main (backends'
+/// tuning knobs: amdgpu, arm, polly, ...) that mean nothing to a user of
+/// shard-opt and would bury its own options in --help. Hide them from --help
+/// (--help-hidden still lists them, and they still parse); the options MLIR's
+/// driver registers later (--pass-pipeline, the passes, the printer flags)
+/// stay visible, and so do ours.
+static void hideLLVMInternalOptions() {
+  for (auto &entry : cl::getRegisteredOptions()) {
+    cl::Option *option = entry.second;
+    bool keep = llvm::is_contained({"help", "help-list", "version"},
+                                   entry.first) ||
+                llvm::any_of(option->Categories, [](cl::OptionCategory *c) {
+                  return c == &importCategory || c == &compileCategory ||
+                         c == &shardCategory;
+                });
+    if (!keep && option->getOptionHiddenFlag() == cl::NotHidden)
+      option->setHiddenFlag(cl::Hidden);
+  }
+}
+
 int main(int argc, char **argv) {
+  hideLLVMInternalOptions();
   DialectRegistry registry;
   registry.insert<shardflow::nn::NNDialect, shardflow::dist::DistDialect,
                   shardflow::rt::RTDialect, func::FuncDialect,
@@ -624,8 +645,13 @@ int main(int argc, char **argv) {
       "  shard-opt model.onnx [--input-shape x=1,128] [-o out.mlir]\n"
       "      imports an ONNX model (binary, with external data, or ONNX\n"
       "      text .onnxtxt) and prints its nn IR\n"
+      "  shard-opt model.onnx [--mesh dp=2,tp=4 --strategy megatron]\n"
+      "            --target cpu|cuda [--dtype bf16] -o model.shard\n"
+      "      compiles it into an artifact that shard-run executes\n"
       "  shard-opt in.mlir --pass-pipeline='...'\n"
-      "      runs passes over MLIR, as mlir-opt does\n",
+      "      runs passes over MLIR, as mlir-opt does\n\n"
+      "  Shardflow's own options are listed last, after MLIR's driver\n"
+      "  options and passes; --help-hidden also lists LLVM's internal ones.\n",
       registry);
   MlirOptMainConfig config = MlirOptMainConfig::createFromCLOptions();
   if (printReport && target.empty()) {
