@@ -3,7 +3,8 @@
 Until `shard-opt --target cuda` produces real CUDA artifacts, these cases
 exercise the CUDA executor on a GPU: cuBLASLt matmul and gemm in each of
 their shape classes (folded batch, strided batched, broadcast, 1-D, C
-broadcast, f16 with a weight converted from an f32 file), every NCCL
+broadcast, f16 with a weight converted from an f32 file, f16 operands
+with an f32 result), every NCCL
 collective on one rank, a hand-written device kernel (transpose), and a
 chain where a collective and independent compute overlap on two streams.
 
@@ -110,14 +111,21 @@ def build(outdir: Path) -> list[Path]:
 
     paths = []
     # MatMul in each shape class (CudaPlanning.h: MatmulPlan).
-    for name, sa, sb in [("matmul_folded", (2, 3, 4, 8), (8, 5)),
-                         ("matmul_batched", (2, 3, 4, 8), (2, 3, 8, 5)),
-                         ("matmul_broadcast", (2, 1, 4, 8), (1, 3, 8, 5)),
-                         ("matmul_repeat_a", (4, 8), (3, 8, 5)),
-                         ("matmul_vector", (8,), (8, 5)),
-                         ("matmul_matrix_vector", (2, 4, 8), (8,))]:
+    # Then f16 operands with an f32 result (what convert-rt-to-gpu makes of
+    # a product that is cast to f32 and returned): f32 accumulation rounded
+    # once to f32, so the f32 tolerance holds; broadcast, to cover the
+    # result's offsets, which step in f32 while the operands' step in f16.
+    for name, sa, sb, operands in [("matmul_folded", (2, 3, 4, 8), (8, 5), f32),
+                                   ("matmul_batched", (2, 3, 4, 8), (2, 3, 8, 5), f32),
+                                   ("matmul_broadcast", (2, 1, 4, 8), (1, 3, 8, 5), f32),
+                                   ("matmul_repeat_a", (4, 8), (3, 8, 5), f32),
+                                   ("matmul_vector", (8,), (8, 5), f32),
+                                   ("matmul_matrix_vector", (2, 4, 8), (8,), f32),
+                                   ("matmul_f16_to_f32", (2, 3, 16), (16, 8), np.float16),
+                                   ("matmul_f16_to_f32_broadcast", (2, 1, 3, 16),
+                                    (1, 2, 16, 8), np.float16)]:
         c = Case(name, outdir)
-        a, b = rand(*sa), rand(*sb)
+        a, b = rand(*sa, dtype=operands), rand(*sb, dtype=operands)
         ia, ib = c.input("a", a), c.input("b", b)
         want = matmul_ref(a, b, f32)
         out = c.arena_buffer(want.shape, f32)

@@ -610,3 +610,44 @@ def test_constant_of_shape_kernel(tmp_path, dtype, tag, expect):
         "output y 0"], {})
     assert out["y"].dtype == expect.dtype
     np.testing.assert_array_equal(out["y"], expect)
+
+
+# matmul's element types: one throughout, or floats of different widths
+# mixed (what the CUDA target emits for logits: bf16 operands, an f32
+# result); anything else is refused, not read as the wrong type.
+
+@pytest.mark.parametrize("ta,tb,tout", [("f16", "f16", "f32"), ("f32", "f16", "f32"),
+                                        ("f16", "f32", "f16")])
+def test_matmul_mixes_float_widths(tmp_path, ta, tb, tout):
+    np_type = {"f32": np.float32, "f16": np.float16}
+    rng = rng_for(f"matmul_mix_{ta}_{tb}_{tout}")
+    a = rng.standard_normal((2, 3, 16)).astype(np_type[ta])
+    b = rng.standard_normal((16, 5)).astype(np_type[tb])
+    out = run_program(tmp_path, [
+        f"buffer 0 input {ta} 2x3x16 name=a",
+        f"buffer 1 input {tb} 16x5 name=b",
+        f"buffer 2 arena {tout} 2x3x5 offset=0",
+        "kernel matmul in=0,1 out=2",
+        "output y 2"], {"a": a, "b": b})
+    # Exact products of the stored operands, summed in float64, rounded
+    # once to the result type: f32 accumulation stays within 1e-5 of it.
+    want = (a.astype(np.float64) @ b.astype(np.float64)).astype(np_type[tout])
+    assert out["y"].dtype == np_type[tout]
+    tol = 1e-5 if tout == "f32" else 2e-3
+    np.testing.assert_allclose(out["y"].astype(np.float64), want.astype(np.float64),
+                               rtol=tol, atol=tol * 4)
+
+
+def test_matmul_refuses_integer_operands_with_a_float_result(tmp_path):
+    text = "\n".join(["shardflow-artifact 4", "target cpu", "world-size 1",
+                      f"model-dir {tmp_path}", "arena 4096",
+                      "buffer 0 input i32 2x4 name=a", "buffer 1 input i32 4x3 name=b",
+                      "buffer 2 arena f32 2x3 offset=0", "kernel matmul in=0,1 out=2",
+                      "output y 2", "end", ""])
+    path = tmp_path / "program.shard"
+    path.write_text(text)
+    ints = np.arange(8, dtype=np.int32).reshape(2, 4)
+    out = shard_run(path, {"a": ints, "b": np.ones((4, 3), np.int32)}, tmp_path)
+    assert out.returncode != 0
+    assert "matmul" in out.stderr and "one element type" in out.stderr \
+        and "i32 and f32" in out.stderr, out.stderr

@@ -546,6 +546,11 @@ static int compileToArtifact(ModuleOp module, StringRef inputFile,
     }
   }
   PassManager pm(module.getContext());
+  // --mlir-print-ir-after=..., --mlir-timing and the other pass-manager
+  // flags apply to the compile pipeline too.
+  if (failed(applyPassManagerCLOptions(pm)))
+    return 1;
+  applyDefaultTimingPassManagerCLOptions(pm);
   if (failed(buildNNPipeline(module, pm)))
     return 1;
   shardflow::buildLowerToRTPipeline(pm, target);

@@ -55,7 +55,10 @@ def ConvertRTToGPU : Pass<"convert-rt-to-gpu", "::mlir::ModuleOp"> {
     kernel is an error naming it. With `gemm-epilogues`, a matmul whose
     result only a bias add reads (a bias over its last dimension), and
     that add's result only a tanh gelu or a relu, becomes one matmul with
-    the cuBLASLt epilogue `bias`, `gelu_bias` or `relu_bias`. An einsum
+    the cuBLASLt epilogue `bias`, `gelu_bias` or `relu_bias`. A plain f16
+    or bf16 matmul whose result only a cast to f32 reads, where no kernel
+    reads the cast's result (the returned logits of a `--dtype` program),
+    writes f32 itself (accumulated in f32, rounded once). An einsum
     that contracts the last dimension of its first operand with the first
     of its second ("...a,abc->...bc") becomes a matmul of views; any other
     two-operand float einsum with an explicit output, no ellipsis and no

@@ -1892,22 +1892,29 @@ Operation *soleReader(Value buffer) {
   return readers.size() == 1 && views.empty() ? readers.front() : nullptr;
 }
 
+/// The matmuls of `fn` without an epilogue: two operands, one result, its
+/// own buffer; the product's element type is that of both operands.
+SmallVector<rt::KernelOp> plainMatmuls(func::FuncOp fn) {
+  SmallVector<rt::KernelOp> matmuls;
+  fn.walk([&](rt::KernelOp k) {
+    if (k.getKernel() == "matmul" && k.getInputs().size() == 2 && k.getOutputs().size() == 1 &&
+        k.getOutputs()[0].getDefiningOp<rt::AllocOp>() &&
+        elemOf(k.getInputs()[0]) == elemOf(k.getOutputs()[0]) &&
+        elemOf(k.getInputs()[1]) == elemOf(k.getOutputs()[0]))
+      matmuls.push_back(k);
+  });
+  return matmuls;
+}
+
 /// A matmul whose result only a bias add reads ([N], the result's last
 /// dimension), and that add's result only a tanh gelu or a relu, becomes one
 /// matmul with cuBLASLt's epilogue (`bias`, `gelu_bias`, `relu_bias`): the
 /// product is written once, with the bias (and activation) applied.
 void fuseGemmEpilogues(func::FuncOp fn) {
-  SmallVector<rt::KernelOp> matmuls;
-  fn.walk([&](rt::KernelOp k) {
-    if (k.getKernel() == "matmul" && k.getInputs().size() == 2 && k.getOutputs().size() == 1)
-      matmuls.push_back(k);
-  });
-  for (rt::KernelOp mm : matmuls) {
+  for (rt::KernelOp mm : plainMatmuls(fn)) {
     Value product = mm.getOutputs()[0];
     Type elem = elemOf(product);
-    if (!isGemmType(elem) || shapeOf(product).size() < 2 ||
-        elemOf(mm.getInputs()[0]) != elem || elemOf(mm.getInputs()[1]) != elem ||
-        !product.getDefiningOp<rt::AllocOp>())
+    if (!isGemmType(elem) || shapeOf(product).size() < 2)
       continue;
     auto add = dyn_cast_or_null<rt::KernelOp>(soleReader(product));
     if (!add || add.getKernel() != "add" || add.getInputs().size() != 2)
@@ -1947,6 +1954,47 @@ void fuseGemmEpilogues(func::FuncOp fn) {
     dead.push_back(product.getDefiningOp());
     for (Operation *op : dead)
       op->erase();
+  }
+}
+
+/// A plain f16 or bf16 matmul whose result only a cast to f32 reads, where
+/// no kernel reads the cast's result (it is returned, or only collectives
+/// read it: the logits of a `--dtype bf16` program), writes f32 directly:
+/// cuBLASLt accumulates in f32 and rounds once to the output type, so the
+/// half-precision product is neither written nor read again, and the
+/// result is rounded once instead of twice. A cast that a generated kernel
+/// reads is left alone: it fuses into that kernel, which then reads the
+/// narrower product.
+void fuseGemmOutputCasts(func::FuncOp fn) {
+  for (rt::KernelOp mm : plainMatmuls(fn)) {
+    Value product = mm.getOutputs()[0];
+    Type elem = elemOf(product);
+    if (!(elem.isBF16() || elem.isF16()))
+      continue;
+    auto cast = dyn_cast_or_null<rt::KernelOp>(soleReader(product));
+    if (!cast || cast.getKernel() != "cast" || cast.getInputs().size() != 1 ||
+        cast.getInputs()[0] != product || cast.getOutputs().size() != 1)
+      continue;
+    Value result = cast.getOutputs()[0];
+    auto resultAlloc = result.getDefiningOp<rt::AllocOp>();
+    if (!resultAlloc || !elemOf(result).isF32() || shapeOf(result) != shapeOf(product))
+      continue;
+    SmallVector<Operation *> readers, views;
+    collectReaders(result, readers, views);
+    if (llvm::any_of(readers, [](Operation *op) { return isa<rt::KernelOp>(op); }))
+      continue;
+    // The matmul stays where it was (an in-place collective between it and
+    // the cast may write one of its operands); the result's buffer is
+    // allocated before it.
+    if (mm->isBeforeInBlock(resultAlloc))
+      resultAlloc->moveBefore(mm);
+    OpBuilder b(mm);
+    rt::KernelOp::create(b, mm.getLoc(), b.getStringAttr("matmul"), mm.getInputs(),
+                         ValueRange{result}, mm.getParamsAttr());
+    Operation *alloc = product.getDefiningOp();
+    cast.erase();
+    mm.erase();
+    alloc->erase();
   }
 }
 
@@ -2025,6 +2073,7 @@ void ConvertRTToGPU::runOnOperation() {
         return signalPassFailure();
       if (gemmEpilogues)
         fuseGemmEpilogues(fn);
+      fuseGemmOutputCasts(fn);
     }
   SmallVector<func::FuncOp> fns(module.getOps<func::FuncOp>());
   gpu::GPUModuleOp kernels;

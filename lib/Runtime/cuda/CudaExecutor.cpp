@@ -543,12 +543,19 @@ void CudaExecutor::Impl::prepareGemm(size_t n, Step &step, bool onnxGemm) {
     throw RuntimeError("needs at least two inputs and one output");
   Tensor a = deviceTensor(inst.inputs[0]), b = deviceTensor(inst.inputs[1]),
          d = deviceTensor(inst.outputs[0]);
-  if (a.dtype != b.dtype || a.dtype != d.dtype)
-    throw RuntimeError(std::string("operands and result must have one element type, got ") +
+  // One element type throughout, except that f16 and bf16 operands may
+  // write f32 (a plain matmul: convert-rt-to-gpu folds the cast of a
+  // returned product into it).
+  bool widening = (a.dtype == DType::F16 || a.dtype == DType::BF16) && d.dtype == DType::F32 &&
+                  !onnxGemm && inst.inputs.size() == 2;
+  if (a.dtype != b.dtype || (a.dtype != d.dtype && !widening))
+    throw RuntimeError(std::string("operands and result must have one element type (or f16/bf16 "
+                                   "operands an f32 result, without a bias), got ") +
                        dtypeName(a.dtype) + ", " + dtypeName(b.dtype) + " -> " +
                        dtypeName(d.dtype));
   gemmDataType(d.dtype); // refuses other types with a message
-  size_t elem = dtypeSize(d.dtype);
+  gemmDataType(a.dtype);
+  size_t elem = dtypeSize(a.dtype), outElem = dtypeSize(d.dtype); // operands, result
   auto ptr = [](const Tensor &t) { return CUdeviceptr(reinterpret_cast<uintptr_t>(t.data)); };
 
   // An optional fused epilogue: act(A B + bias), the bias of shape [N].
@@ -575,7 +582,8 @@ void CudaExecutor::Impl::prepareGemm(size_t n, Step &step, bool onnxGemm) {
     throw RuntimeError("matmul takes two inputs, or three with epilogue=s:bias|relu_bias|gelu_bias");
 
   GemmProblem problem;
-  problem.dtype = d.dtype;
+  problem.dtype = a.dtype;
+  problem.outDtype = d.dtype;
   problem.tf32 = options.allowTf32;
   problem.epilogue = epilogue;
   float alpha = 1, beta = 0;
@@ -604,7 +612,7 @@ void CudaExecutor::Impl::prepareGemm(size_t n, Step &step, bool onnxGemm) {
         c = ptr(*third);
       } else {
         // C broadcast into D first, then accumulated in place.
-        step.copies = planBroadcast2D(g.cRows, g.cCols, g.m, g.n, elem);
+        step.copies = planBroadcast2D(g.cRows, g.cCols, g.m, g.n, outElem);
         step.copySource = ptr(*third);
         step.copyDestination = ptr(d);
         c = ptr(d);
@@ -643,7 +651,7 @@ void CudaExecutor::Impl::prepareGemm(size_t n, Step &step, bool onnxGemm) {
   problem.alignC = c ? pointerAlignment(c) : problem.alignD;
 
   auto describeProblem = [&] {
-    return std::string(dtypeName(d.dtype)) + " GEMM m=" + std::to_string(plan.m) +
+    return std::string(dtypeName(a.dtype)) + (a.dtype == d.dtype ? "" : std::string(" -> ") + dtypeName(d.dtype)) + " GEMM m=" + std::to_string(plan.m) +
            " n=" + std::to_string(plan.n) + " k=" + std::to_string(plan.k) +
            (plan.batch > 1 ? " batch=" + std::to_string(plan.batch) : "");
   };
@@ -666,7 +674,7 @@ void CudaExecutor::Impl::prepareGemm(size_t n, Step &step, bool onnxGemm) {
       problem.alignB = std::min(problem.alignB, pointerAlignment(ptr(b) + CUdeviceptr(ob) * elem));
     }
     for (size_t i = 0; i < plan.offsets.size(); ++i) {
-      CUdeviceptr out = ptr(d) + CUdeviceptr(i) * CUdeviceptr(plan.m * plan.n) * elem;
+      CUdeviceptr out = ptr(d) + CUdeviceptr(i) * CUdeviceptr(plan.m * plan.n) * outElem;
       problem.alignD = std::min(problem.alignD, pointerAlignment(out));
     }
     problem.alignC = problem.alignD;
@@ -674,7 +682,7 @@ void CudaExecutor::Impl::prepareGemm(size_t n, Step &step, bool onnxGemm) {
     if (!p)
       throw RuntimeError("cuBLASLt has no algorithm for the " + describeProblem());
     for (size_t i = 0; i < plan.offsets.size(); ++i) {
-      CUdeviceptr out = ptr(d) + CUdeviceptr(i) * CUdeviceptr(plan.m * plan.n) * elem;
+      CUdeviceptr out = ptr(d) + CUdeviceptr(i) * CUdeviceptr(plan.m * plan.n) * outElem;
       step.gemms.push_back({p, alpha, beta, ptr(a) + CUdeviceptr(plan.offsets[i].first) * elem,
                             ptr(b) + CUdeviceptr(plan.offsets[i].second) * elem, 0, out, bias});
     }

@@ -18,7 +18,7 @@ void checkLt(cublasStatus_t status, const char *call) {
 
 std::string GemmProblem::key() const {
   std::string text;
-  for (int64_t v : {int64_t(dtype), int64_t(tf32), m, n, k, int64_t(transA), int64_t(transB),
+  for (int64_t v : {int64_t(dtype), int64_t(outDtype), int64_t(tf32), m, n, k, int64_t(transA), int64_t(transB),
                     batch, strideA, strideB, strideC, int64_t(epilogue), int64_t(alignA),
                     int64_t(alignB), int64_t(alignC), int64_t(alignD)})
     text += std::to_string(v) + ",";
@@ -81,7 +81,12 @@ const GemmRunner::Prepared *GemmRunner::prepare(const GemmProblem &p) {
   auto it = cache.find(key);
   if (it != cache.end())
     return it->second.get();
-  cudaDataType_t type = gemmDataType(p.dtype);
+  cudaDataType_t type = gemmDataType(p.dtype), outType = gemmDataType(p.outDtype);
+  if (p.outDtype != p.dtype &&
+      (p.outDtype != DType::F32 || p.dtype == DType::F32 || p.epilogue != CUBLASLT_EPILOGUE_DEFAULT))
+    throw RuntimeError(std::string("a GEMM of ") + dtypeName(p.dtype) + " operands writes " +
+                       dtypeName(p.dtype) + ", or f32 without an epilogue, not " +
+                       dtypeName(p.outDtype));
   auto prepared = std::make_unique<Prepared>();
   cublasComputeType_t compute =
       p.dtype == DType::F32 && p.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
@@ -101,8 +106,8 @@ const GemmRunner::Prepared *GemmRunner::prepare(const GemmProblem &p) {
   prepared->hasBias = p.epilogue != CUBLASLT_EPILOGUE_DEFAULT;
 
   auto layout = [&](cublasLtMatrixLayout_t &l, int64_t rows, int64_t cols, int64_t ld,
-                    int64_t stride) {
-    LT_CALL(cublasLtMatrixLayoutCreate, &l, type, uint64_t(rows), uint64_t(cols), ld);
+                    int64_t stride, cudaDataType_t elementType) {
+    LT_CALL(cublasLtMatrixLayoutCreate, &l, elementType, uint64_t(rows), uint64_t(cols), ld);
     if (p.batch > 1) {
       int32_t count = int32_t(p.batch);
       LT_CALL(cublasLtMatrixLayoutSetAttribute, l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
@@ -112,14 +117,14 @@ const GemmRunner::Prepared *GemmRunner::prepare(const GemmProblem &p) {
     }
   };
   if (p.transB)
-    layout(prepared->first, p.k, p.n, p.k, p.strideB);
+    layout(prepared->first, p.k, p.n, p.k, p.strideB, type);
   else
-    layout(prepared->first, p.n, p.k, p.n, p.strideB);
+    layout(prepared->first, p.n, p.k, p.n, p.strideB, type);
   if (p.transA)
-    layout(prepared->second, p.m, p.k, p.m, p.strideA);
+    layout(prepared->second, p.m, p.k, p.m, p.strideA, type);
   else
-    layout(prepared->second, p.k, p.m, p.k, p.strideA);
-  layout(prepared->result, p.n, p.m, p.n, p.strideC);
+    layout(prepared->second, p.k, p.m, p.k, p.strideA, type);
+  layout(prepared->result, p.n, p.m, p.n, p.strideC, outType);
 
   cublasLtMatmulPreference_t preference = nullptr;
   LT_CALL(cublasLtMatmulPreferenceCreate, &preference);

@@ -23,7 +23,10 @@ namespace shardflow::runtime::cuda {
 
 /// One row-major GEMM problem (a batch of them when batch > 1).
 struct GemmProblem {
-  DType dtype = DType::F32; // A, B, C, D and the bias
+  DType dtype = DType::F32; // A and B (and the bias)
+  /// C and D: dtype, or f32 for f16/bf16 operands (accumulated in f32 and
+  /// rounded once to f32; no bias epilogue then).
+  DType outDtype = DType::F32;
   bool tf32 = false;        // f32 only: allow TF32 tensor cores
   int64_t m = 0, n = 0, k = 0;
   bool transA = false, transB = false; // A stored [k,m], B stored [n,k]

@@ -118,10 +118,29 @@ template <typename T> void matmulTyped(const KernelContext &ctx) {
   }
 }
 
+/// Operands and result of one element type, except that floats of
+/// different widths (f32, f16, bf16) mix: halves run through f32, so each
+/// operand is read exactly and the result rounded once to its own type.
+/// Returns the type to dispatch on: a half type when any tensor is one (all
+/// of them then run through f32).
+DType checkContractionTypes(const KernelContext &ctx) {
+  auto narrowOrF32 = [](DType t) { return t == DType::F32 || isHalf(t); };
+  DType out = ctx.outputs[0].dtype;
+  bool half = isHalf(out);
+  for (const Tensor &t : ctx.inputs) {
+    if (t.dtype != out && !(narrowOrF32(t.dtype) && narrowOrF32(out)))
+      fail(ctx, std::string("operands and result must have one element type (f32, f16 and bf16 "
+                            "may mix), got ") +
+                    dtypeName(t.dtype) + " and " + dtypeName(out));
+    half = half || isHalf(t.dtype);
+  }
+  return half ? DType::F16 : out;
+}
+
 void matmulKernel(const KernelContext &ctx) {
   if (ctx.inputs.size() != 2 || ctx.outputs.size() != 1)
     fail(ctx, "expects 2 inputs and 1 output");
-  dispatchNumeric(ctx, ctx.inputs[0].dtype,
+  dispatchNumeric(ctx, checkContractionTypes(ctx),
                   [](auto t, const KernelContext &c) { matmulTyped<decltype(t)>(c); });
 }
 
@@ -170,7 +189,7 @@ template <typename T> void gemmTyped(const KernelContext &ctx) {
 void gemmKernel(const KernelContext &ctx) {
   if (ctx.inputs.size() < 2 || ctx.inputs.size() > 3 || ctx.outputs.size() != 1)
     fail(ctx, "expects 2 or 3 inputs and 1 output");
-  DType t = ctx.inputs[0].dtype;
+  DType t = checkContractionTypes(ctx);
   if (t != DType::F32 && t != DType::F64 && !isHalf(t))
     fail(ctx, std::string("unsupported element type ") + dtypeName(t));
   dispatchNumeric(ctx, t, [](auto v, const KernelContext &c) {
