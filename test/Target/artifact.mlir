@@ -3,6 +3,10 @@
 // outputs.
 // RUN: shard-opt %s --target cpu -o - | FileCheck %s
 // RUN: not shard-opt %s --target gpu -o - 2>&1 | FileCheck %s --check-prefix=TARGET
+// The pass-manager flags apply to the compile pipeline:
+// RUN: shard-opt %s --target cpu -o - --mlir-print-ir-after=convert-nn-to-rt 2>&1 >/dev/null | FileCheck %s --check-prefix=DUMP
+// DUMP: IR Dump After ConvertNNToRT
+// DUMP: rt.kernel
 
 // CHECK: shardflow-artifact 4
 // CHECK-NEXT: target cpu
