@@ -215,6 +215,11 @@ _CMPI = {0: np.equal, 1: np.not_equal, 2: np.less, 3: np.less_equal, 4: np.great
          5: np.greater_equal, 6: np.less, 7: np.less_equal, 8: np.greater, 9: np.greater_equal}
 
 
+class WarpDivergence(RuntimeError):
+    """A warp-wide operation (a shuffle) that only some lanes of a warp
+    reached: the others' values are undefined on a GPU."""
+
+
 class SharedMemoryRace(RuntimeError):
     """Two threads of a block touched one shared-memory word between two
     barriers, at least one of them writing: on a GPU the outcome depends on
@@ -478,6 +483,20 @@ class Kernel:
             return carried
         if n == "scf.yield":
             return [env[o] for o in op.operands]
+        if n == "gpu.shuffle":
+            # xor shuffles within 32-lane warps (blocks are whole warps, so
+            # a lane's id within its warp is its global id's low 5 bits).
+            mode = re.search(r"shuffle_mode (\w+)", op.props).group(1)
+            width = self._lane(a[2])
+            if mode != "xor" or self.block_size % 32 or (width != 32).any():
+                raise NotImplementedError(f"emulator: gpu.shuffle {mode} of width {width[0]}")
+            # Every lane of a warp must take part: on a GPU a shuffle from
+            # a lane that is not there reads an undefined value.
+            per_warp = mask.reshape(-1, 32)
+            if (per_warp.any(axis=1) & ~per_warp.all(axis=1)).any():
+                raise WarpDivergence("gpu.shuffle reached by only part of a warp")
+            source = self.lanes_ids ^ self._lane(a[1]).astype(np.int64)
+            return [self._lane(a[0])[source], np.ones(self.lanes, bool)]
         if n == "gpu.all_reduce":
             kind = re.search(r"all_reduce_op (\w+)", op.props).group(1)
             v = self._lane(a[0]).reshape(-1, self.block_size)

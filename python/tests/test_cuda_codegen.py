@@ -132,6 +132,24 @@ CASES = {
         "g (float[4,300,6] x) => (float[4,6] m, float[4,1,6] n) {"
         " m = ReduceMean <keepdims = 0> (x, axes) n = ReduceMax <keepdims = 1> (x, axes) }",
         {"axes": ("int64[1]", "1")}, 1e-5, 2),
+    # Rows up to 1024 elements run one warp per row, 8 rows per block:
+    # 13 rows leave 3 spare warps in the second block; a row of 1 leaves
+    # 31 idle lanes; 1024 is the longest warp row, 1025 a block row.
+    "warp_rows_partial_last_block": (
+        "g (float[13,33] x, float[13,33] r, float[33] s, float[33] b) => (float[13,33] h, float[13,33] y) {"
+        " h = Add(x, r) y = LayerNormalization(h, s, b) }",
+        None, 1e-5, 1),
+    "warp_rows_of_one_element": (
+        "g (float[9,1] x) => (float[9,1] y, float[9,1] z) { y = Softmax(x) z = LogSoftmax(x) }",
+        None, 1e-6, 2),
+    "warp_rows_longest_and_block_rows": (
+        "g (float[10,1024] x, float[1024] s, float[3,1025] u) => (float[10,1024] y, float[3,1025] v) {"
+        " y = LayerNormalization(x, s) v = Softmax(u) }",
+        None, 1e-5, 2),
+    "warp_rows_reductions": (
+        "g (float[11,100] x) => (float[11,1] m, float[11] n) {"
+        " m = ReduceMax <keepdims = 1> (x, axes) e = Exp(x) n = ReduceSum <keepdims = 0> (e, axes) }",
+        {"axes": ("int64[1]", "1")}, 1e-5, 2),
     "integer_min_max_abs": (
         "g (int64[12] a, int64[12] b) => (int64[12] c) {"
         " m = Min(a, b) n = Max(a, b) d = Sub(m, n) c = Abs(d) }",
@@ -936,6 +954,35 @@ def test_cumsum_block_scan_needs_its_barriers(tmp_path):
         broken = "\n".join(l for i, l in enumerate(lines) if i != drop)
         with pytest.raises(gpu_emulator.SharedMemoryRace, match="no barrier in between"):
             gpu_emulator.run_program(broken, [x])
+
+
+def test_warp_rows_guard_whole_warps(tmp_path):
+    """One warp per row: the spare warps of the last block skip the body as
+    a whole, so every shuffle has its 32 lanes. The emulator refuses a
+    shuffle that only part of a warp reaches (its other lanes' values are
+    undefined on a GPU): guard on the thread id instead of the row, and the
+    same kernel must be refused."""
+    model = _graph_model("g (float[12,96] x, float[96] s) => (float[12,96] y) {"
+                         " y = LayerNormalization(x, s) }")
+    proc = _compile(model, tmp_path, "--convert-nn-to-rt", "--convert-rt-to-gpu",
+                    "--mlir-print-op-generic")
+    assert proc.returncode == 0, proc.stderr
+    ir = proc.stdout
+    assert ir.count('"gpu.shuffle"') == 10 and '"gpu.all_reduce"' not in ir
+    x, sc = _f(12, 96), _f(96)
+    (y,) = gpu_emulator.run_program(ir, [x, sc])
+    xd = x.astype(np.float64)
+    mean = xd.mean(-1, keepdims=True)
+    want = (xd - mean) / np.sqrt(((xd - mean) ** 2).mean(-1, keepdims=True) + 1e-5) * sc
+    np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5)
+    # The guard: row < 12. Compare the thread id (lanes 0..11 of warp 0)
+    # instead.
+    thread = re.search(r'(%\d+) = "gpu.thread_id"', ir).group(1)
+    guard = re.search(r'(%\d+) = "arith.cmpi"\((%\d+), (%\d+)\) <\{predicate = 6', ir)
+    assert guard, ir
+    broken = ir.replace(guard.group(0), guard.group(0).replace(guard.group(2), thread, 1), 1)
+    with pytest.raises(gpu_emulator.WarpDivergence, match="part of a warp"):
+        gpu_emulator.run_program(broken, [x, sc])
 
 
 def test_gather_elements_with_negative_indices(tmp_path):

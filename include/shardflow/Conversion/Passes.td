@@ -45,8 +45,10 @@ def ConvertRTToGPU : Pass<"convert-rt-to-gpu", "::mlir::ModuleOp"> {
     and is read element for element; that buffer disappears (the value
     stays in a register). A row reduction takes such a group as its
     prologue. Groups never reach across collectives. Elementwise kernels
-    run one thread per element, 256 per block; a row reduction runs one
-    block of 256 threads per row, with block-wide reductions. Code computes
+    run one thread per element, 256 per block; a row reduction over a
+    contiguous row of up to 1024 f16/bf16/f32 elements runs one warp per
+    row (8 rows per block, warp-shuffle reductions), any other one block
+    of up to 256 threads per row, with block-wide reductions. Code computes
     in f32 for f16, bf16 and f32 data and rounds once when it stores.
 
     Contractions, attention and data movement (`matmul`, `gemm`,

@@ -69,6 +69,8 @@ constexpr StringLiteral kModuleName = "shardflow_kernels";
 constexpr int64_t kLoopBlock = 256; // threads per block, elementwise kernels
 constexpr int64_t kRowBlock = 256;  // threads per block (one row), reductions
 constexpr int64_t kMaxCachedRow = 8192; // rows up to this many elements stay in shared memory
+constexpr int64_t kWarpRowMax = 1024;   // contiguous rows up to this long: one warp per row
+constexpr int64_t kWarpsPerBlock = 8;   // rows per block in that layout
 
 /// Kernels the CUDA runtime implements itself (cuBLASLt, its attention
 /// kernel, strided copies): they stay rt.kernel calls.
@@ -105,6 +107,15 @@ struct RowGeometry {
   int64_t rows = 0, length = 1, inner = 1;
   int64_t first = 0; // the first reduced axis
 };
+
+/// Short contiguous rows (the hidden size of a transformer) run one warp
+/// per row, several rows per block: the reductions are warp shuffles, with
+/// no shared memory and no barrier, and a row's latency chain is not
+/// stretched over a block that has little to do. Longer or strided rows
+/// run one block per row. f64 rows stay on blocks (32-bit shuffles).
+bool warpPerRow(const RowGeometry &g, Type computeElem) {
+  return g.inner == 1 && g.length <= kWarpRowMax && computeElem.isF32();
+}
 
 /// The geometry of `k` when it is a row reduction generated code handles:
 /// softmax/log_softmax over one axis, layer/RMS norm over [axis, rank),
@@ -1293,6 +1304,22 @@ Value blockReduce(OpBuilder &b, Location loc, Value v, gpu::AllReduceOperation o
       .getResult();
 }
 
+/// The same across one warp: a butterfly of xor shuffles (16, 8, 4, 2, 1),
+/// after which every lane holds the result. Every lane of the warp takes
+/// part.
+Value warpReduce(OpBuilder &b, Location loc, Value v, gpu::AllReduceOperation op) {
+  Value width = arith::ConstantIntOp::create(b, loc, b.getI32Type(), 32);
+  for (int offset = 16; offset >= 1; offset /= 2) {
+    Value off = arith::ConstantIntOp::create(b, loc, b.getI32Type(), offset);
+    Value other = gpu::ShuffleOp::create(b, loc, v, off, width, gpu::ShuffleMode::XOR)
+                      .getShuffleResult();
+    v = op == gpu::AllReduceOperation::MAXIMUMF
+            ? arith::MaximumFOp::create(b, loc, v, other).getResult()
+            : arith::AddFOp::create(b, loc, v, other).getResult();
+  }
+  return v;
+}
+
 FailureOr<Value> ConvertRTToGPU::emitRowBody(KernelEmitter &e, Group &g,
                                              DenseMap<Value, Value> &args) {
   OpBuilder &b = e.b;
@@ -1307,10 +1334,40 @@ FailureOr<Value> ConvertRTToGPU::emitRowBody(KernelEmitter &e, Group &g,
   RowGeometry geometry = *rowGeometry(k);
   int64_t length = geometry.length, inner = geometry.inner;
   Type ft = computeType(elemOf(out));
+  // Ops made below land before whatever follows the body (gpu.return),
+  // also when the body sits in a guard.
+  OpBuilder::InsertionGuard bodyGuard(b);
 
-  Value row = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
-  Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
-  Value step = gpu::BlockDimOp::create(b, loc, gpu::Dimension::x);
+  Value row, tid, step, warp;
+  bool warps = warpPerRow(geometry, ft);
+  if (warps) {
+    // Warp w of block b takes row b * W + w; its lanes stride the row.
+    int64_t perBlock = std::min(kWarpsPerBlock, geometry.rows);
+    Value thread = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
+    warp = arith::DivUIOp::create(b, loc, thread, e.index(32));
+    tid = arith::RemUIOp::create(b, loc, thread, e.index(32));
+    step = e.index(32);
+    row = arith::AddIOp::create(
+        b, loc,
+        arith::MulIOp::create(b, loc, gpu::BlockIdOp::create(b, loc, gpu::Dimension::x),
+                              e.index(perBlock)),
+        warp);
+    if (geometry.rows % perBlock) {
+      // The last block's spare warps have no row (whole warps: the
+      // shuffles see no partial warp).
+      Value inRange = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, row,
+                                            e.index(geometry.rows));
+      auto ifOp = scf::IfOp::create(b, loc, inRange, /*withElseRegion=*/false);
+      b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+    }
+  } else {
+    row = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
+    tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
+    step = gpu::BlockDimOp::create(b, loc, gpu::Dimension::x);
+  }
+  auto reduce = [&](Value v, gpu::AllReduceOperation op) {
+    return warps ? warpReduce(b, loc, v, op) : blockReduce(b, loc, v, op);
+  };
   Value base;
   if (inner == 1)
     base = arith::MulIOp::create(b, loc, row, e.index(length));
@@ -1353,17 +1410,25 @@ FailureOr<Value> ConvertRTToGPU::emitRowBody(KernelEmitter &e, Group &g,
   // barrier is needed. Longer rows are read (or recomputed) again. The
   // prologue's stores (outputs that leave the group) happen in the first
   // pass only.
+  // With a warp per row, each warp has its own stretch of the cache.
   Value cache;
   if (length <= kMaxCachedRow && !isReduction(name)) { // a reduction reads once
     auto fn = b.getBlock()->getParent()->getParentOfType<gpu::GPUFuncOp>();
     auto space = gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup);
+    int64_t rowsHere = warps ? std::min(kWarpsPerBlock, geometry.rows) : 1;
     cache = fn.addWorkgroupAttribution(
-        MemRefType::get({length}, ft, MemRefLayoutAttrInterface{}, space), loc);
+        MemRefType::get({rowsHere * length}, ft, MemRefLayoutAttrInterface{}, space), loc);
   }
+  auto cacheIndex = [&](Value j) -> Value {
+    if (!warps)
+      return j;
+    return arith::AddIOp::create(b, loc, arith::MulIOp::create(b, loc, warp, e.index(length)),
+                                 j);
+  };
   bool firstPass = true;
   auto xAt = [&](Value flat, Value j) -> FailureOr<Value> {
     if (cache && !firstPass)
-      return memref::LoadOp::create(b, loc, cache, ValueRange{j}).getResult();
+      return memref::LoadOp::create(b, loc, cache, ValueRange{cacheIndex(j)}).getResult();
     FailureOr<Value> v;
     if (!xFromPrologue || firstPass) {
       v = valueAt(flat);
@@ -1374,7 +1439,7 @@ FailureOr<Value> ConvertRTToGPU::emitRowBody(KernelEmitter &e, Group &g,
       v = values.lookup(rootOf(x));
     }
     if (succeeded(v) && cache)
-      memref::StoreOp::create(b, loc, *v, cache, ValueRange{j});
+      memref::StoreOp::create(b, loc, *v, cache, ValueRange{cacheIndex(j)});
     return v;
   };
   Value zero = e.floatConst(ft, 0.0);
@@ -1393,8 +1458,8 @@ FailureOr<Value> ConvertRTToGPU::emitRowBody(KernelEmitter &e, Group &g,
     });
     if (failed(partial))
       return failure();
-    Value r = blockReduce(b, loc, *partial,
-                          isMax ? gpu::AllReduceOperation::MAXIMUMF : gpu::AllReduceOperation::ADD);
+    Value r = reduce(*partial,
+                     isMax ? gpu::AllReduceOperation::MAXIMUMF : gpu::AllReduceOperation::ADD);
     if (name == "reduce_mean" || name == "global_average_pool")
       r = arith::DivFOp::create(b, loc, r, lengthF);
     Value first = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, tid, e.index(0));
@@ -1416,7 +1481,7 @@ FailureOr<Value> ConvertRTToGPU::emitRowBody(KernelEmitter &e, Group &g,
     if (failed(partialMax))
       return failure();
     firstPass = false;
-    Value m = blockReduce(b, loc, *partialMax, gpu::AllReduceOperation::MAXIMUMF);
+    Value m = reduce(*partialMax, gpu::AllReduceOperation::MAXIMUMF);
     FailureOr<Value> partialSum = rowLoop(zero, [&](Value acc, Value flat, Value j) -> FailureOr<Value> {
       FailureOr<Value> v = xAt(flat, j);
       if (failed(v))
@@ -1426,7 +1491,7 @@ FailureOr<Value> ConvertRTToGPU::emitRowBody(KernelEmitter &e, Group &g,
     });
     if (failed(partialSum))
       return failure();
-    Value s = blockReduce(b, loc, *partialSum, gpu::AllReduceOperation::ADD);
+    Value s = reduce(*partialSum, gpu::AllReduceOperation::ADD);
     Value logS = name == "log_softmax" ? math::LogOp::create(b, loc, s).getResult() : Value();
     Value invS = name == "softmax"
                      ? arith::DivFOp::create(b, loc, e.floatConst(ft, 1.0), s).getResult()
@@ -1465,7 +1530,7 @@ FailureOr<Value> ConvertRTToGPU::emitRowBody(KernelEmitter &e, Group &g,
     if (failed(partial))
       return failure();
     firstPass = false;
-    mean = arith::DivFOp::create(b, loc, blockReduce(b, loc, *partial, gpu::AllReduceOperation::ADD),
+    mean = arith::DivFOp::create(b, loc, reduce(*partial, gpu::AllReduceOperation::ADD),
                                  lengthF);
   }
   FailureOr<Value> partialSq = rowLoop(zero, [&](Value acc, Value flat, Value j) -> FailureOr<Value> {
@@ -1479,7 +1544,7 @@ FailureOr<Value> ConvertRTToGPU::emitRowBody(KernelEmitter &e, Group &g,
     return failure();
   firstPass = false;
   Value var = arith::DivFOp::create(
-      b, loc, blockReduce(b, loc, *partialSq, gpu::AllReduceOperation::ADD), lengthF);
+      b, loc, reduce(*partialSq, gpu::AllReduceOperation::ADD), lengthF);
   Value inv = math::RsqrtOp::create(b, loc, arith::AddFOp::create(b, loc, var, eps));
   FailureOr<Value> done = rowLoop(zero, [&](Value acc, Value flat, Value j) -> FailureOr<Value> {
     FailureOr<Value> v = xAt(flat, j);
@@ -1547,12 +1612,19 @@ LogicalResult ConvertRTToGPU::emitGroup(Group &g, gpu::GPUModuleOp module, int i
     }
     grid = shape->grid, block = shape->block;
   } else {
-    // One block per row: every element outside the reduced extent.
+    // One block per row (every element outside the reduced extent), or
+    // one warp per row and several rows per block for short contiguous rows.
     RowGeometry geometry = *rowGeometry(last);
     int64_t length = geometry.length;
-    grid = numel(last.getOutputs()[0]) ? geometry.rows : 0;
-    // Short rows get fewer threads (whole warps), long rows stride.
-    block = std::clamp<int64_t>((length + 31) / 32 * 32, 32, kRowBlock);
+    if (warpPerRow(geometry, computeType(elemOf(last.getOutputs()[0])))) {
+      int64_t perBlock = std::min(kWarpsPerBlock, geometry.rows);
+      block = 32 * perBlock;
+      grid = numel(last.getOutputs()[0]) ? (geometry.rows + perBlock - 1) / perBlock : 0;
+    } else {
+      grid = numel(last.getOutputs()[0]) ? geometry.rows : 0;
+      // Short rows get fewer threads (whole warps), long rows stride.
+      block = std::clamp<int64_t>((length + 31) / 32 * 32, 32, kRowBlock);
+    }
   }
   if (grid < 1) {
     // Empty tensors: nothing to compute, nothing to launch.

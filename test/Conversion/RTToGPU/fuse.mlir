@@ -7,24 +7,33 @@
 // CHECK-LABEL: func.func @main
 // CHECK: rt.kernel "matmul"
 // CHECK-NEXT: %[[OUT:.*]] = rt.alloc : memref<2x4xf32>
-// CHECK-NEXT: rt.launch @shardflow_kernels::@k0_add_gelu_softmax grid [2, 1, 1] block [32, 1, 1] ins(%{{.*}}, %{{.*}} : memref<2x4xf32>, memref<4xf32>) outs(%[[OUT]] : memref<2x4xf32>)
+// CHECK-NEXT: rt.launch @shardflow_kernels::@k0_add_gelu_softmax grid [1, 1, 1] block [64, 1, 1] ins(%{{.*}}, %{{.*}} : memref<2x4xf32>, memref<4xf32>) outs(%[[OUT]] : memref<2x4xf32>)
 // CHECK-NEXT: return %[[OUT]]
 // CHECK: gpu.module @shardflow_kernels
-// The row (4 elements) is kept in shared memory: the first pass computes
-// add+gelu and stores it there, the later passes read it back.
-// CHECK: gpu.func @k0_add_gelu_softmax(%{{.*}}: memref<8xf32>, %{{.*}}: memref<4xf32>, %{{.*}}: memref<8xf32>) workgroup(%[[ROW:.*]] : memref<4xf32, #gpu.address_space<workgroup>>) kernel
-// CHECK-SAME: known_block_size = array<i32: 32, 1, 1>
-// CHECK: scf.for
+// Short rows run one warp per row (2 rows: one block of 2 warps). Each
+// row (4 elements) is kept in its warp's stretch of shared memory: the
+// first pass computes add+gelu and stores it there, the later passes read
+// it back. The reductions are xor shuffles (16, 8, 4, 2, 1), no barrier.
+// CHECK: gpu.func @k0_add_gelu_softmax(%{{.*}}: memref<8xf32>, %{{.*}}: memref<4xf32>, %{{.*}}: memref<8xf32>) workgroup(%[[ROW:.*]] : memref<8xf32, #gpu.address_space<workgroup>>) kernel
+// CHECK-SAME: known_block_size = array<i32: 64, 1, 1>
+// CHECK: %[[TID:.*]] = gpu.thread_id x
+// CHECK: %[[WARP:.*]] = arith.divui %[[TID]], %c32{{.*}}
+// CHECK: %[[LANE:.*]] = arith.remui %[[TID]], %c32{{.*}}
+// CHECK-NOT: scf.if
+// CHECK: scf.for %{{.*}} = %[[LANE]] to %c4{{.*}} step %c32{{.*}}
 // CHECK: math.erf
 // CHECK: memref.store %{{.*}}, %[[ROW]]
-// CHECK: gpu.all_reduce maximumf
+// CHECK-COUNT-5: gpu.shuffle xor
+// CHECK-NOT: gpu.barrier
 // CHECK: scf.for
 // CHECK-NOT: math.erf
 // CHECK: memref.load %[[ROW]]
-// CHECK: gpu.all_reduce add
+// CHECK-COUNT-5: gpu.shuffle xor
 // CHECK: memref.load %[[ROW]]
 // CHECK: math.exp
 // CHECK: memref.store
+// CHECK-NOT: gpu.all_reduce
+// CHECK: gpu.return
 func.func @main(%x: tensor<2x8xf32> {nn.name = "x"}, %w: tensor<8x4xf32> {nn.name = "w"}, %b: tensor<4xf32> {nn.name = "b"}) -> (tensor<2x4xf32> {nn.name = "y"}) {
   %mm = nn.matmul %x, %w : (tensor<2x8xf32>, tensor<8x4xf32>) -> tensor<2x4xf32>
   %a = nn.add %mm, %b : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
@@ -90,4 +99,28 @@ func.func @main(%x: tensor<16xbf16> {nn.name = "x"}, %y: tensor<16xbf16> {nn.nam
   %a = nn.add %x, %y : (tensor<16xbf16>, tensor<16xbf16>) -> tensor<16xbf16>
   %s = nn.sigmoid %a : (tensor<16xbf16>) -> tensor<16xbf16>
   return %s : tensor<16xbf16>
+}
+
+// -----
+
+// Rows longer than 1024 elements run one block per row (block-wide
+// reductions); 12 short rows take two blocks of 8 warps, and the spare
+// warps of the second skip the body as a whole.
+// CHECK-LABEL: func.func @layouts
+// CHECK: rt.launch @shardflow_kernels::@k{{[0-9]+}}_softmax grid [3, 1, 1] block [256, 1, 1]
+// CHECK: rt.launch @shardflow_kernels::@k{{[0-9]+}}_layer_normalization grid [2, 1, 1] block [256, 1, 1]
+// CHECK: gpu.func @k{{[0-9]+}}_softmax
+// CHECK-SAME: workgroup(%{{.*}} : memref<2048xf32, #gpu.address_space<workgroup>>)
+// CHECK: gpu.all_reduce maximumf
+// CHECK: gpu.all_reduce add
+// CHECK: gpu.func @k{{[0-9]+}}_layer_normalization
+// CHECK-SAME: workgroup(%{{.*}} : memref<768xf32, #gpu.address_space<workgroup>>)
+// CHECK: %[[ROW:.*]] = arith.addi %{{.*}}, %{{.*}} : index
+// CHECK: %[[IN:.*]] = arith.cmpi ult, %[[ROW]], %c12{{.*}}
+// CHECK: scf.if %[[IN]]
+// CHECK-COUNT-10: gpu.shuffle xor
+func.func @layouts(%x: tensor<3x2048xf32>, %y: tensor<12x96xf32>, %s: tensor<96xf32>) -> (tensor<3x2048xf32>, tensor<12x96xf32>) {
+  %a = nn.softmax %x {axis = 1 : i64} : (tensor<3x2048xf32>) -> tensor<3x2048xf32>
+  %n = nn.layer_normalization %y, %s {axis = -1 : i64, epsilon = 1.0e-5 : f32} : (tensor<12x96xf32>, tensor<96xf32>) -> tensor<12x96xf32>
+  return %a, %n : tensor<3x2048xf32>, tensor<12x96xf32>
 }
