@@ -651,7 +651,10 @@ void CudaExecutor::Impl::prepareGemm(size_t n, Step &step, bool onnxGemm) {
   problem.alignC = c ? pointerAlignment(c) : problem.alignD;
 
   auto describeProblem = [&] {
-    return std::string(dtypeName(a.dtype)) + (a.dtype == d.dtype ? "" : std::string(" -> ") + dtypeName(d.dtype)) + " GEMM m=" + std::to_string(plan.m) +
+    std::string types = dtypeName(a.dtype);
+    if (a.dtype != d.dtype)
+      types += std::string(" -> ") + dtypeName(d.dtype);
+    return types + " GEMM m=" + std::to_string(plan.m) +
            " n=" + std::to_string(plan.n) + " k=" + std::to_string(plan.k) +
            (plan.batch > 1 ? " batch=" + std::to_string(plan.batch) : "");
   };

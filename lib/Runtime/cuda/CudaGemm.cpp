@@ -18,9 +18,9 @@ void checkLt(cublasStatus_t status, const char *call) {
 
 std::string GemmProblem::key() const {
   std::string text;
-  for (int64_t v : {int64_t(dtype), int64_t(outDtype), int64_t(tf32), m, n, k, int64_t(transA), int64_t(transB),
-                    batch, strideA, strideB, strideC, int64_t(epilogue), int64_t(alignA),
-                    int64_t(alignB), int64_t(alignC), int64_t(alignD)})
+  for (int64_t v : {int64_t(dtype), int64_t(outDtype), int64_t(tf32), m, n, k, int64_t(transA),
+                    int64_t(transB), batch, strideA, strideB, strideC, int64_t(epilogue),
+                    int64_t(alignA), int64_t(alignB), int64_t(alignC), int64_t(alignD)})
     text += std::to_string(v) + ",";
   return text;
 }
@@ -82,8 +82,9 @@ const GemmRunner::Prepared *GemmRunner::prepare(const GemmProblem &p) {
   if (it != cache.end())
     return it->second.get();
   cudaDataType_t type = gemmDataType(p.dtype), outType = gemmDataType(p.outDtype);
-  if (p.outDtype != p.dtype &&
-      (p.outDtype != DType::F32 || p.dtype == DType::F32 || p.epilogue != CUBLASLT_EPILOGUE_DEFAULT))
+  bool widening = p.outDtype == DType::F32 && p.dtype != DType::F32 &&
+                  p.epilogue == CUBLASLT_EPILOGUE_DEFAULT;
+  if (p.outDtype != p.dtype && !widening)
     throw RuntimeError(std::string("a GEMM of ") + dtypeName(p.dtype) + " operands writes " +
                        dtypeName(p.dtype) + ", or f32 without an epilogue, not " +
                        dtypeName(p.outDtype));
