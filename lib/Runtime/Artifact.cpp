@@ -19,6 +19,18 @@ int64_t BufferDesc::numel() const {
   return n;
 }
 
+std::vector<int64_t> BufferDesc::storedShape() const {
+  if (permutation.size() != shape.size())
+    return shape;
+  std::vector<int64_t> stored(shape.size());
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (permutation[i] < 0 || size_t(permutation[i]) >= shape.size())
+      return shape; // not a permutation: refused by the reader
+    stored[size_t(permutation[i])] = shape[i];
+  }
+  return stored;
+}
+
 void shardflow::runtime::forEachWeightRun(
     const BufferDesc &b, int rank, const std::function<void(size_t, size_t)> &fn) {
   size_t elem = dtypeSize(b.fileDType());
@@ -27,6 +39,7 @@ void shardflow::runtime::forEachWeightRun(
     return;
   }
   const std::vector<int64_t> &global = b.globalShape, &start = b.starts.at(size_t(rank));
+  const std::vector<int64_t> shape = b.storedShape();
   size_t rankDims = global.size();
   if (rankDims == 0 || b.numel() == 0) {
     fn(0, b.fileBytes());
@@ -39,9 +52,9 @@ void shardflow::runtime::forEachWeightRun(
   // The innermost dimensions the slice covers whole, plus the one before
   // them, form one contiguous run per index of the remaining dimensions.
   size_t runDim = rankDims - 1;
-  while (runDim > 0 && b.shape[runDim] == global[runDim])
+  while (runDim > 0 && shape[runDim] == global[runDim])
     --runDim;
-  int64_t runElems = b.shape[runDim] * stride[runDim];
+  int64_t runElems = shape[runDim] * stride[runDim];
   std::vector<int64_t> idx(runDim, 0);
   while (true) {
     int64_t offset = start[runDim] * stride[runDim];
@@ -51,7 +64,7 @@ void shardflow::runtime::forEachWeightRun(
       offset += start[d] * stride[d];
     fn(size_t(offset) * elem, size_t(runElems) * elem);
     size_t d = runDim;
-    while (d > 0 && ++idx[d - 1] == b.shape[d - 1])
+    while (d > 0 && ++idx[d - 1] == shape[d - 1])
       idx[--d] = 0;
     if (d == 0)
       return;
@@ -154,6 +167,8 @@ void shardflow::runtime::writeArtifact(const Artifact &a, std::ostream &os) {
       os << " size=" << b.fileBytes();
       if (b.sourceDType)
         os << " source-dtype=" << dtypeName(*b.sourceDType);
+      if (!b.permutation.empty())
+        os << " permutation=" << join(b.permutation);
       if (!b.globalShape.empty() || !b.starts.empty()) {
         os << " global=" << shapeText(b.globalShape) << " starts=";
         for (size_t r = 0; r < b.starts.size(); ++r)
@@ -336,20 +351,33 @@ ParamValue Reader::toParam(const std::string &s) const {
 
 void Reader::checkWeight(const BufferDesc &b, int worldSize) const {
   std::string what = "weight '" + b.name + "'";
+  if (!b.permutation.empty()) {
+    std::vector<bool> seen(b.shape.size(), false);
+    bool valid = b.permutation.size() == b.shape.size();
+    for (int64_t d : b.permutation) {
+      valid = valid && d >= 0 && d < int64_t(seen.size()) && !seen[size_t(d)];
+      if (valid)
+        seen[size_t(d)] = true;
+    }
+    if (!valid)
+      fail(what + ": permutation " + join(b.permutation) + " is not a permutation of its " +
+           std::to_string(b.shape.size()) + " dimensions");
+  }
+  const std::vector<int64_t> shape = b.storedShape();
   if (b.globalShape.empty() != b.starts.empty())
     fail(what + " needs both global= and starts= to be sliced");
   size_t slices = 1;
   if (!b.starts.empty()) {
-    if (b.globalShape.size() != b.shape.size())
+    if (b.globalShape.size() != shape.size())
       fail(what + ": global shape and slice shape differ in rank");
     if (b.starts.size() != size_t(worldSize))
       fail(what + " has " + std::to_string(b.starts.size()) +
            " slice starts for a world of " + std::to_string(worldSize) + " ranks");
     for (const auto &start : b.starts) {
-      if (start.size() != b.shape.size())
+      if (start.size() != shape.size())
         fail(what + ": a slice start has the wrong number of dimensions");
       for (size_t d = 0; d < start.size(); ++d)
-        if (start[d] < 0 || start[d] + b.shape[d] > b.globalShape[d])
+        if (start[d] < 0 || start[d] + shape[d] > b.globalShape[d])
           fail(what + ": a slice lies outside the global shape");
     }
     slices = size_t(worldSize);
@@ -514,6 +542,11 @@ Artifact Reader::read() {
           declaredSize = toInt(v, "size");
         else if (k == "source-dtype")
           b.sourceDType = toDType(v);
+        else if (k == "permutation") {
+          std::stringstream ss(v);
+          for (std::string d; std::getline(ss, d, ',');)
+            b.permutation.push_back(toInt(d, "permutation"));
+        }
         else if (k == "global") {
           b.globalShape = toShape(v);
         } else if (k == "starts") {
@@ -557,6 +590,8 @@ Artifact Reader::read() {
         fail("weight size " + std::to_string(declaredSize) + " does not match its type");
       if (b.sourceDType && b.kind != BufferDesc::Kind::Weight)
         fail("only weights have a source-dtype");
+      if (!b.permutation.empty() && b.kind != BufferDesc::Kind::Weight)
+        fail("only weights have a permutation");
       if (b.kind == BufferDesc::Kind::Weight)
         checkWeight(b, a.worldSize);
       if (b.kind == BufferDesc::Kind::View &&

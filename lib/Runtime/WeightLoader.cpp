@@ -15,6 +15,67 @@
 
 using namespace shardflow::runtime;
 
+namespace {
+/// One row-major matrix of `rows` x `cols` elements of E bytes, element
+/// (r, c) read at in + (r * rowStride + c * colStride) * E, in 32 x 32
+/// tiles, so a transposed matrix is read and written a cache line at a time.
+template <size_t E>
+void copyTiled(const uint8_t *in, int64_t rows, int64_t cols, int64_t rowStride,
+               int64_t colStride, uint8_t *out) {
+  constexpr int64_t kTile = 32;
+  for (int64_t r0 = 0; r0 < rows; r0 += kTile)
+    for (int64_t c0 = 0; c0 < cols; c0 += kTile)
+      for (int64_t r = r0; r < std::min(rows, r0 + kTile); ++r)
+        for (int64_t c = c0; c < std::min(cols, c0 + kTile); ++c)
+          std::memcpy(out + size_t(r * cols + c) * E,
+                      in + size_t(r * rowStride + c * colStride) * E, E);
+}
+
+/// Copies the row-major `stored` tensor of `elem`-byte elements into
+/// `out` with its dimensions permuted (out dimension i is stored dimension
+/// perm[i]): an odometer over the outer output dimensions, the last two
+/// tiled.
+void permuteElements(const uint8_t *in, const std::vector<int64_t> &stored,
+                     const std::vector<int64_t> &perm, size_t elem, uint8_t *out) {
+  size_t rank = stored.size();
+  std::vector<int64_t> storedStride(rank, 1), shape(rank), stride(rank);
+  for (size_t d = rank; d-- > 1;)
+    storedStride[d - 1] = storedStride[d] * stored[d];
+  int64_t total = 1;
+  for (size_t i = 0; i < rank; ++i) {
+    shape[i] = stored[size_t(perm[i])];
+    stride[i] = storedStride[size_t(perm[i])]; // in elements of `in`
+    total *= shape[i];
+  }
+  if (total == 0)
+    return;
+  while (shape.size() < 2) {
+    shape.insert(shape.begin(), 1);
+    stride.insert(stride.begin(), 0);
+  }
+  size_t outer = shape.size() - 2;
+  int64_t rows = shape[outer], cols = shape[outer + 1];
+  auto tile = elem == 1   ? copyTiled<1>
+              : elem == 2 ? copyTiled<2>
+              : elem == 4 ? copyTiled<4>
+                          : copyTiled<8>;
+  std::vector<int64_t> idx(outer, 0);
+  uint8_t *dst = out;
+  while (true) {
+    int64_t base = 0;
+    for (size_t d = 0; d < outer; ++d)
+      base += idx[d] * stride[d];
+    tile(in + size_t(base) * elem, rows, cols, stride[outer], stride[outer + 1], dst);
+    dst += size_t(rows * cols) * elem;
+    size_t d = outer;
+    while (d > 0 && ++idx[d - 1] == shape[d - 1])
+      idx[--d] = 0;
+    if (d == 0)
+      return;
+  }
+}
+} // namespace
+
 WeightLoader::WeightLoader(const Artifact &artifact, std::string weightsDir, int rank,
                            bool verifyWeights)
     : art(artifact), dir(weightsDir.empty() ? artifact.modelDir : std::move(weightsDir)),
@@ -120,6 +181,18 @@ WeightBytes WeightLoader::load(size_t index) {
     convertElements(fileBytes, b.fileDType(), converted.get(), b.dtype, size_t(b.numel()),
                     "weight '" + b.name + "' (source-dtype " + dtypeName(b.fileDType()) + ")");
     out.owned = std::move(converted);
+    fileBytes = out.owned.get();
+  }
+  if (!b.permutation.empty()) {
+    // A layout chosen at compile time (e.g. a GEMM operand stored
+    // transposed): applied once, here.
+    size_t elem = dtypeSize(b.dtype);
+    if (elem != 1 && elem != 2 && elem != 4 && elem != 8)
+      throw RuntimeError("weight '" + b.name + "': cannot permute " + dtypeName(b.dtype) +
+                         " elements");
+    std::unique_ptr<uint8_t[]> permuted(new uint8_t[std::max<size_t>(b.bytes(), 1)]);
+    permuteElements(fileBytes, b.storedShape(), b.permutation, elem, permuted.get());
+    out.owned = std::move(permuted);
     fileBytes = out.owned.get();
   }
   out.data = fileBytes;

@@ -239,6 +239,8 @@ FailureOr<rtm::Artifact> shardflow::exportArtifact(ModuleOp module,
           return failure();
         b.sourceDType = *d;
       }
+      if (auto perm = w.getPermutationAttr())
+        b.permutation.assign(perm.asArrayRef().begin(), perm.asArrayRef().end());
       if (auto global = w.getGlobalShapeAttr()) {
         b.globalShape.assign(global.asArrayRef().begin(), global.asArrayRef().end());
         for (Attribute start : w.getStartsAttr()) {

@@ -61,12 +61,17 @@ class Case:
         return self._buffer(f"constant {DTYPE_NAMES[value.dtype]} {self._shape(value.shape)} "
                             f"data={value.tobytes().hex()}")
 
-    def weight(self, name: str, value: np.ndarray, dtype: np.dtype) -> int:
-        """A weight stored as `value` (its dtype) in a file, held as `dtype`."""
+    def weight(self, name: str, value: np.ndarray, dtype: np.dtype, permutation=None) -> int:
+        """A weight stored as `value` (its dtype) in a file, held as `dtype`
+        (and with its dimensions permuted, when given)."""
         file = f"{self.name}.{name}.bin"
         (self.outdir / file).write_bytes(value.tobytes())
         extra = "" if np.dtype(dtype) == value.dtype else f" source-dtype={DTYPE_NAMES[value.dtype]}"
-        return self._buffer(f"weight {DTYPE_NAMES[np.dtype(dtype)]} {self._shape(value.shape)} "
+        shape = value.shape
+        if permutation is not None:
+            shape = tuple(value.shape[d] for d in permutation)
+            extra += " permutation=" + ",".join(map(str, permutation))
+        return self._buffer(f"weight {DTYPE_NAMES[np.dtype(dtype)]} {self._shape(shape)} "
                             f"name={name} storage=artifact file={file} offset=0 "
                             f"size={value.nbytes}{extra}")
 
@@ -130,6 +135,22 @@ def build(outdir: Path) -> list[Path]:
         want = matmul_ref(a, b, f32)
         out = c.arena_buffer(want.shape, f32)
         c.kernel("matmul", [ia, ib], [out])
+        c.output("y", out, want)
+        paths.append(c.write())
+
+    # A weight whose rows are not 16-byte aligned ([K, N], N = 13 f16 or 5
+    # f32), held transposed (permutation, applied at load) and read with
+    # trans_b: what convert-rt-to-gpu makes of GPT-2's vocabulary
+    # projection. The f16 one writes f32, as the logits under --dtype do.
+    for name, sx, sw, held, result in [("matmul_trans_b_f16_to_f32", (2, 3, 16), (16, 13),
+                                        np.float16, f32),
+                                       ("matmul_trans_b_f32", (2, 3, 8), (8, 5), f32, f32)]:
+        c = Case(name, outdir)
+        x, w = rand(*sx, dtype=held), rand(*sw)
+        ix, iw = c.input("x", x), c.weight("w", w, held, permutation=(1, 0))
+        want = matmul_ref(x, w.astype(held), result)
+        out = c.arena_buffer(want.shape, result)
+        c.kernel("matmul", [ix, iw], [out], "trans_b=i:1")
         c.output("y", out, want)
         paths.append(c.write())
 

@@ -613,8 +613,8 @@ def _attention(q, k, v, mask, p):
 
 def _host_kernel(name: str, ins: list[np.ndarray], out_shapes: list[tuple], p: dict):
     """Reference (numpy) versions of the kernels the CUDA runtime supplies."""
-    if name == "matmul":
-        r = np.matmul(ins[0].astype(np.float64), ins[1])
+    if name == "matmul":  # trans_b: a 2-D B stored [N, K]
+        r = np.matmul(ins[0].astype(np.float64), ins[1].T if p.get("trans_b") else ins[1])
         epilogue = p.get("epilogue", "")
         if epilogue:  # cuBLASLt's: bias over the last dimension, then gelu(tanh)/relu
             r = r + ins[2]
@@ -802,10 +802,18 @@ def _host_step(op: Op, env: dict, shapes: dict, kernels: dict, weights, rank: in
         shape, elem = _memref(_result_type(op))
         name = re.search(r'name = "([^"]*)"', op.props).group(1)
         value = np.asarray(weights[name])
+        # With a permutation the buffer holds the stored (sliced) tensor
+        # transposed: buffer dimension i is stored dimension perm[i].
+        perm = (_rank_lists(_attr(op.props, "permutation"))[0]
+                if "permutation" in op.props else list(range(len(shape))))
+        stored = [0] * len(shape)
+        for i, d in enumerate(perm):
+            stored[d] = shape[i]
         if "global_shape" in op.props:
             value = value.reshape(_rank_lists(_attr(op.props, "global_shape"))[0])
             start = _rank_lists(_attr(op.props, "starts"))[rank]
-            value = value[tuple(slice(s0, s0 + n) for s0, n in zip(start, shape))]
+            value = value[tuple(slice(s0, s0 + n) for s0, n in zip(start, stored))]
+        value = np.transpose(value.reshape(stored), perm)
         env[op.results[0]] = np.ascontiguousarray(value, _DTYPES[elem]).reshape(-1)
         shapes[op.results[0]] = shape
     elif op.name == "rt.kernel":

@@ -316,21 +316,7 @@ def test_zoo_cuda_programs_match_onnxruntime(model_name, dtype, tmp_path):
     matmul/attention/data-movement calls (run by numpy references in
     float64, rounded to the buffer type), against onnxruntime's float32
     run. Relative L2 error under 1e-5 (f32) and 2e-2 (--dtype bf16)."""
-    import onnx
-    from onnx import numpy_helper
-
-    path = tmp_path / f"{model_name}.onnx"
-    subprocess.run([str(Path(os.sys.executable)), "-m", "shardflow.models", model_name,
-                    "--out", str(path)], check=True, capture_output=True,
-                   env={**os.environ, "PYTHONPATH": str(REPO / "python")})
-    # The --target cuda pipeline, printed before memory planning.
-    proc = subprocess.run([str(SHARD_OPT), str(path), "--raise-attention", "--dtype", dtype,
-                           "--nn-fold-attention-layout", "--nn-split-fused-projections",
-                           "--convert-nn-to-rt", "--convert-rt-to-gpu",
-                           "--mlir-print-op-generic"],
-                          capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
-    ir = proc.stdout
+    path, ir = _zoo_cuda_program(model_name, dtype, tmp_path)
     launches = ir.count('"rt.launch"')
     assert launches > 0
     if dtype == "bf16":
@@ -353,6 +339,31 @@ def test_zoo_cuda_programs_match_onnxruntime(model_name, dtype, tmp_path):
         assert 'epilogue = "gelu_bias"' in ir and 'epilogue = "bias"' in ir
         assert 'kernel = "split"' not in ir and "global_shape" in ir
         assert "softmax" not in re.sub(r"k\d+_[\w]*", "", ir.split('"gpu.module"')[0])
+    _emulate_against_onnxruntime(path, ir, dtype)
+
+
+def _zoo_cuda_program(model_name, dtype, tmp_path, *model_flags):
+    """A zoo model's file and its --target cuda program (generic form,
+    before memory planning)."""
+    path = tmp_path / f"{model_name}.onnx"
+    subprocess.run([str(Path(os.sys.executable)), "-m", "shardflow.models", model_name,
+                    "--out", str(path), *model_flags], check=True, capture_output=True,
+                   env={**os.environ, "PYTHONPATH": str(REPO / "python")})
+    proc = subprocess.run([str(SHARD_OPT), str(path), "--raise-attention", "--dtype", dtype,
+                           "--nn-fold-attention-layout", "--nn-split-fused-projections",
+                           "--convert-nn-to-rt", "--convert-rt-to-gpu",
+                           "--mlir-print-op-generic"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    return path, proc.stdout
+
+
+def _emulate_against_onnxruntime(path, ir, dtype):
+    """Runs the program on the emulator with random inputs; relative L2
+    error against onnxruntime under 1e-5 (f32) or 2e-2 (bf16)."""
+    import onnx
+    from onnx import numpy_helper
+
     model = onnx.load(str(path))
     weights = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
     init_names = set(weights)
@@ -376,6 +387,25 @@ def test_zoo_cuda_programs_match_onnxruntime(model_name, dtype, tmp_path):
     for got, want in zip(ours, ref):
         err = np.linalg.norm(got.astype(np.float64) - want) / np.linalg.norm(want)
         assert err < (1e-5 if dtype == "f32" else 2e-2), err
+
+
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+def test_misaligned_vocabulary_projection_is_stored_transposed(dtype, tmp_path):
+    """A vocabulary of 101 (GPT-2's 50257 is odd too): the [hidden, vocab]
+    projection's rows are not 16-byte aligned, so its weight is loaded
+    transposed and the GEMM reads it with trans_b; the program still
+    matches onnxruntime. The aligned weights of the same model keep their
+    layout."""
+    path, ir = _zoo_cuda_program("gpt2", dtype, tmp_path, "--vocab", "101")
+    elem = "f32" if dtype == "f32" else "bf16"
+    head = re.search(r'"rt.weight"\(\) <\{[^\n]*name = "lm_head.weight"[^\n]*', ir)
+    assert head, ir
+    assert "permutation = array<i64: 1, 0>" in head.group(0)
+    assert re.search(rf": \(\) -> memref<101x64x{elem}>", head.group(0)), head.group(0)
+    assert ir.count("permutation = array<i64") == 1
+    transposed = r'kernel = "matmul"[^{]*params = \{trans_b = true\}'
+    assert len(re.findall(transposed, ir)) == 1, ir
+    _emulate_against_onnxruntime(path, ir, dtype)
 
 
 def test_fused_projection_einsum_becomes_matmul(tmp_path):

@@ -355,6 +355,60 @@ def test_sliced_mixed_precision_weight(tmp_path):
     np.testing.assert_array_equal(run_cpu(path, tmp_path)["w"], bf16_round(part))
 
 
+def test_permuted_sliced_weight_in_a_transposed_matmul(tmp_path):
+    # The layout convert-rt-to-gpu gives a GEMM weight with misaligned rows:
+    # a column slice (5..9) of a [6, 10] f32 weight, checked against the
+    # checksum of its file bytes (stored order), converted to bf16, then
+    # loaded transposed as [5, 6] and read by a matmul with trans_b.
+    rng = np.random.default_rng(5)
+    whole = rng.standard_normal((6, 10)).astype(np.float32)
+    (tmp_path / "w.bin").write_bytes(whole.tobytes())
+    part = np.ascontiguousarray(whole[:, 5:])
+    x = rng.standard_normal((3, 6)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    path = write_weight_artifact(tmp_path, [
+        "buffer 0 input f32 3x6 name=x",
+        f"buffer 1 weight bf16 5x6 name=w storage=external file=w.bin offset=0 size=120 "
+        f"source-dtype=f32 permutation=1,0 global=6x10 starts=0,5 "
+        f"crc32c={crc32c(part.tobytes()):08x}",
+        "buffer 2 arena f32 5x6 offset=0", "buffer 3 arena f32 3x5 offset=128",
+        "kernel cast in=1 out=2", "kernel matmul in=0,2 out=3 trans_b=i:1",
+        "output w 2", "output y 3"], arena=256)
+    out = run_cpu(path, tmp_path, "--input", f"x={tmp_path / 'x.npy'}")
+    np.testing.assert_array_equal(out["w"], bf16_round(part).T)
+    want = x.astype(np.float64) @ bf16_round(part).astype(np.float64)
+    np.testing.assert_allclose(out["y"], want, rtol=1e-5, atol=1e-5)
+
+
+def test_permuted_three_dimensional_weight(tmp_path):
+    # Any permutation (the compiler writes [1, 0]; the format takes more):
+    # a [3, 4, 5] weight held as [5, 3, 4], crossing the loader's 32 x 32
+    # tiles in its last dimensions.
+    w = np.arange(3 * 40 * 37, dtype=np.float32).reshape(3, 40, 37)
+    (tmp_path / "w.bin").write_bytes(w.tobytes())
+    path = write_weight_artifact(tmp_path, [
+        f"buffer 0 weight f32 37x3x40 name=w storage=external file=w.bin offset=0 "
+        f"size={w.nbytes} permutation=2,0,1 crc32c={crc32c(w.tobytes()):08x}",
+        "buffer 1 arena f64 37x3x40 offset=0",
+        "kernel cast in=0 out=1",
+        "output w 1"], arena=w.size * 8)
+    np.testing.assert_array_equal(run_cpu(path, tmp_path)["w"], np.transpose(w, (2, 0, 1)))
+
+
+@pytest.mark.parametrize("perm,message", [("1,1", "permutation 1,1 is not a permutation"),
+                                          ("0,1,2", "not a permutation of its 2 dimensions")])
+def test_bad_weight_permutation_is_refused(perm, message, tmp_path):
+    (tmp_path / "w.bin").write_bytes(np.ones((2, 3), np.float32).tobytes())
+    path = write_weight_artifact(tmp_path, [
+        f"buffer 0 weight f32 2x3 name=w storage=external file=w.bin offset=0 size=24 "
+        f"permutation={perm}",
+        "buffer 1 arena f32 2x3 offset=0",
+        "kernel cast in=0 out=1",
+        "output w 1"], arena=64)
+    rc, _, err = shard_run(path, "--output", tmp_path / "out.npz")
+    assert rc == 1 and "weight 'w'" in err and message in err, err
+
+
 def test_mixed_precision_checksum_covers_the_file_bytes(tmp_path):
     w = np.ones((2, 2), np.float32)
     (tmp_path / "w.bin").write_bytes(w.tobytes())

@@ -235,6 +235,38 @@ def test_contraction(tmp_path, name):
     run_case(tmp_path, CONTRACTION[name])
 
 
+def test_transposed_initializer_is_loaded_transposed(tmp_path):
+    """MatMul(x, Transpose(W)) with W an initializer (and a second
+    initializer read both transposed and as stored): the transposes fold
+    into the weights' loads (`permutation` in the artifact, no transpose
+    kernel), and the results match onnxruntime."""
+    r = rng_for("transposed_initializer")
+    x = f32(r, 2, 5, 64)
+    w = f32(r, 300, 64)  # large enough to stay a weight, not a constant
+    v = f32(r, 64, 64)
+    graph = helper.make_graph(
+        [helper.make_node("Transpose", ["w"], ["wt"], perm=[1, 0]),
+         helper.make_node("MatMul", ["x", "wt"], ["y0"]),
+         helper.make_node("Transpose", ["v"], ["vt"], perm=[1, 0]),
+         helper.make_node("MatMul", ["x", "vt"], ["a"]),
+         helper.make_node("MatMul", ["a", "v"], ["y1"])],
+        "transposed", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, x.shape)],
+        [helper.make_tensor_value_info(n, onnx.TensorProto.FLOAT, None) for n in ("y0", "y1")],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(v, "v")])
+    path = tmp_path / "model.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)],
+                                ir_version=8), path)
+    artifact = compile_model(path, tmp_path / "model.shard")
+    text = artifact.read_text()
+    assert "kernel transpose" not in text
+    assert text.count("permutation=1,0") == 2, text
+    ours = run_artifact(artifact, {"x": x}, tmp_path)
+    ref = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(
+        ["y0", "y1"], {"x": x})
+    for name, want in zip(("y0", "y1"), ref):
+        np.testing.assert_allclose(ours[name], want, **SUM)
+
+
 # --------------------------------------------------------------------------
 # Convolution and pooling
 # --------------------------------------------------------------------------

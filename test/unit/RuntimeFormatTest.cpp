@@ -99,6 +99,16 @@ TEST(WeightRuns, ColumnSplitVisitsEveryElementOfTheBlock) {
   EXPECT_EQ(runs, 6);
 }
 
+TEST(WeightRuns, PermutedSliceRunsInStoredOrder) {
+  // The same [2, 3, 4] block, held permuted as [4, 2, 3] (buffer dimension
+  // i is stored dimension perm[i]): the file is read in its own order.
+  BufferDesc b = sliced({3, 5, 8}, {4, 2, 3}, {{0, 0, 0}, {1, 1, 2}});
+  b.permutation = {2, 0, 1};
+  EXPECT_EQ(b.storedShape(), (std::vector<int64_t>{2, 3, 4}));
+  BufferDesc plain = sliced({3, 5, 8}, {2, 3, 4}, {{0, 0, 0}, {1, 1, 2}});
+  EXPECT_EQ(covered(b, 1), covered(plain, 1));
+}
+
 TEST(Artifact, SlicesChecksumsAndCollectivesRoundTrip) {
   Artifact a;
   a.worldSize = 2;
@@ -244,6 +254,28 @@ TEST(Artifact, DeviceModulesAndSourceTypesRoundTrip) {
   expectRejected(head + "buffer 0 weight bf16 2 name=w storage=external file=m offset=0 size=4 "
                         "source-dtype=f32\nend\n",
                  "weight size 4 does not match its type");
+}
+
+TEST(Artifact, PermutationRoundTripsAndIsChecked) {
+  std::string head = "shardflow-artifact 4\ntarget cuda\nworld-size 2\narena 0\n";
+  Artifact a = parseArtifact(head + "buffer 0 weight f32 5x16 name=w storage=external file=m "
+                                    "offset=0 size=320 permutation=1,0 global=16x10 "
+                                    "starts=0,0;0,5\nend\n",
+                             "t.shard");
+  EXPECT_EQ(a.buffers[0].permutation, (std::vector<int64_t>{1, 0}));
+  EXPECT_EQ(a.buffers[0].storedShape(), (std::vector<int64_t>{16, 5}));
+  std::ostringstream os;
+  writeArtifact(a, os);
+  EXPECT_NE(os.str().find("size=320 permutation=1,0 global=16x10"), std::string::npos) << os.str();
+  // The slice is checked in the stored order: columns 6..10 leave [16, 10].
+  expectRejected(head + "buffer 0 weight f32 5x16 name=w storage=external file=m offset=0 "
+                        "size=320 permutation=1,0 global=16x10 starts=0,0;0,6\nend\n",
+                 "a slice lies outside the global shape");
+  expectRejected(head + "buffer 0 weight f32 5x16 name=w storage=external file=m offset=0 "
+                        "size=320 permutation=1,2\nend\n",
+                 "permutation 1,2 is not a permutation of its 2 dimensions");
+  expectRejected(head + "buffer 0 arena f32 4 offset=0 permutation=0\nend\n",
+                 "only weights have a permutation");
 }
 
 } // namespace

@@ -14,8 +14,10 @@ def ConvertNNToRT : Pass<"convert-nn-to-rt", "::mlir::ModuleOp"> {
     only change the shape of contiguous data (reshape, flatten, squeeze,
     unsqueeze) and the identities (identity, dropout in inference) become
     rt.view, which copies nothing. nn.weight and nn.constant become
-    rt.weight and rt.constant. Memory is planned separately
-    (`rt-plan-memory`).
+    rt.weight and rt.constant; a float cast of a weight, and a transpose of
+    a weight or of such a cast, fold into the weight's rt.weight
+    (`source_type`, `permutation`), which the runtime converts or permutes
+    once at load. Memory is planned separately (`rt-plan-memory`).
 
     A partitioned program's `dist` collectives become rt collectives over
     the rank groups of their mesh axes (`dist.all_slice` becomes
@@ -60,7 +62,12 @@ def ConvertRTToGPU : Pass<"convert-rt-to-gpu", "::mlir::ModuleOp"> {
     the cuBLASLt epilogue `bias`, `gelu_bias` or `relu_bias`. A plain f16
     or bf16 matmul whose result only a cast to f32 reads, where no kernel
     reads the cast's result (the returned logits of a `--dtype` program),
-    writes f32 itself (accumulated in f32, rounded once). An einsum
+    writes f32 itself (accumulated in f32, rounded once). A 2-D weight
+    [K, N] that only matmuls read as their second operand, whose rows are
+    not 16-byte aligned while its columns would be (GPT-2's [768, 50257]
+    vocabulary projection), is loaded transposed (`permutation` on
+    rt.weight) and read with the matmul's `trans_b`, so cuBLASLt can pick
+    its kernels for aligned operands. An einsum
     that contracts the last dimension of its first operand with the first
     of its second ("...a,abc->...bc") becomes a matmul of views; any other
     two-operand float einsum with an explicit output, no ellipsis and no

@@ -8,7 +8,9 @@
 //
 // An nn.cast between float types of an nn.weight folds into the rt.weight,
 // which then records the file's element type (`source_type`): the runtime
-// converts the weight once at load instead of a kernel on every run.
+// converts the weight once at load instead of a kernel on every run. Likewise
+// an nn.transpose of a weight (or of such a cast) becomes the rt.weight
+// loaded with its dimensions permuted (`permutation`).
 //
 // A partitioned program (per-rank tensors, `dist` collectives over a
 // dist.mesh) becomes an SPMD rt program: each collective turns into the rt
@@ -56,6 +58,24 @@ bool isFoldedWeightCast(Operation *op) {
     return false;
   Type from = c.getInput().getType().getElementType(), to = c.getTo();
   return isa<FloatType>(from) && isa<FloatType>(to) && from != to;
+}
+
+/// An nn.transpose of an nn.weight, or of a folded cast of one: it becomes
+/// that weight's rt.weight, loaded with its dimensions permuted.
+bool isFoldedWeightTranspose(Operation *op) {
+  auto t = dyn_cast<nn::TransposeOp>(op);
+  if (!t)
+    return false;
+  Operation *source = t.getInput().getDefiningOp();
+  return source && (isa<nn::WeightOp>(source) || isFoldedWeightCast(source));
+}
+
+/// A weight, or a folded cast of one, whose every reader folds it: it needs
+/// no buffer of its own.
+bool onlyFoldedReaders(Operation *op) {
+  return !op->use_empty() && llvm::all_of(op->getUsers(), [](Operation *user) {
+           return isFoldedWeightCast(user) || isFoldedWeightTranspose(user);
+         });
 }
 
 /// A function that is already an rt program (buffers in, no nn ops), as
@@ -245,18 +265,37 @@ LogicalResult convertFunction(func::FuncOp fn, std::optional<int64_t> world) {
       continue;
     }
     if (auto w = dyn_cast<nn::WeightOp>(op)) {
-      // A weight read only through casts it folds needs no buffer of its own.
-      if (!w->use_empty() && llvm::all_of(w->getUsers(), isFoldedWeightCast))
+      if (onlyFoldedReaders(w))
         continue;
       auto nw = rt::WeightOp::create(b, loc, toBuffer(w.getType()),
                                      w.getNameAttr(), w.getStorageAttr(),
                                      w.getFileAttr(), w.getOffsetAttr(),
                                      w.getSizeAttr(), w.getGlobalShapeAttr(),
-                                     w.getStartsAttr(), TypeAttr());
+                                     w.getStartsAttr(), TypeAttr(), DenseI64ArrayAttr());
       map.map(w.getResult(), nw.getResult());
       continue;
     }
+    if (isFoldedWeightTranspose(&op)) {
+      // The transpose's type is the buffer's; the runtime permutes the
+      // (converted) elements once, at load.
+      auto t = cast<nn::TransposeOp>(op);
+      auto c = t.getInput().getDefiningOp<nn::CastOp>();
+      auto w = (c ? c.getInput() : t.getInput()).getDefiningOp<nn::WeightOp>();
+      TypeAttr source = c ? TypeAttr::get(w.getType().getElementType()) : TypeAttr();
+      ArrayRef<int64_t> perm = t.getPerm();
+      bool identity = llvm::all_of(llvm::enumerate(perm),
+                                   [](auto p) { return p.value() == int64_t(p.index()); });
+      auto nw = rt::WeightOp::create(b, loc, toBuffer(t.getType()), w.getNameAttr(),
+                                     w.getStorageAttr(), w.getFileAttr(), w.getOffsetAttr(),
+                                     w.getSizeAttr(), w.getGlobalShapeAttr(),
+                                     w.getStartsAttr(), source,
+                                     identity ? DenseI64ArrayAttr() : t.getPermAttr());
+      map.map(t.getResult(), nw.getResult());
+      continue;
+    }
     if (isFoldedWeightCast(&op)) {
+      if (onlyFoldedReaders(&op))
+        continue;
       // The cast's type is the buffer's; the runtime converts the file's
       // elements (source_type) once, at load.
       auto c = cast<nn::CastOp>(op);
@@ -265,7 +304,7 @@ LogicalResult convertFunction(func::FuncOp fn, std::optional<int64_t> world) {
           b, loc, toBuffer(c.getType()), w.getNameAttr(), w.getStorageAttr(),
           w.getFileAttr(), w.getOffsetAttr(), w.getSizeAttr(),
           w.getGlobalShapeAttr(), w.getStartsAttr(),
-          TypeAttr::get(w.getType().getElementType()));
+          TypeAttr::get(w.getType().getElementType()), DenseI64ArrayAttr());
       map.map(c.getResult(), nw.getResult());
       continue;
     }

@@ -621,7 +621,16 @@ void CudaExecutor::Impl::prepareGemm(size_t n, Step &step, bool onnxGemm) {
       throw RuntimeError("epilogue '" + epilogueName + "' needs C as its bias");
     }
   } else {
-    plan = planMatmul(a.shape, b.shape, d.shape);
+    // trans_b: a 2-D B stored [N, K] (convert-rt-to-gpu stores a weight so
+    // when that aligns its rows for cuBLASLt).
+    std::vector<int64_t> bShape = b.shape;
+    if (inst.params.getBool("trans_b", false)) {
+      if (bShape.size() != 2)
+        throw RuntimeError("trans_b needs a 2-D B, got " + shapeText(bShape));
+      std::swap(bShape[0], bShape[1]);
+      problem.transB = true;
+    }
+    plan = planMatmul(a.shape, bShape, d.shape);
     if (third) {
       if (third->numel() != plan.n || third->shape.size() > 2 ||
           (third->shape.size() == 2 && third->shape[0] != 1))

@@ -143,13 +143,30 @@ LogicalResult WeightOp::verify() {
              << source.getValue() << " must be a float type other than the buffer's "
              << elem;
   }
+  // The shape of the elements in the file (the slice's, when sliced):
+  // the result's with the permutation undone.
+  ArrayRef<int64_t> resultShape = getResult().getType().getShape();
+  SmallVector<int64_t> shape(resultShape);
+  if (auto perm = getPermutationAttr()) {
+    ArrayRef<int64_t> p = perm.asArrayRef();
+    SmallVector<bool> seen(resultShape.size(), false);
+    if (p.size() != resultShape.size())
+      return emitOpError("permutation has ")
+             << p.size() << " entries for a buffer of rank " << resultShape.size();
+    for (auto [i, d] : llvm::enumerate(p)) {
+      if (d < 0 || d >= int64_t(p.size()) || seen[d])
+        return emitOpError("permutation [")
+               << llvm::make_range(p.begin(), p.end()) << "] is not a permutation";
+      seen[d] = true;
+      shape[d] = resultShape[i];
+    }
+  }
   auto global = getGlobalShapeAttr();
   auto starts = getStartsAttr();
   if (!global && !starts)
     return success();
   if (!global || !starts)
     return emitOpError("a sliced weight needs both global_shape and starts");
-  auto shape = getResult().getType().getShape();
   if (global.size() != int64_t(shape.size()))
     return emitOpError("global_shape has rank ")
            << global.size() << ", the slice has rank " << shape.size();

@@ -62,11 +62,19 @@ template <typename T> void matmulTyped(const KernelContext &ctx) {
   std::vector<int64_t> as = lhs.shape, bs = rhs.shape;
   if (as.empty() || bs.empty())
     fail(ctx, "operands must have rank >= 1");
+  // trans_b: B is stored with its last two dimensions swapped ([.., N, K]).
+  bool tb = ctx.params.getBool("trans_b", false);
+  if (tb && bs.size() < 2)
+    fail(ctx, "trans_b needs B of rank >= 2");
+  if (tb)
+    std::swap(bs[bs.size() - 2], bs[bs.size() - 1]);
   if (as.size() == 1)
     as.insert(as.begin(), 1);
   if (bs.size() == 1)
     bs.push_back(1);
   int64_t M = as[as.size() - 2], K = as.back(), N = bs.back();
+  // B(k, n)'s distance from B(0, 0).
+  int64_t bRow = tb ? 1 : N, bCol = tb ? K : 1;
   if (bs[bs.size() - 2] != K)
     fail(ctx, "contraction dimensions differ: " + std::to_string(K) + " and " +
                   std::to_string(bs[bs.size() - 2]));
@@ -99,13 +107,13 @@ template <typename T> void matmulTyped(const KernelContext &ctx) {
   }
   // A shared B under an unbroadcast A: one GEMM with the batch folded into M.
   if (bCount == 1 && aCount == count) {
-    gemmAccumulate<T>(count * M, N, K, a, K, 1, b, N, 1, c, N);
+    gemmAccumulate<T>(count * M, N, K, a, K, 1, b, bRow, bCol, c, N);
     return;
   }
   std::vector<int64_t> idx(rank, 0);
   int64_t aOff = 0, bOff = 0;
   for (int64_t i = 0; i < count; ++i) {
-    gemmAccumulate<T>(M, N, K, a + aOff, K, 1, b + bOff, N, 1, c + i * M * N, N);
+    gemmAccumulate<T>(M, N, K, a + aOff, K, 1, b + bOff, bRow, bCol, c + i * M * N, N);
     for (size_t d = rank; d-- > 0;) {
       aOff += aStride[d];
       bOff += bStride[d];

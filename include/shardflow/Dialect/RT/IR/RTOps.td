@@ -80,19 +80,29 @@ def RT_WeightOp : RT_Op<"weight", [Pure]> {
     the runtime converts them once at load. `size`, `offset` and the slices
     refer to the bytes in the file.
 
+    With `permutation` the buffer holds the (sliced, converted) elements
+    with their dimensions permuted: buffer dimension i is stored dimension
+    `permutation[i]`, so the result type is the stored shape permuted, and
+    `global_shape` and `starts` keep the stored order. The runtime permutes
+    once at load (`convert-rt-to-gpu` stores a GEMM's weight transposed
+    when that aligns its rows).
+
     ```mlir
     %w = rt.weight "fc.weight" {storage = "external", file = "m.data",
         offset = 0 : i64, global_shape = array<i64: 64, 32>,
         starts = [array<i64: 0, 0>, array<i64: 32, 0>]} : memref<32x32xf32>
     %h = rt.weight "fc.weight" {storage = "external", file = "m.data",
         offset = 0 : i64, source_type = f32} : memref<64x32xbf16>
+    %t = rt.weight "head.weight" {storage = "external", file = "m.data",
+        offset = 8192 : i64, permutation = array<i64: 1, 0>} : memref<50257x64xf32>
     ```
   }];
   let arguments = (ins StrAttr:$name, StrAttr:$storage, OptionalAttr<StrAttr>:$file,
                        OptionalAttr<I64Attr>:$offset, OptionalAttr<I64Attr>:$size,
                        OptionalAttr<DenseI64ArrayAttr>:$global_shape,
                        OptionalAttr<RT_RankLists>:$starts,
-                       OptionalAttr<TypeAttr>:$source_type);
+                       OptionalAttr<TypeAttr>:$source_type,
+                       OptionalAttr<DenseI64ArrayAttr>:$permutation);
   let results = (outs RT_Buffer:$result);
   let assemblyFormat = "$name attr-dict `:` type($result)";
   let hasVerifier = 1;
