@@ -61,6 +61,22 @@ TEST(DeviceKernels, Names) {
   EXPECT_NE(errorOf("matmul", {}, {}, Params{}).find("matmul"), std::string::npos);
 }
 
+TEST(DeviceKernels, IndexWidthCoversTheGridStrideLoop) {
+  // A grid-stride loop counts up to total + the grid's threads (65536 x
+  // 256 = 2^24): a u8 transpose of 2,145,588,300 elements fits int32 but
+  // its loop would not, so it counts in int64; 2^31 - 2^24 - 1 still fits.
+  Params p;
+  p.set("perm", std::vector<int64_t>{1, 0});
+  auto transposeOf = [&](int64_t rows, int64_t cols) {
+    Tensor in{addr(0x10000), DType::U8, {rows, cols}}, out{addr(0x20000), DType::U8, {cols, rows}};
+    return planDeviceKernel("transpose", {in}, {out}, p, 0).at(0).function;
+  };
+  EXPECT_EQ(transposeOf(46341, 46300), "sf_strided_copy_e1_i64");
+  EXPECT_EQ(transposeOf(2130706431, 1), "sf_strided_copy_e1_i32"); // a copy, no transpose
+  EXPECT_EQ(transposeOf(3, 710235477), "sf_strided_copy_e1_i32");
+  EXPECT_EQ(transposeOf(3, 710235478), "sf_strided_copy_e1_i64");
+}
+
 TEST(DeviceKernels, TransposeStrides) {
   Tensor in{addr(0x10000), DType::F32, {2, 3, 4}}, out{addr(0x20000), DType::F32, {4, 2, 3}};
   Params p;

@@ -91,6 +91,13 @@ bool fitsInt32(int64_t v) {
   return v >= std::numeric_limits<int32_t>::min() && v <= std::numeric_limits<int32_t>::max();
 }
 
+/// Whether a grid-stride loop over `total` elements can count in int32:
+/// its last step takes the index up to total + the grid's thread count,
+/// which must not overflow either.
+bool loopFitsInt32(int64_t total) {
+  return fitsInt32(total + int64_t(kCopyThreads) * kMaxCopyBlocks);
+}
+
 /// One strided copy: copy index `idx` of `shape` goes from
 /// in[sum idx * inStride] to out[sum idx * outStride] (elements of esize
 /// bytes, from byte addresses `out` and `in`). Empty copies plan nothing.
@@ -154,7 +161,7 @@ void planCopy(std::string_view kernel, std::vector<DeviceLaunch> &launches, char
   a.rank = int32_t(s.size());
   // 32-bit index arithmetic when every index and offset fits (negative
   // strides from backward slices included).
-  bool small = fitsInt32(a.total);
+  bool small = loopFitsInt32(a.total);
   int64_t inLo = 0, inHi = 0, outLo = 0, outHi = 0;
   for (size_t d = 0; d < s.size(); ++d) {
     a.shape[d] = s[d];
@@ -450,7 +457,7 @@ std::vector<DeviceLaunch> planPad(std::string_view kernel, const std::vector<Ten
     a.before[d] = pads[d];
   }
   // Coordinates minus pads may be negative: the i32 variant is signed.
-  bool small = fitsInt32(a.total) && fitsInt32(in.numel());
+  bool small = loopFitsInt32(a.total) && fitsInt32(in.numel());
   for (size_t d = 0; d < rank; ++d)
     small = small && fitsInt32(out.shape[d] + std::abs(pads[d]));
   DeviceLaunch l;
@@ -494,7 +501,7 @@ std::vector<DeviceLaunch> planGather(std::string_view kernel, const std::vector<
     a.inner /= 2;
     esize *= 2;
   }
-  bool small = fitsInt32(out.numel()) && fitsInt32(in.numel());
+  bool small = loopFitsInt32(out.numel()) && fitsInt32(in.numel());
   DeviceLaunch l;
   l.function = "sf_gather_e" + std::to_string(esize) + (small ? "_i32" : "_i64");
   setLinearGrid(l, a.outer * a.count * a.inner);
