@@ -550,11 +550,13 @@ TEST(CudaLibraries, MissingDriverIsNamed) {
 TEST(CudaLibraries, CublasLtAndNcclResolveWithoutADriver) {
   // Both load (and resolve every function shard-run calls) from the
   // toolkit, with no driver: they only need it once used.
-  if (void *h = dlopen("libcublasLt.so.13", RTLD_NOW | RTLD_LOCAL))
+  std::string cublasLtName = "libcublasLt.so." + std::to_string(CUBLAS_VER_MAJOR);
+  if (void *h = dlopen(cublasLtName.c_str(), RTLD_NOW | RTLD_LOCAL))
     dlclose(h);
   else
     GTEST_SKIP() << "no cuBLASLt on this machine";
   const CublasLt &lt = cublasLt();
+  EXPECT_EQ(lt.library, cublasLtName);
   EXPECT_NE(lt.cublasLtMatmul, nullptr);
   EXPECT_EQ(lt.cublasLtGetVersion() / 10000, size_t(CUBLAS_VER_MAJOR));
   EXPECT_NE(describe(CUBLAS_STATUS_NOT_SUPPORTED).find("CUBLAS_STATUS_NOT_SUPPORTED"),

@@ -28,6 +28,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
+#include <utility>
 
 using namespace shardflow::runtime;
 using namespace shardflow::runtime::cuda;
@@ -188,6 +190,8 @@ private:
   void planStreams();
   void createCommunicators();
   void checkNcclHealth();
+  /// Aborts every NCCL communicator (ncclCommAbort) and forgets it.
+  void abortCommunicators();
 
   void execute(size_t n);
   /// Fails the run when a kernel reported bad data (an index out of range,
@@ -280,25 +284,42 @@ CudaExecutor::Impl::Impl(Artifact artifact, const std::string &weightsDir, Commu
   } catch (const RuntimeError &e) {
     throw RuntimeError(std::string("this artifact targets 'cuda', but ") + e.what());
   }
-  openDevice();
-  allocate(weightsDir);
-  prepareProgram();
-  planStreams();
-  createCommunicators();
-  checkNcclHealth();
+  try {
+    openDevice();
+    allocate(weightsDir);
+    prepareProgram();
+    planStreams();
+    createCommunicators();
+    checkNcclHealth();
+  } catch (...) {
+    // No destructor runs for a half-built executor: the communicators
+    // created so far are aborted here (their proxy threads would outlive
+    // it); device memory goes with the process, which is about to end.
+    abortCommunicators();
+    throw;
+  }
   idle = true;
 }
 
-CudaExecutor::Impl::~Impl() {
+void CudaExecutor::Impl::abortCommunicators() {
   const Nccl &nc = nccl();
+  for (auto &[key, g] : groupComms)
+    if (g.comm)
+      nc.ncclCommAbort(std::exchange(g.comm, nullptr));
+  if (worldComm)
+    nc.ncclCommAbort(std::exchange(worldComm, nullptr));
+}
+
+CudaExecutor::Impl::~Impl() {
   if (!idle) {
-    for (auto &[key, g] : groupComms)
-      if (g.comm)
-        nc.ncclCommAbort(g.comm);
-    if (worldComm)
-      nc.ncclCommAbort(worldComm);
+    abortCommunicators();
     return;
   }
+  // Unwinding from an error (a failed status check, a failed rank): the
+  // other ranks may be inside a collective, so the communicators are
+  // aborted; finalizing would wait for them.
+  if (std::uncaught_exceptions() > 0)
+    abortCommunicators();
   const CudaDriver &d = driver();
   d.cuCtxSetCurrent(context);
   gemm.reset();
@@ -673,6 +694,12 @@ void CudaExecutor::Impl::prepareGemm(size_t n, Step &step, bool onnxGemm) {
     batched.strideA = plan.strideA;
     batched.strideB = plan.strideB;
     batched.strideC = plan.strideC;
+    // Every batch's matrices must be as aligned as the first's.
+    batched.alignA = std::min(batched.alignA, pointerAlignment(CUdeviceptr(plan.strideA) * elem));
+    batched.alignB = std::min(batched.alignB, pointerAlignment(CUdeviceptr(plan.strideB) * elem));
+    batched.alignD =
+        std::min(batched.alignD, pointerAlignment(CUdeviceptr(plan.strideC) * outElem));
+    batched.alignC = c ? std::min(batched.alignC, batched.alignD) : batched.alignD;
     if (const GemmRunner::Prepared *p = gemm->prepare(batched)) {
       step.gemms.push_back({p, alpha, beta, ptr(a), ptr(b), c, ptr(d), bias});
       return;
@@ -1057,6 +1084,12 @@ void CudaExecutor::Impl::runCopies(const std::vector<Copy2D> &copies, CUdevicept
     m.dstPitch = c.dstPitch;
     m.WidthInBytes = c.width;
     m.Height = c.height;
+    if (c.height == 1 || (c.srcPitch == c.width && c.dstPitch == c.width)) {
+      // One contiguous run: a plain copy, which has no pitch limit (a 2-D
+      // copy refuses pitches past the device's maximum, 2^31 - 1 bytes).
+      CU_CALL(cuMemcpyDtoDAsync, m.dstDevice, m.srcDevice, c.width * c.height, stream);
+      continue;
+    }
     CU_CALL(cuMemcpy2DAsync, &m, stream);
   }
 }

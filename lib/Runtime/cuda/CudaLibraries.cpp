@@ -85,31 +85,43 @@ void loadDriver(CudaDriver &d) {
 }
 
 void loadCublasLt(CublasLt &c) {
-  const char *names[] = {"libcublasLt.so.13", "libcublasLt.so"};
+  // The attribute and enum values shard-run passes are those of the
+  // headers it was built with; they change between major versions. So the
+  // library of that major version is tried first, and a library of another
+  // one is closed again and the next name tried.
+  const std::string names[] = {"libcublasLt.so." + std::to_string(CUBLAS_VER_MAJOR),
+                               "libcublasLt.so"};
   void *h = nullptr;
   std::string reasons;
-  for (const char *name : names) {
-    h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
-    if (h) {
-      c.library = name;
-      break;
+  for (const std::string &name : names) {
+    void *candidate = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!candidate) {
+      reasons += (reasons.empty() ? "" : "; ") + dlerrorText();
+      continue;
     }
-    reasons += (reasons.empty() ? "" : "; ") + dlerrorText();
+    dlerror();
+    auto getVersion =
+        reinterpret_cast<size_t (*)()>(dlsym(candidate, "cublasLtGetVersion"));
+    size_t version = getVersion ? getVersion() : 0;
+    if (version / 10000 != CUBLAS_VER_MAJOR) {
+      reasons += (reasons.empty() ? "" : "; ") + name + " is version " +
+                 (getVersion ? std::to_string(version) : std::string("unknown"));
+      dlclose(candidate);
+      continue;
+    }
+    h = candidate;
+    c.library = name;
+    break;
   }
   if (!h)
-    throw RuntimeError("cuBLASLt could not be loaded (libcublasLt.so.13, libcublasLt.so: " +
-                       reasons + "): add the CUDA toolkit's lib64 folder to LD_LIBRARY_PATH");
+    throw RuntimeError("cuBLASLt " + std::to_string(CUBLAS_VER_MAJOR) +
+                       ".x, which this shard-run was built against, could not be loaded (" +
+                       names[0] + ", " + names[1] + ": " + reasons +
+                       "): add the CUDA toolkit's lib64 folder to LD_LIBRARY_PATH");
   const char *hint = "this cuBLASLt is older than the one shard-run was built against";
 #define SHARDFLOW_RESOLVE(fn) resolve(h, c.library.c_str(), SHARDFLOW_STRINGIFY(fn), c.fn, hint);
   SHARDFLOW_CUBLASLT_FUNCTIONS(SHARDFLOW_RESOLVE)
 #undef SHARDFLOW_RESOLVE
-  // The attribute and enum values shard-run passes are those of the
-  // headers it was built with; they change between major versions.
-  size_t version = c.cublasLtGetVersion();
-  if (version / 10000 != CUBLAS_VER_MAJOR)
-    throw RuntimeError(c.library + " is version " + std::to_string(version) +
-                       " but this shard-run was built against cuBLASLt " +
-                       std::to_string(CUBLAS_VER_MAJOR) + ".x");
 }
 
 void loadNccl(Nccl &n) {
