@@ -9,6 +9,8 @@
 //   cuda-kernel-check                  all cases
 //   cuda-kernel-check --filter attn    cases whose name contains "attn"
 //   cuda-kernel-check --time           attention timing (TFLOP/s)
+//   cuda-kernel-check --emulate        all cases without a GPU: the kernels
+//                                      compiled as host code (HostEmulation.h)
 //
 // Tolerances, |gpu - cpu| <= tol * (1 + |cpu|) elementwise: f32 1e-4,
 // f16 5e-3, bf16 2e-2 for attention; data movement must match bit for bit.
@@ -23,6 +25,9 @@
 #include "shardflow/Runtime/Kernel.h"
 
 #include "DevicePlanner.h"
+#ifdef SHARDFLOW_KERNEL_EMULATION
+#include "EmulatedKernels.h"
+#endif
 
 #include <dlfcn.h>
 
@@ -30,6 +35,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -82,6 +88,9 @@ struct Driver {
 
 Driver drv;
 CUmodule module;
+/// --emulate: no driver; "device" memory is host memory and launches run
+/// the kernels compiled as host code (HostEmulation.h).
+bool emulate = false;
 
 [[noreturn]] void die(const std::string &what) {
   std::fprintf(stderr, "cuda-kernel-check: %s\n", what.c_str());
@@ -142,10 +151,43 @@ void openDriver() {
   check(drv.moduleLoadData(&module, deviceKernelsFatbin()), "cuModuleLoadData");
 }
 
+/// The driver calls the cases make, on host memory (--emulate).
+void openEmulation() {
+  drv.memAlloc = [](CUdeviceptr *p, size_t bytes) -> CUresult {
+    *p = CUdeviceptr(reinterpret_cast<uintptr_t>(std::malloc(bytes)));
+    return *p ? 0 : 2; // CUDA_ERROR_OUT_OF_MEMORY
+  };
+  drv.memFree = [](CUdeviceptr p) -> CUresult {
+    std::free(reinterpret_cast<void *>(uintptr_t(p)));
+    return 0;
+  };
+  drv.memcpyHtoD = [](CUdeviceptr d, const void *s, size_t n) -> CUresult {
+    std::memcpy(reinterpret_cast<void *>(uintptr_t(d)), s, n);
+    return 0;
+  };
+  drv.memcpyDtoH = [](void *d, CUdeviceptr s, size_t n) -> CUresult {
+    std::memcpy(d, reinterpret_cast<const void *>(uintptr_t(s)), n);
+    return 0;
+  };
+  drv.memsetD8 = [](CUdeviceptr d, unsigned char v, size_t n) -> CUresult {
+    std::memset(reinterpret_cast<void *>(uintptr_t(d)), v, n);
+    return 0;
+  };
+  drv.ctxSynchronize = []() -> CUresult { return 0; };
+  std::printf("device: none (--emulate: the kernels run as host code)\n");
+}
+
 /// Runs launches as the executor would: one function per launch, the
 /// argument struct as the only kernel parameter, the dynamic shared memory
 /// limit raised where a launch needs more than the default 48 KiB.
 void runLaunches(const std::vector<DeviceLaunch> &launches, bool sync = true) {
+#ifdef SHARDFLOW_KERNEL_EMULATION
+  if (emulate) {
+    for (const DeviceLaunch &l : launches)
+      runEmulated(l);
+    return;
+  }
+#endif
   for (const DeviceLaunch &l : launches) {
     CUfunction fn;
     check(drv.moduleGetFunction(&fn, module, l.function.c_str()),
@@ -740,14 +782,25 @@ int main(int argc, char **argv) {
     std::string a = argv[i];
     if (a == "--time")
       timing = true;
+    else if (a == "--emulate")
+      emulate = true;
     else if (a == "--filter" && i + 1 < argc)
       filter = argv[++i];
     else {
-      std::fprintf(stderr, "usage: cuda-kernel-check [--filter TEXT] [--time]\n");
+      std::fprintf(stderr, "usage: cuda-kernel-check [--filter TEXT] [--time | --emulate]\n");
       return 2;
     }
   }
-  openDriver();
+  if (emulate) {
+#ifndef SHARDFLOW_KERNEL_EMULATION
+    die("this build has no kernel emulation (it needs the CUDA toolkit's headers)");
+#endif
+    if (timing)
+      die("--time measures a GPU: not with --emulate");
+    openEmulation();
+  } else {
+    openDriver();
+  }
   if (timing) {
     try {
       for (bool causal : {true, false}) {

@@ -29,7 +29,7 @@ namespace {
 constexpr int kPPitch = kAttnKeys + 4; // rows 4 apart start 16 banks apart
 
 template <typename T, int DV> __device__ __forceinline__ void attentionSimt(const AttentionArgs &a) {
-  extern __shared__ float smem[];
+  SF_DYNAMIC_SHARED(float, smem);
   const int D = a.d, Dv = a.dv;
   const int qPitch = D + 1; // odd: column reads of K rows are conflict-free
   float *Qs = smem;                           // kAttnRows x qPitch

@@ -16,6 +16,15 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+// A kernel's dynamic shared memory (on the host, the emulated block's).
+#ifdef SHARDFLOW_CUDA_HOST_EMULATION
+#include "HostEmulation.h"
+#define SF_DYNAMIC_SHARED(T, name)                                                                \
+  T *name = static_cast<T *>(::shardflow::emulation::dynamicShared())
+#else
+#define SF_DYNAMIC_SHARED(T, name) extern __shared__ __align__(16) T name[]
+#endif
+
 #include <cstdint>
 
 namespace shardflow::runtime::cuda::device {

@@ -22,11 +22,34 @@
 
 #include "AttentionCommon.cuh"
 
+#include <type_traits>
+
 using namespace shardflow::runtime::cuda;
 using namespace shardflow::runtime::cuda::device;
 
 namespace {
 
+#ifdef SHARDFLOW_CUDA_HOST_EMULATION
+// The host emulation's versions (HostEmulation.h), same contracts.
+__device__ __forceinline__ void cpAsync16(void *dst, const void *src, bool valid) {
+  shardflow::emulation::cpAsync16(dst, src, valid);
+}
+__device__ __forceinline__ void cpAsyncCommit() { shardflow::emulation::cpAsyncCommit(); }
+template <int N> __device__ __forceinline__ void cpAsyncWait() {
+  shardflow::emulation::cpAsyncWait(N);
+}
+__device__ __forceinline__ void ldmatrixX4(uint32_t (&r)[4], const void *p) {
+  shardflow::emulation::ldmatrixX4(r, p, false);
+}
+__device__ __forceinline__ void ldmatrixX4Trans(uint32_t (&r)[4], const void *p) {
+  shardflow::emulation::ldmatrixX4(r, p, true);
+}
+template <typename T>
+__device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                    uint32_t b1) {
+  shardflow::emulation::mmaM16N8K16(c, a, b0, b1, std::is_same_v<T, __nv_bfloat16>);
+}
+#else
 __device__ __forceinline__ unsigned smemAddr(const void *p) {
   return unsigned(__cvta_generic_to_shared(p));
 }
@@ -76,6 +99,7 @@ __device__ __forceinline__ void mma<__half>(float (&c)[4], const uint32_t (&a)[4
                : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
+#endif
 
 /// Two floats as one register of two 16-bit elements, the first in the
 /// low half (the lower column of a fragment).
@@ -96,7 +120,7 @@ template <typename T, int D> __device__ __forceinline__ void attentionMma(const 
   constexpr int kKeyTiles = kMmaKeys / 8;     // n-tiles of S
   constexpr int kDimTiles = D / 8;            // n-tiles of O
   static_assert(kMmaRows == 64 && kMmaKeys == 64 && kMmaThreads == 128, "tile shape");
-  extern __shared__ __align__(16) unsigned char smemRaw[];
+  SF_DYNAMIC_SHARED(unsigned char, smemRaw);
   T *Qs = reinterpret_cast<T *>(smemRaw); // kMmaRows x kPitch
   T *Ks = Qs + kMmaRows * kPitch;         // two stages
   T *Vs = Ks + 2 * kTile;                 // two stages

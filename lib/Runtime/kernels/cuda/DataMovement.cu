@@ -14,6 +14,10 @@
 
 #include "DeviceKernelArgs.h"
 
+#ifdef SHARDFLOW_CUDA_HOST_EMULATION
+#include "HostEmulation.h"
+#endif
+
 #include <cstdint>
 
 using namespace shardflow::runtime::cuda;
