@@ -29,6 +29,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <limits>
 #include <utility>
 
 using namespace shardflow::runtime;
@@ -190,6 +191,9 @@ private:
   void planStreams();
   void createCommunicators();
   void checkNcclHealth();
+  /// Lets `f` use `bytes` of dynamic shared memory, or throws naming the
+  /// device's limit (sm_86/sm_89 parts allow 99 KiB, sm_80/sm_90 more).
+  void allowSharedMemory(CUfunction f, unsigned bytes, const std::string &function);
   /// Aborts every NCCL communicator (ncclCommAbort) and forgets it.
   void abortCommunicators();
 
@@ -234,6 +238,7 @@ private:
   CUdevice device = 0;
   CUcontext context = nullptr;
   int ccMajor = 0, ccMinor = 0;
+  int maxSharedPerBlock = 48 * 1024; // with the opt-in above 48 KiB
   std::string deviceName;
   CUstream streams[2] = {nullptr, nullptr};
   CUevent uploaded = nullptr, finished[2] = {nullptr, nullptr};
@@ -355,6 +360,8 @@ void CudaExecutor::Impl::openDevice() {
   CU_CALL(cuDeviceGet, &device, ordinal);
   CU_CALL(cuDeviceGetAttribute, &ccMajor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device);
   CU_CALL(cuDeviceGetAttribute, &ccMinor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device);
+  CU_CALL(cuDeviceGetAttribute, &maxSharedPerBlock,
+          CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, device);
   char name[256] = {};
   CU_CALL(cuDeviceGetName, name, int(sizeof(name)), device);
   deviceName = name;
@@ -522,6 +529,17 @@ CUfunction CudaExecutor::Impl::deviceKernelFunction(const std::string &name) {
   return f;
 }
 
+void CudaExecutor::Impl::allowSharedMemory(CUfunction f, unsigned bytes,
+                                           const std::string &function) {
+  if (bytes > unsigned(maxSharedPerBlock))
+    throw RuntimeError(function + " needs " + std::to_string(bytes) +
+                       " bytes of shared memory per block; " + deviceName + " (sm_" +
+                       std::to_string(ccMajor * 10 + ccMinor) + ") allows " +
+                       std::to_string(maxSharedPerBlock));
+  if (bytes > 48 * 1024) // the default limit; more must be asked for
+    CU_CALL(cuFuncSetAttribute, f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(bytes));
+}
+
 void CudaExecutor::Impl::prepareDeviceKernel(const std::string &kernel, const Instruction &inst,
                                              Step &step) {
 #ifdef SHARDFLOW_HAVE_DEVICE_KERNELS
@@ -533,9 +551,7 @@ void CudaExecutor::Impl::prepareDeviceKernel(const std::string &kernel, const In
   step.kind = Step::Kind::DeviceKernel;
   for (DeviceLaunch &l : planDeviceKernel(kernel, ins, outs, inst.params, rank)) {
     CUfunction f = deviceKernelFunction(l.function);
-    if (l.sharedBytes > 48 * 1024)
-      CU_CALL(cuFuncSetAttribute, f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-              int(l.sharedBytes));
+    allowSharedMemory(f, l.sharedBytes, l.function);
     step.launchFunctions.push_back(f);
     step.launchGeometry.push_back(
         {l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1], l.block[2], l.sharedBytes});
@@ -755,10 +771,10 @@ void CudaExecutor::Impl::prepareKernel(size_t n, Step &step) {
       step.grid[i] = unsigned(grid[size_t(i)]);
       step.block[i] = unsigned(block[size_t(i)]);
     }
+    if (shared < 0 || shared > std::numeric_limits<int>::max())
+      throw RuntimeError("shared memory of " + std::to_string(shared) + " bytes");
     step.shared = unsigned(shared);
-    if (shared > 48 * 1024)
-      CU_CALL(cuFuncSetAttribute, step.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-              int(shared));
+    allowSharedMemory(step.function, step.shared, function);
     for (int i : inst.inputs)
       step.arguments.push_back(pointerOf(i));
     for (int o : inst.outputs)
