@@ -32,17 +32,21 @@ struct PendingCopy {
   bool valid;
 };
 
+struct Barrier {
+  unsigned arrived = 0;
+  uint64_t generation = 0;
+};
+
 struct Fiber {
   ucontext_t context{};
   std::unique_ptr<char[]> stack;
   bool done = false;
+  // The barrier this thread waits at and its generation then: the
+  // scheduler leaves the thread alone until that generation has passed.
+  const Barrier *waitingAt = nullptr;
+  uint64_t waitingFor = 0;
   std::vector<PendingCopy> open;                 // cp.async since the last commit
   std::deque<std::vector<PendingCopy>> committed; // oldest first
-};
-
-struct Barrier {
-  unsigned arrived = 0;
-  uint64_t generation = 0;
 };
 
 struct Block {
@@ -96,8 +100,12 @@ void wait(Barrier &b, unsigned participants, unsigned exited) {
     ++active->progress;
     return;
   }
+  Fiber &f = active->fibers[self()];
+  f.waitingAt = &b;
+  f.waitingFor = generation;
   while (b.generation == generation)
     yieldToScheduler();
+  f.waitingAt = nullptr;
 }
 
 void warpBarrier() {
@@ -207,12 +215,15 @@ void launch(unsigned grid, unsigned block, size_t sharedBytes, const Kernel &bod
     b.exitedInWarp.assign(block / 32, 0);
     b.exited = 0;
     b.error.clear();
-    for (Fiber &f : b.fibers)
+    for (Fiber &f : b.fibers) {
+      f.waitingAt = nullptr;
       prepare(f);
+    }
     while (b.exited < block) {
       uint64_t before = b.progress;
       for (unsigned t = 0; t < block; ++t) {
-        if (b.fibers[t].done)
+        const Fiber &f = b.fibers[t];
+        if (f.done || (f.waitingAt && f.waitingAt->generation == f.waitingFor))
           continue;
         b.current = t;
         threadIdx = Dim3{t, 0, 0};
