@@ -20,6 +20,7 @@
 
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <regex>
 #include <set>
@@ -46,6 +47,15 @@ std::string errorOf(std::string_view kernel, const std::vector<Tensor> &ins,
                     const std::vector<Tensor> &outs, const Params &p, int rank = 0) {
   try {
     planDeviceKernel(kernel, ins, outs, p, rank);
+  } catch (const RuntimeError &e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::string errorOfCall(const std::function<void()> &plan) {
+  try {
+    plan();
   } catch (const RuntimeError &e) {
     return e.what();
   }
@@ -307,6 +317,18 @@ TEST(DeviceKernels, AttentionTensorCorePath) {
   EXPECT_EQ(ls[0].function, "sf_attention_mma_f16_d128");
   EXPECT_EQ(ls[0].sharedBytes, 5u * 64u * 136u * 2u);
 
+  // Two query tiles per warp, when asked for: 128 rows per block, Q's
+  // tile twice as tall; D = 64 only.
+  ls = planAttention("attention", {q, k, v}, {y}, p, AttentionPath::Mma2);
+  EXPECT_EQ(ls[0].function, "sf_attention_mma2_bf16_d64");
+  EXPECT_EQ(ls[0].grid[0], 2u * 8u * 2u); // ceil(200 / 128) query blocks
+  EXPECT_EQ(argsOf<AttentionArgs>(ls[0]).qBlocks, 2);
+  EXPECT_EQ(ls[0].sharedBytes, 6u * 64u * 72u * 2u);
+  EXPECT_NE(errorOfCall([&] { planAttention("attention", {q2, q2, q2}, {y2}, Params{},
+                                         AttentionPath::Mma2); })
+                .find("takes D = 64"),
+            std::string::npos);
+
   // A misaligned operand falls back to the SIMT kernel.
   Tensor odd = t4(0x100002, DType::F16, 1, 4, 64, 128);
   ls = planDeviceKernel("attention", {odd, q2, q2}, {y2}, Params{}, 0);
@@ -419,9 +441,11 @@ TEST(DeviceKernelsFatbin, HoldsSassAndPtx) {
   for (const char *t : {"f32", "f16", "bf16"})
     for (int dv : {64, 128, 256})
       names.push_back(std::string("sf_attention_simt_") + t + "_dv" + std::to_string(dv));
-  for (const char *t : {"f16", "bf16"})
+  for (const char *t : {"f16", "bf16"}) {
     for (int d : {64, 128})
       names.push_back(std::string("sf_attention_mma_") + t + "_d" + std::to_string(d));
+    names.push_back(std::string("sf_attention_mma2_") + t + "_d64");
+  }
   for (const char *k : {"sf_strided_copy_e", "sf_pad_e", "sf_gather_e"})
     for (int e : {1, 2, 4, 8, 16})
       for (const char *i : {"_i32", "_i64"})
@@ -453,7 +477,8 @@ TEST(DeviceKernelsFatbin, AttentionHasNoSpills) {
     std::printf("  %-32s %s %3s registers\n", m[1].str().c_str(), m[2].str().c_str(),
                 m[5].str().c_str());
   }
-  EXPECT_EQ(attention, 2 * 13); // 9 SIMT + 4 tensor-core kernels, two architectures
+  // 9 SIMT + 4 tensor-core + 2 two-tile tensor-core kernels, two architectures.
+  EXPECT_EQ(attention, 2 * 15);
 }
 
 #endif // SHARDFLOW_HAVE_CUDA_KERNELS

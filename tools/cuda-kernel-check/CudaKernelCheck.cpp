@@ -473,7 +473,10 @@ Case attentionCase(const AttnSpec &s) {
                 s.causal ? " causal" : "", s.threeD ? " 3d" : "",
                 s.softcap > 0 ? " softcap" : "", s.scale > 0 ? " scale" : "",
                 s.mask.empty() ? "" : (" mask=" + s.mask).c_str(),
-                s.path == AttentionPath::Simt ? " simt" : s.path == AttentionPath::Mma ? " mma" : "");
+                s.path == AttentionPath::Simt   ? " simt"
+                : s.path == AttentionPath::Mma  ? " mma"
+                : s.path == AttentionPath::Mma2 ? " mma2"
+                                                : "");
   c.name = buf;
   if (s.threeD) {
     c.inputs.push_back(randomFloat(s.t, {s.B, s.Sq, s.Hq * s.D}));
@@ -587,6 +590,29 @@ std::vector<Case> attentionCases() {
     s.mask = "float", s.softcap = 3;
     add(s);
     s.t = DType::BF16, s.D = 64, s.mask = "", s.softcap = 0, s.Sq = 1024, s.Skv = 1024;
+    add(s);
+  }
+  // Two query tiles per warp (D = 64): ragged and exact row counts, causal
+  // and not, GQA, masks with fully masked rows, softcap, 3-D, Sq != Skv.
+  for (DType t : {DType::F16, DType::BF16}) {
+    AttnSpec s;
+    s.t = t, s.path = AttentionPath::Mma2;
+    for (auto [sq, skv] : {std::pair<int64_t, int64_t>{200, 200}, {256, 256}, {1, 77},
+                           {130, 1}, {100, 300}, {300, 100}})
+      for (bool causal : {false, true}) {
+        s.Sq = sq, s.Skv = skv, s.causal = causal;
+        s.Hq = 8, s.Hkv = 2;
+        add(s);
+      }
+    s = AttnSpec{};
+    s.t = t, s.path = AttentionPath::Mma2;
+    for (const char *m : {"bool", "float"}) {
+      s.mask = m, s.Sq = 150, s.Skv = 160, s.causal = true, s.softcap = 3;
+      add(s);
+    }
+    s = AttnSpec{};
+    s.t = t, s.path = AttentionPath::Mma2;
+    s.threeD = true, s.Hq = 6, s.Hkv = 3, s.Sq = 170, s.Skv = 90, s.causal = true;
     add(s);
   }
   return cases;
@@ -769,7 +795,10 @@ void timeAttention(AttentionPath path, bool causal) {
   double flops = 4.0 * double(B * H) * double(S) * double(S) * double(D) * (causal ? 0.5 : 1.0);
   std::printf("attention bf16 B=%lld H=%lld S=%lld D=%lld %-10s %-7s %8.3f ms  %7.2f TFLOP/s\n",
               (long long)B, (long long)H, (long long)S, (long long)D,
-              causal ? "causal" : "non-causal", launches[0].function.find("mma") != std::string::npos ? "mma" : "simt",
+              causal ? "causal" : "non-causal",
+              launches[0].function.find("mma2") != std::string::npos  ? "mma2"
+              : launches[0].function.find("mma") != std::string::npos ? "mma"
+                                                                      : "simt",
               secs * 1e3, flops / secs / 1e12);
 }
 
@@ -805,6 +834,7 @@ int main(int argc, char **argv) {
     try {
       for (bool causal : {true, false}) {
         timeAttention(AttentionPath::Auto, causal);
+        timeAttention(AttentionPath::Mma2, causal);
         timeAttention(AttentionPath::Simt, causal);
       }
     } catch (const std::exception &e) {

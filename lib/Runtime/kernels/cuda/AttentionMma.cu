@@ -15,6 +15,11 @@
 // layout of P, so no shared-memory round trip) and accumulates O += P V.
 // A warp whose rows all lie above a causal tile skips its math.
 //
+// The `mma2` variant (D = 64) gives each warp two 16-row tiles (128 rows
+// per block): every K and V fragment loaded from shared memory feeds two
+// mma. It is planned only when asked for (AttentionPath::Mma2): which of
+// the two is faster is to be measured on a GPU (cuda-kernel-check --time).
+//
 // Shared rows are padded by 16 bytes so that ldmatrix's eight row
 // addresses fall in distinct bank groups.
 //
@@ -113,16 +118,22 @@ template <> __device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi
   return *reinterpret_cast<uint32_t *>(&v);
 }
 
-template <typename T, int D> __device__ __forceinline__ void attentionMma(const AttentionArgs &a) {
+/// R: 16-row query tiles per warp (64 R query rows per block). With R = 2
+/// each K and V fragment a warp loads from shared memory feeds two mma
+/// instead of one, halving shared-memory reads per FLOP, at the cost of
+/// twice the accumulator registers (so only for D = 64).
+template <typename T, int D, int R>
+__device__ __forceinline__ void attentionMma(const AttentionArgs &a) {
   constexpr int kPitch = D + 8;               // elements per shared row
   constexpr int kTile = kMmaKeys * kPitch;    // elements of one K or V tile
   constexpr int kChunks = D / 8;              // 16-byte chunks per row
   constexpr int kKeyTiles = kMmaKeys / 8;     // n-tiles of S
   constexpr int kDimTiles = D / 8;            // n-tiles of O
+  constexpr int kRows = kMmaRows * R;         // query rows per block
   static_assert(kMmaRows == 64 && kMmaKeys == 64 && kMmaThreads == 128, "tile shape");
   SF_DYNAMIC_SHARED(unsigned char, smemRaw);
-  T *Qs = reinterpret_cast<T *>(smemRaw); // kMmaRows x kPitch
-  T *Ks = Qs + kMmaRows * kPitch;         // two stages
+  T *Qs = reinterpret_cast<T *>(smemRaw); // kRows x kPitch
+  T *Ks = Qs + kRows * kPitch;            // two stages
   T *Vs = Ks + 2 * kTile;                 // two stages
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
@@ -130,8 +141,8 @@ template <typename T, int D> __device__ __forceinline__ void attentionMma(const 
   const int qb = a.qBlocks - 1 - int(blockIdx.x % unsigned(a.qBlocks));
   const int bh = int(blockIdx.x / unsigned(a.qBlocks));
   const int h = bh % a.qHeads, b = bh / a.qHeads, kvh = h / a.group;
-  const int q0 = qb * kMmaRows;
-  const int wRow0 = q0 + 16 * warp;
+  const int q0 = qb * kRows;
+  const int wRow0 = q0 + 16 * R * warp; // this warp's rows: wRow0 .. wRow0 + 16 R - 1
 
   const T *Q = static_cast<const T *>(a.q) + b * a.qStride[0] + h * a.qStride[1];
   const T *K = static_cast<const T *>(a.k) + b * a.kStride[0] + kvh * a.kStride[1];
@@ -148,37 +159,35 @@ template <typename T, int D> __device__ __forceinline__ void attentionMma(const 
     }
   };
 
-  const int keyEnd = a.causal ? min(a.skv, q0 + kMmaRows) : a.skv;
+  const int keyEnd = a.causal ? min(a.skv, q0 + kRows) : a.skv;
   const int nTiles = (keyEnd + kMmaKeys - 1) / kMmaKeys;
-  loadRows(Qs, Q, a.qStride[2], q0, a.sq);
+#pragma unroll
+  for (int part = 0; part < R; ++part)
+    loadRows(Qs + part * 64 * kPitch, Q, a.qStride[2], q0 + part * 64, a.sq);
   if (nTiles > 0) {
     loadRows(Ks, K, a.kStride[2], 0, a.skv);
     loadRows(Vs, V, a.vStride[2], 0, a.skv);
   }
   cpAsyncCommit();
 
-  // This thread's two rows: wRow0 + g and wRow0 + g + 8.
-  const uint8_t *maskB[2] = {};
-  const T *maskF[2] = {};
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int row = wRow0 + g + 8 * r;
-    if (a.maskKind != kMaskNone && row < a.sq) {
-      const int64_t off = b * a.maskStride[0] + h * a.maskStride[1] + row * a.maskStride[2];
-      maskB[r] = static_cast<const uint8_t *>(a.mask) + off;
-      maskF[r] = static_cast<const T *>(a.mask) + off;
-    }
-  }
+  // The mask of this (batch, head); a row's is found where it is needed
+  // (pointers held per row would cost registers the two-tile kernel lacks).
+  const int64_t maskBase =
+      a.maskKind != kMaskNone ? b * a.maskStride[0] + h * a.maskStride[1] : 0;
 
-  float o[kDimTiles][4];
+  float o[R][kDimTiles][4];
+  float rowMax[R][2], rowSum[R][2]; // rowSum: this thread's share; the quad adds them at the end
 #pragma unroll
-  for (int j = 0; j < kDimTiles; ++j)
+  for (int rt = 0; rt < R; ++rt) {
 #pragma unroll
-    for (int e = 0; e < 4; ++e)
-      o[j][e] = 0.f;
-  float rowMax[2] = {kNegInf, kNegInf};
-  float rowSum[2] = {0.f, 0.f}; // this thread's share; the quad adds them at the end
-  uint32_t qf[D / 16][4];
+    for (int j = 0; j < kDimTiles; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        o[rt][j][e] = 0.f;
+    rowMax[rt][0] = rowMax[rt][1] = kNegInf;
+    rowSum[rt][0] = rowSum[rt][1] = 0.f;
+  }
+  uint32_t qf[R][D / 16][4];
 
   for (int t = 0; t < nTiles; ++t) {
     const int stage = t & 1;
@@ -193,21 +202,26 @@ template <typename T, int D> __device__ __forceinline__ void attentionMma(const 
     __syncthreads();
     if (t == 0) {
 #pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk)
-        ldmatrixX4(qf[kk], Qs + (16 * warp + (lane & 7) + ((lane >> 3) & 1) * 8) * kPitch +
-                               kk * 16 + (lane >> 4) * 8);
+      for (int rt = 0; rt < R; ++rt)
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk)
+          ldmatrixX4(qf[rt][kk], Qs + (16 * (R * warp + rt) + (lane & 7) +
+                                       ((lane >> 3) & 1) * 8) * kPitch +
+                                     kk * 16 + (lane >> 4) * 8);
     }
     const int k0 = t * kMmaKeys;
     // Warp-uniform: some row of this warp exists and sees a key of the tile.
-    const bool active = wRow0 < a.sq && (!a.causal || k0 <= wRow0 + 15);
+    const bool active = wRow0 < a.sq && (!a.causal || k0 <= wRow0 + 16 * R - 1);
     if (active) {
       const T *Kt = Ks + stage * kTile, *Vt = Vs + stage * kTile;
-      float s[kKeyTiles][4];
+      float s[R][kKeyTiles][4];
 #pragma unroll
-      for (int j = 0; j < kKeyTiles; ++j)
+      for (int rt = 0; rt < R; ++rt)
 #pragma unroll
-        for (int e = 0; e < 4; ++e)
-          s[j][e] = 0.f;
+        for (int j = 0; j < kKeyTiles; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e)
+            s[rt][j][e] = 0.f;
 #pragma unroll
       for (int kk = 0; kk < D / 16; ++kk)
 #pragma unroll
@@ -215,70 +229,94 @@ template <typename T, int D> __device__ __forceinline__ void attentionMma(const 
           uint32_t kf[4];
           ldmatrixX4(kf, Kt + (jp * 16 + (lane & 7) + (lane >> 4) * 8) * kPitch + kk * 16 +
                              ((lane >> 3) & 1) * 8);
-          mma<T>(s[2 * jp], qf[kk], kf[0], kf[1]);
-          mma<T>(s[2 * jp + 1], qf[kk], kf[2], kf[3]);
+#pragma unroll
+          for (int rt = 0; rt < R; ++rt) {
+            mma<T>(s[rt][2 * jp], qf[rt][kk], kf[0], kf[1]);
+            mma<T>(s[rt][2 * jp + 1], qf[rt][kk], kf[2], kf[3]);
+          }
         }
 
-      // Interior tiles without mask or softcap need no per-score checks.
-      const bool plain = a.maskKind == kMaskNone && a.softcap == 0.f && k0 + kMmaKeys <= a.skv &&
-                         (!a.causal || k0 + kMmaKeys - 1 <= wRow0) && wRow0 + 16 <= a.sq;
-      float mx[2] = {kNegInf, kNegInf};
+      // P as A fragments (S's n-tiles 2kk and 2kk+1 are the fragment of
+      // keys 16kk..16kk+15), packed as soon as a row tile's softmax is done:
+      // half the registers of S.
+      uint32_t pf[R][kMmaKeys / 16][4];
 #pragma unroll
-      for (int j = 0; j < kKeyTiles; ++j)
+      for (int rt = 0; rt < R; ++rt) {
+        const int tRow0 = wRow0 + 16 * rt;
+        // Interior tiles without mask or softcap need no per-score checks.
+        const bool plain = a.maskKind == kMaskNone && a.softcap == 0.f &&
+                           k0 + kMmaKeys <= a.skv &&
+                           (!a.causal || k0 + kMmaKeys - 1 <= tRow0) && tRow0 + 16 <= a.sq;
+        float mx[2] = {kNegInf, kNegInf};
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int r = e >> 1;
-          float x = s[j][e] * a.scale;
-          if (!plain) {
-            const int row = wRow0 + g + 8 * r, col = k0 + j * 8 + tig * 2 + (e & 1);
-            x = row < a.sq && col < a.skv ? scoreOf<T>(a, maskB[r], maskF[r], row, col, x)
-                                          : kNegInf;
+        for (int j = 0; j < kKeyTiles; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int r = e >> 1;
+            float x = s[rt][j][e] * a.scale;
+            if (!plain) {
+              const int row = tRow0 + g + 8 * r, col = k0 + j * 8 + tig * 2 + (e & 1);
+              if (row < a.sq && col < a.skv) {
+                const int64_t off = maskBase + int64_t(row) * a.maskStride[2];
+                const bool masked = a.maskKind != kMaskNone;
+                x = scoreOf<T>(a, masked ? static_cast<const uint8_t *>(a.mask) + off : nullptr,
+                               masked ? static_cast<const T *>(a.mask) + off : nullptr, row,
+                               col, x);
+              } else {
+                x = kNegInf;
+              }
+            }
+            s[rt][j][e] = x;
+            mx[r] = fmaxf(mx[r], x);
           }
-          s[j][e] = x;
-          mx[r] = fmaxf(mx[r], x);
-        }
-      float base[2], alpha[2];
+        float base[2], alpha[2];
 #pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-        const float newMax = fmaxf(rowMax[r], mx[r]);
-        // Nothing visible yet: stay at zero (exp(-inf - -inf) is NaN).
-        base[r] = newMax == kNegInf ? 0.f : newMax;
-        alpha[r] = __expf(rowMax[r] - base[r]);
-        rowMax[r] = newMax;
-        rowSum[r] *= alpha[r];
-      }
-#pragma unroll
-      for (int j = 0; j < kKeyTiles; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const float p = __expf(s[j][e] - base[e >> 1]);
-          s[j][e] = p;
-          rowSum[e >> 1] += p;
+        for (int r = 0; r < 2; ++r) {
+          mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+          mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+          const float newMax = fmaxf(rowMax[rt][r], mx[r]);
+          // Nothing visible yet: stay at zero (exp(-inf - -inf) is NaN).
+          base[r] = newMax == kNegInf ? 0.f : newMax;
+          alpha[r] = __expf(rowMax[rt][r] - base[r]);
+          rowMax[rt][r] = newMax;
+          rowSum[rt][r] *= alpha[r];
         }
 #pragma unroll
-      for (int j = 0; j < kDimTiles; ++j) {
-        o[j][0] *= alpha[0];
-        o[j][1] *= alpha[0];
-        o[j][2] *= alpha[1];
-        o[j][3] *= alpha[1];
+        for (int j = 0; j < kKeyTiles; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const float p = __expf(s[rt][j][e] - base[e >> 1]);
+            s[rt][j][e] = p;
+            rowSum[rt][e >> 1] += p;
+          }
+#pragma unroll
+        for (int j = 0; j < kDimTiles; ++j) {
+          o[rt][j][0] *= alpha[0];
+          o[rt][j][1] *= alpha[0];
+          o[rt][j][2] *= alpha[1];
+          o[rt][j][3] *= alpha[1];
+        }
+#pragma unroll
+        for (int kk = 0; kk < kMmaKeys / 16; ++kk) {
+          pf[rt][kk][0] = pack2<T>(s[rt][2 * kk][0], s[rt][2 * kk][1]);
+          pf[rt][kk][1] = pack2<T>(s[rt][2 * kk][2], s[rt][2 * kk][3]);
+          pf[rt][kk][2] = pack2<T>(s[rt][2 * kk + 1][0], s[rt][2 * kk + 1][1]);
+          pf[rt][kk][3] = pack2<T>(s[rt][2 * kk + 1][2], s[rt][2 * kk + 1][3]);
+        }
       }
-      // O += P V: S's n-tiles 2kk and 2kk+1 are the A fragment of keys
-      // 16kk..16kk+15.
+      // O += P V.
 #pragma unroll
       for (int kk = 0; kk < kMmaKeys / 16; ++kk) {
-        uint32_t pf[4] = {pack2<T>(s[2 * kk][0], s[2 * kk][1]),
-                          pack2<T>(s[2 * kk][2], s[2 * kk][3]),
-                          pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                          pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
 #pragma unroll
         for (int jp = 0; jp < kDimTiles / 2; ++jp) {
           uint32_t vf[4];
           ldmatrixX4Trans(vf, Vt + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * kPitch +
                                   jp * 16 + (lane >> 4) * 8);
-          mma<T>(o[2 * jp], pf, vf[0], vf[1]);
-          mma<T>(o[2 * jp + 1], pf, vf[2], vf[3]);
+#pragma unroll
+          for (int rt = 0; rt < R; ++rt) {
+            mma<T>(o[rt][2 * jp], pf[rt][kk], vf[0], vf[1]);
+            mma<T>(o[rt][2 * jp + 1], pf[rt][kk], vf[2], vf[3]);
+          }
         }
       }
     }
@@ -288,21 +326,23 @@ template <typename T, int D> __device__ __forceinline__ void attentionMma(const 
 
   T *Y = static_cast<T *>(a.y) + b * a.yStride[0] + h * a.yStride[1];
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    float sum = rowSum[r];
-    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-    const int row = wRow0 + g + 8 * r;
-    if (row >= a.sq)
-      continue;
-    // A fully masked row has sum 0 and output 0 (every p was 0).
-    const float inv = sum > 0.f ? 1.f / sum : 0.f;
-    T *out = Y + row * a.yStride[2] + tig * 2;
+  for (int rt = 0; rt < R; ++rt)
 #pragma unroll
-    for (int j = 0; j < kDimTiles; ++j)
-      *reinterpret_cast<uint32_t *>(out + j * 8) =
-          pack2<T>(o[j][2 * r] * inv, o[j][2 * r + 1] * inv);
-  }
+    for (int r = 0; r < 2; ++r) {
+      float sum = rowSum[rt][r];
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      const int row = wRow0 + 16 * rt + g + 8 * r;
+      if (row >= a.sq)
+        continue;
+      // A fully masked row has sum 0 and output 0 (every p was 0).
+      const float inv = sum > 0.f ? 1.f / sum : 0.f;
+      T *out = Y + row * a.yStride[2] + tig * 2;
+#pragma unroll
+      for (int j = 0; j < kDimTiles; ++j)
+        *reinterpret_cast<uint32_t *>(out + j * 8) =
+            pack2<T>(o[rt][j][2 * r] * inv, o[rt][j][2 * r + 1] * inv);
+    }
 }
 
 } // namespace
@@ -310,10 +350,18 @@ template <typename T, int D> __device__ __forceinline__ void attentionMma(const 
 #define SF_ATTENTION_MMA(NAME, T, D)                                           \
   extern "C" __global__ void __launch_bounds__(kMmaThreads)                    \
       sf_attention_mma_##NAME##_d##D(const AttentionArgs a) {                  \
-    attentionMma<T, D>(a);                                                     \
+    attentionMma<T, D, 1>(a);                                                  \
+  }
+// Two query tiles per warp (128 rows per block), D = 64 only.
+#define SF_ATTENTION_MMA2(NAME, T)                                             \
+  extern "C" __global__ void __launch_bounds__(kMmaThreads)                    \
+      sf_attention_mma2_##NAME##_d64(const AttentionArgs a) {                  \
+    attentionMma<T, 64, 2>(a);                                                 \
   }
 
 SF_ATTENTION_MMA(f16, __half, 64)
 SF_ATTENTION_MMA(f16, __half, 128)
 SF_ATTENTION_MMA(bf16, __nv_bfloat16, 64)
 SF_ATTENTION_MMA(bf16, __nv_bfloat16, 128)
+SF_ATTENTION_MMA2(f16, __half)
+SF_ATTENTION_MMA2(bf16, __nv_bfloat16)

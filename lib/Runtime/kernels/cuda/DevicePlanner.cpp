@@ -521,7 +521,8 @@ bool isFloatType(DType t) { return t == DType::F32 || t == DType::F16 || t == DT
 
 /// Shared memory of the tensor-core kernel: the Q tile and two stages of K
 /// and V tiles, rows padded by 8 elements (AttentionMma.cu).
-int64_t mmaSharedBytes(int64_t d) { return 5 * kMmaRows * (d + 8) * 2; }
+/// Q (64 R rows) and two stages of K and V (64 rows each), padded rows.
+int64_t mmaSharedBytes(int64_t d, int64_t r) { return (r + 4) * kMmaRows * (d + 8) * 2; }
 
 bool aligned(const void *p, size_t n) { return uintptr_t(p) % n == 0; }
 
@@ -618,23 +619,26 @@ std::vector<DeviceLaunch> shardflow::runtime::cuda::planAttention(
   bool mmaFits = (qt.dtype == DType::F16 || qt.dtype == DType::BF16) && D == Dv &&
                  (D == 64 || D == 128) && aligned(qt.data, 16) && aligned(kt.data, 16) &&
                  aligned(vt.data, 16) && aligned(yt.data, 4);
-  if (path == AttentionPath::Mma && !mmaFits)
+  if ((path == AttentionPath::Mma || path == AttentionPath::Mma2) && !mmaFits)
     fail(kernel, "the tensor-core kernel needs f16/bf16 and D = Dv in {64, 128} and 16-byte aligned operands, got " +
                      std::string(dtypeName(qt.dtype)) + " D=" + std::to_string(D) +
                      " Dv=" + std::to_string(Dv));
+  if (path == AttentionPath::Mma2 && D != 64)
+    fail(kernel, "the two-tile tensor-core kernel takes D = 64, got " + std::to_string(D));
   bool mma = mmaFits && path != AttentionPath::Simt;
+  int64_t rowTiles = path == AttentionPath::Mma2 ? 2 : 1;
   DeviceLaunch l;
-  int64_t rows = mma ? kMmaRows : kAttnRows;
+  int64_t rows = mma ? kMmaRows * rowTiles : kAttnRows;
   int64_t qBlocks = (Sq + rows - 1) / rows;
   int64_t blocks = qBlocks * B * Hq;
   if (!fitsInt32(blocks))
     fail(kernel, "too many query blocks (" + std::to_string(blocks) + ")");
   a.qBlocks = int32_t(qBlocks);
   if (mma) {
-    l.function = std::string("sf_attention_mma_") + typeSuffix(qt.dtype) + "_d" +
-                 std::to_string(D);
+    l.function = std::string(rowTiles == 2 ? "sf_attention_mma2_" : "sf_attention_mma_") +
+                 typeSuffix(qt.dtype) + "_d" + std::to_string(D);
     l.block[0] = kMmaThreads;
-    l.sharedBytes = unsigned(mmaSharedBytes(D));
+    l.sharedBytes = unsigned(mmaSharedBytes(D, rowTiles));
   } else {
     int dvTile = Dv <= 64 ? 64 : Dv <= 128 ? 128 : 256;
     l.function = std::string("sf_attention_simt_") + typeSuffix(qt.dtype) + "_dv" +
