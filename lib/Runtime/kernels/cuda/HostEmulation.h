@@ -18,9 +18,9 @@
 //   reads a tile before waiting for it reads the fill pattern instead;
 // - dynamic shared memory, filled with 0xa5 before each block.
 //
-// The GPU itself is checked by tools/cuda-kernel-check; this harness checks
-// the kernels' logic (indexing, fragment layouts, barriers, the online
-// softmax) on any machine.
+// tools/cuda-kernel-check runs its cases on a GPU, or through this
+// emulation with --emulate: the kernels' logic (indexing, fragment layouts,
+// barriers, the online softmax) is then checked on any machine.
 //
 //===----------------------------------------------------------------------===//
 
@@ -48,7 +48,7 @@ struct Dim3 {
 /// The running fiber's coordinates (one fiber runs at a time).
 extern Dim3 threadIdx, blockIdx, blockDim, gridDim;
 
-/// A kernel entry point: the argument struct by pointer.
+/// What each emulated thread runs: the kernel called with its argument.
 using Kernel = std::function<void()>;
 
 /// Runs `body` once per thread of every block of `grid` x `block` (x only),
