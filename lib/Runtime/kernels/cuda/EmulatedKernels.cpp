@@ -82,4 +82,9 @@ void runEmulated(const DeviceLaunch &l) {
   }
 }
 
+size_t emulatedArgumentBytes(const std::string &function) {
+  auto it = kernels().find(function);
+  return it == kernels().end() ? 0 : it->second.argumentBytes;
+}
+
 } // namespace shardflow::runtime::cuda

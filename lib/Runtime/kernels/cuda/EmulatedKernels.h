@@ -22,6 +22,11 @@ namespace shardflow::runtime::cuda {
 /// misaligned ldmatrix or cp.async addresses).
 void runEmulated(const DeviceLaunch &launch);
 
+/// The size of the argument struct of the emulated kernel `function`, or 0
+/// when there is no such kernel (a launch through the driver API passes
+/// the argument by address, without its size).
+size_t emulatedArgumentBytes(const std::string &function);
+
 } // namespace shardflow::runtime::cuda
 
 #endif // SHARDFLOW_RUNTIME_KERNELS_CUDA_EMULATEDKERNELS_H

@@ -1,0 +1,313 @@
+"""shard-run's CUDA executor, run on the CPU through stand-in libraries.
+
+tools/cuda-standin builds libcuda.so.1, libcublasLt.so.<major> and
+libnccl.so.2 that implement the calls shard-run makes from the libraries'
+documented semantics, on the host: device memory is host memory, streams
+defer their work until the host waits, the runtime's own kernels run
+through their host emulation, GEMMs are computed from cuBLASLt's
+column-major definition, NCCL has communicators of one rank. With
+LD_LIBRARY_PATH pointing at them, everything of a CUDA artifact but the
+compiler-generated kernels (PTX and cubins) runs here: weight upload and
+conversion, the cuBLASLt descriptors (transposes, leading dimensions,
+batches, epilogues, alignments), launch arguments, shared-memory opt-in,
+the two-stream schedule, NCCL bootstrap and the error paths. Each program
+runs twice, preferring the compute stream and then the communication
+stream, so a missing stream dependency shows as a wrong result.
+
+References are independent: numpy float64 for the smoke cases,
+onnxruntime for compiled models (f32 relative error 1e-4, bf16 2e-2).
+"""
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from shardflow import cuda_smoke, pipeline
+
+ORDERS = ("first", "last")
+
+
+def standin_dir() -> Path:
+    build = pipeline.build_dir()
+    lib = build / "cuda-standin"
+    if not (lib / "libcuda.so.1").exists():
+        cache = (build / "CMakeCache.txt").read_text()
+        if "SHARDFLOW_ENABLE_CUDA:BOOL=ON" in cache:
+            pytest.fail(f"{lib} has no stand-in libraries although the CUDA executor is built")
+        pytest.skip("built without the CUDA executor")
+    return lib
+
+
+def run_standin(*args, order="first", env=None, timeout=300):
+    lib = standin_dir()
+    full = {**os.environ, "LD_LIBRARY_PATH": f"{lib}:{os.environ.get('LD_LIBRARY_PATH', '')}",
+            "SHARDFLOW_STANDIN_ORDER": order, **(env or {})}
+    out = subprocess.run([str(pipeline.tool("shard-run")), *map(str, args)],
+                         capture_output=True, text=True, timeout=timeout, env=full)
+    return out.returncode, out.stderr
+
+
+@pytest.fixture(scope="module")
+def smoke_cases(tmp_path_factory):
+    return cuda_smoke.build(tmp_path_factory.mktemp("smoke"))
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_smoke_cases_match_their_references(smoke_cases, order, tmp_path):
+    assert len(smoke_cases) >= 10
+    for case in smoke_cases:
+        inputs = case.with_name(case.stem + ".inputs.npz")
+        got = tmp_path / f"{case.stem}.npz"
+        rc, err = run_standin(case, "--inputs", inputs, "--output", got, order=order)
+        assert rc == 0, (case.name, err)
+        with np.load(case.with_name(case.stem + ".expected.npz")) as want, np.load(got) as out:
+            assert sorted(want.files) == sorted(out.files), case.name
+            for name in want.files:
+                tol = cuda_smoke.TOLERANCE[want[name].dtype]
+                np.testing.assert_allclose(out[name].astype(np.float64),
+                                           want[name].astype(np.float64), rtol=tol, atol=tol,
+                                           err_msg=f"{case.name} ({order}): {name}")
+
+
+def block_model(path: Path, hidden=64, heads=4, kv_heads=2, batch=2, seq=16, vocab=37,
+                out_vocab=101, seed=0) -> Path:
+    """Embedding, a fused QKV projection split in three, causal grouped-query
+    attention, bias, gelu (tanh) and relu epilogues, and a vocabulary
+    projection whose rows are not 16-byte aligned: only runtime kernels
+    (cuBLASLt, attention, gather), no generated ones."""
+    rng = np.random.default_rng(seed)
+    inits = []
+
+    def w(name, *shape, scale=0.2):
+        inits.append(numpy_helper.from_array(
+            (rng.standard_normal(shape) * scale).astype(np.float32), name))
+        return name
+
+    kv = kv_heads * hidden // heads
+    inits.append(numpy_helper.from_array(np.array([hidden, kv, kv], np.int64), "split_sizes"))
+    node = helper.make_node
+    nodes = [node("Gather", [w("wte", vocab, hidden, scale=1.0), "ids"], ["x"], name="embed"),
+             node("MatMul", ["x", w("w_qkv", hidden, hidden + 2 * kv)], ["qkv0"]),
+             node("Add", ["qkv0", w("b_qkv", hidden + 2 * kv)], ["qkv"]),
+             node("Split", ["qkv", "split_sizes"], ["q", "k", "v"], axis=-1),
+             node("Attention", ["q", "k", "v"], ["a"], is_causal=1, q_num_heads=heads,
+                  kv_num_heads=kv_heads),
+             node("MatMul", ["a", w("w_o", hidden, hidden)], ["o0"]),
+             node("Add", ["o0", w("b_o", hidden)], ["o"]),
+             node("MatMul", ["o", w("w_1", hidden, 4 * hidden)], ["f0"]),
+             node("Add", ["f0", w("b_1", 4 * hidden)], ["f1"]),
+             node("Gelu", ["f1"], ["f"], approximate="tanh"),
+             node("MatMul", ["f", w("w_2", 4 * hidden, hidden)], ["g0"]),
+             node("Add", ["g0", w("b_2", hidden)], ["g"]),
+             node("Relu", ["g"], ["r"]),
+             node("MatMul", ["r", w("w_vocab", hidden, out_vocab)], ["logits"])]
+    graph = helper.make_graph(
+        nodes, "block", [helper.make_tensor_value_info("ids", TensorProto.INT64, [batch, seq])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [batch, seq, out_vocab])],
+        inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)],
+                                ir_version=10), path)
+    return path
+
+
+def compile_cuda(model: Path, dtype: str) -> Path:
+    artifact = model.with_name(f"{model.stem}.{dtype}.shard")
+    out = subprocess.run([str(pipeline.tool("shard-opt")), str(model), "--target", "cuda",
+                          "--dtype", dtype, "-o", str(artifact)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    # Generated kernels cannot run on the stand-in: this model must have none.
+    assert "kernel launch" not in artifact.read_text(), "the model now has a generated kernel"
+    return artifact
+
+
+def onnxruntime_logits(model: Path, ids: np.ndarray) -> np.ndarray:
+    import onnxruntime as ort
+
+    return ort.InferenceSession(str(model), providers=["CPUExecutionProvider"]).run(
+        None, {"ids": ids})[0]
+
+
+# (shape, the attention kernel each dtype must use): head size 16 takes the
+# SIMT kernel, 64 the tensor-core one for bf16.
+BLOCKS = {"d16": (dict(hidden=64, heads=4, kv_heads=2, seq=16),
+                  {"f32": "sf_attention_simt_f32_dv64", "bf16": "sf_attention_simt_bf16_dv64"}),
+          "d64": (dict(hidden=128, heads=2, kv_heads=1, seq=80),
+                  {"f32": "sf_attention_simt_f32_dv64", "bf16": "sf_attention_mma_bf16_d64"})}
+
+
+@pytest.mark.parametrize("order", ORDERS)
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+@pytest.mark.parametrize("block", sorted(BLOCKS))
+def test_compiled_model_matches_onnxruntime(block, dtype, order, tmp_path):
+    shape, kernels = BLOCKS[block]
+    model = block_model(tmp_path / "block.onnx", **shape)
+    artifact = compile_cuda(model, dtype)
+    # Negative ids count from the end, as in ONNX's Gather.
+    ids = np.random.default_rng(1).integers(-37, 37, (2, shape["seq"])).astype(np.int64)
+    np.savez(tmp_path / "in.npz", ids=ids)
+    trace = tmp_path / "trace.txt"
+    rc, err = run_standin(artifact, "--weights", tmp_path, "--inputs", tmp_path / "in.npz",
+                          "--output", tmp_path / "out.npz", order=order,
+                          env={"SHARDFLOW_STANDIN_TRACE": str(trace)})
+    assert rc == 0, err
+    want = onnxruntime_logits(model, ids).astype(np.float64)
+    got = np.load(tmp_path / "out.npz")["logits"].astype(np.float64)
+    tol = 1e-4 if dtype == "f32" else 2e-2
+    error = np.abs(got - want).max() / np.abs(want).max()
+    assert error < tol, f"relative error {error:.2e} (tolerance {tol})"
+    ran = trace.read_text()
+    assert f"launch {kernels[dtype]} " in ran, ran
+    # Q, K and V from the fused weight's column blocks, the epilogues, and
+    # the vocabulary projection (101 columns) loaded transposed.
+    assert ran.count(" bias\n") == 3 + 1 and " gelu_bias\n" in ran and " relu_bias\n" in ran, ran
+    vocab_gemm = re.search(r"gemm \S+ m=101 n=\d+ k=\d+ (\w+)", ran)
+    assert vocab_gemm and vocab_gemm.group(1) == "transA", ran
+    assert "nccl all_reduce" in ran  # the health check
+
+
+def test_generated_kernels_are_refused_by_name(tmp_path):
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"], name="act")], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 8])])
+    model = tmp_path / "relu.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)],
+                                ir_version=10), model)
+    artifact = tmp_path / "relu.shard"
+    out = subprocess.run([str(pipeline.tool("shard-opt")), str(model), "--target", "cuda", "-o",
+                          str(artifact)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    np.savez(tmp_path / "in.npz", x=np.ones((4, 8), np.float32))
+    rc, err = run_standin(artifact, "--inputs", tmp_path / "in.npz", "--output",
+                          tmp_path / "out.npz")
+    assert rc == 1, err
+    assert re.search(r"cannot run generated kernel 'k0_relu'", err), err
+    assert "cuLaunchKernel failed: CUDA_ERROR_NOT_SUPPORTED" in err, err
+
+
+def attention_model(path: Path, head: int, seq=8) -> Path:
+    shape = [1, 1, seq, head]
+    graph = helper.make_graph(
+        [helper.make_node("Attention", ["q", "k", "v"], ["y"])], "attn",
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, shape) for n in "qkv"],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)],
+                                ir_version=10), path)
+    return path
+
+
+def test_shared_memory_beyond_the_device_is_named(tmp_path):
+    # The SIMT attention with head size 256 needs about 146 KB of shared
+    # memory: sm_90 allows it (and the result is right), sm_86 does not.
+    model = attention_model(tmp_path / "attn.onnx", 256)
+    artifact = compile_cuda(model, "f32")
+    rng = np.random.default_rng(3)
+    feeds = {n: rng.standard_normal((1, 1, 8, 256)).astype(np.float32) for n in "qkv"}
+    np.savez(tmp_path / "in.npz", **feeds)
+    args = (artifact, "--inputs", tmp_path / "in.npz", "--output", tmp_path / "out.npz")
+    rc, err = run_standin(*args, env={"SHARDFLOW_STANDIN_SM": "90"})
+    assert rc == 0, err
+    import onnxruntime as ort
+
+    want = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    np.testing.assert_allclose(np.load(tmp_path / "out.npz")["y"], want, rtol=1e-4, atol=1e-5)
+    rc, err = run_standin(*args, env={"SHARDFLOW_STANDIN_SM": "86"})
+    assert rc == 1, err
+    assert re.search(r"sf_attention_simt_f32_dv256 needs \d+ bytes of shared memory per block; "
+                     r".*\(sm_86\) allows 101376", err), err
+
+
+@pytest.fixture(scope="module")
+def small_artifact(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("small")
+    model = block_model(tmp / "block.onnx")
+    return compile_cuda(model, "f32"), tmp
+
+
+def test_nccl_that_never_connects_times_out(small_artifact):
+    artifact, tmp = small_artifact
+    np.savez(tmp / "in.npz", ids=np.zeros((2, 16), np.int64))
+    rc, err = run_standin(artifact, "--weights", tmp, "--inputs", tmp / "in.npz", "--output",
+                          tmp / "out.npz", "--collective-timeout", "0.5",
+                          env={"SHARDFLOW_STANDIN_NCCL": "hang"}, timeout=60)
+    assert rc == 1, err
+    assert "ncclCommInitRankConfig (creating the communicator) did not finish within 0.5 s " \
+           "(--collective-timeout)" in err, err
+
+
+def test_nccl_error_aborts_with_its_reason(small_artifact):
+    artifact, tmp = small_artifact
+    np.savez(tmp / "in.npz", ids=np.zeros((2, 16), np.int64))
+    rc, err = run_standin(artifact, "--weights", tmp, "--inputs", tmp / "in.npz", "--output",
+                          tmp / "out.npz", env={"SHARDFLOW_STANDIN_NCCL": "fail"})
+    assert rc == 1, err
+    assert "NCCL failed during the NCCL health check: ncclRemoteError" in err or \
+           re.search(r"NCCL failed during the NCCL health check: .*remote process exited", err), err
+
+
+def test_index_out_of_range_names_the_node(small_artifact):
+    artifact, tmp = small_artifact
+    ids = np.zeros((2, 16), np.int64)
+    ids[1, 3] = 40  # the vocabulary has 37 rows
+    np.savez(tmp / "bad.npz", ids=ids)
+    rc, err = run_standin(artifact, "--weights", tmp, "--inputs", tmp / "bad.npz", "--output",
+                          tmp / "out.npz")
+    assert rc == 1, err
+    assert re.search(r"kernel 'gather' \(ONNX node 'embed'\).*index 40 read from the data is out "
+                     r"of range", err), err
+
+
+def test_verbose_reports_the_device_and_gpu_time(small_artifact):
+    artifact, tmp = small_artifact
+    np.savez(tmp / "in.npz", ids=np.zeros((2, 16), np.int64))
+    rc, err = run_standin(artifact, "--weights", tmp, "--inputs", tmp / "in.npz", "--output",
+                          tmp / "out.npz", "--verbose", "--repeat", "3")
+    assert rc == 0, err
+    assert "Shardflow CUDA stand-in (host emulation, sm_90)" in err, err
+    assert re.search(r"GPU program time: best [0-9.]+ ms, median [0-9.]+ ms", err), err
+
+
+def test_data_movement_matches_onnxruntime(tmp_path):
+    # Transpose, a stepped slice, a constant pad, concat, split and expand:
+    # the runtime's copy, pad and strided-copy kernels, exactly.
+    def ints(name, values):
+        return numpy_helper.from_array(np.array(values, np.int64), name)
+
+    node = helper.make_node
+    inits = [ints("starts", [1, 0]), ints("ends", [7, 5]), ints("axes", [1, 3]),
+             ints("steps", [2, 1]), ints("pads", [0, 1, 0, 2, 0, 0, 1, 0]),
+             ints("shape", [2, 4, 3, 7]), ints("sizes", [2, 4]),
+             numpy_helper.from_array(np.array(0.5, np.float32), "value")]
+    nodes = [node("Transpose", ["x"], ["t"], perm=[0, 2, 1, 3]),
+             node("Slice", ["t", "starts", "ends", "axes", "steps"], ["s"]),
+             node("Pad", ["s", "pads", "value"], ["p"], mode="constant"),
+             node("Concat", ["p", "y"], ["cat"], axis=1),
+             node("Split", ["cat", "sizes"], ["a", "b"], axis=1),
+             node("Expand", ["z", "shape"], ["e"])]
+    shapes = {"x": [2, 3, 8, 6], "y": [2, 2, 4, 7], "z": [2, 1, 3, 1]}
+    graph = helper.make_graph(
+        nodes, "moves",
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in shapes.items()],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in "abe"], inits)
+    model = tmp_path / "moves.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)],
+                                ir_version=10), model)
+    artifact = compile_cuda(model, "f32")
+    rng = np.random.default_rng(0)
+    feeds = {n: rng.standard_normal(s).astype(np.float32) for n, s in shapes.items()}
+    np.savez(tmp_path / "in.npz", **feeds)
+    import onnxruntime as ort
+
+    want = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"]).run(None, feeds)
+    for order in ORDERS:
+        rc, err = run_standin(artifact, "--inputs", tmp_path / "in.npz", "--output",
+                              tmp_path / "out.npz", order=order)
+        assert rc == 0, err
+        with np.load(tmp_path / "out.npz") as got:
+            for name, value in zip("abe", want):
+                np.testing.assert_array_equal(got[name], value, err_msg=f"{name} ({order})")

@@ -1,0 +1,44 @@
+//===- Standin.h - what the CUDA stand-ins share -----------------*- C++ -*-===//
+//
+// The stand-in driver (libcuda.so.1 of this folder) owns "device" memory
+// (host allocations), streams and events; the stand-in cuBLASLt and NCCL
+// enqueue their work on its streams and check their pointers against its
+// allocations through these functions. See README.md.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SHARDFLOW_TOOLS_CUDA_STANDIN_STANDIN_H
+#define SHARDFLOW_TOOLS_CUDA_STANDIN_STANDIN_H
+
+#include <cuda.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+namespace shardflow::standin {
+
+/// Whether [pointer, pointer + bytes) lies inside one live cuMemAlloc
+/// allocation (an empty range always does).
+bool inAllocation(uintptr_t pointer, size_t bytes);
+
+/// Like inAllocation, but says what is wrong ("[0x.., +n) is outside every
+/// allocation"), or returns "" when the range is fine.
+std::string checkRange(uintptr_t pointer, size_t bytes, const char *what);
+
+/// Appends `work` to `stream` (null: the legacy stream). It runs when the
+/// stream reaches it, in the order the scheduler picks among the streams
+/// (SHARDFLOW_STANDIN_ORDER); `what` names it in the trace and in errors.
+/// A `work` that throws std::exception leaves the context failed, as a
+/// faulting kernel does: every later call returns CUDA_ERROR_LAUNCH_FAILED.
+/// Returns false (and enqueues nothing) when the context has failed.
+bool enqueue(CUstream stream, std::string what, std::function<void()> work);
+
+/// A line on stderr, "cuda stand-in: MESSAGE", for errors whose status
+/// code alone would not say what went wrong.
+void note(const std::string &message);
+
+} // namespace shardflow::standin
+
+#endif // SHARDFLOW_TOOLS_CUDA_STANDIN_STANDIN_H

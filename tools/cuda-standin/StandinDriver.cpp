@@ -1,0 +1,841 @@
+//===- StandinDriver.cpp - libcuda.so.1 for machines without a GPU --------===//
+//
+// The part of the CUDA driver API that shard-run calls, implemented on the
+// host from the driver API's documented semantics, so that shard-run's CUDA
+// executor (stream schedule, events, copies, launch arguments, shared
+// memory opt-in, error paths) runs in the test suite. "Device" memory is
+// host memory, filled with 0xff bytes (NaN as floats) when allocated, so a
+// read of memory nothing wrote shows. The runtime's own kernels run through
+// their host emulation (lib/Runtime/kernels/cuda/EmulatedKernels.h);
+// kernels the compiler generated exist only as PTX and cubins, and a
+// launch of one fails with CUDA_ERROR_NOT_SUPPORTED and a note.
+//
+// Work on a stream is deferred, as on a GPU: it runs when the host waits
+// (cuEventQuery, cuStreamSynchronize, ...), one operation at a time, taken
+// from the first stream whose next operation may start (its awaited event
+// has completed). SHARDFLOW_STANDIN_ORDER=last prefers the most recently
+// created stream instead: running a program both ways shows a missing
+// cuStreamWaitEvent as wrong results. Not thread-safe: shard-run calls the
+// driver from one thread.
+//
+// Environment: SHARDFLOW_STANDIN_ORDER (first|last), SHARDFLOW_STANDIN_SM
+// (80, 86, 89 or 90: the compute capability and its shared-memory limit),
+// SHARDFLOW_STANDIN_TRACE (a file that gets one line per operation run).
+//
+//===----------------------------------------------------------------------===//
+
+#include "Standin.h"
+
+#include "EmulatedKernels.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <memory>
+#include <vector>
+
+using namespace shardflow;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+struct Op {
+  enum class Kind { Work, Record, Wait } kind = Kind::Work;
+  std::string what;
+  std::function<void()> work;
+  CUevent event = nullptr;
+  uint64_t generation = 0;
+};
+
+} // namespace
+
+struct CUstream_st {
+  int id = 0;
+  std::deque<Op> ops;
+};
+
+struct CUevent_st {
+  bool timing = true;
+  uint64_t recorded = 0;  // generation of the latest cuEventRecord
+  uint64_t completed = 0; // generation the stream has reached
+  Clock::time_point time;
+};
+
+struct CUfunc_st {
+  std::string name;
+  size_t argumentBytes = 0; // 0: a generated kernel, which cannot run here
+  int maxDynamicShared = 48 * 1024;
+};
+
+struct CUmod_st {
+  enum class Kind { Fatbin, Cubin, Ptx } kind = Kind::Ptx;
+  std::string bytes; // cubin or PTX, searched for function names
+  std::map<std::string, std::unique_ptr<CUfunc_st>> functions;
+};
+
+struct CUctx_st {
+  int retained = 0;
+};
+
+namespace {
+
+struct State {
+  bool initialized = false;
+  std::string failure; // non-empty once a stream operation has failed
+  int ccMajor = 9, ccMinor = 0, sharedOptin = 232448;
+  bool preferLast = false;
+  FILE *trace = nullptr;
+  int nextStream = 1;
+  CUstream_st legacy;
+  std::vector<CUstream> streams{&legacy}; // creation order
+  std::map<uintptr_t, size_t> allocations; // base -> bytes
+  size_t allocated = 0;
+  CUctx_st primary;
+
+  State() {
+    if (const char *order = std::getenv("SHARDFLOW_STANDIN_ORDER"))
+      preferLast = std::strcmp(order, "last") == 0;
+    if (const char *sm = std::getenv("SHARDFLOW_STANDIN_SM")) {
+      int v = std::atoi(sm);
+      ccMajor = v / 10;
+      ccMinor = v % 10;
+      sharedOptin = v == 80 ? 166912 : v >= 90 ? 232448 : 101376;
+    }
+    if (const char *path = std::getenv("SHARDFLOW_STANDIN_TRACE"))
+      trace = std::fopen(path, "a");
+  }
+};
+
+State &state() {
+  static State s;
+  return s;
+}
+
+constexpr size_t kTotalMemory = size_t(80) << 30;
+
+/// The stream a handle names; 0 and the legacy/per-thread handles are the
+/// one default stream.
+CUstream_st *streamOf(CUstream s) {
+  if (!s || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD)
+    return &state().legacy;
+  return s;
+}
+
+bool ready(const Op &op) {
+  return op.kind != Op::Kind::Wait || op.event->completed >= op.generation;
+}
+
+void fail(const std::string &what) {
+  State &st = state();
+  st.failure = what;
+  standin::note("a stream operation failed, the context is lost: " + what);
+  for (CUstream s : st.streams)
+    s->ops.clear();
+}
+
+/// Runs the next operation the schedule picks; false when none is left.
+bool runOne() {
+  State &st = state();
+  size_t n = st.streams.size();
+  for (size_t i = 0; i < n; ++i) {
+    CUstream s = st.streams[st.preferLast ? n - 1 - i : i];
+    if (s->ops.empty() || !ready(s->ops.front()))
+      continue;
+    Op op = std::move(s->ops.front());
+    s->ops.pop_front();
+    switch (op.kind) {
+    case Op::Kind::Work:
+      if (st.trace) {
+        std::fprintf(st.trace, "stream %d: %s\n", s->id, op.what.c_str());
+        std::fflush(st.trace);
+      }
+      try {
+        op.work();
+      } catch (const std::exception &e) {
+        fail(op.what + ": " + e.what());
+      }
+      break;
+    case Op::Kind::Record:
+      op.event->completed = op.generation;
+      op.event->time = Clock::now();
+      break;
+    case Op::Kind::Wait:
+      break;
+    }
+    return true;
+  }
+  return false;
+}
+
+bool idle(CUstream_st *s) { return s->ops.empty(); }
+
+void drain(CUstream_st *s) {
+  while (!idle(s) && runOne()) {
+  }
+}
+
+void drainAll() {
+  while (runOne()) {
+  }
+}
+
+bool eventDone(CUevent e) { return e->completed >= e->recorded; }
+
+std::string hex(uintptr_t p) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "0x%llx", static_cast<unsigned long long>(p));
+  return text;
+}
+
+// Every call but the error texts starts with these: the driver must be
+// initialized, and a failed stream operation poisons the context.
+#define STANDIN_ENTER()                                                                            \
+  do {                                                                                             \
+    if (!state().initialized)                                                                      \
+      return CUDA_ERROR_NOT_INITIALIZED;                                                           \
+    if (!state().failure.empty())                                                                  \
+      return CUDA_ERROR_LAUNCH_FAILED;                                                             \
+  } while (0)
+
+CUresult invalid(const std::string &why) {
+  standin::note(why);
+  return CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult checkDevice(uintptr_t pointer, size_t bytes, const char *what) {
+  std::string problem = standin::checkRange(pointer, bytes, what);
+  if (problem.empty())
+    return CUDA_SUCCESS;
+  standin::note(problem);
+  return CUDA_ERROR_INVALID_VALUE;
+}
+
+bool overlaps(uintptr_t a, uintptr_t b, size_t bytes) {
+  return bytes && a < b + bytes && b < a + bytes;
+}
+
+/// Whether a row of one 2-D range shares a byte with a row of the other
+/// (interleaved columns do not).
+bool rowsOverlap(uintptr_t a, size_t aPitch, uintptr_t b, size_t bPitch, size_t width,
+                 size_t height) {
+  struct Run {
+    uintptr_t start;
+    bool first;
+  };
+  std::vector<Run> runs;
+  runs.reserve(2 * height);
+  for (size_t row = 0; row < height; ++row) {
+    runs.push_back({a + row * aPitch, true});
+    runs.push_back({b + row * bPitch, false});
+  }
+  std::sort(runs.begin(), runs.end(), [](const Run &x, const Run &y) { return x.start < y.start; });
+  // Runs of one range never overlap each other (width <= pitch), so an
+  // overlap shows between neighbours in start order.
+  for (size_t i = 1; i < runs.size(); ++i)
+    if (runs[i].start < runs[i - 1].start + width && runs[i].first != runs[i - 1].first)
+      return true;
+  return false;
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// What the other stand-ins use
+//===----------------------------------------------------------------------===//
+
+namespace shardflow::standin {
+
+bool inAllocation(uintptr_t pointer, size_t bytes) {
+  if (!bytes)
+    return true;
+  const auto &all = state().allocations;
+  auto it = all.upper_bound(pointer);
+  if (it == all.begin())
+    return false;
+  --it;
+  return pointer - it->first <= it->second && bytes <= it->second - (pointer - it->first);
+}
+
+std::string checkRange(uintptr_t pointer, size_t bytes, const char *what) {
+  if (inAllocation(pointer, bytes))
+    return "";
+  return std::string(what) + ": [" + hex(pointer) + ", +" + std::to_string(bytes) +
+         ") is not inside one device allocation";
+}
+
+bool enqueue(CUstream stream, std::string what, std::function<void()> work) {
+  if (!state().failure.empty())
+    return false;
+  Op op;
+  op.what = std::move(what);
+  op.work = std::move(work);
+  streamOf(stream)->ops.push_back(std::move(op));
+  return true;
+}
+
+void note(const std::string &message) {
+  std::fprintf(stderr, "cuda stand-in: %s\n", message.c_str());
+}
+
+} // namespace shardflow::standin
+
+//===----------------------------------------------------------------------===//
+// The driver API
+//===----------------------------------------------------------------------===//
+
+extern "C" {
+
+CUresult CUDAAPI cuInit(unsigned int Flags) {
+  if (Flags != 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  state().initialized = true;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDriverGetVersion(int *driverVersion) {
+  if (!driverVersion)
+    return CUDA_ERROR_INVALID_VALUE;
+  *driverVersion = CUDA_VERSION;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuGetErrorName(CUresult error, const char **pStr) {
+  static const std::map<CUresult, const char *> names = {
+#define STANDIN_NAME(code) {code, #code},
+      STANDIN_NAME(CUDA_SUCCESS) STANDIN_NAME(CUDA_ERROR_INVALID_VALUE)
+          STANDIN_NAME(CUDA_ERROR_OUT_OF_MEMORY) STANDIN_NAME(CUDA_ERROR_NOT_INITIALIZED)
+              STANDIN_NAME(CUDA_ERROR_INVALID_DEVICE) STANDIN_NAME(CUDA_ERROR_INVALID_IMAGE)
+                  STANDIN_NAME(CUDA_ERROR_INVALID_CONTEXT) STANDIN_NAME(CUDA_ERROR_INVALID_HANDLE)
+                      STANDIN_NAME(CUDA_ERROR_NOT_FOUND) STANDIN_NAME(CUDA_ERROR_NOT_READY)
+                          STANDIN_NAME(CUDA_ERROR_LAUNCH_FAILED)
+                              STANDIN_NAME(CUDA_ERROR_NOT_SUPPORTED)
+#undef STANDIN_NAME
+  };
+  auto it = names.find(error);
+  if (!pStr || it == names.end()) {
+    if (pStr)
+      *pStr = nullptr;
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  *pStr = it->second;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuGetErrorString(CUresult error, const char **pStr) {
+  static const std::map<CUresult, const char *> texts = {
+      {CUDA_SUCCESS, "no error"},
+      {CUDA_ERROR_INVALID_VALUE, "invalid argument"},
+      {CUDA_ERROR_OUT_OF_MEMORY, "out of memory"},
+      {CUDA_ERROR_NOT_INITIALIZED, "initialization error"},
+      {CUDA_ERROR_INVALID_DEVICE, "invalid device ordinal"},
+      {CUDA_ERROR_INVALID_IMAGE, "device kernel image is invalid"},
+      {CUDA_ERROR_INVALID_CONTEXT, "invalid device context"},
+      {CUDA_ERROR_INVALID_HANDLE, "invalid resource handle"},
+      {CUDA_ERROR_NOT_FOUND, "named symbol not found"},
+      {CUDA_ERROR_NOT_READY, "device not ready"},
+      {CUDA_ERROR_LAUNCH_FAILED, "unspecified launch failure"},
+      {CUDA_ERROR_NOT_SUPPORTED, "operation not supported"},
+  };
+  auto it = texts.find(error);
+  if (!pStr || it == texts.end()) {
+    if (pStr)
+      *pStr = nullptr;
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  *pStr = it->second;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDeviceGetCount(int *count) {
+  STANDIN_ENTER();
+  if (!count)
+    return CUDA_ERROR_INVALID_VALUE;
+  *count = 1;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDeviceGet(CUdevice *device, int ordinal) {
+  STANDIN_ENTER();
+  if (!device)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (ordinal != 0)
+    return CUDA_ERROR_INVALID_DEVICE;
+  *device = 0;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev) {
+  STANDIN_ENTER();
+  if (!pi)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (dev != 0)
+    return CUDA_ERROR_INVALID_DEVICE;
+  const State &st = state();
+  switch (attrib) {
+  case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR:
+    *pi = st.ccMajor;
+    break;
+  case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR:
+    *pi = st.ccMinor;
+    break;
+  case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN:
+    *pi = st.sharedOptin;
+    break;
+  case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK:
+    *pi = 48 * 1024;
+    break;
+  case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT:
+    *pi = 132;
+    break;
+  case CU_DEVICE_ATTRIBUTE_WARP_SIZE:
+    *pi = 32;
+    break;
+  case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK:
+    *pi = 1024;
+    break;
+  default:
+    return invalid("cuDeviceGetAttribute: attribute " + std::to_string(int(attrib)) +
+                   " is not known to the stand-in");
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDeviceGetName(char *name, int len, CUdevice dev) {
+  STANDIN_ENTER();
+  if (!name || len <= 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (dev != 0)
+    return CUDA_ERROR_INVALID_DEVICE;
+  std::snprintf(name, size_t(len), "Shardflow CUDA stand-in (host emulation, sm_%d%d)",
+                state().ccMajor, state().ccMinor);
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
+  STANDIN_ENTER();
+  if (!pctx)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (dev != 0)
+    return CUDA_ERROR_INVALID_DEVICE;
+  ++state().primary.retained;
+  *pctx = &state().primary;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice dev) {
+  STANDIN_ENTER();
+  if (dev != 0)
+    return CUDA_ERROR_INVALID_DEVICE;
+  if (state().primary.retained <= 0)
+    return invalid("cuDevicePrimaryCtxRelease: the primary context is not retained");
+  --state().primary.retained;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx) {
+  STANDIN_ENTER();
+  if (ctx && (ctx != &state().primary || state().primary.retained <= 0))
+    return CUDA_ERROR_INVALID_CONTEXT;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuCtxSynchronize(void) {
+  STANDIN_ENTER();
+  drainAll();
+  return state().failure.empty() ? CUDA_SUCCESS : CUDA_ERROR_LAUNCH_FAILED;
+}
+
+CUresult CUDAAPI cuMemGetInfo(size_t *free, size_t *total) {
+  STANDIN_ENTER();
+  if (!free || !total)
+    return CUDA_ERROR_INVALID_VALUE;
+  *total = kTotalMemory;
+  *free = kTotalMemory - std::min(kTotalMemory, state().allocated);
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemAlloc(CUdeviceptr *dptr, size_t bytesize) {
+  STANDIN_ENTER();
+  if (!dptr || bytesize == 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  State &st = state();
+  if (bytesize > kTotalMemory - std::min(kTotalMemory, st.allocated))
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  size_t rounded = (bytesize + 255) / 256 * 256;
+  void *p = std::aligned_alloc(256, rounded);
+  if (!p)
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  std::memset(p, 0xff, rounded);
+  st.allocations[reinterpret_cast<uintptr_t>(p)] = bytesize;
+  st.allocated += bytesize;
+  *dptr = reinterpret_cast<uintptr_t>(p);
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemFree(CUdeviceptr dptr) {
+  STANDIN_ENTER();
+  State &st = state();
+  auto it = st.allocations.find(uintptr_t(dptr));
+  if (it == st.allocations.end())
+    return invalid("cuMemFree: " + hex(dptr) + " is not an allocation's start");
+  drainAll(); // cuMemFree waits for the device
+  st.allocated -= it->second;
+  st.allocations.erase(it);
+  std::free(reinterpret_cast<void *>(dptr));
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemcpyHtoD(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount) {
+  STANDIN_ENTER();
+  if (CUresult r = checkDevice(dstDevice, ByteCount, "cuMemcpyHtoD destination"))
+    return r;
+  if (ByteCount)
+    std::memcpy(reinterpret_cast<void *>(dstDevice), srcHost, ByteCount);
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemcpyDtoH(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount) {
+  STANDIN_ENTER();
+  if (CUresult r = checkDevice(srcDevice, ByteCount, "cuMemcpyDtoH source"))
+    return r;
+  // Synchronous for the host, but not ordered after non-blocking streams:
+  // what they have not run yet is not in the copy, as on a GPU.
+  if (ByteCount)
+    std::memcpy(dstHost, reinterpret_cast<const void *>(srcDevice), ByteCount);
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemcpyHtoDAsync(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount,
+                                   CUstream hStream) {
+  STANDIN_ENTER();
+  if (CUresult r = checkDevice(dstDevice, ByteCount, "cuMemcpyHtoDAsync destination"))
+    return r;
+  // Pageable host memory: the bytes are staged before the call returns,
+  // and the caller may reuse its buffer at once.
+  auto staged = std::make_shared<std::vector<uint8_t>>(
+      static_cast<const uint8_t *>(srcHost), static_cast<const uint8_t *>(srcHost) + ByteCount);
+  standin::enqueue(hStream, "copy host to device " + std::to_string(ByteCount) + " B",
+                   [dstDevice, staged] {
+                     if (!staged->empty())
+                       std::memcpy(reinterpret_cast<void *>(dstDevice), staged->data(),
+                                   staged->size());
+                   });
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemcpyDtoDAsync(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount,
+                                   CUstream hStream) {
+  STANDIN_ENTER();
+  if (CUresult r = checkDevice(srcDevice, ByteCount, "cuMemcpyDtoDAsync source"))
+    return r;
+  if (CUresult r = checkDevice(dstDevice, ByteCount, "cuMemcpyDtoDAsync destination"))
+    return r;
+  if (overlaps(srcDevice, dstDevice, ByteCount))
+    return invalid("cuMemcpyDtoDAsync: source and destination overlap (undefined on a GPU)");
+  standin::enqueue(hStream, "copy device to device " + std::to_string(ByteCount) + " B",
+                   [=] {
+                     if (ByteCount)
+                       std::memcpy(reinterpret_cast<void *>(dstDevice),
+                                   reinterpret_cast<const void *>(srcDevice), ByteCount);
+                   });
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemcpy2DAsync(const CUDA_MEMCPY2D *pCopy, CUstream hStream) {
+  STANDIN_ENTER();
+  if (!pCopy)
+    return CUDA_ERROR_INVALID_VALUE;
+  CUDA_MEMCPY2D c = *pCopy;
+  if (c.srcMemoryType != CU_MEMORYTYPE_DEVICE || c.dstMemoryType != CU_MEMORYTYPE_DEVICE)
+    return invalid("cuMemcpy2DAsync: the stand-in copies device to device only");
+  const size_t maxPitch = 2147483647; // CU_DEVICE_ATTRIBUTE_MAX_PITCH
+  if (c.srcPitch > maxPitch || c.dstPitch > maxPitch)
+    return invalid("cuMemcpy2DAsync: a pitch above the device's maximum (2^31 - 1)");
+  if (c.WidthInBytes > c.srcPitch || c.WidthInBytes > c.dstPitch)
+    return invalid("cuMemcpy2DAsync: the width exceeds a pitch");
+  if (!c.WidthInBytes || !c.Height)
+    return CUDA_SUCCESS;
+  uintptr_t src = c.srcDevice + c.srcY * c.srcPitch + c.srcXInBytes;
+  uintptr_t dst = c.dstDevice + c.dstY * c.dstPitch + c.dstXInBytes;
+  size_t srcSpan = (c.Height - 1) * c.srcPitch + c.WidthInBytes;
+  size_t dstSpan = (c.Height - 1) * c.dstPitch + c.WidthInBytes;
+  if (CUresult r = checkDevice(src, srcSpan, "cuMemcpy2DAsync source"))
+    return r;
+  if (CUresult r = checkDevice(dst, dstSpan, "cuMemcpy2DAsync destination"))
+    return r;
+  if (src < dst + dstSpan && dst < src + srcSpan &&
+      rowsOverlap(src, c.srcPitch, dst, c.dstPitch, c.WidthInBytes, c.Height))
+    return invalid("cuMemcpy2DAsync: source and destination overlap (undefined on a GPU)");
+  standin::enqueue(hStream,
+                   "copy 2D " + std::to_string(c.Height) + " x " +
+                       std::to_string(c.WidthInBytes) + " B",
+                   [=] {
+                     for (size_t row = 0; row < c.Height; ++row)
+                       std::memcpy(reinterpret_cast<void *>(dst + row * c.dstPitch),
+                                   reinterpret_cast<const void *>(src + row * c.srcPitch),
+                                   c.WidthInBytes);
+                   });
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemsetD8Async(CUdeviceptr dstDevice, unsigned char uc, size_t N,
+                                 CUstream hStream) {
+  STANDIN_ENTER();
+  if (CUresult r = checkDevice(dstDevice, N, "cuMemsetD8Async destination"))
+    return r;
+  standin::enqueue(hStream, "memset " + std::to_string(N) + " B", [=] {
+    if (N)
+      std::memset(reinterpret_cast<void *>(dstDevice), uc, N);
+  });
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuStreamCreate(CUstream *phStream, unsigned int Flags) {
+  STANDIN_ENTER();
+  if (!phStream || (Flags & ~unsigned(CU_STREAM_NON_BLOCKING)))
+    return CUDA_ERROR_INVALID_VALUE;
+  auto *s = new CUstream_st;
+  s->id = state().nextStream++;
+  state().streams.push_back(s);
+  *phStream = s;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuStreamDestroy(CUstream hStream) {
+  STANDIN_ENTER();
+  State &st = state();
+  auto it = std::find(st.streams.begin(), st.streams.end(), hStream);
+  if (!hStream || it == st.streams.end() || hStream == &st.legacy)
+    return CUDA_ERROR_INVALID_HANDLE;
+  // Work still queued completes first, as the driver lets it.
+  drain(hStream);
+  st.streams.erase(std::find(st.streams.begin(), st.streams.end(), hStream));
+  delete hStream;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuStreamSynchronize(CUstream hStream) {
+  STANDIN_ENTER();
+  drain(streamOf(hStream));
+  return state().failure.empty() ? CUDA_SUCCESS : CUDA_ERROR_LAUNCH_FAILED;
+}
+
+CUresult CUDAAPI cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags) {
+  STANDIN_ENTER();
+  if (!hEvent || Flags != 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  // Waits for the event's latest record as of this call; an event never
+  // recorded is complete.
+  Op op;
+  op.kind = Op::Kind::Wait;
+  op.event = hEvent;
+  op.generation = hEvent->recorded;
+  streamOf(hStream)->ops.push_back(std::move(op));
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuEventCreate(CUevent *phEvent, unsigned int Flags) {
+  STANDIN_ENTER();
+  if (!phEvent ||
+      (Flags & ~unsigned(CU_EVENT_DISABLE_TIMING | CU_EVENT_BLOCKING_SYNC)))
+    return CUDA_ERROR_INVALID_VALUE;
+  auto *e = new CUevent_st;
+  e->timing = !(Flags & CU_EVENT_DISABLE_TIMING);
+  *phEvent = e;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuEventDestroy(CUevent hEvent) {
+  STANDIN_ENTER();
+  if (!hEvent)
+    return CUDA_ERROR_INVALID_HANDLE;
+  // Waits already enqueued still refer to it: it is kept (a few bytes).
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuEventRecord(CUevent hEvent, CUstream hStream) {
+  STANDIN_ENTER();
+  if (!hEvent)
+    return CUDA_ERROR_INVALID_HANDLE;
+  Op op;
+  op.kind = Op::Kind::Record;
+  op.event = hEvent;
+  op.generation = ++hEvent->recorded;
+  streamOf(hStream)->ops.push_back(std::move(op));
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuEventQuery(CUevent hEvent) {
+  STANDIN_ENTER();
+  if (!hEvent)
+    return CUDA_ERROR_INVALID_HANDLE;
+  // One operation per query: the caller's polling loop runs the program.
+  if (!eventDone(hEvent))
+    runOne();
+  if (!state().failure.empty())
+    return CUDA_ERROR_LAUNCH_FAILED;
+  return eventDone(hEvent) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+}
+
+CUresult CUDAAPI cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent hEnd) {
+  STANDIN_ENTER();
+  if (!pMilliseconds || !hStart || !hEnd)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (!hStart->timing || !hEnd->timing || !hStart->recorded || !hEnd->recorded)
+    return CUDA_ERROR_INVALID_HANDLE;
+  if (!eventDone(hStart) || !eventDone(hEnd))
+    return CUDA_ERROR_NOT_READY;
+  *pMilliseconds =
+      std::chrono::duration<float, std::milli>(hEnd->time - hStart->time).count();
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuModuleLoadData(CUmodule *module, const void *image) {
+  STANDIN_ENTER();
+  if (!module || !image)
+    return CUDA_ERROR_INVALID_VALUE;
+  const auto *bytes = static_cast<const uint8_t *>(image);
+  auto m = std::make_unique<CUmod_st>();
+  uint32_t magic;
+  std::memcpy(&magic, bytes, sizeof(magic));
+  if (magic == 0xBA55ED50u) {
+    m->kind = CUmod_st::Kind::Fatbin; // nvcc's fatbin: the runtime's kernels
+  } else if (std::memcmp(bytes, "\x7f" "ELF", 4) == 0 && bytes[4] == 2) {
+    // A 64-bit ELF cubin ends with its section headers.
+    uint64_t shoff;
+    uint16_t shentsize, shnum;
+    std::memcpy(&shoff, bytes + 0x28, 8);
+    std::memcpy(&shentsize, bytes + 0x3A, 2);
+    std::memcpy(&shnum, bytes + 0x3C, 2);
+    m->kind = CUmod_st::Kind::Cubin;
+    m->bytes.assign(reinterpret_cast<const char *>(bytes), shoff + size_t(shentsize) * shnum);
+  } else if (std::strstr(static_cast<const char *>(image), ".version")) {
+    m->kind = CUmod_st::Kind::Ptx;
+    m->bytes = static_cast<const char *>(image);
+  } else {
+    return CUDA_ERROR_INVALID_IMAGE;
+  }
+  *module = m.release();
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int numOptions,
+                                    CUjit_option *options, void **optionValues) {
+  STANDIN_ENTER();
+  for (unsigned i = 0; i < numOptions; ++i) {
+    if (options[i] == CU_JIT_ERROR_LOG_BUFFER && optionValues[i])
+      static_cast<char *>(optionValues[i])[0] = 0;
+    else if (options[i] != CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES &&
+             options[i] != CU_JIT_ERROR_LOG_BUFFER)
+      return invalid("cuModuleLoadDataEx: JIT option " + std::to_string(int(options[i])) +
+                     " is not known to the stand-in");
+  }
+  return cuModuleLoadData(module, image);
+}
+
+CUresult CUDAAPI cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name) {
+  STANDIN_ENTER();
+  if (!hfunc || !hmod || !name)
+    return CUDA_ERROR_INVALID_VALUE;
+  auto &slot = hmod->functions[name];
+  if (!slot) {
+    size_t argumentBytes = 0;
+    bool found = false;
+    if (hmod->kind == CUmod_st::Kind::Fatbin) {
+      argumentBytes = runtime::cuda::emulatedArgumentBytes(name);
+      found = argumentBytes > 0;
+    } else if (hmod->kind == CUmod_st::Kind::Ptx) {
+      std::string entry = std::string(".entry ") + name;
+      size_t at = hmod->bytes.find(entry);
+      found = at != std::string::npos &&
+              std::strchr("( \t\r\n", hmod->bytes[at + entry.size()]) != nullptr;
+    } else {
+      found = hmod->bytes.find(std::string(name) + '\0') != std::string::npos;
+    }
+    if (!found) {
+      hmod->functions.erase(name);
+      return CUDA_ERROR_NOT_FOUND;
+    }
+    slot = std::make_unique<CUfunc_st>();
+    slot->name = name;
+    slot->argumentBytes = argumentBytes;
+  }
+  *hfunc = slot.get();
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuModuleUnload(CUmodule hmod) {
+  STANDIN_ENTER();
+  if (!hmod)
+    return CUDA_ERROR_INVALID_HANDLE;
+  drainAll(); // launches of its functions may still be queued
+  delete hmod;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib, int value) {
+  STANDIN_ENTER();
+  if (!hfunc)
+    return CUDA_ERROR_INVALID_HANDLE;
+  if (attrib != CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)
+    return invalid("cuFuncSetAttribute: attribute " + std::to_string(int(attrib)) +
+                   " is not known to the stand-in");
+  if (value < 0 || value > state().sharedOptin)
+    return invalid("cuFuncSetAttribute: " + std::to_string(value) +
+                   " bytes of dynamic shared memory for " + hfunc->name + "; the device allows " +
+                   std::to_string(state().sharedOptin));
+  hfunc->maxDynamicShared = value;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                                unsigned int gridDimZ, unsigned int blockDimX,
+                                unsigned int blockDimY, unsigned int blockDimZ,
+                                unsigned int sharedMemBytes, CUstream hStream,
+                                void **kernelParams, void **extra) {
+  STANDIN_ENTER();
+  if (!f)
+    return CUDA_ERROR_INVALID_HANDLE;
+  if (!gridDimX || !gridDimY || !gridDimZ || !blockDimX || !blockDimY || !blockDimZ ||
+      gridDimX > 2147483647u || gridDimY > 65535 || gridDimZ > 65535 || blockDimX > 1024 ||
+      blockDimY > 1024 || blockDimZ > 64 ||
+      uint64_t(blockDimX) * blockDimY * blockDimZ > 1024)
+    return invalid("cuLaunchKernel " + f->name + ": grid or block out of range");
+  if (int64_t(sharedMemBytes) > f->maxDynamicShared)
+    return invalid("cuLaunchKernel " + f->name + ": " + std::to_string(sharedMemBytes) +
+                   " bytes of dynamic shared memory, but the function allows " +
+                   std::to_string(f->maxDynamicShared) +
+                   " (cuFuncSetAttribute raises the 48 KiB default)");
+  if (extra)
+    return invalid("cuLaunchKernel: the stand-in takes kernelParams, not extra");
+  if (!f->argumentBytes) {
+    standin::note("cannot run generated kernel '" + f->name +
+                  "': its PTX and cubins run only on a GPU (the stand-in runs the runtime's "
+                  "own kernels, cuBLASLt GEMMs, NCCL and copies)");
+    return CUDA_ERROR_NOT_SUPPORTED;
+  }
+  if (!kernelParams || !kernelParams[0])
+    return invalid("cuLaunchKernel " + f->name + ": no kernel parameters");
+  runtime::cuda::DeviceLaunch launch;
+  launch.function = f->name;
+  launch.grid[0] = gridDimX;
+  launch.grid[1] = gridDimY;
+  launch.grid[2] = gridDimZ;
+  launch.block[0] = blockDimX;
+  launch.block[1] = blockDimY;
+  launch.block[2] = blockDimZ;
+  launch.sharedBytes = sharedMemBytes;
+  // The parameters are copied at launch, as the driver does.
+  const auto *argument = static_cast<const uint8_t *>(kernelParams[0]);
+  launch.argument.assign(argument, argument + f->argumentBytes);
+  std::string what = "launch " + f->name + " grid " + std::to_string(gridDimX) + " block " +
+                     std::to_string(blockDimX) + " shared " + std::to_string(sharedMemBytes);
+  standin::enqueue(hStream, what, [launch] { runtime::cuda::runEmulated(launch); });
+  return CUDA_SUCCESS;
+}
+
+} // extern "C"
