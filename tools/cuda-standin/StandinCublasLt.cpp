@@ -16,7 +16,8 @@
 // agree, a leading dimension below the row count, type combinations
 // cuBLASLt does not offer, matrices that reach outside their device
 // allocation, pointers less aligned than the alignment the algorithm was
-// chosen for (CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_*_BYTES, 256 unless set),
+// chosen for (CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_*_BYTES, 256 unless set;
+// for the bias, the alignment of the bias pointer the heuristic saw),
 // a workspace smaller than the algorithm asked for. Each such call fails
 // with a status and a note on stderr saying why.
 //
@@ -85,6 +86,9 @@ struct Algo {
   uint64_t magic;
   uint64_t align[4];
   uint64_t workspace;
+  // The bias pointer's alignment when the heuristic ran: cublasLt.h says
+  // the heuristic takes the expected bias alignment from its value then.
+  uint64_t biasAlign;
 };
 constexpr uint64_t kAlgoMagic = 0x5348415244464c57ull;
 static_assert(sizeof(Algo) <= sizeof(cublasLtMatmulAlgo_t));
@@ -468,7 +472,8 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmulAlgoGetHeuristic(
   if (!p.error.empty())
     return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmulAlgoGetHeuristic: " + p.error);
   const Preference &pr = *preference(pref);
-  Algo algo{kAlgoMagic, {pr.align[0], pr.align[1], pr.align[2], pr.align[3]}, 0};
+  Algo algo{kAlgoMagic, {pr.align[0], pr.align[1], pr.align[2], pr.align[3]}, 0,
+            alignmentOf(reinterpret_cast<uintptr_t>(desc(operationDesc)->bias))};
   // Ask for some workspace when allowed, so that passing it on is checked.
   algo.workspace = std::min<uint64_t>(pr.workspace, uint64_t(1) << 20);
   cublasLtMatmulHeuristicResult_t &r = heuristicResultsArray[0];
@@ -539,6 +544,12 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmul(
     if (!d.bias || !problem.empty())
       return refuse(CUBLAS_STATUS_INVALID_VALUE,
                     d.bias ? problem : "cublasLtMatmul: a bias epilogue without a bias pointer");
+    unsigned have = alignmentOf(reinterpret_cast<uintptr_t>(d.bias));
+    if (have < chosen.biasAlign)
+      return refuse(CUBLAS_STATUS_INVALID_VALUE,
+                    "cublasLtMatmul: the bias is " + std::to_string(have) +
+                        "-byte aligned, but the heuristic ran with a bias pointer aligned to " +
+                        std::to_string(chosen.biasAlign));
   }
   if (workspaceSizeInBytes < chosen.workspace)
     return refuse(CUBLAS_STATUS_INVALID_VALUE,

@@ -489,10 +489,15 @@ CUresult CUDAAPI cuMemFree(CUdeviceptr dptr) {
   return CUDA_SUCCESS;
 }
 
+// The synchronous copies and memset run in the legacy stream: after its
+// earlier work, but not after non-blocking streams' work, which they do not
+// wait for (a caller must synchronize with those itself, as on a GPU).
+
 CUresult CUDAAPI cuMemcpyHtoD(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount) {
   STANDIN_ENTER();
   if (CUresult r = checkDevice(dstDevice, ByteCount, "cuMemcpyHtoD destination"))
     return r;
+  drain(&state().legacy);
   if (ByteCount)
     std::memcpy(reinterpret_cast<void *>(dstDevice), srcHost, ByteCount);
   return CUDA_SUCCESS;
@@ -502,8 +507,7 @@ CUresult CUDAAPI cuMemcpyDtoH(void *dstHost, CUdeviceptr srcDevice, size_t ByteC
   STANDIN_ENTER();
   if (CUresult r = checkDevice(srcDevice, ByteCount, "cuMemcpyDtoH source"))
     return r;
-  // Synchronous for the host, but not ordered after non-blocking streams:
-  // what they have not run yet is not in the copy, as on a GPU.
+  drain(&state().legacy);
   if (ByteCount)
     std::memcpy(dstHost, reinterpret_cast<const void *>(srcDevice), ByteCount);
   return CUDA_SUCCESS;
@@ -579,6 +583,16 @@ CUresult CUDAAPI cuMemcpy2DAsync(const CUDA_MEMCPY2D *pCopy, CUstream hStream) {
                                    reinterpret_cast<const void *>(src + row * c.srcPitch),
                                    c.WidthInBytes);
                    });
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemsetD8(CUdeviceptr dstDevice, unsigned char uc, size_t N) {
+  STANDIN_ENTER();
+  if (CUresult r = checkDevice(dstDevice, N, "cuMemsetD8 destination"))
+    return r;
+  drain(&state().legacy);
+  if (N)
+    std::memset(reinterpret_cast<void *>(dstDevice), uc, N);
   return CUDA_SUCCESS;
 }
 
