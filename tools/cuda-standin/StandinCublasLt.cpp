@@ -30,6 +30,7 @@
 #include <cublasLt.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -471,6 +472,15 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmulAlgoGetHeuristic(
                     *layout(Ddesc));
   if (!p.error.empty())
     return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmulAlgoGetHeuristic: " + p.error);
+  // SHARDFLOW_STANDIN_CUBLASLT=no-zero-stride: no algorithm for a batch
+  // that repeats one matrix (stride 0), so the caller's fallback runs.
+  const char *mode = std::getenv("SHARDFLOW_STANDIN_CUBLASLT");
+  if (mode && std::strcmp(mode, "no-zero-stride") == 0)
+    for (cublasLtMatrixLayout_t l : {Adesc, Bdesc, Cdesc, Ddesc})
+      if (layout(l)->batch > 1 && layout(l)->stride == 0) {
+        *returnAlgoCount = 0;
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+      }
   const Preference &pr = *preference(pref);
   Algo algo{kAlgoMagic, {pr.align[0], pr.align[1], pr.align[2], pr.align[3]}, 0,
             alignmentOf(reinterpret_cast<uintptr_t>(desc(operationDesc)->bias))};
