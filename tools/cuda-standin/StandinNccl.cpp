@@ -139,13 +139,13 @@ ncclResult_t copyCollective(const char *call, const void *send, void *recv, size
     return error(comm, ncclInvalidArgument,
                  std::string(call) + ": send and receive buffers overlap without being the same");
   bool fail = comm->failAfterFirst;
-  bool ok = standin::enqueue(stream, std::string("nccl ") + call + " " + std::to_string(bytes) + " B",
-                             [=] {
-                               if (s != d && bytes)
-                                 std::memcpy(recv, send, bytes);
-                               if (fail)
-                                 comm->failed = true;
-                             });
+  std::string what = std::string("nccl ") + call + " " + std::to_string(bytes) + " B";
+  bool ok = standin::enqueue(stream, what, [=] {
+    if (s != d && bytes)
+      std::memcpy(recv, send, bytes);
+    if (fail)
+      comm->failed = true;
+  });
   if (!ok)
     return error(comm, ncclUnhandledCudaError, std::string(call) + ": the CUDA context has failed");
   return accepted(comm);
