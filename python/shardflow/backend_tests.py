@@ -302,8 +302,10 @@ def _comparison_message(err: AssertionError) -> str:
 
 
 def run_test(info: TestInfo, data_dir: Path | None = None,
-             timeout: float = DEFAULT_TIMEOUT, threads: int = 1) -> Result:
-    """Compiles, runs and checks one attempted node test."""
+             timeout: float = DEFAULT_TIMEOUT, threads: int = 1, target: str = "cpu",
+             env: dict[str, str] | None = None) -> Result:
+    """Compiles (`--target TARGET`), runs (shard-run with `env` added to the
+    environment) and checks one attempted node test."""
     import onnx
     from onnx import numpy_helper
     from onnx.backend.test.runner import Runner
@@ -329,7 +331,7 @@ def run_test(info: TestInfo, data_dir: Path | None = None,
     pinned: list[str] = []  # graph inputs the model needs as constants
 
     def compile_for(data: Path | None, artifact: Path):
-        cmd = [shard_opt, "model.onnx", "--target", "cpu", "-o", str(artifact)]
+        cmd = [shard_opt, "model.onnx", "--target", target, "-o", str(artifact)]
         # Dimensions the model leaves symbolic are pinned to the data's.
         for j, v in enumerate(model.graph.input):
             dims = v.type.tensor_type.shape.dim
@@ -370,7 +372,9 @@ def run_test(info: TestInfo, data_dir: Path | None = None,
                     return failed("timeout", f"shard-opt ran past {timeout:g} s")
                 if out.returncode != 0:
                     return failed("compile", _first_line(out.stderr))
-            run = [shard_run, str(artifact), "--threads", str(threads)]
+            run = [shard_run, str(artifact)]
+            if target == "cpu":
+                run += ["--threads", str(threads)]
             for j, v in enumerate(model.graph.input):
                 if v.name in initializers or v.name in pinned:
                     continue
@@ -380,7 +384,8 @@ def run_test(info: TestInfo, data_dir: Path | None = None,
             run += ["--output", str(result)]
             try:
                 out = subprocess.run(run, cwd=folder, capture_output=True, text=True,
-                                     timeout=timeout)
+                                     timeout=timeout,
+                                     env={**os.environ, **env} if env else None)
             except subprocess.TimeoutExpired:
                 return failed("timeout", f"shard-run ran past {timeout:g} s")
             if out.returncode != 0:
@@ -409,14 +414,16 @@ def run_test(info: TestInfo, data_dir: Path | None = None,
 
 def run_all(infos: list[TestInfo], jobs: int | None = None,
             data_dir: Path | None = None, timeout: float = DEFAULT_TIMEOUT,
-            progress=None, threads: int = 1) -> list[Result]:
+            progress=None, threads: int = 1, target: str = "cpu",
+            env: dict[str, str] | None = None) -> list[Result]:
     """Runs the tests on `jobs` threads (each waits on a child process)."""
     data_dir = data_dir or node_data_dir()
     pipeline.tool("shard-opt"), pipeline.tool("shard-run")  # fail early when missing
     jobs = jobs or os.cpu_count() or 1
     results: dict[str, Result] = {}
     with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
-        futures = {pool.submit(run_test, info, data_dir, timeout, threads): info for info in infos}
+        futures = {pool.submit(run_test, info, data_dir, timeout, threads, target, env): info
+                   for info in infos}
         for future in concurrent.futures.as_completed(futures):
             info = futures[future]
             try:

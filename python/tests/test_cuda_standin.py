@@ -4,19 +4,22 @@ tools/cuda-standin builds libcuda.so.1, libcublasLt.so.<major> and
 libnccl.so.2 that implement the calls shard-run makes from the libraries'
 documented semantics, on the host: device memory is host memory, streams
 defer their work until the host waits, the runtime's own kernels run
-through their host emulation, GEMMs are computed from cuBLASLt's
+through their host emulation, the compiler's generated kernels run by
+interpreting their PTX (on sm_86, where shard-run loads the artifact's
+compute_80 PTX rather than a cubin), GEMMs are computed from cuBLASLt's
 column-major definition, NCCL has communicators of one rank. With
-LD_LIBRARY_PATH pointing at them, everything of a CUDA artifact but the
-compiler-generated kernels (PTX and cubins) runs here: weight upload and
-conversion, the cuBLASLt descriptors (transposes, leading dimensions,
-batches, epilogues, alignments), launch arguments, shared-memory opt-in,
-the two-stream schedule, NCCL bootstrap and the error paths. Each program
-runs twice, preferring the compute stream and then the communication
-stream, so a missing stream dependency shows as a wrong result.
+LD_LIBRARY_PATH pointing at them, a whole CUDA artifact runs here: weight
+upload and conversion, the generated kernels as NVPTX emitted them, the
+cuBLASLt descriptors (transposes, leading dimensions, batches, epilogues,
+alignments), launch arguments, shared-memory opt-in, the two-stream
+schedule, NCCL bootstrap and the error paths. Each program runs twice,
+preferring the compute stream and then the communication stream, so a
+missing stream dependency shows as a wrong result.
 
 References are independent: numpy float64 for the smoke cases,
-onnxruntime for compiled models (relative error: f32 1e-4, bf16 2e-2, f16
-1e-2).
+onnxruntime for compiled models and the zoo (relative error: f32 1e-4,
+bf16 2e-2, f16 1e-2). test_cuda_standin_nodes.py runs ONNX's node tests
+the same way.
 """
 import os
 import re
@@ -28,7 +31,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from shardflow import cuda_smoke, pipeline
+from shardflow import cuda_smoke, cuda_zoo, pipeline
 
 ORDERS = ("first", "last")
 
@@ -121,7 +124,8 @@ def compile_cuda(model: Path, dtype: str) -> Path:
     out = subprocess.run([str(pipeline.tool("shard-opt")), str(model), "--target", "cuda",
                           "--dtype", dtype, "-o", str(artifact)], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
-    # Generated kernels cannot run on the stand-in: this model must have none.
+    # It runs on sm_90, where generated kernels would be cubins, which the
+    # stand-in cannot run: this model must have none.
     assert "kernel launch" not in artifact.read_text(), "the model now has a generated kernel"
     return artifact
 
@@ -173,7 +177,7 @@ def test_compiled_model_matches_onnxruntime(block, dtype, order, tmp_path):
     assert "nccl all_reduce" in ran  # the health check
 
 
-def test_generated_kernels_are_refused_by_name(tmp_path):
+def test_generated_kernels_run_from_ptx_and_cubins_are_refused(tmp_path):
     graph = helper.make_graph(
         [helper.make_node("Relu", ["x"], ["y"], name="act")], "g",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])],
@@ -185,15 +189,72 @@ def test_generated_kernels_are_refused_by_name(tmp_path):
     out = subprocess.run([str(pipeline.tool("shard-opt")), str(model), "--target", "cuda", "-o",
                           str(artifact)], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
-    np.savez(tmp_path / "in.npz", x=np.ones((4, 8), np.float32))
-    # sm_90 loads the module's cubin, sm_86 its PTX (through the JIT call):
-    # either way the function is found, and refused only at its launch.
-    for sm in ("90", "86"):
-        rc, err = run_standin(artifact, "--inputs", tmp_path / "in.npz", "--output",
-                              tmp_path / "out.npz", env={"SHARDFLOW_STANDIN_SM": sm})
-        assert rc == 1, err
-        assert re.search(r"cannot run generated kernel 'k0_relu'", err), err
-        assert "cuLaunchKernel failed: CUDA_ERROR_NOT_SUPPORTED" in err, err
+    x = np.linspace(-2, 2, 32, dtype=np.float32).reshape(4, 8)
+    np.savez(tmp_path / "in.npz", x=x)
+    # sm_90 loads the module's cubin: the function is found, and refused at
+    # its launch, with the way to its PTX.
+    rc, err = run_standin(artifact, "--inputs", tmp_path / "in.npz", "--output",
+                          tmp_path / "out.npz", env={"SHARDFLOW_STANDIN_SM": "90"})
+    assert rc == 1, err
+    assert re.search(r"cannot run generated kernel 'k0_relu': it was loaded from a cubin", err)
+    assert "SHARDFLOW_STANDIN_SM=86" in err, err
+    assert "cuLaunchKernel failed: CUDA_ERROR_NOT_SUPPORTED" in err, err
+    # sm_86 loads the PTX (through the JIT call), which runs.
+    rc, err = run_standin(artifact, "--inputs", tmp_path / "in.npz", "--output",
+                          tmp_path / "out.npz", env={"SHARDFLOW_STANDIN_SM": "86"})
+    assert rc == 0, err
+    np.testing.assert_array_equal(np.load(tmp_path / "out.npz")["y"], np.maximum(x, 0))
+
+
+ZOO_TOLERANCE = {"f32": 1e-4, "bf16": 2e-2}
+
+
+@pytest.fixture(scope="module")
+def zoo(tmp_path_factory):
+    """tools/gpu-check.sh's cases (python -m shardflow.cuda_zoo)."""
+    standin_dir()
+    out = tmp_path_factory.mktemp("zoo")
+    cuda_zoo.write_cases(out, pipeline.tool("shard-opt"))
+    cuda_zoo.write_check_cases(out, pipeline.tool("shard-opt"))
+    return out
+
+
+@pytest.mark.parametrize("order", ORDERS)
+@pytest.mark.parametrize("dtype", sorted(ZOO_TOLERANCE))
+def test_zoo_models_match_onnxruntime(zoo, dtype, order, tmp_path):
+    """The GPU check's models, world size 1, generated kernels from their
+    PTX: against onnxruntime (measured: f32 about 4e-7, bf16 about 1e-2)."""
+    tol = ZOO_TOLERANCE[dtype]
+    for name in cuda_zoo.MODELS:
+        base = zoo / dtype / name
+        trace = tmp_path / f"{name}.trace"
+        rc, err = run_standin(f"{base}.shard", "--inputs", f"{base}.inputs.npz", "--output",
+                              tmp_path / f"{name}.npz", order=order,
+                              env={"SHARDFLOW_STANDIN_SM": "86",
+                                   "SHARDFLOW_STANDIN_TRACE": str(trace)})
+        assert rc == 0, (name, err)
+        ran = trace.read_text()
+        assert re.search(r"launch k\d+_\w+ .* \(PTX\)\n", ran), (name, ran)
+        assert "nccl all_reduce" in ran, name
+        with np.load(f"{base}.expected.npz") as want, np.load(tmp_path / f"{name}.npz") as got:
+            assert sorted(want.files) == sorted(got.files), name
+            for out in want.files:
+                w, g = want[out].astype(np.float64), got[out].astype(np.float64)
+                error = np.abs(g - w).max() / np.abs(w).max()
+                assert error < tol, f"{dtype} {name} {out}: relative error {error:.2e}"
+
+
+@pytest.mark.parametrize("case", sorted(cuda_zoo.CHECK_CASES))
+def test_kernel_errors_name_the_node(zoo, case, tmp_path):
+    """Bad inputs found by a kernel (generated ones write a status word the
+    executor reads after the run) stop the run, naming the ONNX node."""
+    base = zoo / "checks" / case
+    rc, err = run_standin(f"{base}.shard", "--inputs", f"{base}.inputs.npz", "--output",
+                          tmp_path / "out.npz", env={"SHARDFLOW_STANDIN_SM": "86"})
+    assert rc == 1, err
+    for phrase in cuda_zoo.CHECK_CASES[case][2]:
+        assert phrase in err, err
+    assert "the outputs of this run are not valid" in err, err
 
 
 def attention_model(path: Path, head: int, seq=8) -> Path:

@@ -7,8 +7,10 @@
 // host memory, filled with 0xff bytes (NaN as floats) when allocated, so a
 // read of memory nothing wrote shows. The runtime's own kernels run through
 // their host emulation (lib/Runtime/kernels/cuda/EmulatedKernels.h);
-// kernels the compiler generated exist only as PTX and cubins, and a
-// launch of one fails with CUDA_ERROR_NOT_SUPPORTED and a note.
+// kernels the compiler generated run by interpreting their PTX
+// (StandinPtx.h), which shard-run loads on sm_86 and sm_89 (set with
+// SHARDFLOW_STANDIN_SM); a cubin cannot run, and launching one of its
+// kernels fails with CUDA_ERROR_NOT_SUPPORTED and a note.
 //
 // Work on a stream is deferred, as on a GPU: it runs when the host waits
 // (cuEventQuery, cuStreamSynchronize, ...), one operation at a time, taken
@@ -25,10 +27,12 @@
 //===----------------------------------------------------------------------===//
 
 #include "Standin.h"
+#include "StandinPtx.h"
 
 #include "EmulatedKernels.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -67,13 +71,16 @@ struct CUevent_st {
 
 struct CUfunc_st {
   std::string name;
-  size_t argumentBytes = 0; // 0: a generated kernel, which cannot run here
+  size_t argumentBytes = 0; // the runtime's kernels: their argument struct
+  const shardflow::standin::ptx::Kernel *ptx = nullptr; // a generated kernel's PTX
+  std::string ptxProblem; // why the PTX cannot be interpreted
   int maxDynamicShared = 48 * 1024;
 };
 
 struct CUmod_st {
   enum class Kind { Fatbin, Cubin, Ptx } kind = Kind::Ptx;
   std::string bytes; // cubin or PTX, searched for function names
+  std::unique_ptr<shardflow::standin::ptx::Module> ptx; // Kind::Ptx, parsed
   std::map<std::string, std::unique_ptr<CUfunc_st>> functions;
 };
 
@@ -286,6 +293,63 @@ void note(const std::string &message) {
 //===----------------------------------------------------------------------===//
 // The driver API
 //===----------------------------------------------------------------------===//
+
+namespace {
+
+/// A generated kernel: its PTX runs through the interpreter when the
+/// stream reaches the launch.
+CUresult launchPtx(const CUfunc_st &f, std::array<unsigned, 3> grid,
+                   std::array<unsigned, 3> block, unsigned sharedMemBytes, CUstream hStream,
+                   void **kernelParams) {
+  const standin::ptx::Kernel &k = *f.ptx;
+  unsigned threads = block[0] * block[1] * block[2];
+  if (k.maxThreads[0]) {
+    unsigned most = k.maxThreads[0] * k.maxThreads[1] * k.maxThreads[2];
+    bool exact = block[0] == k.maxThreads[0] && block[1] == k.maxThreads[1] &&
+                 block[2] == k.maxThreads[2];
+    if (k.exactThreads ? !exact : threads > most)
+      return invalid("cuLaunchKernel " + f.name + ": a block of " + std::to_string(threads) +
+                     " threads, but its PTX " +
+                     (k.exactThreads ? "requires " : "allows at most ") +
+                     std::to_string(k.maxThreads[0]) + "x" + std::to_string(k.maxThreads[1]) +
+                     "x" + std::to_string(k.maxThreads[2]));
+  }
+  if (k.staticShared > 48 * 1024 ||
+      k.staticShared + sharedMemBytes > size_t(std::max(f.maxDynamicShared, 48 * 1024)))
+    return invalid("cuLaunchKernel " + f.name + ": " + std::to_string(k.staticShared) +
+                   " bytes of static and " + std::to_string(sharedMemBytes) +
+                   " of dynamic shared memory exceed what the function may use");
+  if (!k.parameters.empty() && !kernelParams)
+    return invalid("cuLaunchKernel " + f.name + ": no kernel parameters");
+  standin::ptx::Launch launch;
+  for (int d = 0; d < 3; ++d) {
+    launch.grid[d] = grid[d];
+    launch.block[d] = block[d];
+  }
+  launch.dynamicShared = sharedMemBytes;
+  // The parameters are copied at launch, as the driver does.
+  launch.parameters.assign(k.parameterBytes, 0);
+  for (size_t i = 0; i < k.parameters.size(); ++i) {
+    if (!kernelParams[i])
+      return invalid("cuLaunchKernel " + f.name + ": parameter " + std::to_string(i) +
+                     " is null");
+    std::memcpy(launch.parameters.data() + k.parameters[i].offset, kernelParams[i],
+                k.parameters[i].bytes);
+  }
+  std::string what = "launch " + f.name + " grid " + std::to_string(grid[0]) + "x" +
+                     std::to_string(grid[1]) + "x" + std::to_string(grid[2]) + " block " +
+                     std::to_string(block[0]) + "x" + std::to_string(block[1]) + "x" +
+                     std::to_string(block[2]) + " shared " + std::to_string(sharedMemBytes) +
+                     " (PTX)";
+  standin::enqueue(hStream, what, [&k, launch] {
+    standin::ptx::run(k, launch, [](uint64_t address, size_t bytes) {
+      return standin::inAllocation(uintptr_t(address), bytes);
+    });
+  });
+  return CUDA_SUCCESS;
+}
+
+} // namespace
 
 extern "C" {
 
@@ -730,6 +794,7 @@ CUresult CUDAAPI cuModuleLoadData(CUmodule *module, const void *image) {
   } else if (std::strstr(static_cast<const char *>(image), ".version")) {
     m->kind = CUmod_st::Kind::Ptx;
     m->bytes = static_cast<const char *>(image);
+    m->ptx = standin::ptx::parse(m->bytes);
   } else {
     return CUDA_ERROR_INVALID_IMAGE;
   }
@@ -777,6 +842,17 @@ CUresult CUDAAPI cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const cha
     slot = std::make_unique<CUfunc_st>();
     slot->name = name;
     slot->argumentBytes = argumentBytes;
+    if (hmod->ptx) {
+      auto it = hmod->ptx->kernels.find(name);
+      if (!hmod->ptx->problem.empty())
+        slot->ptxProblem = hmod->ptx->problem;
+      else if (it == hmod->ptx->kernels.end())
+        slot->ptxProblem = "the PTX parser did not find it";
+      else if (!it->second.problem.empty())
+        slot->ptxProblem = it->second.problem;
+      else
+        slot->ptx = &it->second;
+    }
   }
   *hfunc = slot.get();
   return CUDA_SUCCESS;
@@ -826,10 +902,18 @@ CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned in
                    " (cuFuncSetAttribute raises the 48 KiB default)");
   if (extra)
     return invalid("cuLaunchKernel: the stand-in takes kernelParams, not extra");
+  if (f->ptx)
+    return launchPtx(*f, {gridDimX, gridDimY, gridDimZ}, {blockDimX, blockDimY, blockDimZ},
+                     sharedMemBytes, hStream, kernelParams);
   if (!f->argumentBytes) {
-    standin::note("cannot run generated kernel '" + f->name +
-                  "': its PTX and cubins run only on a GPU (the stand-in runs the runtime's "
-                  "own kernels, cuBLASLt GEMMs, NCCL and copies)");
+    if (!f->ptxProblem.empty())
+      standin::note("cannot run generated kernel '" + f->name + "': its PTX " +
+                    f->ptxProblem);
+    else
+      standin::note("cannot run generated kernel '" + f->name +
+                    "': it was loaded from a cubin, which runs only on a GPU (the stand-in "
+                    "interprets PTX, which shard-run loads where the artifact has no cubin "
+                    "for the device: SHARDFLOW_STANDIN_SM=86)");
     return CUDA_ERROR_NOT_SUPPORTED;
   }
   if (!kernelParams || !kernelParams[0])

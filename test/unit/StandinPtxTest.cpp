@@ -1,0 +1,420 @@
+//===- StandinPtxTest.cpp - the stand-in driver's PTX interpreter ---------===//
+//
+// Hand-written PTX kernels run through tools/cuda-standin/StandinPtx.h on
+// host buffers: a warp-shuffle and shared-memory reduction against a
+// float64 sum, conversions and comparisons against the PTX ISA's stated
+// results, an inlined function call, and the faults a GPU would have
+// (out-of-bounds and misaligned accesses, a shuffle waiting on an exited
+// lane) and instructions it does not know, each named.
+//
+//===----------------------------------------------------------------------===//
+
+#include "StandinPtx.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <numeric>
+#include <vector>
+
+using namespace shardflow::standin::ptx;
+
+namespace {
+
+const char *kHeader = ".version 8.0\n.target sm_80\n.address_size 64\n";
+
+/// Parses `body` as a module and returns its kernel `name` (failing the
+/// test on a problem).
+const Kernel &kernelOf(const Module &m, const std::string &name) {
+  EXPECT_EQ(m.problem, "");
+  auto it = m.kernels.find(name);
+  EXPECT_NE(it, m.kernels.end());
+  EXPECT_EQ(it->second.problem, "");
+  return it->second;
+}
+
+/// A launch whose parameters are the given pointers, in order.
+Launch launchWith(const Kernel &k, std::vector<const void *> pointers,
+                  unsigned blocks, unsigned threads) {
+  Launch l;
+  l.grid[0] = blocks;
+  l.block[0] = threads;
+  l.parameters.assign(k.parameterBytes, 0);
+  EXPECT_EQ(k.parameters.size(), pointers.size());
+  for (size_t i = 0; i < pointers.size(); ++i) {
+    uint64_t address = reinterpret_cast<uintptr_t>(pointers[i]);
+    std::memcpy(l.parameters.data() + k.parameters[i].offset, &address, 8);
+  }
+  return l;
+}
+
+/// Accesses must fall inside one of `buffers` (pointer, bytes).
+RangeCheck within(std::vector<std::pair<const void *, size_t>> buffers) {
+  return [buffers](uint64_t address, size_t bytes) {
+    for (auto [p, n] : buffers) {
+      uint64_t base = reinterpret_cast<uintptr_t>(p);
+      if (address >= base && address + bytes <= base + n)
+        return true;
+    }
+    return false;
+  };
+}
+
+// Each block sums its 64 floats: a butterfly shuffle within each warp, the
+// two warp sums through shared memory after a barrier.
+const char *kBlockSum = R"(
+.shared .align 4 .b8 partial[8];
+.visible .entry block_sum(
+	.param .u64 .ptr .align 1 block_sum_param_0,
+	.param .u64 .ptr .align 1 block_sum_param_1
+)
+.maxntid 64, 1, 1
+{
+	.reg .pred 	%p<2>;
+	.reg .b32 	%r<16>;
+	.reg .b64 	%rd<8>;
+
+	ld.param.b64 	%rd1, [block_sum_param_0];
+	ld.param.b64 	%rd2, [block_sum_param_1];
+	cvta.to.global.u64 	%rd1, %rd1;
+	mov.u32 	%r1, %tid.x;
+	mov.u32 	%r2, %ctaid.x;
+	shl.b32 	%r3, %r2, 6;
+	add.s32 	%r3, %r3, %r1;
+	mul.wide.u32 	%rd3, %r3, 4;
+	add.s64 	%rd4, %rd1, %rd3;
+	ld.global.b32 	%r4, [%rd4];
+	shfl.sync.bfly.b32 	%r5, %r4, 16, 31, -1;
+	add.rn.f32 	%r4, %r4, %r5;
+	shfl.sync.bfly.b32 	%r5, %r4, 8, 31, -1;
+	add.rn.f32 	%r4, %r4, %r5;
+	shfl.sync.bfly.b32 	%r5, %r4, 4, 31, -1;
+	add.rn.f32 	%r4, %r4, %r5;
+	shfl.sync.bfly.b32 	%r5, %r4, 2, 31, -1;
+	add.rn.f32 	%r4, %r4, %r5;
+	shfl.sync.bfly.b32 	%r5, %r4, 1, 31, -1;
+	add.rn.f32 	%r4, %r4, %r5;
+	and.b32 	%r6, %r1, 31;
+	setp.ne.b32 	%p1, %r6, 0;
+	shr.u32 	%r7, %r1, 5;
+	mul.wide.u32 	%rd5, %r7, 4;
+	mov.b64 	%rd6, partial;
+	add.s64 	%rd6, %rd6, %rd5;
+	@!%p1 st.shared.b32 	[%rd6], %r4;
+	bar.sync 	0;
+	setp.ne.b32 	%p1, %r1, 0;
+	@%p1 bra 	$L__done;
+	ld.shared.b32 	%r8, [partial];
+	ld.shared.b32 	%r9, [partial+4];
+	add.rn.f32 	%r10, %r8, %r9;
+	cvta.to.global.u64 	%rd2, %rd2;
+	mul.wide.u32 	%rd7, %r2, 4;
+	add.s64 	%rd7, %rd2, %rd7;
+	st.global.b32 	[%rd7], %r10;
+$L__done:
+	ret;
+}
+)";
+
+TEST(StandinPtx, WarpShufflesAndABarrierSumEachBlock) {
+  auto m = parse(std::string(kHeader) + kBlockSum);
+  const Kernel &k = kernelOf(*m, "block_sum");
+  EXPECT_EQ(k.staticShared, 8u);
+  EXPECT_EQ(k.maxThreads[0], 64u);
+  std::vector<float> in(3 * 64), out(3, -1.0f);
+  for (size_t i = 0; i < in.size(); ++i)
+    in[i] = std::sin(float(i)) * 3.0f;
+  run(k, launchWith(k, {in.data(), out.data()}, 3, 64),
+      within({{in.data(), in.size() * 4}, {out.data(), out.size() * 4}}));
+  for (int b = 0; b < 3; ++b) {
+    double want =
+        std::accumulate(in.begin() + 64 * b, in.begin() + 64 * (b + 1), 0.0);
+    EXPECT_NEAR(out[b], want, 1e-5 * 64 * 3) << "block " << b;
+  }
+}
+
+TEST(StandinPtx, AGlobalAccessOutsideMemoryIsNamed) {
+  auto m = parse(std::string(kHeader) + kBlockSum);
+  const Kernel &k = kernelOf(*m, "block_sum");
+  std::vector<float> in(64, 1.0f), out(1);
+  // Two blocks read 128 floats of a 64-float buffer.
+  try {
+    run(k, launchWith(k, {in.data(), out.data()}, 2, 64),
+        within({{in.data(), in.size() * 4}, {out.data(), out.size() * 4}}));
+    FAIL() << "the read past the buffer was not caught";
+  } catch (const std::runtime_error &e) {
+    std::string what = e.what();
+    EXPECT_NE(what.find("kernel block_sum, block (1,0,0) thread (0,0,0)"),
+              std::string::npos)
+        << what;
+    EXPECT_NE(what.find("'ld.global.b32 %r4, [%rd4]'"), std::string::npos)
+        << what;
+    EXPECT_NE(what.find("global load of 4 bytes"), std::string::npos) << what;
+    EXPECT_NE(what.find("outside every device allocation"), std::string::npos)
+        << what;
+  }
+}
+
+/// One thread computes `instruction` on a 32-bit input and stores the
+/// 32-bit result: the instruction reads %r1 and writes %r2.
+uint32_t unary(const std::string &instruction, uint32_t input) {
+  std::string text = std::string(kHeader) + R"(
+.visible .entry one(
+	.param .u64 .ptr .align 1 one_param_0
+)
+{
+	.reg .pred 	%p<4>;
+	.reg .b16 	%rs<4>;
+	.reg .b32 	%r<4>;
+	.reg .b64 	%rd<4>;
+	ld.param.b64 	%rd1, [one_param_0];
+	ld.global.b32 	%r1, [%rd1];
+	)" + instruction +
+                     R"(;
+	st.global.b32 	[%rd1], %r2;
+	ret;
+}
+)";
+  auto m = parse(text);
+  const Kernel &k = kernelOf(*m, "one");
+  uint32_t word = input;
+  run(k, launchWith(k, {&word}, 1, 1), within({{&word, 4}}));
+  return word;
+}
+
+uint32_t bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+float value(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+TEST(StandinPtx, ConversionsRoundAndSaturateAsThePtxIsaSays) {
+  // bf16: round to nearest even (0x3f808000 is halfway between 0x3f80 and
+  // 0x3f81, and goes to the even 0x3f80; 0x3f818000 goes up to 0x3f82).
+  EXPECT_EQ(
+      unary("cvt.rn.bf16.f32 %rs1, %r1; cvt.u32.u16 %r2, %rs1", 0x3f808000u),
+      0x3f80u);
+  EXPECT_EQ(
+      unary("cvt.rn.bf16.f32 %rs1, %r1; cvt.u32.u16 %r2, %rs1", 0x3f818000u),
+      0x3f82u);
+  // f32 to s32 truncates, saturates and gives 0 for NaN.
+  EXPECT_EQ(int32_t(unary("cvt.rzi.s32.f32 %r2, %r1", bits(-2.75f))), -2);
+  EXPECT_EQ(int32_t(unary("cvt.rzi.s32.f32 %r2, %r1", bits(3e9f))), INT32_MAX);
+  EXPECT_EQ(unary("cvt.rzi.s32.f32 %r2, %r1", 0x7fc00000u), 0u);
+  EXPECT_EQ(unary("cvt.rmi.f32.f32 %r2, %r1", bits(-1.5f)), bits(-2.0f));
+  EXPECT_EQ(unary("cvt.rni.f32.f32 %r2, %r1", bits(2.5f)), bits(2.0f));
+  EXPECT_EQ(unary("cvt.sat.f32.f32 %r2, %r1", bits(1.5f)), bits(1.0f));
+  // fma.rm rounds toward minus infinity: 1 + 2^-30 is not an f32.
+  EXPECT_EQ(unary("fma.rm.f32 %r2, %r1, 0f30800000, 0f3F800000", bits(1.0f)),
+            bits(1.0f));
+  EXPECT_EQ(unary("fma.rp.f32 %r2, %r1, 0f30800000, 0f3F800000", bits(1.0f)),
+            bits(std::nextafter(1.0f, 2.0f)));
+  // Integer division by zero does not trap (the result is unspecified).
+  unary("div.s32 %r2, %r1, 0", 7);
+  EXPECT_EQ(int32_t(unary("div.s32 %r2, %r1, -1", 0x80000000u)), INT32_MIN);
+  EXPECT_EQ(unary("bfe.u32 %r2, %r1, 4, 8", 0xabcdu), 0xbcu);
+  EXPECT_EQ(unary("bfe.s32 %r2, %r1, 4, 8", 0xf80u), 0xfffffff8u);
+  EXPECT_EQ(unary("shl.b32 %r2, %r1, 40", 1),
+            0u); // shifts past the width clamp
+  EXPECT_EQ(unary("shr.s32 %r2, %r1, 40", 0x80000000u), 0xffffffffu);
+}
+
+TEST(StandinPtx, MinMaxAndComparisonsHandleNaNAsThePtxIsaSays) {
+  uint32_t nan = 0x7fc00000u;
+  EXPECT_EQ(unary("max.f32 %r2, %r1, 0f3F800000", nan), bits(1.0f));
+  EXPECT_TRUE(
+      std::isnan(value(unary("max.NaN.f32 %r2, %r1, 0f3F800000", nan))));
+  EXPECT_EQ(unary("min.f32 %r2, %r1, 0f00000000", bits(-0.0f)), bits(-0.0f));
+  EXPECT_EQ(
+      unary("setp.lt.f32 %p1, %r1, 0f3F800000; selp.b32 %r2, 1, 0, %p1", nan),
+      0u);
+  EXPECT_EQ(
+      unary("setp.ltu.f32 %p1, %r1, 0f3F800000; selp.b32 %r2, 1, 0, %p1", nan),
+      1u);
+  EXPECT_EQ(unary("setp.ne.f32 %p1, %r1, %r1; selp.b32 %r2, 1, 0, %p1", nan),
+            0u);
+  EXPECT_EQ(
+      unary("setp.lt.u32 %p1, %r1, 1; selp.b32 %r2, 1, 0, %p1", 0xffffffffu),
+      0u);
+  EXPECT_EQ(
+      unary("setp.lt.s32 %p1, %r1, 1; selp.b32 %r2, 1, 0, %p1", 0xffffffffu),
+      1u);
+  EXPECT_EQ(unary("copysign.f32 %r2, %r1, 0f40000000", bits(-1.0f)),
+            bits(-2.0f));
+}
+
+TEST(StandinPtx, CallsAreInlinedWithTheirArgumentsAndResults) {
+  std::string text = std::string(kHeader) + R"(
+.func  (.param .b32 func_retval0) twice_plus(
+	.param .b32 twice_plus_param_0,
+	.param .b32 twice_plus_param_1
+)
+;
+.visible .entry caller(
+	.param .u64 .ptr .align 1 caller_param_0
+)
+{
+	.reg .b32 	%r<4>;
+	.reg .b64 	%rd<2>;
+	ld.param.b64 	%rd1, [caller_param_0];
+	ld.global.b32 	%r1, [%rd1];
+	{ // callseq 0, 0
+	.param .b32 	param0;
+	.param .b32 	param1;
+	.param .b32 	retval0;
+	st.param.b32 	[param0], %r1;
+	st.param.b32 	[param1], 5;
+	call.uni (retval0), twice_plus, (param0, param1);
+	ld.param.b32 	%r2, [retval0];
+	}
+	st.global.b32 	[%rd1], %r2;
+	ret;
+}
+.func  (.param .b32 func_retval0) twice_plus(
+	.param .b32 twice_plus_param_0,
+	.param .b32 twice_plus_param_1
+)
+{
+	.reg .pred 	%p<2>;
+	.reg .b32 	%r<4>;
+	ld.param.b32 	%r1, [twice_plus_param_0];
+	ld.param.b32 	%r2, [twice_plus_param_1];
+	setp.lt.s32 	%p1, %r1, 0;
+	@%p1 bra 	$L__negative;
+	shl.b32 	%r3, %r1, 1;
+	add.s32 	%r3, %r3, %r2;
+	st.param.b32 	[func_retval0], %r3;
+	ret;
+$L__negative:
+	st.param.b32 	[func_retval0], -1;
+	ret;
+}
+)";
+  auto m = parse(text);
+  const Kernel &k = kernelOf(*m, "caller");
+  for (auto [input, want] : {std::pair<int32_t, int32_t>{20, 45}, {-3, -1}}) {
+    int32_t word = input;
+    run(k, launchWith(k, {&word}, 1, 1), within({{&word, 4}}));
+    EXPECT_EQ(word, want) << "input " << input;
+  }
+}
+
+TEST(StandinPtx, AShuffleWaitingOnAnExitedLaneIsNamed) {
+  std::string text = std::string(kHeader) + R"(
+.visible .entry early_exit()
+{
+	.reg .pred 	%p<2>;
+	.reg .b32 	%r<4>;
+	mov.u32 	%r1, %tid.x;
+	setp.gt.u32 	%p1, %r1, 15;
+	@%p1 bra 	$L__out;
+	shfl.sync.bfly.b32 	%r2, %r1, 1, 31, -1;
+$L__out:
+	ret;
+}
+)";
+  auto m = parse(text);
+  const Kernel &k = kernelOf(*m, "early_exit");
+  try {
+    run(k, launchWith(k, {}, 1, 32), within({}));
+    FAIL() << "the shuffle on exited lanes was not caught";
+  } catch (const std::runtime_error &e) {
+    EXPECT_NE(
+        std::string(e.what()).find("mask names lane 16, which has exited"),
+        std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(StandinPtx, MisalignedAndSharedOverrunsAreNamed) {
+  std::string text = std::string(kHeader) + R"(
+.extern .shared .align 16 .b8 dynamic[];
+.visible .entry overrun(
+	.param .u64 .ptr .align 1 overrun_param_0,
+	.param .u32 overrun_param_1
+)
+{
+	.reg .b32 	%r<4>;
+	.reg .b64 	%rd<4>;
+	ld.param.b64 	%rd1, [overrun_param_0];
+	ld.param.b32 	%r1, [overrun_param_1];
+	cvt.u64.u32 	%rd2, %r1;
+	add.s64 	%rd3, %rd1, %rd2;
+	ld.global.b32 	%r2, [%rd3];
+	mov.b64 	%rd1, dynamic;
+	st.shared.b32 	[%rd1+%r1], %r2;
+	ret;
+}
+)";
+  auto m = parse(text);
+  // [%rd1+%r1] is not PTX: the register-plus-register address is refused.
+  ASSERT_EQ(m->kernels.count("overrun"), 1u);
+  EXPECT_NE(m->kernels.at("overrun").problem.find("malformed address"),
+            std::string::npos)
+      << m->kernels.at("overrun").problem;
+
+  std::string fixed = text;
+  fixed.replace(fixed.find("[%rd1+%r1]"), 10, "[%rd1+64]");
+  m = parse(fixed);
+  const Kernel &k = kernelOf(*m, "overrun");
+  alignas(16) uint32_t words[4] = {1, 2, 3, 4};
+  auto launch = [&](uint32_t offset, size_t dynamicShared) {
+    Launch l;
+    l.parameters.assign(k.parameterBytes, 0);
+    uint64_t address = reinterpret_cast<uintptr_t>(words);
+    std::memcpy(l.parameters.data() + k.parameters[0].offset, &address, 8);
+    std::memcpy(l.parameters.data() + k.parameters[1].offset, &offset, 4);
+    l.dynamicShared = dynamicShared;
+    return l;
+  };
+  auto failure = [&](uint32_t offset, size_t dynamicShared) -> std::string {
+    try {
+      run(k, launch(offset, dynamicShared), within({{words, sizeof(words)}}));
+    } catch (const std::runtime_error &e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_EQ(failure(4, 68), "");
+  EXPECT_NE(failure(2, 68).find("global load of 4 bytes at 0x"),
+            std::string::npos);
+  EXPECT_NE(failure(2, 68).find("is misaligned"), std::string::npos);
+  EXPECT_NE(
+      failure(4, 64).find("outside the block's 64 bytes of shared memory"),
+      std::string::npos)
+      << failure(4, 64);
+}
+
+TEST(StandinPtx, WhatItDoesNotInterpretMakesTheKernelUnrunnable) {
+  std::string text = std::string(kHeader) + R"(
+.visible .entry ballot()
+{
+	.reg .b32 	%r<4>;
+	.reg .pred 	%p<2>;
+	setp.eq.u32 	%p1, %r1, 0;
+	vote.sync.ballot.b32 	%r2, %p1, -1;
+	ret;
+}
+.visible .entry fine()
+{
+	ret;
+}
+)";
+  auto m = parse(text);
+  EXPECT_EQ(m->problem, "");
+  const Kernel &bad = m->kernels.at("ballot");
+  EXPECT_NE(bad.problem.find("line 10"), std::string::npos) << bad.problem;
+  EXPECT_NE(bad.problem.find("does not interpret 'vote'"), std::string::npos)
+      << bad.problem;
+  EXPECT_THROW(run(bad, Launch{}, within({})), std::runtime_error);
+  EXPECT_EQ(m->kernels.at("fine").problem, "");
+}
+
+} // namespace
