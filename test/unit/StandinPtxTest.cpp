@@ -11,6 +11,8 @@
 
 #include "StandinPtx.h"
 
+#include "shardflow/Runtime/FloatConversion.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -184,16 +186,8 @@ uint32_t unary(const std::string &instruction, uint32_t input) {
   return word;
 }
 
-uint32_t bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-float value(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
+uint32_t bits(float f) { return shardflow::runtime::floatToBits(f); }
+float value(uint32_t u) { return shardflow::runtime::bitsToFloat(u); }
 
 TEST(StandinPtx, ConversionsRoundAndSaturateAsThePtxIsaSays) {
   // bf16: round to nearest even (0x3f808000 is halfway between 0x3f80 and

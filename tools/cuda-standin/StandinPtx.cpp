@@ -1355,25 +1355,22 @@ private:
       plain(5);
       break;
     case Op::Ld:
+    case Op::St: {
+      // ld d, [a] / st [a], d: d is a register or, for .v2/.v4, a vector.
+      bool load = in.op == Op::Ld;
       need(2);
-      if (in.o[1].kind != Operand::Addr)
-        unsupported(s, "ld reads an address");
-      if ((in.vec > 1) != (in.o[0].kind == Operand::Vec) ||
-          (in.vec > 1 && in.o[0].regs.size() != in.vec))
-        unsupported(s, "ld's destination does not match its vector width");
-      if (in.vec == 1)
-        dest(in.o[0]);
-      break;
-    case Op::St:
-      need(2);
-      if (in.o[0].kind != Operand::Addr)
-        unsupported(s, "st writes an address");
-      if ((in.vec > 1) != (in.o[1].kind == Operand::Vec) ||
-          (in.vec > 1 && in.o[1].regs.size() != in.vec))
-        unsupported(s, "st's source does not match its vector width");
-      if (in.vec == 1)
+      const Operand &data = in.o[load ? 0 : 1];
+      if (in.o[load ? 1 : 0].kind != Operand::Addr)
+        unsupported(s, "the address operand is not an address");
+      if ((in.vec > 1) != (data.kind == Operand::Vec) ||
+          (in.vec > 1 && data.regs.size() != in.vec))
+        unsupported(s, "the data operand does not match the vector width");
+      if (in.vec == 1 && load)
+        dest(data);
+      if (in.vec == 1 && !load)
         values(1);
       break;
+    }
     case Op::Atom: {
       size_t extra = in.atom == AtomOp::Cas ? 1 : 0;
       size_t at = in.atomReturns ? 1 : 0;
@@ -1414,9 +1411,6 @@ private:
         unsupported(s, "shfl.sync is .b32");
       break;
     }
-    if ((in.op == Op::Ld || in.op == Op::St) && in.vec > 1 &&
-        in.o[in.op == Op::Ld ? 0 : 1].regs.size() != in.vec)
-      unsupported(s, "vector width");
     if (in.type == T::None && in.op != Op::Bra && in.op != Op::Ret &&
         in.op != Op::Nop && in.op != Op::Bar)
       unsupported(s, "the instruction has no type");
