@@ -87,6 +87,10 @@ if command -v nvidia-smi >/dev/null; then
   nvidia-smi --query-gpu=index,name,driver_version,memory.total \
     --format=csv,noheader | sed 's/^/  GPU /'
   gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+elif [ -n "${SHARDFLOW_STANDIN_GPUS:-}" ]; then
+  # A dry run on the stand-in libraries (tools/cuda-standin/README.md).
+  gpus=$SHARDFLOW_STANDIN_GPUS
+  echo "  no nvidia-smi: $gpus stand-in GPU(s) (SHARDFLOW_STANDIN_GPUS)"
 fi
 
 if [ -n "$sanitize" ]; then
@@ -190,7 +194,8 @@ for art in "${artifacts[@]}"; do
       skipped=$((skipped + 1))
       continue
     fi
-    launch=(mpirun -np "$world")
+    # --oversubscribe: a rank per GPU may be more ranks than cores.
+    launch=(mpirun -np "$world" --oversubscribe)
     [ "$(id -u)" = 0 ] && launch+=(--allow-run-as-root)
   fi
   run=("$shard_run")

@@ -44,8 +44,9 @@ def compile_model(model: str | Path, artifact: str | Path,
 
 def run_artifact(artifact: str | Path, inputs: dict[str, np.ndarray],
                  extra: list[str] | None = None, launcher: list[str] | None = None,
-                 timeout: int = 600) -> dict[str, np.ndarray]:
-    """shard-run ARTIFACT with the inputs; returns the outputs by name."""
+                 timeout: int = 600, env: dict[str, str] | None = None) -> dict[str, np.ndarray]:
+    """shard-run ARTIFACT with the inputs (and `env` added to the
+    environment); returns the outputs by name."""
     with tempfile.TemporaryDirectory() as tmp:
         result = Path(tmp) / "outputs.npz"
         cmd = (launcher or []) + [str(tool("shard-run")), str(artifact),
@@ -56,7 +57,7 @@ def run_artifact(artifact: str | Path, inputs: dict[str, np.ndarray],
             np.savez(npz, **{k: np.asarray(v, order="C") for k, v in inputs.items()})
             cmd += ["--inputs", str(npz)]
         cmd += extra or []
-        env = dict(os.environ)
+        env = {**os.environ, **(env or {})}
         if launcher and hasattr(os, "geteuid") and os.geteuid() == 0:
             # OpenMPI refuses to start as root unless told that it is meant.
             env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")

@@ -18,7 +18,8 @@ axis, or two joined by `+` (major first), that the tensor does not use yet
 and whose size (product) divides the dim. A case has at least one split.
 
 Command line (with ``PYTHONPATH=python``): write a case's model and feeds
-and print the shard-opt / mpirun command lines that reproduce it::
+and print the shard-opt / mpirun command lines that reproduce it (with
+``--target cuda``: compiled for CUDA, run on the stand-in libraries)::
 
     python -m shardflow.sharding_cases matmul_2d_weight-dp2tp2-0 --out /tmp/case
     python -m shardflow.sharding_cases --list
@@ -947,10 +948,10 @@ def write_case(model: Model, directory: Path) -> tuple[Path, dict[str, Path]]:
 
 def commands(case: Case, path: Path, feeds: dict[str, Path], shard_opt="shard-opt",
              shard_run="shard-run", out: Path | str = "out.npz", artifact: Path | None = None,
-             mpirun: str = "mpirun") -> tuple[list[str], list[str]]:
+             mpirun: str = "mpirun", target: str = "cpu") -> tuple[list[str], list[str]]:
     """The shard-opt and mpirun command lines of a case."""
     artifact = artifact or Path(path).with_name(f"{case.id}.shard")
-    compile_cmd = [str(shard_opt), str(path), *case.shard_flags(), "--target", "cpu",
+    compile_cmd = [str(shard_opt), str(path), *case.shard_flags(), "--target", target,
                    "-o", str(artifact)]
     run_cmd = [mpirun, "-np", str(case.world), "--oversubscribe", str(shard_run),
                str(artifact), "--output", str(out)]
@@ -966,6 +967,9 @@ def main(argv=None) -> int:
     ap.add_argument("case", nargs="?", help="a case id, e.g. matmul_2d_weight-dp2tp2-0")
     ap.add_argument("--out", default="/tmp/shardflow-case", help="folder for model and feeds")
     ap.add_argument("--list", action="store_true", help="list every case with its seeds")
+    ap.add_argument("--target", choices=["cpu", "cuda"], default="cpu",
+                    help="compile for the CPU (default) or CUDA; a CUDA run without a GPU "
+                         "goes through the stand-in libraries (tools/cuda-standin)")
     args = ap.parse_args(argv)
     if args.list:
         for c in all_cases():
@@ -981,8 +985,12 @@ def main(argv=None) -> int:
     from shardflow.pipeline import build_dir
     bin_dir = build_dir() / "bin"
     compile_cmd, run_cmd = commands(case, path, feeds, bin_dir / "shard-opt",
-                                    bin_dir / "shard-run", Path(args.out) / "out.npz")
+                                    bin_dir / "shard-run", Path(args.out) / "out.npz",
+                                    target=args.target)
     print(" ".join(compile_cmd))
+    if args.target == "cuda":
+        run_cmd = [f"LD_LIBRARY_PATH={build_dir() / 'cuda-standin'}",
+                   f"SHARDFLOW_STANDIN_GPUS={case.world}", "SHARDFLOW_STANDIN_SM=86", *run_cmd]
     print(" ".join(run_cmd))
     return 0
 

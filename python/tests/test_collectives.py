@@ -8,6 +8,12 @@ ranks (oversubscribed on this machine), with groups spanning the world and
 the two axes of a 2x2 mesh. Copies (gather, all_to_all, permute, send/recv,
 max/min) must match exactly; float sums use rtol 1e-6 (MPI's summation order
 is its own); float16 sums are reduced in float32 and rounded once (rtol 1e-3).
+
+Every case runs twice: compiled for the CPU executor (collectives over
+MPI), and compiled with `--target cuda` and run by the CUDA executor on the
+stand-in libraries (tools/cuda-standin: NCCL communicators of one process
+per rank, meeting through files), which exercises the executor's NCCL
+calls, groups, communicator splits and the packing of pieces around them.
 """
 from __future__ import annotations
 
@@ -61,21 +67,36 @@ class Program:
         return data[tuple(slice(s, s + n) for s, n in zip(self.starts[rank], self.local))]
 
 
-def run(tmp_path, program: Program, out_shape, body, data):
+TARGETS = ("cpu", "cuda")
+
+
+def launcher(target, world, tmp_path):
+    """mpirun's command prefix and environment for `target`."""
+    assert MPIRUN, "mpirun is missing: run tools/setup.sh (openmpi-bin)"
+    env = dict(ENV)
+    if target == "cuda":
+        from test_cuda_standin import standin_env  # skips when CUDA is not built
+        (tmp_path / "nccl").mkdir(exist_ok=True)
+        env.update(standin_env(world, tmp_path / "nccl"))  # the ranks inherit it
+    return [MPIRUN, "-np", str(world), "--oversubscribe"], env
+
+
+def run(tmp_path, program: Program, out_shape, body, data, target="cpu"):
     tmp_path.mkdir(parents=True, exist_ok=True)
     data.astype(program.dtype).tofile(tmp_path / "w.bin")
     (tmp_path / "p.mlir").write_text(program.text(out_shape, body))
     artifact = tmp_path / "p.shard"
     out = subprocess.run([str(pipeline.tool("shard-opt")), str(tmp_path / "p.mlir"), "--target",
-                          "cpu", "-o", str(artifact)], capture_output=True, text=True, timeout=60)
+                          target, "-o", str(artifact)], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     np.save(tmp_path / "x.npy", np.zeros(1, np.float32))
-    assert MPIRUN, "mpirun is missing: run tools/setup.sh (openmpi-bin)"
-    cmd = [MPIRUN, "-np", str(program.world), "--oversubscribe", str(pipeline.tool("shard-run")),
-           str(artifact), "--input", f"x={tmp_path / 'x.npy'}", "--output",
-           str(tmp_path / "out.{rank}.npz")]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=ENV)
+    cmd, env = launcher(target, program.world, tmp_path)
+    cmd += [str(pipeline.tool("shard-run")), str(artifact), "--input", f"x={tmp_path / 'x.npy'}",
+            "--output", str(tmp_path / "out.{rank}.npz")]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
     assert out.returncode == 0, out.stdout + out.stderr
+    if target == "cuda":  # the last rank to leave a communicator removes its files
+        assert not list((tmp_path / "nccl").iterdir())
     return [np.load(tmp_path / f"out.{r}.npz")["y"] for r in range(program.world)]
 
 
@@ -121,7 +142,8 @@ REDUCE = {"sum": np.sum, "max": np.max, "min": np.min, "prod": np.prod}
                                              (np.int64, "sum"), (np.float64, "min"),
                                              (np.float16, "sum"), (np.int32, "prod")])
 @pytest.mark.parametrize("axis", ["world", 0, 1])
-def test_all_reduce(tmp_path, world, dtype, reduction, axis):
+@pytest.mark.parametrize("target", TARGETS)
+def test_all_reduce(tmp_path, target, world, dtype, reduction, axis):
     p = row_split(world, 2, 5, dtype)
     data = data_for(p, world)
     if reduction == "prod":
@@ -129,7 +151,7 @@ def test_all_reduce(tmp_path, world, dtype, reduction, axis):
     groups = [list(range(world))] if axis == "world" else mesh_groups(world, axis)
     body = f"rt.all_reduce ins(IN) outs(OUT) {{groups = {rank_lists(groups)}, " \
            f'reduction = "{reduction}"}}'
-    outs = run(tmp_path, p, p.local, body, data)
+    outs = run(tmp_path, p, p.local, body, data, target=target)
     for group in groups:
         stacked = np.stack([p.slice_of(data, r) for r in group])
         if dtype == np.float16:
@@ -143,7 +165,8 @@ def test_all_reduce(tmp_path, world, dtype, reduction, axis):
 @pytest.mark.parametrize("world", [2, 4])
 @pytest.mark.parametrize("dim", [0, 1, 2])
 @pytest.mark.parametrize("axis", ["world", 1])
-def test_all_gather(tmp_path, world, dim, axis):
+@pytest.mark.parametrize("target", TARGETS)
+def test_all_gather(tmp_path, target, world, dim, axis):
     # A [world*2, 3, 4] tensor split over its first dimension; gathered
     # along every dimension in turn.
     p = Program(world, [world * 2, 3, 4], [2, 3, 4], [[2 * r, 0, 0] for r in range(world)],
@@ -154,7 +177,7 @@ def test_all_gather(tmp_path, world, dim, axis):
     out_shape = list(p.local)
     out_shape[dim] *= g
     body = f"rt.all_gather ins(IN) outs(OUT) {{dim = {dim} : i64, groups = {rank_lists(groups)}}}"
-    outs = run(tmp_path, p, out_shape, body, data)
+    outs = run(tmp_path, p, out_shape, body, data, target=target)
     for group in groups:
         want = np.concatenate([p.slice_of(data, r) for r in group], axis=dim)
         for r in group:
@@ -164,7 +187,8 @@ def test_all_gather(tmp_path, world, dim, axis):
 @pytest.mark.parametrize("world", [2, 4])
 @pytest.mark.parametrize("dim", [0, 1])
 @pytest.mark.parametrize("dtype", [np.float32, np.int64])
-def test_reduce_scatter(tmp_path, world, dim, dtype):
+@pytest.mark.parametrize("target", TARGETS)
+def test_reduce_scatter(tmp_path, target, world, dim, dtype):
     p = row_split(world, 4, 8, dtype)
     data = data_for(p, 11)
     groups = [list(range(world))]
@@ -172,7 +196,7 @@ def test_reduce_scatter(tmp_path, world, dim, dtype):
     out_shape[dim] //= world
     body = f"rt.reduce_scatter ins(IN) outs(OUT) {{dim = {dim} : i64, " \
            f"groups = {rank_lists(groups)}}}"
-    outs = run(tmp_path, p, out_shape, body, data)
+    outs = run(tmp_path, p, out_shape, body, data, target=target)
     total = np.sum(np.stack([p.slice_of(data, r) for r in range(world)]), axis=0).astype(dtype)
     for k in range(world):
         want = np.split(total, world, axis=dim)[k]
@@ -181,7 +205,8 @@ def test_reduce_scatter(tmp_path, world, dim, dtype):
 
 @pytest.mark.parametrize("world", [2, 4])
 @pytest.mark.parametrize("split,concat", [(0, 1), (1, 0), (1, 1), (2, 0)])
-def test_all_to_all(tmp_path, world, split, concat):
+@pytest.mark.parametrize("target", TARGETS)
+def test_all_to_all(tmp_path, target, world, split, concat):
     p = Program(world, [world * 4, 4, 4], [4, 4, 4], [[4 * r, 0, 0] for r in range(world)],
                 np.float32)
     data = data_for(p, 13)
@@ -190,7 +215,7 @@ def test_all_to_all(tmp_path, world, split, concat):
     out_shape[concat] *= world
     body = f"rt.all_to_all ins(IN) outs(OUT) {{split_dim = {split} : i64, " \
            f"concat_dim = {concat} : i64, groups = {rank_lists([list(range(world))])}}}"
-    outs = run(tmp_path, p, out_shape, body, data)
+    outs = run(tmp_path, p, out_shape, body, data, target=target)
     pieces = [np.split(p.slice_of(data, r), world, axis=split) for r in range(world)]
     for k in range(world):
         want = np.concatenate([pieces[r][k] for r in range(world)], axis=concat)
@@ -198,19 +223,21 @@ def test_all_to_all(tmp_path, world, split, concat):
 
 
 @pytest.mark.parametrize("world", [2, 4])
-def test_collective_permute_ring_and_idle_rank(tmp_path, world):
+@pytest.mark.parametrize("target", TARGETS)
+def test_collective_permute_ring_and_idle_rank(tmp_path, target, world):
     p = row_split(world, 2, 3, np.float32)
     data = data_for(p, 17)
     # A chain 0 -> 1 -> ... -> world-1: rank 0 receives nothing (zeros).
     pairs = [[r, r + 1] for r in range(world - 1)]
     body = f"rt.collective_permute ins(IN) outs(OUT) {{pairs = {rank_lists(pairs)}}}"
-    outs = run(tmp_path, p, p.local, body, data)
+    outs = run(tmp_path, p, p.local, body, data, target=target)
     check(outs[0], np.zeros(p.local, np.float32), np.float32, exact=True)
     for r in range(1, world):
         check(outs[r], p.slice_of(data, r - 1), np.float32, exact=True)
 
 
-def test_send_recv_pairs(tmp_path):
+@pytest.mark.parametrize("target", TARGETS)
+def test_send_recv_pairs(tmp_path, target):
     world = 4
     p = row_split(world, 2, 3, np.float32)
     data = data_for(p, 19)
@@ -219,14 +246,15 @@ def test_send_recv_pairs(tmp_path):
     send = "rt.send %w {peers = array<i64: 1, -1, 3, -1>} : " + memref(p.local, np.float32)
     copy = 'rt.kernel "identity" ins(IN) outs(OUT)'
     recv = "rt.recv %y {peers = array<i64: -1, 0, -1, 2>} : " + memref(p.local, np.float32)
-    outs = run(tmp_path, p, p.local, f"{copy}\n  {send}\n  {recv}", data)
+    outs = run(tmp_path, p, p.local, f"{copy}\n  {send}\n  {recv}", data, target=target)
     for r in range(world):
         src = r - 1 if r % 2 else r
         check(outs[r], p.slice_of(data, src), np.float32, exact=True)
 
 
 @pytest.mark.parametrize("world", [2, 4])
-def test_column_sliced_weight_is_assembled_from_rows(tmp_path, world):
+@pytest.mark.parametrize("target", TARGETS)
+def test_column_sliced_weight_is_assembled_from_rows(tmp_path, target, world):
     # Each rank's slice is a column block: its rows are apart in the file,
     # so shard-run copies them together. Gathering the blocks along the
     # columns rebuilds the whole tensor on every rank.
@@ -234,7 +262,7 @@ def test_column_sliced_weight_is_assembled_from_rows(tmp_path, world):
     data = data_for(p, 23)
     body = f"rt.all_gather ins(IN) outs(OUT) {{dim = 1 : i64, " \
            f"groups = {rank_lists([list(range(world))])}}}"
-    outs = run(tmp_path, p, p.glob, body, data)
+    outs = run(tmp_path, p, p.glob, body, data, target=target)
     for r in range(world):
         check(outs[r], data, np.float32, exact=True)
 

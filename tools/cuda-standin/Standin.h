@@ -35,6 +35,17 @@ std::string checkRange(uintptr_t pointer, size_t bytes, const char *what);
 /// Returns false (and enqueues nothing) when the context has failed.
 bool enqueue(CUstream stream, std::string what, std::function<void()> work);
 
+/// Appends a polled operation to `stream`: when the stream reaches it,
+/// `step` is called each time the scheduler comes by, and the stream moves
+/// on once it returns true (other streams go on meanwhile). For work that
+/// waits on other processes, such as a collective's peers; `step` must end
+/// its own wait (throw) if they never come. Throwing fails the context, as
+/// for enqueue.
+bool enqueuePolled(CUstream stream, std::string what, std::function<bool()> step);
+
+/// The device whose primary context this process retained (-1: none yet).
+int currentDevice();
+
 /// A line on stderr, "cuda stand-in: MESSAGE", for errors whose status
 /// code alone would not say what went wrong.
 void note(const std::string &message);

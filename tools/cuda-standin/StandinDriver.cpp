@@ -22,7 +22,9 @@
 //
 // Environment: SHARDFLOW_STANDIN_ORDER (first|last), SHARDFLOW_STANDIN_SM
 // (80, 86, 89 or 90: the compute capability and its shared-memory limit),
-// SHARDFLOW_STANDIN_TRACE (a file that gets one line per operation run).
+// SHARDFLOW_STANDIN_TRACE (a file that gets one line per operation run),
+// SHARDFLOW_STANDIN_GPUS (how many devices there are, default 1; a process
+// uses one of them, as shard-run does).
 //
 //===----------------------------------------------------------------------===//
 
@@ -40,6 +42,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <thread>
 #include <vector>
 
 using namespace shardflow;
@@ -51,6 +54,7 @@ struct Op {
   enum class Kind { Work, Record, Wait } kind = Kind::Work;
   std::string what;
   std::function<void()> work;
+  std::function<bool()> step; // a polled operation: true once it is done
   CUevent event = nullptr;
   uint64_t generation = 0;
 };
@@ -94,6 +98,8 @@ struct State {
   bool initialized = false;
   std::string failure; // non-empty once a stream operation has failed
   int ccMajor = 9, ccMinor = 0, sharedOptin = 232448;
+  int devices = 1;     // SHARDFLOW_STANDIN_GPUS
+  int device = -1;     // the one whose primary context is retained
   bool preferLast = false;
   FILE *trace = nullptr;
   int nextStream = 1;
@@ -114,6 +120,8 @@ struct State {
     }
     if (const char *path = std::getenv("SHARDFLOW_STANDIN_TRACE"))
       trace = std::fopen(path, "a");
+    if (const char *gpus = std::getenv("SHARDFLOW_STANDIN_GPUS"))
+      devices = std::max(1, std::atoi(gpus));
   }
 };
 
@@ -144,7 +152,9 @@ void fail(const std::string &what) {
     s->ops.clear();
 }
 
-/// Runs the next operation the schedule picks; false when none is left.
+/// Runs the next operation the schedule picks; false when none could run
+/// (none is left, or those at the streams' heads wait for events or for
+/// other processes).
 bool runOne() {
   State &st = state();
   size_t n = st.streams.size();
@@ -152,6 +162,25 @@ bool runOne() {
     CUstream s = st.streams[st.preferLast ? n - 1 - i : i];
     if (s->ops.empty() || !ready(s->ops.front()))
       continue;
+    if (s->ops.front().step) {
+      // A polled operation stays at its stream's head until it is done;
+      // meanwhile other streams go on, as on a GPU.
+      bool done = false;
+      try {
+        done = s->ops.front().step();
+      } catch (const std::exception &e) {
+        fail(s->ops.front().what + ": " + e.what());
+        return true;
+      }
+      if (!done)
+        continue;
+      if (st.trace) {
+        std::fprintf(st.trace, "stream %d: %s\n", s->id, s->ops.front().what.c_str());
+        std::fflush(st.trace);
+      }
+      s->ops.pop_front();
+      return true;
+    }
     Op op = std::move(s->ops.front());
     s->ops.pop_front();
     switch (op.kind) {
@@ -180,14 +209,32 @@ bool runOne() {
 
 bool idle(CUstream_st *s) { return s->ops.empty(); }
 
-void drain(CUstream_st *s) {
-  while (!idle(s) && runOne()) {
+/// Whether some stream's next operation is a polled one (it waits for
+/// another process, which will get there: its own timeout ends it if not).
+bool polling() {
+  for (CUstream s : state().streams)
+    if (!s->ops.empty() && s->ops.front().step && ready(s->ops.front()))
+      return true;
+  return false;
+}
+
+/// Runs operations until `done` or none can run; waits while one polls.
+template <typename Done> void runUntil(Done done) {
+  while (!done()) {
+    if (runOne())
+      continue;
+    if (!polling())
+      return;
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
 }
 
+void drain(CUstream_st *s) {
+  runUntil([s] { return idle(s); });
+}
+
 void drainAll() {
-  while (runOne()) {
-  }
+  runUntil([] { return false; });
 }
 
 bool eventDone(CUevent e) { return e->completed >= e->recorded; }
@@ -283,6 +330,18 @@ bool enqueue(CUstream stream, std::string what, std::function<void()> work) {
   streamOf(stream)->ops.push_back(std::move(op));
   return true;
 }
+
+bool enqueuePolled(CUstream stream, std::string what, std::function<bool()> step) {
+  if (!state().failure.empty())
+    return false;
+  Op op;
+  op.what = std::move(what);
+  op.step = std::move(step);
+  streamOf(stream)->ops.push_back(std::move(op));
+  return true;
+}
+
+int currentDevice() { return state().device; }
 
 void note(const std::string &message) {
   std::fprintf(stderr, "cuda stand-in: %s\n", message.c_str());
@@ -418,7 +477,7 @@ CUresult CUDAAPI cuDeviceGetCount(int *count) {
   STANDIN_ENTER();
   if (!count)
     return CUDA_ERROR_INVALID_VALUE;
-  *count = 1;
+  *count = state().devices;
   return CUDA_SUCCESS;
 }
 
@@ -426,9 +485,9 @@ CUresult CUDAAPI cuDeviceGet(CUdevice *device, int ordinal) {
   STANDIN_ENTER();
   if (!device)
     return CUDA_ERROR_INVALID_VALUE;
-  if (ordinal != 0)
+  if (ordinal < 0 || ordinal >= state().devices)
     return CUDA_ERROR_INVALID_DEVICE;
-  *device = 0;
+  *device = ordinal;
   return CUDA_SUCCESS;
 }
 
@@ -436,7 +495,7 @@ CUresult CUDAAPI cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevi
   STANDIN_ENTER();
   if (!pi)
     return CUDA_ERROR_INVALID_VALUE;
-  if (dev != 0)
+  if (dev < 0 || dev >= state().devices)
     return CUDA_ERROR_INVALID_DEVICE;
   const State &st = state();
   switch (attrib) {
@@ -472,7 +531,7 @@ CUresult CUDAAPI cuDeviceGetName(char *name, int len, CUdevice dev) {
   STANDIN_ENTER();
   if (!name || len <= 0)
     return CUDA_ERROR_INVALID_VALUE;
-  if (dev != 0)
+  if (dev < 0 || dev >= state().devices)
     return CUDA_ERROR_INVALID_DEVICE;
   std::snprintf(name, size_t(len), "Shardflow CUDA stand-in (host emulation, sm_%d%d)",
                 state().ccMajor, state().ccMinor);
@@ -483,8 +542,14 @@ CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
   STANDIN_ENTER();
   if (!pctx)
     return CUDA_ERROR_INVALID_VALUE;
-  if (dev != 0)
+  State &st = state();
+  if (dev < 0 || dev >= st.devices)
     return CUDA_ERROR_INVALID_DEVICE;
+  if (st.primary.retained > 0 && st.device != dev)
+    return invalid("cuDevicePrimaryCtxRetain: device " + std::to_string(dev) +
+                   " while device " + std::to_string(st.device) +
+                   "'s context is retained; the stand-in runs one device per process");
+  st.device = dev;
   ++state().primary.retained;
   *pctx = &state().primary;
   return CUDA_SUCCESS;
@@ -492,7 +557,7 @@ CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
 
 CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice dev) {
   STANDIN_ENTER();
-  if (dev != 0)
+  if (dev != state().device)
     return CUDA_ERROR_INVALID_DEVICE;
   if (state().primary.retained <= 0)
     return invalid("cuDevicePrimaryCtxRelease: the primary context is not retained");

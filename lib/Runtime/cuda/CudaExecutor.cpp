@@ -219,6 +219,8 @@ private:
   /// Polls `c` until its pending work leaves ncclInProgress, within
   /// --collective-timeout; `status` gets its final state.
   WaitOutcome settleComm(ncclComm_t c, ncclResult_t &status);
+  /// Aborts the communicators and ends the job with `reason` (the MPI
+  /// communicator's abort names this rank in front of it).
   [[noreturn]] void abortJob(const std::string &reason);
 
   CUmodule moduleNamed(const std::string &name);
@@ -695,6 +697,8 @@ void CudaExecutor::Impl::prepareGemm(size_t n, Step &step, bool onnxGemm) {
   problem.alignB = pointerAlignment(ptr(b));
   problem.alignD = pointerAlignment(ptr(d));
   problem.alignC = c ? pointerAlignment(c) : problem.alignD;
+  if (bias)
+    problem.alignBias = pointerAlignment(bias);
 
   auto describeProblem = [&] {
     std::string types = dtypeName(a.dtype);
@@ -924,7 +928,7 @@ void CudaExecutor::Impl::createCommunicators() {
       checkNccl(nc.ncclGetUniqueId(&id), "ncclGetUniqueId", nullptr);
     if (!members.broadcastWithin(Tensor{&id, DType::U8, {int64_t(sizeof(id))}}, 0,
                                  options.collectiveTimeoutSeconds))
-      abortJob("rank " + std::to_string(rank) + ": waited " +
+      abortJob("waited " +
                secondsText(options.collectiveTimeoutSeconds) + " (--collective-timeout) " +
                (members.rank() == 0
                     ? std::string("for the other ranks to take NCCL's unique id")
@@ -1027,7 +1031,7 @@ void CudaExecutor::Impl::waitForGpu(const std::vector<CUevent> &events, const st
             done = false;
           else if (r != CUDA_SUCCESS)
             // A fault in a kernel: the context is lost, and so is the job.
-            abortJob("rank " + std::to_string(rank) + ": the GPU failed while running " + what +
+            abortJob("the GPU failed while running " + what +
                      ": " + describe(r));
         }
         for (ncclComm_t c : comms) {
@@ -1035,7 +1039,7 @@ void CudaExecutor::Impl::waitForGpu(const std::vector<CUevent> &events, const st
           nc.ncclCommGetAsyncError(c, &async);
           if (async != ncclSuccess && async != ncclInProgress) {
             const char *last = nc.ncclGetLastError(c);
-            abortJob("rank " + std::to_string(rank) + ": NCCL failed during " + what + ": " +
+            abortJob("NCCL failed during " + what + ": " +
                      describe(async) + (last && *last ? std::string(": ") + last : ""));
           }
         }
@@ -1043,7 +1047,7 @@ void CudaExecutor::Impl::waitForGpu(const std::vector<CUevent> &events, const st
       },
       options.collectiveTimeoutSeconds);
   if (outcome == WaitOutcome::TimedOut)
-    abortJob("rank " + std::to_string(rank) + ": " + what + " did not finish within " +
+    abortJob(what + " did not finish within " +
              secondsText(options.collectiveTimeoutSeconds) +
              " (--collective-timeout): a collective is probably waiting for a rank that never "
              "joined it");
@@ -1052,7 +1056,7 @@ void CudaExecutor::Impl::waitForGpu(const std::vector<CUevent> &events, const st
 void CudaExecutor::Impl::ncclDone(ncclResult_t status, const char *call, ncclComm_t c) {
   if (status == ncclInProgress && c) {
     if (settleComm(c, status) == WaitOutcome::TimedOut)
-      abortJob("rank " + std::to_string(rank) + ": " + call + " did not finish within " +
+      abortJob(std::string(call) + " did not finish within " +
                secondsText(options.collectiveTimeoutSeconds) +
                " (--collective-timeout): NCCL is waiting for a peer. Check that every rank "
                "started, and NCCL's network settings (NCCL_SOCKET_IFNAME, NCCL_IB_HCA; "

@@ -20,7 +20,8 @@ std::string GemmProblem::key() const {
   std::string text;
   for (int64_t v : {int64_t(dtype), int64_t(outDtype), int64_t(tf32), m, n, k, int64_t(transA),
                     int64_t(transB), batch, strideA, strideB, strideC, int64_t(epilogue),
-                    int64_t(alignA), int64_t(alignB), int64_t(alignC), int64_t(alignD)})
+                    int64_t(alignA), int64_t(alignB), int64_t(alignC), int64_t(alignD),
+                    int64_t(alignBias)})
     text += std::to_string(v) + ",";
   return text;
 }
@@ -105,6 +106,17 @@ const GemmRunner::Prepared *GemmRunner::prepare(const GemmProblem &p) {
   LT_CALL(cublasLtMatmulDescSetAttribute, prepared->desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
           &epilogue, sizeof(epilogue));
   prepared->hasBias = p.epilogue != CUBLASLT_EPILOGUE_DEFAULT;
+  if (prepared->hasBias) {
+    // The heuristic below takes the expected bias alignment from this
+    // pointer's value (cublasLt.h, CUBLASLT_MATMUL_DESC_BIAS_POINTER) and
+    // does not dereference it: a placeholder with exactly the alignment of
+    // the biases this problem runs with. Left unset (null, aligned to
+    // anything), it may pick an algorithm that faults on a bias slice at an
+    // odd offset; run() sets the real pointer.
+    void *placeholder = reinterpret_cast<void *>(uintptr_t(p.alignBias));
+    LT_CALL(cublasLtMatmulDescSetAttribute, prepared->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+            &placeholder, sizeof(placeholder));
+  }
 
   auto layout = [&](cublasLtMatrixLayout_t &l, int64_t rows, int64_t cols, int64_t ld,
                     int64_t stride, cudaDataType_t elementType) {

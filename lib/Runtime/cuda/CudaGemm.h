@@ -37,6 +37,9 @@ struct GemmProblem {
   /// assumes 256 unless told, and an algorithm picked for aligned pointers
   /// may fault on others.
   unsigned alignA = 256, alignB = 256, alignC = 256, alignD = 256;
+  /// The bias pointer's alignment (bias epilogues): cuBLASLt's heuristic
+  /// takes it from the descriptor's bias pointer, which it does not read.
+  unsigned alignBias = 256;
 
   std::string key() const;
 };
