@@ -5,7 +5,8 @@
 // float64 sum, conversions and comparisons against the PTX ISA's stated
 // results, an inlined function call, and the faults a GPU would have
 // (out-of-bounds and misaligned accesses, a shuffle waiting on an exited
-// lane) and instructions it does not know, each named.
+// lane, shared-memory races) and instructions it does not know, each
+// named.
 //
 //===----------------------------------------------------------------------===//
 
@@ -135,6 +136,89 @@ TEST(StandinPtx, WarpShufflesAndABarrierSumEachBlock) {
         std::accumulate(in.begin() + 64 * b, in.begin() + 64 * (b + 1), 0.0);
     EXPECT_NEAR(out[b], want, 1e-5 * 64 * 3) << "block " << b;
   }
+}
+
+/// What run() throws ("" when it runs).
+std::string failureOf(const Kernel &k, const Launch &l, const RangeCheck &g) {
+  try {
+    run(k, l, g);
+  } catch (const std::runtime_error &e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(StandinPtx, SharedMemoryRacesAreNamed) {
+  // Without its barrier the block sum races: thread 0 reads the second
+  // warp's partial before thread 32 writes it.
+  std::string racy = std::string(kHeader) + kBlockSum;
+  racy.erase(racy.find("bar.sync \t0;"), std::strlen("bar.sync \t0;"));
+  auto m = parse(racy);
+  const Kernel &k = kernelOf(*m, "block_sum");
+  std::vector<float> in(64, 1.0f), out(1);
+  auto check = within({{in.data(), in.size() * 4}, {out.data(), 4}});
+  std::string why =
+      failureOf(k, launchWith(k, {in.data(), out.data()}, 1, 64), check);
+  EXPECT_NE(why.find("thread (32,0,0), PTX line"), std::string::npos) << why;
+  EXPECT_NE(
+      why.find("shared memory race: this thread writes shared byte 4, which "
+               "thread (0,0,0) read since the last bar.sync"),
+      std::string::npos)
+      << why;
+
+  // The all-reduce's ending (MLIR's gpu.all_reduce lowering): lanes read
+  // their slot, meet at a shuffle, then all write the result to slot 0.
+  // The shuffle orders the reads before the writes, and writes of one
+  // value are no race; writes of different values are.
+  const char *ending = R"(
+.shared .align 4 .b8 slots[32];
+.visible .entry ending(
+	.param .u64 .ptr .align 1 ending_param_0
+)
+{
+	.reg .b32 	%r<8>;
+	.reg .b64 	%rd<4>;
+	mov.u32 	%r1, %tid.x;
+	mov.b64 	%rd1, slots;
+	mul.wide.u32 	%rd2, %r1, 4;
+	add.s64 	%rd2, %rd1, %rd2;
+	st.shared.b32 	[%rd2], %r1;
+	bar.sync 	0;
+	ld.shared.b32 	%r2, [%rd2];
+	shfl.sync.bfly.b32 	%r3, %r2, 1, 31, 255;
+	add.s32 	%r4, %r2, %r3;
+	VALUE
+	st.shared.b32 	[slots], %r5;
+	bar.sync 	0;
+	ld.param.b64 	%rd3, [ending_param_0];
+	cvta.to.global.u64 	%rd3, %rd3;
+	ld.shared.b32 	%r6, [slots];
+	st.global.b32 	[%rd3], %r6;
+	ret;
+}
+)";
+  auto endingWith = [&](const std::string &value) {
+    std::string text = std::string(kHeader) + ending;
+    text.replace(text.find("VALUE"), 5, value);
+    return parse(text);
+  };
+  uint32_t result = 0;
+  auto same = endingWith("mov.b32 \t%r5, 7;");
+  const Kernel &ks = kernelOf(*same, "ending");
+  EXPECT_EQ(
+      failureOf(ks, launchWith(ks, {&result}, 1, 8), within({{&result, 4}})),
+      "");
+  EXPECT_EQ(result, 7u);
+  auto different = endingWith("mov.b32 \t%r5, %r4;");
+  const Kernel &kd = kernelOf(*different, "ending");
+  why = failureOf(kd, launchWith(kd, {&result}, 1, 8), within({{&result, 4}}));
+  // Lanes 0 and 1 both write 0 + 1; lane 2 writes 2 + 3.
+  EXPECT_NE(why.find("thread (2,0,0), PTX line"), std::string::npos) << why;
+  EXPECT_NE(
+      why.find("this thread writes shared byte 0, which thread (1,0,0) wrote "
+               "since the last bar.sync"),
+      std::string::npos)
+      << why;
 }
 
 TEST(StandinPtx, AGlobalAccessOutsideMemoryIsNamed) {

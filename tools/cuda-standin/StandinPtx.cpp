@@ -1856,7 +1856,9 @@ public:
     }
     registers.resize(size_t(nthreads) * std::max(k.program->registers, 1));
     shared.resize(k.staticShared + l.dynamicShared);
+    sharedAccess.assign(shared.size(), SharedAccess{});
     threads.resize(nthreads);
+    syncGen.assign(nthreads, 0);
   }
 
   void run(unsigned bx, unsigned by, unsigned bz) {
@@ -1867,6 +1869,7 @@ public:
         traceBlock == long(bx + launch.grid[0] * (by + launch.grid[1] * bz));
     std::fill(registers.begin(), registers.end(), 0);
     std::fill(shared.begin(), shared.end(), 0xff);
+    ++epoch; // a new block: nothing it does races with the last one's
     int regs = std::max(kernel.program->registers, 1);
     for (unsigned i = 0; i < nthreads; ++i) {
       Thread &t = threads[i];
@@ -1910,6 +1913,7 @@ public:
             t.state = Thread::Run;
             ++t.pc;
           }
+        ++epoch; // the barrier orders the accesses before it and after it
         continue;
       }
       // Some threads wait at a barrier, others at a shuffle whose warp
@@ -1933,6 +1937,90 @@ private:
   std::vector<uint64_t> registers;
   std::vector<uint8_t> shared;
   std::vector<Thread> threads;
+
+  // The race check: per byte of shared memory, who last wrote it and who
+  // read it since, with the barrier interval ("epoch", unique across the
+  // launch's blocks) each happened in. Two threads touching one byte in one
+  // interval, one of them writing, race unless a shfl.sync both took part
+  // in came between (they are lanes of one warp that met there), or both
+  // write the same bytes (the all-reduce's broadcast of its result).
+  // Atomics are not tracked. syncGen[thread]: the latest shfl.sync it
+  // completed, numbered in completion order.
+  struct SharedAccess {
+    uint32_t writeEpoch = 0, readEpoch = 0;
+    uint32_t writeGen = 0, readGen = 0; // the accessor's syncGen then
+    int32_t writer = -1, reader = -1;   // reader -2: several threads read it
+    int32_t readWarp = -1;              // the readers' warp (-1: several)
+  };
+  std::vector<SharedAccess> sharedAccess;
+  std::vector<uint32_t> syncGen;
+  uint32_t epoch = 0, syncCounter = 0;
+
+  enum class Access { Read, Write, Atomic };
+
+  /// Whether thread `b`'s access when its syncGen was `gen` is ordered
+  /// before thread `a`'s now: both passed a later shuffle of their warp.
+  bool synced(int32_t b, uint32_t gen, const Thread &a) const {
+    return threads[size_t(b)].warp == a.warp && syncGen[size_t(b)] > gen &&
+           syncGen[a.linear] > gen;
+  }
+
+  void checkRace(const Thread &t, uint64_t address, size_t bytes, Access access,
+                 const uint8_t *incoming) {
+    int32_t me = int32_t(t.linear);
+    for (size_t i = 0; i < bytes; ++i) {
+      SharedAccess &a = sharedAccess[address + i];
+      int32_t other = -1;
+      const char *mine = nullptr, *theirs = nullptr;
+      bool sameValue = incoming && incoming[i] == shared[address + i];
+      if (a.writeEpoch == epoch && a.writer != me &&
+          !synced(a.writer, a.writeGen, t) &&
+          !(access == Access::Write && sameValue)) {
+        other = a.writer;
+        mine = access == Access::Read ? "reads" : "writes";
+        theirs = "wrote";
+      } else if (access == Access::Write && a.readEpoch == epoch &&
+                 a.reader != me &&
+                 !(a.reader >= 0 ? synced(a.reader, a.readGen, t)
+                                 : a.readWarp == int32_t(t.warp) &&
+                                       syncGen[t.linear] > a.readGen)) {
+        other = a.reader;
+        mine = "writes";
+        theirs = "read";
+      }
+      if (mine) {
+        std::ostringstream os;
+        os << "shared memory race: this thread " << mine << " shared byte "
+           << address + i << ", which ";
+        if (other >= 0)
+          os << "thread (" << threads[size_t(other)].tid[0] << ","
+             << threads[size_t(other)].tid[1] << ","
+             << threads[size_t(other)].tid[2] << ")";
+        else
+          os << "other threads";
+        os << " " << theirs << " since the last bar.sync";
+        fault(t, os.str());
+      }
+      uint32_t gen = syncGen[t.linear];
+      if (access == Access::Write) {
+        a.writeEpoch = epoch;
+        a.writer = me;
+        a.writeGen = gen;
+      } else if (access == Access::Read) {
+        if (a.readEpoch != epoch) {
+          a.reader = me;
+          a.readGen = gen;
+          a.readWarp = int32_t(t.warp);
+        } else if (a.reader != me) {
+          a.reader = -2;
+          a.readGen = std::max(a.readGen, gen);
+          if (a.readWarp != int32_t(t.warp))
+            a.readWarp = -1;
+        }
+        a.readEpoch = epoch;
+      }
+    }
+  }
 
   [[noreturn]] void fault(const Thread &t, const std::string &why) const {
     std::ostringstream os;
@@ -2002,7 +2090,11 @@ private:
   }
 
   uint8_t *memory(const Inst &in, const Thread &t, uint64_t address,
-                  size_t bytes, const char *what) {
+                  size_t bytes, Access access,
+                  const uint8_t *incoming = nullptr) {
+    const char *what = access == Access::Read    ? "load"
+                       : access == Access::Write ? "store"
+                                                 : "atomic";
     Space space = in.space;
     if (space == Space::Generic) {
       if ((address & kWindowMask) == kSharedWindow) {
@@ -2032,6 +2124,7 @@ private:
       if (address > shared.size() || bytes > shared.size() - address)
         fault(t, describe("shared") + " is outside the block's " +
                      std::to_string(shared.size()) + " bytes of shared memory");
+      checkRace(t, address, bytes, access, incoming);
       return shared.data() + address;
     case Space::Param:
       if (address > launch.parameters.size() ||
@@ -2163,6 +2256,12 @@ bool BlockRunner::shuffle(unsigned warp) {
   }
   const Inst &in = code[lead->pc];
   const size_t pc = lead->pc;
+  // The lanes meet here: what each did before is ordered before what the
+  // others do after (the race check).
+  uint32_t gen = ++syncCounter;
+  for (unsigned lane = 0; lane < 32; ++lane)
+    if (mask >> lane & 1)
+      syncGen[first + lane] = gen;
   uint64_t source[32];
   for (unsigned lane = 0; lane < 32; ++lane)
     if (mask >> lane & 1) {
@@ -2611,7 +2710,7 @@ void BlockRunner::step(Thread &t) {
       size_t bytes = size_t(std::max(bits, 8) / 8);
       uint64_t address =
           uint64_t(o[1].reg >= 0 ? t.r[o[1].reg] : 0) + uint64_t(o[1].imm);
-      const uint8_t *p = memory(in, t, address, bytes * in.vec, "load");
+      const uint8_t *p = memory(in, t, address, bytes * in.vec, Access::Read);
       for (unsigned k = 0; k < in.vec; ++k) {
         uint64_t x = loadBytes(p + k * bytes, bytes);
         if (isSigned(in.type))
@@ -2627,14 +2726,18 @@ void BlockRunner::step(Thread &t) {
       size_t bytes = size_t(std::max(bits, 8) / 8);
       uint64_t address =
           uint64_t(o[0].reg >= 0 ? t.r[o[0].reg] : 0) + uint64_t(o[0].imm);
-      uint8_t *p = memory(in, t, address, bytes * in.vec, "store");
-      if (in.space == Space::Param)
-        fault(t, "a store to .param");
+      uint8_t data[4 * 8]; // at most v4 of 64 bits
+      if (bytes * in.vec > sizeof(data))
+        fault(t, "a store wider than 32 bytes");
       for (unsigned k = 0; k < in.vec; ++k) {
         uint64_t x =
             in.vec == 1 ? v(1) : (o[1].regs[k] >= 0 ? t.r[o[1].regs[k]] : 0);
-        std::memcpy(p + k * bytes, &x, bytes);
+        std::memcpy(data + k * bytes, &x, bytes);
       }
+      uint8_t *p = memory(in, t, address, bytes * in.vec, Access::Write, data);
+      if (in.space == Space::Param)
+        fault(t, "a store to .param");
+      std::memcpy(p, data, bytes * in.vec);
       break;
     }
     case Op::Atom: {
@@ -2642,7 +2745,7 @@ void BlockRunner::step(Thread &t) {
       size_t bytes = size_t(bits / 8);
       uint64_t address =
           uint64_t(o[at].reg >= 0 ? t.r[o[at].reg] : 0) + uint64_t(o[at].imm);
-      uint8_t *p = memory(in, t, address, bytes, "atomic");
+      uint8_t *p = memory(in, t, address, bytes, Access::Atomic);
       uint64_t old =
           atomic(in, t, p, v(at + 1), in.atom == AtomOp::Cas ? v(at + 2) : 0);
       if (in.atomReturns)
