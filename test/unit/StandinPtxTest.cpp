@@ -452,13 +452,9 @@ TEST(StandinPtx, MisalignedAndSharedOverrunsAreNamed) {
     l.dynamicShared = dynamicShared;
     return l;
   };
-  auto failure = [&](uint32_t offset, size_t dynamicShared) -> std::string {
-    try {
-      run(k, launch(offset, dynamicShared), within({{words, sizeof(words)}}));
-    } catch (const std::runtime_error &e) {
-      return e.what();
-    }
-    return "";
+  auto failure = [&](uint32_t offset, size_t dynamicShared) {
+    return failureOf(k, launch(offset, dynamicShared),
+                     within({{words, sizeof(words)}}));
   };
   EXPECT_EQ(failure(4, 68), "");
   EXPECT_NE(failure(2, 68).find("global load of 4 bytes at 0x"),

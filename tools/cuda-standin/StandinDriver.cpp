@@ -321,24 +321,27 @@ std::string checkRange(uintptr_t pointer, size_t bytes, const char *what) {
          ") is not inside one device allocation";
 }
 
-bool enqueue(CUstream stream, std::string what, std::function<void()> work) {
+/// Appends `op` to `stream`; false (and nothing queued) once the context
+/// has failed.
+static bool push(CUstream stream, Op op) {
   if (!state().failure.empty())
     return false;
-  Op op;
-  op.what = std::move(what);
-  op.work = std::move(work);
   streamOf(stream)->ops.push_back(std::move(op));
   return true;
 }
 
+bool enqueue(CUstream stream, std::string what, std::function<void()> work) {
+  Op op;
+  op.what = std::move(what);
+  op.work = std::move(work);
+  return push(stream, std::move(op));
+}
+
 bool enqueuePolled(CUstream stream, std::string what, std::function<bool()> step) {
-  if (!state().failure.empty())
-    return false;
   Op op;
   op.what = std::move(what);
   op.step = std::move(step);
-  streamOf(stream)->ops.push_back(std::move(op));
-  return true;
+  return push(stream, std::move(op));
 }
 
 int currentDevice() { return state().device; }

@@ -330,6 +330,10 @@ ncclResult_t linkCollective(const char *name, const Call &call, const void *send
     return r;
   if (ncclResult_t r = checkBuffer(comm, recv, recvBytes, name))
     return r;
+  if (call.kind != nccl::AllGather &&
+      (call.type == ncclFloat8e4m3 || call.type == ncclFloat8e5m2))
+    return error(comm, ncclInvalidArgument,
+                 std::string(name) + ": the stand-in does not reduce fp8 over several ranks");
   uint64_t seq = ++comm->collectives;
   struct Progress {
     bool posted = false;
