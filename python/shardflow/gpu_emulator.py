@@ -3,7 +3,9 @@
 ``convert-rt-to-gpu`` turns elementwise and row-reduction kernels into
 ``gpu.func`` code. This module executes that code, as printed by
 ``shard-opt --mlir-print-op-generic``, with numpy: every SSA value holds one
-lane per GPU thread of the whole grid, ``scf.for``/``scf.if`` run with
+lane per GPU thread of the whole grid (a vector value one row of elements
+per thread; a vector access whose address is not a multiple of its stated
+alignment raises MisalignedAccess, as a GPU faults), ``scf.for``/``scf.if`` run with
 per-lane masks, ``gpu.all_reduce`` reduces over each block's lanes, and
 memory is one flat numpy array per buffer. Shared memory records who
 touched each word since the last ``gpu.barrier``, so a race that lockstep
@@ -448,6 +450,38 @@ class Kernel:
                 return None
             buf[idx[mask]] = val[mask].astype(buf.dtype)
             return None
+        if n in ("vector.load", "vector.store"):
+            # Each lane's vector: `width` consecutive elements from its index.
+            load = n == "vector.load"
+            buf, idx = (a[0], a[1]) if load else (a[1], a[2])
+            width = int(re.search(r"vector<(\d+)x", op.types).group(1))
+            idx = self._lane(idx)
+            data = buf.data if isinstance(buf, _Shared) else buf
+            align = int((_attr(op.props, "alignment") or str(data.dtype.itemsize)).split()[0])
+            bad = mask & ((idx * data.dtype.itemsize) % align != 0)
+            if bad.any():
+                raise MisalignedAccess(
+                    f"{n} of {width} elements at element {int(idx[bad][0])}: not "
+                    f"{align}-byte aligned")
+            at = idx[:, None] + np.arange(width)
+            if isinstance(buf, _Shared):
+                words = (at + (self.bid * buf.length)[:, None])[mask]
+                lanes = np.repeat(self.lanes_ids[mask], width)
+                if load:
+                    out = np.zeros((self.lanes, width), data.dtype)
+                    out[mask] = buf.read(words.ravel(), lanes).reshape(-1, width)
+                    return out
+                buf.write(words.ravel(), lanes, a[0][mask].astype(data.dtype).ravel())
+                return None
+            if load:
+                return buf[np.where(mask[:, None], at, 0)]
+            buf[at[mask]] = a[0][mask].astype(buf.dtype)
+            return None
+        if n == "vector.extract":
+            pos = int(re.search(r"static_position = array<i64: (\d+)>", op.props).group(1))
+            return a[0][:, pos]
+        if n == "vector.from_elements":
+            return np.stack([self._lane(x) for x in a], axis=1)
         if n == "gpu.barrier":
             # Every thread of a block must reach it: one that skips it (a
             # barrier under a condition that differs within the block)
@@ -506,6 +540,11 @@ class Kernel:
         if n == "gpu.return":
             return None
         raise NotImplementedError(f"emulator: {n}")
+
+
+class MisalignedAccess(RuntimeError):
+    """A vector load or store at an address that is not a multiple of its
+    stated alignment: a GPU faults ("misaligned address")."""
 
 
 class IndexOutOfRange(RuntimeError):

@@ -154,6 +154,25 @@ CASES = {
         "g (int64[12] a, int64[12] b) => (int64[12] c) {"
         " m = Min(a, b) n = Max(a, b) d = Sub(m, n) c = Abs(d) }",
         None, 0.0, 1),
+    # Vector accesses (4 f32 lanes a thread): c [4,1] is one element for all
+    # of a thread's lanes, r [8], q [2,1,8] and p [4,8] are 4 consecutive
+    # elements.
+    "vector_lanes_broadcasts": (
+        "g (float[2,4,8] x, float[4,1] c, float[8] r, float[2,1,8] q, float[4,8] p)"
+        " => (float[2,4,8] y) { a = Mul(x, c) b = Add(a, r) d = Sub(b, q) y = Div(d, p) }",
+        None, 1e-6, 1),
+    # Rows of 6: [6] and [2,1,6] are not 4 consecutive elements at every
+    # multiple of 4 (each lane loads its own); [4,6] is.
+    "vector_lanes_split_rows": (
+        "g (float[2,4,6] x, float[6] r, float[2,1,6] q, float[4,6] p) => (float[2,4,6] y) {"
+        " a = Add(x, r) b = Mul(a, q) y = Sub(b, p) }",
+        None, 1e-6, 1),
+    # int8 (8 lanes, 8 bytes a thread), and an i64 range beside it (2 lanes).
+    "vector_lanes_narrow_and_wide_integers": (
+        "g (int8[4,16] x, int8[16] b) => (int8[4,16] y, int64[10] r) {"
+        " a = Add(x, b) y = Clip(a, lo, hi) r = Range(s, l, d) }",
+        {"lo": ("int8", -20), "hi": ("int8", 30), "s": ("int64", 3), "l": ("int64", 23),
+         "d": ("int64", 2)}, 0.0, 2),
 }
 
 
@@ -186,6 +205,8 @@ def _inputs(model, seed):
             feeds[inp.name] = rng.integers(0, 4 if shape[-1] == 4 else 16, shape).astype(np.int64)
         elif t.elem_type == 7:
             feeds[inp.name] = rng.integers(-50, 50, shape).astype(np.int64)
+        elif t.elem_type == 3:
+            feeds[inp.name] = rng.integers(-60, 60, shape).astype(np.int8)
         else:
             raise ValueError(t.elem_type)
     return feeds
@@ -234,6 +255,39 @@ def _assert_matches_onnxruntime(model, feeds, ours, tol):
             scale = max(1.0, float(np.max(finite, initial=0.0)))
             np.testing.assert_allclose(got.astype(np.float64), want, rtol=rtol,
                                        atol=rtol * scale, err_msg=out.name)
+
+
+def test_vector_accesses_must_be_aligned(tmp_path):
+    """Each thread takes 4 consecutive floats: its vector loads and stores
+    start at multiples of 4 elements (16 bytes). The emulator refuses a
+    vector access at an address its alignment does not divide, as a GPU
+    faults: shift a load by one element and the kernel must be refused.
+    With `vectorize=false` the same program loads one element a thread and
+    computes the same values."""
+    model = _graph_model("g (float[4,8] x, float[8] b) => (float[4,8] y) {"
+                         " a = Add(x, b) y = Relu(a) }")
+    proc = _compile(model, tmp_path, "--convert-nn-to-rt", "--convert-rt-to-gpu",
+                    "--mlir-print-op-generic")
+    assert proc.returncode == 0, proc.stderr
+    ir = proc.stdout
+    assert ir.count('"vector.load"') == 2 and ir.count('"vector.store"') == 1, ir
+    x, b = _f(4, 8), _f(8)
+    (y,) = gpu_emulator.run_program(ir, [x, b])
+    np.testing.assert_array_equal(y, np.maximum(x + b, 0))
+    scalar = _compile(model, tmp_path, "--convert-nn-to-rt",
+                      "--convert-rt-to-gpu=vectorize=false", "--mlir-print-op-generic")
+    assert scalar.returncode == 0 and '"vector.' not in scalar.stdout, scalar.stderr
+    np.testing.assert_array_equal(gpu_emulator.run_program(scalar.stdout, [x, b])[0], y)
+    # Load x at base + 1 instead of base.
+    lines = ir.splitlines()
+    at = next(k for k, l in enumerate(lines) if '"vector.load"(%arg0, ' in l)
+    index = re.search(r'"vector.load"\(%arg0, (%\w+)\)', lines[at]).group(1)
+    lines[at] = lines[at].replace(f"(%arg0, {index})", "(%arg0, %one_more)")
+    lines[at:at] = ['%c1_moved = "arith.constant"() <{value = 1 : index}> : () -> index',
+                    f'%one_more = "arith.addi"({index}, %c1_moved) '
+                    '<{overflowFlags = #arith.overflow<none>}> : (index, index) -> index']
+    with pytest.raises(gpu_emulator.MisalignedAccess, match="not 16-byte aligned"):
+        gpu_emulator.run_program("\n".join(lines), [x, b])
 
 
 def test_bf16_data_computes_in_f32_and_rounds_once(tmp_path):

@@ -190,7 +190,8 @@ def test_compiled_model_matches_onnxruntime(block, dtype, order, tmp_path):
     assert "nccl all_reduce" in ran  # the health check
 
 
-def test_generated_kernels_run_from_ptx_and_cubins_are_refused(tmp_path):
+def relu_artifact(tmp_path):
+    """A CUDA artifact of one generated kernel: y = relu(x), x [4, 8]."""
     graph = helper.make_graph(
         [helper.make_node("Relu", ["x"], ["y"], name="act")], "g",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])],
@@ -202,6 +203,11 @@ def test_generated_kernels_run_from_ptx_and_cubins_are_refused(tmp_path):
     out = subprocess.run([str(pipeline.tool("shard-opt")), str(model), "--target", "cuda", "-o",
                           str(artifact)], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
+    return artifact
+
+
+def test_generated_kernels_run_from_ptx_and_cubins_are_refused(tmp_path):
+    artifact = relu_artifact(tmp_path)
     x = np.linspace(-2, 2, 32, dtype=np.float32).reshape(4, 8)
     np.savez(tmp_path / "in.npz", x=x)
     # sm_90 loads the module's cubin: the function is found, and refused at
@@ -217,6 +223,32 @@ def test_generated_kernels_run_from_ptx_and_cubins_are_refused(tmp_path):
                           tmp_path / "out.npz", env={"SHARDFLOW_STANDIN_SM": "86"})
     assert rc == 0, err
     np.testing.assert_array_equal(np.load(tmp_path / "out.npz")["y"], np.maximum(x, 0))
+
+
+def test_generated_kernels_refuse_buffers_not_16_byte_aligned(tmp_path):
+    """Generated kernels load and store up to 16 bytes a thread: shard-run
+    refuses, at load, a launch whose buffer does not start at a multiple
+    of 16 bytes (an artifact edited to put the output at arena offset 4),
+    naming the kernel and the buffer."""
+    artifact = relu_artifact(tmp_path)
+    np.savez(tmp_path / "in.npz", x=np.ones((4, 8), np.float32))
+    text = artifact.read_text()
+    assert "\narena 128\n" in text and "arena f32 4x8 offset=0" in text, text
+    moved = tmp_path / "moved.shard"
+    moved.write_text(text.replace("\narena 128\n", "\narena 256\n")
+                     .replace("arena f32 4x8 offset=0", "arena f32 4x8 offset=4"))
+    rc, err = run_standin(moved, "--inputs", tmp_path / "in.npz", "--output",
+                          tmp_path / "out.npz", env={"SHARDFLOW_STANDIN_SM": "86"})
+    assert rc == 1, err
+    assert "generated kernel 'k0_relu' takes buffer 1, which does not start at a multiple " \
+           "of 16 bytes" in err, err
+    # At offset 16 it runs.
+    moved.write_text(text.replace("\narena 128\n", "\narena 256\n")
+                     .replace("arena f32 4x8 offset=0", "arena f32 4x8 offset=16"))
+    rc, err = run_standin(moved, "--inputs", tmp_path / "in.npz", "--output",
+                          tmp_path / "out.npz", env={"SHARDFLOW_STANDIN_SM": "86"})
+    assert rc == 0, err
+    np.testing.assert_array_equal(np.load(tmp_path / "out.npz")["y"], np.ones((4, 8)))
 
 
 ZOO_TOLERANCE = {"f32": 1e-4, "bf16": 2e-2}

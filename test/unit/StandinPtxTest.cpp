@@ -2,11 +2,11 @@
 //
 // Hand-written PTX kernels run through tools/cuda-standin/StandinPtx.h on
 // host buffers: a warp-shuffle and shared-memory reduction against a
-// float64 sum, conversions and comparisons against the PTX ISA's stated
-// results, an inlined function call, and the faults a GPU would have
-// (out-of-bounds and misaligned accesses, a shuffle waiting on an exited
-// lane, shared-memory races) and instructions it does not know, each
-// named.
+// float64 sum, conversions, comparisons and packed f16x2/bf16x2
+// arithmetic against the PTX ISA's stated results, an inlined function call,
+// and the faults a GPU would have (out-of-bounds and misaligned accesses, a
+// shuffle waiting on an exited lane, shared-memory races) and instructions it
+// does not know, each named.
 //
 //===----------------------------------------------------------------------===//
 
@@ -299,6 +299,16 @@ TEST(StandinPtx, ConversionsRoundAndSaturateAsThePtxIsaSays) {
   EXPECT_EQ(int32_t(unary("div.s32 %r2, %r1, -1", 0x80000000u)), INT32_MIN);
   EXPECT_EQ(unary("bfe.u32 %r2, %r1, 4, 8", 0xabcdu), 0xbcu);
   EXPECT_EQ(unary("bfe.s32 %r2, %r1, 4, 8", 0xf80u), 0xfffffff8u);
+  // A narrower signed result is sign-extended to its register: an s16
+  // instruction then reads -5, not 251.
+  EXPECT_EQ(unary("cvt.s8.s32 %rs1, %r1; min.s16 %rs2, %rs1, 0; "
+                  "cvt.s32.s16 %r2, %rs2",
+                  0xfbu),
+            0xfffffffbu);
+  // Immediates in a vector operand.
+  EXPECT_EQ(
+      unary("st.global.v2.b16 [%rd1], {7, -1}; ld.global.b32 %r2, [%rd1]", 0),
+      0xffff0007u);
   EXPECT_EQ(unary("shl.b32 %r2, %r1, 40", 1),
             0u); // shifts past the width clamp
   EXPECT_EQ(unary("shr.s32 %r2, %r1, 40", 0x80000000u), 0xffffffffu);
@@ -326,6 +336,33 @@ TEST(StandinPtx, MinMaxAndComparisonsHandleNaNAsThePtxIsaSays) {
       1u);
   EXPECT_EQ(unary("copysign.f32 %r2, %r1, 0f40000000", bits(-1.0f)),
             bits(-2.0f));
+}
+
+TEST(StandinPtx, PackedHalfArithmeticRoundsEachHalf) {
+  // bf16x2 of (high, low): 2^-8 added to 1 + 2^-7 is halfway between two
+  // bf16 values and goes to the even one (0x3f82); added to 1 it goes
+  // back to 1 (0x3f80).
+  EXPECT_EQ(unary("mov.b32 %r3, 0x3B803B80; add.rn.bf16x2 %r2, %r1, %r3",
+                  0x3f813f80u),
+            0x3f823f80u);
+  // x * x + x on (2.5, -1): (8.75, 0).
+  EXPECT_EQ(unary("fma.rn.bf16x2 %r2, %r1, %r1, %r1", 0x4020bf80u),
+            0x410c0000u);
+  EXPECT_EQ(unary("sub.rn.bf16x2 %r2, %r1, %r1", 0x4020bf80u), 0u);
+  // f16x2: (2, 1) squared is (4, 1).
+  EXPECT_EQ(unary("mul.rn.f16x2 %r2, %r1, %r1", 0x40003c00u), 0x44003c00u);
+  // max ignores a NaN half unless .NaN, which gives the canonical NaN.
+  EXPECT_EQ(
+      unary("mov.b32 %r3, 0x40003F00; max.bf16x2 %r2, %r1, %r3", 0x7fc03f80u),
+      0x40003f80u);
+  EXPECT_EQ(unary("mov.b32 %r3, 0x40003F00; max.NaN.bf16x2 %r2, %r1, %r3",
+                  0x7fc03f80u),
+            0x7fff3f80u);
+  EXPECT_EQ(
+      unary("mov.b32 %r3, 0x40003F00; min.bf16x2 %r2, %r1, %r3", 0x7fc03f80u),
+      0x40003f00u);
+  EXPECT_EQ(unary("neg.bf16x2 %r2, %r1", 0x4020bf80u), 0xc0203f80u);
+  EXPECT_EQ(unary("abs.f16x2 %r2, %r1", 0xc000bc00u), 0x40003c00u);
 }
 
 TEST(StandinPtx, CallsAreInlinedWithTheirArgumentsAndResults) {

@@ -20,6 +20,7 @@
 
 #include "shardflow/Runtime/FloatConversion.h"
 
+#include <algorithm>
 #include <cfenv>
 #include <cmath>
 #include <cstdio>
@@ -238,9 +239,13 @@ struct Operand {
   int reg = -1;          // Reg; Addr base (-1: none); Pair first
   int reg2 = -1;         // Pair second
   int64_t imm = 0;       // Imm bits, Addr offset, Special code
-  std::vector<int> regs; // Vec (-1: sink)
+  std::vector<int> regs; // Vec (-1: sink, kVecImm: the immediate in imms)
+  std::vector<int64_t> imms; // Vec: the elements' immediates
   std::string symbol;    // Symbol, or Addr on a symbol, until resolved
 };
+
+/// A vector operand's element that is an immediate (st.v2 [a], {0, 0}).
+constexpr int kVecImm = -2;
 
 struct Inst {
   Op op = Op::Nop;
@@ -292,6 +297,13 @@ struct Token {
 bool identChar(char c) {
   return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' ||
          c == '%' || c == '$';
+}
+
+/// Arithmetic the interpreter runs on f16x2/bf16x2 registers: the scalar
+/// operation on each 16-bit half.
+bool packedArithmetic(Op op) {
+  return op == Op::Add || op == Op::Sub || op == Op::Mul || op == Op::Fma ||
+         op == Op::Min || op == Op::Max || op == Op::Neg || op == Op::Abs;
 }
 
 std::vector<Token> lex(const std::string &s) {
@@ -967,7 +979,20 @@ private:
       for (size_t j = b + 1; j < e - 1; ++j) {
         if (s[j].text == ",")
           continue;
+        int64_t v = 0;
+        bool negative = s[j].text == "-" && j + 1 < e - 1;
+        if (negative)
+          ++j;
+        if (s[j].text != "_" && s[j].text[0] != '%' &&
+            parseNumber(s[j].text, v)) {
+          o.regs.push_back(kVecImm);
+          o.imms.push_back(negative ? -v : v);
+          continue;
+        }
+        if (negative)
+          unsupported(s, "malformed negative number");
         o.regs.push_back(s[j].text == "_" ? -1 : reg(ks, s, s[j].text));
+        o.imms.push_back(0);
       }
       return o;
     }
@@ -1263,16 +1288,22 @@ private:
       dest(in.o[0]);
       values(1);
     };
-    bool floating = isFloat(in.type);
+    bool floating =
+        isFloat(in.type) || in.type == T::F16x2 || in.type == T::BF16x2;
     if (in.type == T::F16x2 || in.type == T::BF16x2) {
       if (in.op != Op::Mov && in.op != Op::Cvt && in.op != Op::Ld &&
-          in.op != Op::St)
-        unsupported(s, "packed f16x2/bf16x2 arithmetic is not interpreted");
+          in.op != Op::St && !packedArithmetic(in.op))
+        unsupported(s,
+                    "this packed f16x2/bf16x2 instruction is not interpreted");
+      if (packedArithmetic(in.op) && in.ftz)
+        unsupported(s, "packed arithmetic with .ftz is not interpreted");
     }
     switch (in.op) {
     case Op::Mov:
       need(2);
       if (in.o[0].kind == Operand::Vec) {
+        if (std::count(in.o[0].regs.begin(), in.o[0].regs.end(), kVecImm))
+          unsupported(s, "mov unpacks into an immediate");
         if (!isValue(in.o[1]))
           unsupported(s, "mov unpacks a register");
       } else {
@@ -1365,6 +1396,8 @@ private:
       if ((in.vec > 1) != (data.kind == Operand::Vec) ||
           (in.vec > 1 && data.regs.size() != in.vec))
         unsupported(s, "the data operand does not match the vector width");
+      if (load && std::count(data.regs.begin(), data.regs.end(), kVecImm))
+        unsupported(s, "a load into an immediate");
       if (in.vec == 1 && load)
         dest(data);
       if (in.vec == 1 && !load)
@@ -2071,6 +2104,13 @@ private:
     return 0;
   }
 
+  /// Element k of a vector operand: its register, its immediate, or 0
+  /// for a sink.
+  uint64_t element(const Operand &o, size_t k, const Thread &t) const {
+    int r = o.regs[k];
+    return r >= 0 ? t.r[size_t(r)] : r == kVecImm ? uint64_t(o.imms[k]) : 0;
+  }
+
   uint64_t value(const Operand &o, const Thread &t) const {
     switch (o.kind) {
     case Operand::Reg:
@@ -2143,6 +2183,7 @@ private:
   }
 
   void step(Thread &t);
+  uint64_t packed(const Inst &in, Thread &t);
 
   // SHARDFLOW_STANDIN_PTX_TRACE=KERNEL:BLOCK:THREAD (linear indices): every
   // instruction that thread runs, with the register it wrote, on stderr.
@@ -2321,6 +2362,58 @@ bool BlockRunner::shuffle(unsigned warp) {
   return true;
 }
 
+/// add, sub, mul, fma, min, max, neg or abs on both halves of f16x2 or
+/// bf16x2 operands (the first half in the low 16 bits), each rounded to
+/// its half's type.
+uint64_t BlockRunner::packed(const Inst &in, Thread &t) {
+  Inst half = in;
+  half.type = in.type == T::F16x2 ? T::F16 : T::BF16;
+  uint64_t result = 0;
+  for (int k = 0; k < 2; ++k) {
+    auto h = [&](size_t i) { return (value(in.o[i], t) >> (16 * k)) & 0xffff; };
+    uint64_t r = 0;
+    switch (in.op) {
+    case Op::Add:
+    case Op::Sub: {
+      bool add = in.op == Op::Add;
+      r = floatOp(
+          half, h(1), h(2), 0,
+          [add](float x, float y, float) { return add ? x + y : x - y; },
+          [add](double x, double y, double) { return add ? x + y : x - y; });
+      break;
+    }
+    case Op::Mul:
+      r = floatOp(
+          half, h(1), h(2), 0, [](float x, float y, float) { return x * y; },
+          [](double x, double y, double) { return x * y; });
+      break;
+    case Op::Fma:
+      r = floatOp(
+          half, h(1), h(2), h(3),
+          [](float x, float y, float z) { return std::fma(x, y, z); },
+          [](double x, double y, double z) { return std::fma(x, y, z); });
+      break;
+    case Op::Min:
+    case Op::Max: {
+      double m = minMax(toDouble(half.type, h(1)), toDouble(half.type, h(2)),
+                        in.op == Op::Max, in.nan);
+      r = std::isnan(m) ? canonicalNan(half.type) : fromDouble(half.type, m);
+      break;
+    }
+    case Op::Neg:
+      r = h(1) ^ 0x8000;
+      break;
+    case Op::Abs:
+      r = h(1) & 0x7fff;
+      break;
+    default:
+      fault(t, "packed operation not interpreted");
+    }
+    result |= (r & 0xffff) << (16 * k);
+  }
+  return result;
+}
+
 void BlockRunner::step(Thread &t) {
   const size_t n = code.size();
   while (t.pc < n) {
@@ -2333,6 +2426,14 @@ void BlockRunner::step(Thread &t) {
     int bits = bitsOf(in.type);
     bool floating = isFloat(in.type);
     auto v = [&](size_t k) { return value(o[k], t); };
+    if ((in.type == T::F16x2 || in.type == T::BF16x2) &&
+        packedArithmetic(in.op)) {
+      write(o[0], t, packed(in, t), 32);
+      if (t.linear == traceThread && traced)
+        traceLine(in, t);
+      ++t.pc;
+      continue;
+    }
     switch (in.op) {
     case Op::Nop:
     case Op::Label:
@@ -2361,8 +2462,7 @@ void BlockRunner::step(Thread &t) {
         uint64_t x = 0;
         int piece = bits / int(o[1].regs.size());
         for (size_t k = 0; k < o[1].regs.size(); ++k)
-          x |= maskTo(o[1].regs[k] >= 0 ? t.r[o[1].regs[k]] : 0, piece)
-               << (piece * k);
+          x |= maskTo(element(o[1], k, t), piece) << (piece * k);
         write(o[0], t, x, bits);
       } else {
         write(o[0], t, v(1), bits);
@@ -2590,7 +2690,12 @@ void BlockRunner::step(Thread &t) {
         write(o[0], t, (hi << 16) | lo, 32);
         break;
       }
-      write(o[0], t, convert(in, v(1)), bits);
+      uint64_t r = convert(in, v(1));
+      if (isSigned(
+              in.type)) // a narrower result is sign-extended to the register
+        write(o[0], t, uint64_t(signExtend(r, bits)), 64);
+      else
+        write(o[0], t, r, bits);
       break;
     }
     case Op::Cvta: {
@@ -2730,8 +2835,7 @@ void BlockRunner::step(Thread &t) {
       if (bytes * in.vec > sizeof(data))
         fault(t, "a store wider than 32 bytes");
       for (unsigned k = 0; k < in.vec; ++k) {
-        uint64_t x =
-            in.vec == 1 ? v(1) : (o[1].regs[k] >= 0 ? t.r[o[1].regs[k]] : 0);
+        uint64_t x = in.vec == 1 ? v(1) : element(o[1], k, t);
         std::memcpy(data + k * bytes, &x, bytes);
       }
       uint8_t *p = memory(in, t, address, bytes * in.vec, Access::Write, data);

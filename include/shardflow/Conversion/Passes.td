@@ -47,10 +47,16 @@ def ConvertRTToGPU : Pass<"convert-rt-to-gpu", "::mlir::ModuleOp"> {
     and is read element for element; that buffer disappears (the value
     stays in a register). A row reduction takes such a group as its
     prologue. Groups never reach across collectives. Elementwise kernels
-    run one thread per element, 256 per block; a row reduction over a
-    contiguous row of up to 1024 f16/bf16/f32 elements runs one warp per
-    row (8 rows per block, warp-shuffle reductions), any other one block
-    of up to 256 threads per row, with block-wide reductions. Code computes
+    run 256 threads per block; with `vectorize` each thread takes as many
+    consecutive elements as fit in 16 bytes of the group's narrowest type
+    (at most 8, halved until they divide the element count; booleans one),
+    loaded and stored as vectors where the operands allow (the runtime
+    checks that every buffer starts at a multiple of 16 bytes), and row
+    reductions over contiguous rows step through the row the same way. A
+    row reduction over a contiguous row of up to 1024 f16/bf16/f32
+    elements runs one warp per row (8 rows per block, warp-shuffle
+    reductions), any other one block of up to 256 threads per row, with
+    block-wide reductions. Code computes
     in f32 for f16, bf16 and f32 data and rounds once when it stores.
 
     Contractions, attention and data movement (`matmul`, `gemm`,
@@ -99,10 +105,13 @@ def ConvertRTToGPU : Pass<"convert-rt-to-gpu", "::mlir::ModuleOp"> {
   let options = [
     Option<"gemmEpilogues", "gemm-epilogues", "bool", /*default=*/"true",
            "Fold bias adds (and a following tanh gelu or relu) into matmuls">,
+    Option<"vectorize", "vectorize", "bool", /*default=*/"true",
+           "Let each thread of an elementwise kernel or row reduction take up "
+           "to 16 bytes of consecutive elements, loaded and stored as vectors">,
   ];
   let dependentDialects = ["::mlir::gpu::GPUDialect", "::mlir::arith::ArithDialect",
                            "::mlir::math::MathDialect", "::mlir::memref::MemRefDialect",
-                           "::mlir::scf::SCFDialect"];
+                           "::mlir::scf::SCFDialect", "::mlir::vector::VectorDialect"];
 }
 
 #endif // SHARDFLOW_CONVERSION_PASSES_TD

@@ -42,6 +42,7 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/DenseMap.h"
@@ -183,9 +184,99 @@ struct Group {
 // Scalar code for one elementwise kernel
 //===----------------------------------------------------------------------===//
 
+/// The values of one kernel output at the consecutive flat positions a
+/// thread computes (one lane each; a single lane without vectorization).
+using Lanes = SmallVector<Value, 8>;
+
+constexpr int64_t kVectorBytes = 16; // widest load or store of one thread
+constexpr int64_t kMaxLanes = 8;     // elements per thread at most
+
+/// How many elements of `to`'s trailing dimensions an operand of shape
+/// `from` (right-aligned, numpy broadcasting) reads consecutively
+/// (`matched`: its dimensions equal `to`'s there) or not at all (its
+/// dimensions are 1 or absent there).
+int64_t trailingExtent(ArrayRef<int64_t> to, ArrayRef<int64_t> from, bool matched) {
+  if (from.size() > to.size())
+    return 1;
+  size_t offset = to.size() - from.size();
+  int64_t extent = 1;
+  for (size_t d = to.size(); d-- > 0;) {
+    bool present = d >= offset;
+    int64_t f = present ? from[d - offset] : 1;
+    if (matched ? (!present || f != to[d]) : f != 1)
+      break;
+    extent *= to[d];
+  }
+  return extent;
+}
+
+/// The byte alignment of `lanes` consecutive elements of type `t` at an
+/// element index that is a multiple of `lanes`, in a buffer whose start is
+/// 16-byte aligned (the runtime checks that it is).
+llvm::Align laneAlignment(Type t, int64_t lanes) {
+  int64_t bytes = t.getIntOrFloatBitWidth() / 8 * lanes;
+  return llvm::Align(uint64_t(std::min(bytes, kVectorBytes)));
+}
+
 class KernelEmitter : public EmitterBase {
 public:
   using EmitterBase::EmitterBase;
+
+  /// Flat index `base + i`.
+  Value lane(Value base, int64_t i) {
+    return i == 0 ? base : arith::AddIOp::create(b, loc, base, index(i)).getResult();
+  }
+
+  /// The `width` elements at flat positions base .. base + width - 1 of
+  /// shape `to` of an operand of shape `from` (broadcast to `to`), in the
+  /// compute type; `base` is a multiple of `width`. One vector load when
+  /// they are consecutive in the operand, one scalar load when they are
+  /// all the same element, one load each otherwise.
+  Lanes loadLanes(Value buf, ArrayRef<int64_t> to, ArrayRef<int64_t> from, Value base,
+                  int64_t width) {
+    Lanes out;
+    if (width == 1) {
+      out.push_back(load(buf, broadcastIndex(base, to, from)));
+      return out;
+    }
+    if (trailingExtent(to, from, /*matched=*/true) % width == 0) {
+      Type storage = elemOf(buf);
+      Value v = vector::LoadOp::create(b, loc, VectorType::get({width}, storage), buf,
+                                       ValueRange{broadcastIndex(base, to, from)},
+                                       /*nontemporal=*/false, laneAlignment(storage, width));
+      for (int64_t i = 0; i < width; ++i)
+        out.push_back(toCompute(vector::ExtractOp::create(b, loc, v, i)));
+      return out;
+    }
+    if (trailingExtent(to, from, /*matched=*/false) % width == 0) {
+      out.assign(width, load(buf, broadcastIndex(base, to, from)));
+      return out;
+    }
+    for (int64_t i = 0; i < width; ++i)
+      out.push_back(load(buf, broadcastIndex(lane(base, i), to, from)));
+    return out;
+  }
+
+  /// Stores compute values `lanes` at flat positions base, base + 1, ...
+  /// of `buf` (`base` a multiple of their number), rounding each once: one
+  /// vector store when there are several.
+  void storeLanes(ArrayRef<Value> lanes, Value buf, Value base) {
+    if (lanes.size() == 1) {
+      store(lanes[0], buf, base);
+      return;
+    }
+    Type storage = cast<MemRefType>(buf.getType()).getElementType();
+    SmallVector<Value> narrow;
+    for (Value v : lanes)
+      narrow.push_back(v.getType() == storage
+                           ? v
+                           : arith::TruncFOp::create(b, loc, storage, v).getResult());
+    int64_t width = int64_t(lanes.size());
+    Value v =
+        vector::FromElementsOp::create(b, loc, VectorType::get({width}, storage), narrow);
+    vector::StoreOp::create(b, loc, v, buf, ValueRange{base}, /*nontemporal=*/false,
+                            laneAlignment(storage, width));
+  }
 
   /// The element of an operand of shape `from` that broadcasts (numpy rules,
   /// right-aligned) to linear index `idx` of shape `to`.
@@ -1068,17 +1159,43 @@ struct ConvertRTToGPU : shardflow::impl::ConvertRTToGPUBase<ConvertRTToGPU> {
 private:
   LogicalResult formGroups(func::FuncOp fn, SmallVectorImpl<std::unique_ptr<Group>> &groups);
   LogicalResult emitGroup(Group &g, gpu::GPUModuleOp module, int id);
-  /// Values of a Loop group's members at flat index `idx`; stores the
-  /// outputs that leave the group when `store` is set.
+  /// Values of a Loop group's members at the `width` consecutive flat
+  /// indices from `base` (a multiple of `width`); stores the outputs that
+  /// leave the group when `store` is set.
   LogicalResult emitLoopBody(KernelEmitter &e, ArrayRef<rt::KernelOp> members,
-                             const Group &g, Value idx, DenseMap<Value, Value> &args,
-                             DenseMap<Value, Value> &values, bool store);
+                             const Group &g, Value base, int64_t width,
+                             DenseMap<Value, Value> &args, DenseMap<Value, Lanes> &values,
+                             bool store);
+  /// How many consecutive elements one thread takes in a group whose
+  /// threads split `elements` (a Loop group's iterations, a row's length)
+  /// into equal runs: as many as fit in 16 bytes of the group's narrowest
+  /// element type (at most 8), halved until they divide `elements`; 1
+  /// without `vectorize`, or when a buffer holds booleans or other types
+  /// narrower than a byte.
+  int64_t laneCount(const Group &g, int64_t elements) const;
   FailureOr<Value> emitRowBody(KernelEmitter &e, Group &g, DenseMap<Value, Value> &args);
 
   bool isInternal(const Group &g, Value v) const {
     return g.internal.contains(rootOf(v).getDefiningOp());
   }
 };
+
+int64_t ConvertRTToGPU::laneCount(const Group &g, int64_t elements) const {
+  if (!vectorize || elements < 2)
+    return 1;
+  int64_t narrowest = kVectorBytes;
+  for (rt::KernelOp k : g.members)
+    for (Value v : llvm::concat<Value>(k.getInputs(), k.getOutputs())) {
+      Type t = elemOf(v);
+      if (!t.isIntOrFloat() || t.getIntOrFloatBitWidth() % 8 != 0)
+        return 1;
+      narrowest = std::min<int64_t>(narrowest, t.getIntOrFloatBitWidth() / 8);
+    }
+  int64_t width = std::min(kMaxLanes, kVectorBytes / narrowest);
+  while (width > 1 && elements % width != 0)
+    width /= 2;
+  return width;
+}
 
 /// Whether `operand` can take its value from the register of the group
 /// member that computes it: it is read element for element (no broadcast)
@@ -1255,43 +1372,57 @@ LogicalResult ConvertRTToGPU::formGroups(func::FuncOp fn,
 }
 
 LogicalResult ConvertRTToGPU::emitLoopBody(KernelEmitter &e, ArrayRef<rt::KernelOp> members,
-                                           const Group &g, Value idx,
+                                           const Group &g, Value base, int64_t width,
                                            DenseMap<Value, Value> &args,
-                                           DenseMap<Value, Value> &values, bool store) {
+                                           DenseMap<Value, Lanes> &values, bool store) {
   for (rt::KernelOp k : members) {
     Value out = k.getOutputs()[0];
     if (readsNeighbours(k.getKernel())) {
+      // Each lane reads its own neighbourhood.
       StringRef kind = k.getKernel();
-      Value indices; // max_pool_with_indices' second result
-      FailureOr<Value> r = kind == "rotary_embedding"      ? e.rotary(k, args, idx)
-                           : kind == "batch_normalization" ? e.batchNorm(k, args, idx)
-                           : kind == "im2col"              ? e.im2col(k, args, idx)
-                                                           : e.pool(k, args, idx, &indices);
-      if (failed(r))
-        return failure();
-      values[out] = *r;
+      Lanes results, indices; // indices: max_pool_with_indices' second result
+      for (int64_t i = 0; i < width; ++i) {
+        Value idx = e.lane(base, i), laneIndices;
+        FailureOr<Value> r = kind == "rotary_embedding"      ? e.rotary(k, args, idx)
+                             : kind == "batch_normalization" ? e.batchNorm(k, args, idx)
+                             : kind == "im2col"              ? e.im2col(k, args, idx)
+                                                             : e.pool(k, args, idx, &laneIndices);
+        if (failed(r))
+          return failure();
+        results.push_back(*r);
+        if (laneIndices)
+          indices.push_back(laneIndices);
+      }
       if (store && !isInternal(g, out))
-        e.store(*r, args.lookup(out), idx);
-      if (indices && store)
-        e.store(indices, args.lookup(k.getOutputs()[1]), idx);
+        e.storeLanes(results, args.lookup(out), base);
+      if (!indices.empty() && store)
+        e.storeLanes(indices, args.lookup(k.getOutputs()[1]), base);
+      values[out] = std::move(results);
       continue;
     }
-    SmallVector<Value> operands;
+    SmallVector<Lanes> operands;
     for (Value in : k.getInputs()) {
-      if (Value v = values.lookup(rootOf(in))) {
+      auto it = values.find(rootOf(in));
+      if (it != values.end()) {
         // Computed by an earlier member, read element for element.
-        operands.push_back(v);
+        operands.push_back(it->second);
         continue;
       }
-      Value i = e.broadcastIndex(idx, shapeOf(out), shapeOf(in));
-      operands.push_back(e.load(args.lookup(in), i));
+      operands.push_back(e.loadLanes(args.lookup(in), shapeOf(out), shapeOf(in), base, width));
     }
-    FailureOr<Value> r = e.elementwise(k, operands, idx);
-    if (failed(r))
-      return failure();
-    values[out] = *r;
+    Lanes results;
+    for (int64_t i = 0; i < width; ++i) {
+      SmallVector<Value> laneOperands;
+      for (const Lanes &o : operands)
+        laneOperands.push_back(o[size_t(i)]);
+      FailureOr<Value> r = e.elementwise(k, laneOperands, e.lane(base, i));
+      if (failed(r))
+        return failure();
+      results.push_back(*r);
+    }
     if (store && !isInternal(g, out))
-      e.store(*r, args.lookup(out), idx);
+      e.storeLanes(results, args.lookup(out), base);
+    values[out] = std::move(results);
   }
   return success();
 }
@@ -1334,6 +1465,8 @@ FailureOr<Value> ConvertRTToGPU::emitRowBody(KernelEmitter &e, Group &g,
   RowGeometry geometry = *rowGeometry(k);
   int64_t length = geometry.length, inner = geometry.inner;
   Type ft = computeType(elemOf(out));
+  // Each thread takes `width` consecutive elements of a contiguous row.
+  int64_t width = inner == 1 ? laneCount(g, length) : 1;
   // Ops made below land before whatever follows the body (gpu.return),
   // also when the body sits in a guard.
   OpBuilder::InsertionGuard bodyGuard(b);
@@ -1381,20 +1514,27 @@ FailureOr<Value> ConvertRTToGPU::emitRowBody(KernelEmitter &e, Group &g,
     Value off = inner == 1 ? j : arith::MulIOp::create(lb, loc, j, e.index(inner)).getResult();
     return arith::AddIOp::create(lb, loc, base, off);
   };
-  // x[j] of this row, computed by the prologue when there is one.
-  auto valueAt = [&](Value flat) -> FailureOr<Value> {
+  // x at this row's elements j .. j + width - 1, computed by the prologue
+  // when there is one.
+  auto valueAt = [&](Value flat, bool store) -> FailureOr<Lanes> {
     if (!xFromPrologue)
-      return e.load(args.lookup(x), flat);
-    DenseMap<Value, Value> values;
-    if (failed(emitLoopBody(e, prologue, g, flat, args, values, /*store=*/true)))
+      return e.loadLanes(args.lookup(x), shape, shape, flat, width);
+    DenseMap<Value, Lanes> values;
+    if (failed(emitLoopBody(e, prologue, g, flat, width, args, values, store)))
       return failure();
     return values.lookup(rootOf(x));
   };
-  // A strided loop of the block's threads over the row, folding `fn`.
+  // A strided loop of the row's threads over the row, `width` elements a
+  // step, folding `fn`.
   auto rowLoop = [&](Value init,
                      function_ref<FailureOr<Value>(Value acc, Value flat, Value j)> fn)
       -> FailureOr<Value> {
-    auto loop = scf::ForOp::create(b, loc, tid, e.index(length), step, ValueRange{init});
+    Value from = width == 1 ? tid : arith::MulIOp::create(b, loc, tid, e.index(width)).getResult();
+    Value by = step;
+    if (width > 1)
+      by = warps ? e.index(32 * width)
+                 : arith::MulIOp::create(b, loc, step, e.index(width)).getResult();
+    auto loop = scf::ForOp::create(b, loc, from, e.index(length), by, ValueRange{init});
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(loop.getBody());
     Value j = loop.getInductionVar();
@@ -1418,6 +1558,11 @@ FailureOr<Value> ConvertRTToGPU::emitRowBody(KernelEmitter &e, Group &g,
     int64_t rowsHere = warps ? std::min(kWarpsPerBlock, geometry.rows) : 1;
     cache = fn.addWorkgroupAttribution(
         MemRefType::get({rowsHere * length}, ft, MemRefLayoutAttrInterface{}, space), loc);
+    // Vector accesses need the cache aligned to their size.
+    if (width > 1)
+      fn.setWorkgroupAttributionAttr(fn.getNumWorkgroupAttributions() - 1,
+                                   b.getStringAttr("llvm.align"),
+                                   b.getI64IntegerAttr(kVectorBytes));
   }
   auto cacheIndex = [&](Value j) -> Value {
     if (!warps)
@@ -1426,35 +1571,48 @@ FailureOr<Value> ConvertRTToGPU::emitRowBody(KernelEmitter &e, Group &g,
                                  j);
   };
   bool firstPass = true;
-  auto xAt = [&](Value flat, Value j) -> FailureOr<Value> {
-    if (cache && !firstPass)
-      return memref::LoadOp::create(b, loc, cache, ValueRange{cacheIndex(j)}).getResult();
-    FailureOr<Value> v;
-    if (!xFromPrologue || firstPass) {
-      v = valueAt(flat);
-    } else {
-      DenseMap<Value, Value> values;
-      if (failed(emitLoopBody(e, prologue, g, flat, args, values, /*store=*/false)))
-        return failure();
-      v = values.lookup(rootOf(x));
+  auto xAt = [&](Value flat, Value j) -> FailureOr<Lanes> {
+    if (cache && !firstPass) {
+      Value at = cacheIndex(j);
+      if (width == 1)
+        return Lanes{memref::LoadOp::create(b, loc, cache, ValueRange{at}).getResult()};
+      Value v = vector::LoadOp::create(b, loc, VectorType::get({width}, ft), cache,
+                                       ValueRange{at}, /*nontemporal=*/false,
+                                       laneAlignment(ft, width));
+      Lanes out;
+      for (int64_t i = 0; i < width; ++i)
+        out.push_back(vector::ExtractOp::create(b, loc, v, i));
+      return out;
     }
+    FailureOr<Lanes> v = valueAt(flat, /*store=*/firstPass);
     if (succeeded(v) && cache)
-      memref::StoreOp::create(b, loc, *v, cache, ValueRange{cacheIndex(j)});
+      e.storeLanes(*v, cache, cacheIndex(j));
     return v;
+  };
+  // Folds `fn` over the lanes of x at (flat, j).
+  auto foldLanes = [&](Value acc, Value flat, Value j,
+                       function_ref<Value(Value acc, Value x)> fn) -> FailureOr<Value> {
+    FailureOr<Lanes> v = xAt(flat, j);
+    if (failed(v))
+      return failure();
+    for (Value xi : *v)
+      acc = fn(acc, xi);
+    return acc;
   };
   Value zero = e.floatConst(ft, 0.0);
   Value lengthF = e.floatConst(ft, double(length));
+  auto add = [&](Value acc, Value v) { return arith::AddFOp::create(b, loc, acc, v).getResult(); };
+  auto max = [&](Value acc, Value v) {
+    return arith::MaximumFOp::create(b, loc, acc, v).getResult();
+  };
 
   if (isReduction(name)) {
     // One pass; thread 0 writes the row's result (results are in row order).
     bool isMax = name == "reduce_max";
     Value init = isMax ? e.floatConst(ft, -INFINITY) : zero;
-    FailureOr<Value> partial = rowLoop(init, [&](Value acc, Value flat, Value j) -> FailureOr<Value> {
-      FailureOr<Value> v = xAt(flat, j);
-      if (failed(v))
-        return failure();
-      return isMax ? arith::MaximumFOp::create(b, loc, acc, *v).getResult()
-                   : arith::AddFOp::create(b, loc, acc, *v).getResult();
+    FailureOr<Value> partial = rowLoop(init, [&](Value acc, Value flat, Value j) {
+      return foldLanes(acc, flat, j, isMax ? function_ref<Value(Value, Value)>(max)
+                                           : function_ref<Value(Value, Value)>(add));
     });
     if (failed(partial))
       return failure();
@@ -1470,24 +1628,34 @@ FailureOr<Value> ConvertRTToGPU::emitRowBody(KernelEmitter &e, Group &g,
     return Value();
   }
 
-  if (name == "softmax" || name == "log_softmax") {
-    Value lowest = e.floatConst(ft, -INFINITY);
-    FailureOr<Value> partialMax = rowLoop(lowest, [&](Value acc, Value flat, Value j) -> FailureOr<Value> {
-      FailureOr<Value> v = xAt(flat, j);
+  // The last pass: computes each lane's result from x and stores them.
+  auto storePass = [&](function_ref<Value(Value x, Value j, int64_t i)> fn) -> LogicalResult {
+    return rowLoop(zero, [&](Value acc, Value flat, Value j) -> FailureOr<Value> {
+      FailureOr<Lanes> v = xAt(flat, j);
       if (failed(v))
         return failure();
-      return arith::MaximumFOp::create(b, loc, acc, *v).getResult();
+      Lanes r;
+      for (auto [i, xi] : llvm::enumerate(*v))
+        r.push_back(fn(xi, j, int64_t(i)));
+      e.storeLanes(r, args.lookup(out), flat);
+      return acc;
+    });
+  };
+
+  if (name == "softmax" || name == "log_softmax") {
+    Value lowest = e.floatConst(ft, -INFINITY);
+    FailureOr<Value> partialMax = rowLoop(lowest, [&](Value acc, Value flat, Value j) {
+      return foldLanes(acc, flat, j, max);
     });
     if (failed(partialMax))
       return failure();
     firstPass = false;
     Value m = reduce(*partialMax, gpu::AllReduceOperation::MAXIMUMF);
-    FailureOr<Value> partialSum = rowLoop(zero, [&](Value acc, Value flat, Value j) -> FailureOr<Value> {
-      FailureOr<Value> v = xAt(flat, j);
-      if (failed(v))
-        return failure();
-      Value ex = math::ExpOp::create(b, loc, arith::SubFOp::create(b, loc, *v, m));
-      return arith::AddFOp::create(b, loc, acc, ex).getResult();
+    FailureOr<Value> partialSum = rowLoop(zero, [&](Value acc, Value flat, Value j) {
+      return foldLanes(acc, flat, j, [&](Value acc, Value v) {
+        Value ex = math::ExpOp::create(b, loc, arith::SubFOp::create(b, loc, v, m));
+        return add(acc, ex);
+      });
     });
     if (failed(partialSum))
       return failure();
@@ -1496,19 +1664,13 @@ FailureOr<Value> ConvertRTToGPU::emitRowBody(KernelEmitter &e, Group &g,
     Value invS = name == "softmax"
                      ? arith::DivFOp::create(b, loc, e.floatConst(ft, 1.0), s).getResult()
                      : Value();
-    FailureOr<Value> done = rowLoop(zero, [&](Value acc, Value flat, Value j) -> FailureOr<Value> {
-      FailureOr<Value> v = xAt(flat, j);
-      if (failed(v))
-        return failure();
-      Value shifted = arith::SubFOp::create(b, loc, *v, m);
-      Value r = name == "softmax"
-                    ? arith::MulFOp::create(b, loc, math::ExpOp::create(b, loc, shifted), invS)
-                          .getResult()
-                    : arith::SubFOp::create(b, loc, shifted, logS).getResult();
-      e.store(r, args.lookup(out), flat);
-      return acc;
-    });
-    if (failed(done))
+    if (failed(storePass([&](Value v, Value, int64_t) -> Value {
+          Value shifted = arith::SubFOp::create(b, loc, v, m);
+          return name == "softmax"
+                     ? arith::MulFOp::create(b, loc, math::ExpOp::create(b, loc, shifted), invS)
+                           .getResult()
+                     : arith::SubFOp::create(b, loc, shifted, logS).getResult();
+        })))
       return failure();
     return Value();
   }
@@ -1521,11 +1683,8 @@ FailureOr<Value> ConvertRTToGPU::emitRowBody(KernelEmitter &e, Group &g,
   ArrayRef<int64_t> normalized = shape.drop_front(geometry.first);
   Value mean;
   if (name == "layer_normalization") {
-    FailureOr<Value> partial = rowLoop(zero, [&](Value acc, Value flat, Value j) -> FailureOr<Value> {
-      FailureOr<Value> v = xAt(flat, j);
-      if (failed(v))
-        return failure();
-      return arith::AddFOp::create(b, loc, acc, *v).getResult();
+    FailureOr<Value> partial = rowLoop(zero, [&](Value acc, Value flat, Value j) {
+      return foldLanes(acc, flat, j, add);
     });
     if (failed(partial))
       return failure();
@@ -1533,12 +1692,11 @@ FailureOr<Value> ConvertRTToGPU::emitRowBody(KernelEmitter &e, Group &g,
     mean = arith::DivFOp::create(b, loc, reduce(*partial, gpu::AllReduceOperation::ADD),
                                  lengthF);
   }
-  FailureOr<Value> partialSq = rowLoop(zero, [&](Value acc, Value flat, Value j) -> FailureOr<Value> {
-    FailureOr<Value> v = xAt(flat, j);
-    if (failed(v))
-      return failure();
-    Value d = mean ? arith::SubFOp::create(b, loc, *v, mean).getResult() : *v;
-    return arith::AddFOp::create(b, loc, acc, arith::MulFOp::create(b, loc, d, d)).getResult();
+  FailureOr<Value> partialSq = rowLoop(zero, [&](Value acc, Value flat, Value j) {
+    return foldLanes(acc, flat, j, [&](Value acc, Value v) {
+      Value d = mean ? arith::SubFOp::create(b, loc, v, mean).getResult() : v;
+      return add(acc, arith::MulFOp::create(b, loc, d, d));
+    });
   });
   if (failed(partialSq))
     return failure();
@@ -1546,21 +1704,21 @@ FailureOr<Value> ConvertRTToGPU::emitRowBody(KernelEmitter &e, Group &g,
   Value var = arith::DivFOp::create(
       b, loc, reduce(*partialSq, gpu::AllReduceOperation::ADD), lengthF);
   Value inv = math::RsqrtOp::create(b, loc, arith::AddFOp::create(b, loc, var, eps));
-  FailureOr<Value> done = rowLoop(zero, [&](Value acc, Value flat, Value j) -> FailureOr<Value> {
-    FailureOr<Value> v = xAt(flat, j);
-    if (failed(v))
-      return failure();
-    Value d = mean ? arith::SubFOp::create(b, loc, *v, mean).getResult() : *v;
-    Value y = arith::MulFOp::create(b, loc, d, inv);
-    y = arith::MulFOp::create(
-        b, loc, y, e.load(args.lookup(scale), e.broadcastIndex(j, normalized, shapeOf(scale))));
-    if (bias)
-      y = arith::AddFOp::create(
-          b, loc, y, e.load(args.lookup(bias), e.broadcastIndex(j, normalized, shapeOf(bias))));
-    e.store(y, args.lookup(out), flat);
-    return acc;
-  });
-  if (failed(done))
+  // Scale and bias at this step's elements, loaded with its first lane.
+  Lanes scales, biases;
+  if (failed(storePass([&](Value v, Value j, int64_t i) -> Value {
+        if (i == 0) {
+          scales = e.loadLanes(args.lookup(scale), normalized, shapeOf(scale), j, width);
+          if (bias)
+            biases = e.loadLanes(args.lookup(bias), normalized, shapeOf(bias), j, width);
+        }
+        Value d = mean ? arith::SubFOp::create(b, loc, v, mean).getResult() : v;
+        Value y = arith::MulFOp::create(b, loc, arith::MulFOp::create(b, loc, d, inv),
+                                        scales[size_t(i)]);
+        if (bias)
+          y = arith::AddFOp::create(b, loc, y, biases[size_t(i)]);
+        return y;
+      })))
     return failure();
   return Value();
 }
@@ -1601,9 +1759,12 @@ LogicalResult ConvertRTToGPU::emitGroup(Group &g, gpu::GPUModuleOp module, int i
   auto fn = gpu::GPUFuncOp::create(mb, loc, name, mb.getFunctionType(argTypes, {}));
   fn->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), mb.getUnitAttr());
   int64_t block, grid;
+  // Loop groups: each thread takes `lanes` consecutive elements.
+  int64_t lanes = g.kind == Group::Kind::Loop ? laneCount(g, g.iterations) : 1;
+  int64_t threads = g.iterations / lanes;
   if (g.kind == Group::Kind::Loop) {
     block = kLoopBlock;
-    grid = (g.iterations + block - 1) / block;
+    grid = (threads + block - 1) / block;
   } else if (g.kind == Group::Kind::Standalone) {
     FailureOr<LaunchShape> shape = standaloneShape(last);
     if (failed(shape)) {
@@ -1654,11 +1815,12 @@ LogicalResult ConvertRTToGPU::emitGroup(Group &g, gpu::GPUModuleOp module, int i
     Value idx = arith::AddIOp::create(b, loc, arith::MulIOp::create(b, loc, bid, e.index(block)),
                                       tid);
     Value inRange = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, idx,
-                                          e.index(g.iterations));
+                                          e.index(threads));
     auto ifOp = scf::IfOp::create(b, loc, inRange, /*withElseRegion=*/false);
     b.setInsertionPointToStart(&ifOp.getThenRegion().front());
-    DenseMap<Value, Value> values;
-    if (failed(emitLoopBody(e, g.members, g, idx, args, values, /*store=*/true)))
+    Value first = lanes == 1 ? idx : arith::MulIOp::create(b, loc, idx, e.index(lanes)).getResult();
+    DenseMap<Value, Lanes> values;
+    if (failed(emitLoopBody(e, g.members, g, first, lanes, args, values, /*store=*/true)))
       return failure();
     b.setInsertionPointAfter(ifOp);
   } else if (failed(emitRowBody(e, g, args))) {

@@ -783,6 +783,18 @@ void CudaExecutor::Impl::prepareKernel(size_t n, Step &step) {
       step.arguments.push_back(pointerOf(i));
     for (int o : inst.outputs)
       step.arguments.push_back(pointerOf(o));
+    // Generated kernels load and store up to 16 bytes at a time from the
+    // start of each buffer (the compiler's vector accesses assume it).
+    for (size_t a = 0; a < step.arguments.size(); ++a)
+      if (step.arguments[a] % 16 != 0) {
+        int buffer = a < inst.inputs.size() ? inst.inputs[a]
+                                            : inst.outputs[a - inst.inputs.size()];
+        throw RuntimeError("generated kernel '" + function + "' takes buffer " +
+                           std::to_string(buffer) +
+                           ", which does not start at a multiple of 16 bytes; generated "
+                           "kernels access memory 16 bytes at a time (an arena offset of "
+                           "the artifact that is not a multiple of 16?)");
+      }
     if (inst.params.getInt("checks", 0)) {
       // The status word goes last; its address is known once every
       // checking launch is counted (prepareProgram).
