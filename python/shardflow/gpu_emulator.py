@@ -703,7 +703,11 @@ def _host_kernel(name: str, ins: list[np.ndarray], out_shapes: list[tuple], p: d
             return [np.pad(x, widths, constant_values=p.get("value", 0.0))]
         return [np.pad(x, widths, mode=mode)]
     if name == "attention":
-        return [_attention(ins[0], ins[1], ins[2], ins[3] if len(ins) > 3 else None, p)]
+        q, k, v = ins[:3]
+        if "packed_qkv" in p:  # consecutive column blocks of one [B, S, W] buffer
+            wq, wk, _ = p["packed_qkv"]
+            q, k, v = q[..., :wq], q[..., wq:wq + wk], q[..., wq + wk:]
+        return [_attention(q, k, v, ins[3] if len(ins) > 3 else None, p)]
     raise NotImplementedError(f"emulator: runtime kernel {name}")
 
 

@@ -389,9 +389,10 @@ def test_zoo_cuda_programs_match_onnxruntime(model_name, dtype, tmp_path):
         assert 'kernel = "transpose"' not in ir
     if model_name == "gpt2":
         # Bias adds ride on cuBLASLt: gelu(tanh) of the MLP's first linear too;
-        # the fused QKV projection is three GEMMs on weight slices, no split.
+        # the fused QKV projection is one GEMM whose result the attention
+        # reads in place (packed_qkv), no split.
         assert 'epilogue = "gelu_bias"' in ir and 'epilogue = "bias"' in ir
-        assert 'kernel = "split"' not in ir and "global_shape" in ir
+        assert 'kernel = "split"' not in ir and "packed_qkv" in ir
         assert "softmax" not in re.sub(r"k\d+_[\w]*", "", ir.split('"gpu.module"')[0])
     _emulate_against_onnxruntime(path, ir, dtype)
 
@@ -866,8 +867,10 @@ def test_cuda_env_finds_nccl_and_cublaslt_in_pip_packages(tmp_path):
 
 def test_report_on_cuda_programs(tmp_path):
     """--report on CUDA programs: generated kernels are not collectives, and
-    a weight loaded as several column slices (the fused QKV projection's
-    pieces) is one weight, whole on the rank."""
+    a weight loaded as several slices (the megatron preset's fused QKV
+    projection, one GEMM per piece) is one weight. On one rank the fused
+    projection is one GEMM whose result the attention reads in place: no
+    slices."""
     path = tmp_path / "gpt2.onnx"
     subprocess.run([str(Path(os.sys.executable)), "-m", "shardflow.models", "gpt2",
                     "--out", str(path)], check=True, capture_output=True,
@@ -875,7 +878,7 @@ def test_report_on_cuda_programs(tmp_path):
     single = subprocess.run([str(SHARD_OPT), str(path), "--target", "cuda", "--report",
                              "-o", str(tmp_path / "a.shard")], capture_output=True, text=True)
     assert single.returncode == 0, single.stderr
-    assert "global=" in (tmp_path / "a.shard").read_text()  # QKV loaded as slices
+    assert "global=" not in (tmp_path / "a.shard").read_text()  # QKV one GEMM
     assert re.search(r"parameters per rank: (\d+) bytes in 11 weights \(0 sliced\); "
                      r"the whole model has \1 bytes: 1.000 per rank", single.stderr), single.stderr
     assert "collectives: 0," in single.stderr
@@ -885,6 +888,7 @@ def test_report_on_cuda_programs(tmp_path):
     assert sharded.returncode == 0, sharded.stderr
     assert "rt.launch" not in sharded.stderr
     assert re.search(r"collectives: 5, ", sharded.stderr), sharded.stderr
+    assert "global=" in (tmp_path / "b.shard").read_text()  # QKV loaded as slices
     assert "8 of 11 weights" in sharded.stderr
 
 

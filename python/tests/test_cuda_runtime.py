@@ -461,3 +461,27 @@ def test_gpu_smoke_cases_match_their_references_on_the_cpu(tmp_path):
                 np.testing.assert_allclose(got[name].astype(np.float64),
                                            want[name].astype(np.float64), rtol=tol,
                                            atol=tol, err_msg=f"{case.name}: {name}")
+
+
+def test_cpu_attention_refuses_packed_qkv(tmp_path):
+    """`packed_qkv` (query, key and value read in one fused buffer) is what
+    convert-rt-to-gpu makes for the CUDA attention; an artifact that hands
+    it to the CPU kernel is refused by name, not computed with the wrong
+    head size."""
+    lines = ["buffer 0 input f32 1x2x12 name=qkv",
+             "buffer 1 arena f32 1x2x4 offset=0",
+             "kernel attention in=0,0,0 out=1 kv_num_heads=i:2 q_num_heads=i:2 "
+             "packed_qkv=is:4,4,4",
+             "output y 1"]
+    path = write_weight_artifact(tmp_path, lines, 128)
+    np.save(tmp_path / "qkv.npy", np.ones((1, 2, 12), np.float32))
+    rc, _, err = shard_run(path, "--input", f"qkv={tmp_path / 'qkv.npy'}", "--output",
+                           tmp_path / "out.npz")
+    assert rc == 1, err
+    assert "packed_qkv" in err and "CUDA artifact's form" in err, err
+    # Without it the same kernel computes (3-D heads of the whole row).
+    path.write_text(path.read_text().replace(" packed_qkv=is:4,4,4", "")
+                    .replace("1x2x4 offset=0", "1x2x12 offset=0"))
+    rc, _, err = shard_run(path, "--input", f"qkv={tmp_path / 'qkv.npy'}", "--output",
+                           tmp_path / "out.npz")
+    assert rc == 0, err

@@ -182,9 +182,11 @@ def test_compiled_model_matches_onnxruntime(block, dtype, order, tmp_path):
     assert error < tol, f"relative error {error:.2e} (tolerance {tol})"
     ran = trace.read_text()
     assert f"launch {kernels[dtype]} " in ran, ran
-    # Q, K and V from the fused weight's column blocks, the epilogues, and
-    # the vocabulary projection (101 columns) loaded transposed.
-    assert ran.count(" bias\n") == 3 + 1 and " gelu_bias\n" in ran and " relu_bias\n" in ran, ran
+    # Q, K and V from one GEMM of the fused weight, read in place by the
+    # attention (no split copy), the epilogues, and the vocabulary
+    # projection (101 columns) loaded transposed.
+    assert ran.count(" bias\n") == 1 + 1 and " gelu_bias\n" in ran and " relu_bias\n" in ran, ran
+    assert "copy 2D" not in ran and "sf_strided_copy" not in ran, ran
     vocab_gemm = re.search(r"gemm \S+ m=101 n=\d+ k=\d+ (\w+)", ran)
     assert vocab_gemm and vocab_gemm.group(1) == "transA", ran
     assert "nccl all_reduce" in ran  # the health check

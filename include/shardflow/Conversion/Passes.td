@@ -59,6 +59,11 @@ def ConvertRTToGPU : Pass<"convert-rt-to-gpu", "::mlir::ModuleOp"> {
     block-wide reductions. Code computes
     in f32 for f16, bf16 and f32 data and rounds once when it stores.
 
+    A `split` along the last dimension of a [B, S, W] buffer whose three
+    pieces only one `attention` reads, as its query, key and value, goes
+    away: the attention takes the buffer three times with `packed_qkv`
+    (the pieces' widths) and reads the pieces in place.
+
     Contractions, attention and data movement (`matmul`, `gemm`,
     `attention`, `transpose`, `slice`, `concat`, `split`, `expand`,
     `gather`, `pad`) stay rt.kernel calls for the CUDA runtime; any other

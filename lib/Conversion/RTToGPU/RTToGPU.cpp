@@ -1855,6 +1855,61 @@ LogicalResult ConvertRTToGPU::emitGroup(Group &g, gpu::GPUModuleOp module, int i
   return success();
 }
 
+/// A split along the last dimension of a [B, S, W] buffer whose three
+/// pieces only one attention reads, as its query, key and value
+/// (nn-split-fused-projections leaves GPT-2's fused QKV so): the attention
+/// reads the pieces where they are, the buffer passed three times with
+/// `packed_qkv` giving the pieces' widths (the runtime offsets the
+/// pointers and steps rows by W), and the split's copy disappears.
+void readAttentionInputsInPlace(func::FuncOp fn) {
+  SmallVector<rt::KernelOp> splits;
+  fn.walk([&](rt::KernelOp k) {
+    if (k.getKernel() == "split")
+      splits.push_back(k);
+  });
+  for (rt::KernelOp split : splits) {
+    if (split.getInputs().size() != 1 || split.getOutputs().size() != 3)
+      continue;
+    Value fused = split.getInputs()[0];
+    ArrayRef<int64_t> shape = shapeOf(fused);
+    auto axis = dyn_cast_or_null<IntegerAttr>(split.getParams().get("axis"));
+    if (shape.size() != 3 || !axis || (axis.getInt() != 2 && axis.getInt() != -1))
+      continue;
+    rt::KernelOp attention;
+    bool ok = true;
+    for (auto [i, piece] : llvm::enumerate(split.getOutputs())) {
+      // Used twice: written by the split, read by the attention (no view).
+      Operation *other = nullptr;
+      int uses = 0;
+      for (Operation *user : piece.getUsers())
+        if (user != split)
+          other = user, ++uses;
+      auto reader = uses == 1 ? dyn_cast<rt::KernelOp>(other) : rt::KernelOp();
+      ok = ok && piece.getDefiningOp<rt::AllocOp>() && reader &&
+           reader.getKernel() == "attention" && (!attention || reader == attention) &&
+           reader.getInputs().size() > i && reader.getInputs()[i] == piece;
+      attention = reader;
+    }
+    if (!ok)
+      continue;
+    SmallVector<int64_t> widths;
+    for (Value piece : split.getOutputs())
+      widths.push_back(shapeOf(piece)[2]);
+    SmallVector<Value> inputs(attention.getInputs());
+    for (int i = 0; i < 3; ++i)
+      inputs[i] = fused;
+    OpBuilder b(attention);
+    NamedAttrList params(attention.getParams());
+    params.set("packed_qkv", b.getDenseI64ArrayAttr(widths));
+    attention.getInputsMutable().assign(inputs);
+    attention.setParamsAttr(params.getDictionary(b.getContext()));
+    SmallVector<Value> pieces(split.getOutputs());
+    split.erase();
+    for (Value piece : pieces)
+      piece.getDefiningOp()->erase();
+  }
+}
+
 /// Training dropout: the mask depends only on the seed and the shape (the
 /// CPU kernel reseeds numpy's generator on every call), so it is drawn here,
 /// once, into a constant: the mask output is a copy of it and the result a
@@ -2346,6 +2401,7 @@ void ConvertRTToGPU::runOnOperation() {
   for (func::FuncOp fn : module.getOps<func::FuncOp>())
     if (!fn.isExternal()) {
       rewriteEinsumsAsMatmuls(fn);
+      readAttentionInputsInPlace(fn);
       lowerConvolutions(fn);
       lowerNonGemmMatmuls(fn);
       splitScatters(fn);

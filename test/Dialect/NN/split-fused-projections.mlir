@@ -163,3 +163,37 @@ func.func @two_meshes(%x: tensor<4x8xf32>) -> (tensor<4x4xf32>, tensor<4x4xf32>)
   %p, %q = nn.split %m {axis = 1 : i64, sizes = array<i64: 4, 4>} : (tensor<4x8xf32>) -> (tensor<4x4xf32>, tensor<4x4xf32>)
   return %p, %q : tensor<4x4xf32>, tensor<4x4xf32>
 }
+
+// -----
+
+// The pieces are exactly the query, key and value of one 3-D attention
+// (grouped-query: 4 query heads, 2 key/value heads of 2): the split stays,
+// so one matmul computes all three (the CUDA attention reads them in the
+// fused result).
+// CHECK-LABEL: func.func @qkv_of_one_attention
+// CHECK: nn.matmul %arg0, %{{.*}} : (tensor<2x3x8xf32>, tensor<8x16xf32>)
+// CHECK: %[[P:.*]]:3 = nn.split
+// CHECK: nn.attention %[[P]]#0, %[[P]]#1, %[[P]]#2
+// CHECK-NOT: nn.matmul
+func.func @qkv_of_one_attention(%x: tensor<2x3x8xf32>) -> tensor<2x3x8xf32> {
+  %w = nn.weight "qkv.w" {storage = "external", file = "m.data", offset = 0 : i64, size = 512 : i64} : tensor<8x16xf32>
+  %m = nn.matmul %x, %w : (tensor<2x3x8xf32>, tensor<8x16xf32>) -> tensor<2x3x16xf32>
+  %q, %k, %v = nn.split %m {axis = 2 : i64, sizes = array<i64: 8, 4, 4>} : (tensor<2x3x16xf32>) -> (tensor<2x3x8xf32>, tensor<2x3x4xf32>, tensor<2x3x4xf32>)
+  %y = nn.attention %q, %k, %v {q_num_heads = 4 : i64, kv_num_heads = 2 : i64} : (tensor<2x3x8xf32>, tensor<2x3x4xf32>, tensor<2x3x4xf32>) -> tensor<2x3x8xf32>
+  return %y : tensor<2x3x8xf32>
+}
+
+// -----
+
+// Pieces in another order (key first), or a piece also read elsewhere: one
+// matmul per piece as before.
+// CHECK-LABEL: func.func @not_in_place
+// CHECK-NOT: nn.split
+// CHECK-COUNT-3: nn.matmul
+func.func @not_in_place(%x: tensor<2x3x8xf32>) -> tensor<2x3x4xf32> {
+  %w = nn.weight "qkv.w" {storage = "external", file = "m.data", offset = 0 : i64, size = 384 : i64} : tensor<8x12xf32>
+  %m = nn.matmul %x, %w : (tensor<2x3x8xf32>, tensor<8x12xf32>) -> tensor<2x3x12xf32>
+  %q, %k, %v = nn.split %m {axis = 2 : i64, sizes = array<i64: 4, 4, 4>} : (tensor<2x3x12xf32>) -> (tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<2x3x4xf32>)
+  %y = nn.attention %k, %q, %v {q_num_heads = 2 : i64, kv_num_heads = 2 : i64} : (tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
+  return %y : tensor<2x3x4xf32>
+}

@@ -16,6 +16,10 @@
 // There the pieces' weight slices carry one start per rank, composed with
 // the rank's own slice.
 //
+// A split whose pieces are exactly the query, key and value of one 3-D
+// attention stays: the CUDA target's attention reads them in the fused
+// result, and one GEMM of the full width beats three of a third.
+//
 //===----------------------------------------------------------------------===//
 
 #include "shardflow/Dialect/Dist/IR/DistOps.h"
@@ -296,6 +300,27 @@ bool isLoadedAndPrivate(Value v) {
   }
 }
 
+/// Whether the split's three pieces are exactly the query, key and value
+/// of one 3-D attention ([B, S, H*D]) and read nowhere else. The CUDA
+/// target's attention then reads them where the fused product holds them
+/// (convert-rt-to-gpu), so one GEMM computes all three: better than three
+/// GEMMs of a third of the width.
+bool feedsOneAttention(nn::SplitOp split) {
+  if (split.getNumResults() != 3)
+    return false;
+  nn::AttentionOp attention;
+  for (auto [i, piece] : llvm::enumerate(split.getResults())) {
+    if (!piece.hasOneUse())
+      return false;
+    OpOperand &use = *piece.getUses().begin();
+    auto a = dyn_cast<nn::AttentionOp>(use.getOwner());
+    if (!a || use.getOperandNumber() != i || (attention && a != attention))
+      return false;
+    attention = a;
+  }
+  return typeOf(attention.getQuery()).getRank() == 3;
+}
+
 struct NNSplitFusedProjections
     : shardflow::nn::impl::NNSplitFusedProjectionsBase<NNSplitFusedProjections> {
   void runOnOperation() override {
@@ -345,6 +370,8 @@ struct NNSplitFusedProjections
       if (int64_t(split.getAxis()) != rank - 1 || typeOf(w).getRank() != 2)
         return;
       if (bias && typeOf(bias).getRank() != 1)
+        return;
+      if (feedsOneAttention(split))
         return;
     } else if (auto e = product.getDefiningOp<nn::EinsumOp>()) {
       std::string eq = e.getEquation().str();

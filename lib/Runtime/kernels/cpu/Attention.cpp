@@ -225,6 +225,9 @@ template <typename T> void attentionTyped(const KernelContext &ctx) {
 void attentionKernel(const KernelContext &ctx) {
   if (ctx.inputs.size() < 3 || ctx.inputs.size() > 4 || ctx.outputs.empty())
     fail(ctx, "expects 3 or 4 inputs and 1 output");
+  if (ctx.params.has("packed_qkv"))
+    fail(ctx, "packed_qkv (query, key and value read in one fused buffer) is a CUDA "
+              "artifact's form; the CPU kernel takes them as separate buffers");
   dispatchFloat(ctx, ctx.inputs[0].dtype,
                 [](auto t, const KernelContext &c) { attentionTyped<decltype(t)>(c); });
 }

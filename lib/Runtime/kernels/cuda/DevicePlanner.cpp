@@ -546,11 +546,44 @@ std::vector<DeviceLaunch> shardflow::runtime::cuda::planAttention(
     fail(kernel, "query, key, value and result must share one element type");
   int64_t qHeads = params.getInt("q_num_heads", 0);
   int64_t kvHeads = params.getInt("kv_num_heads", 0);
+  // packed_qkv: query, key and value are consecutive column blocks of one
+  // [B, S, W] buffer (a fused projection's result, read in place).
+  std::vector<int64_t> qShape = qt.shape, kShape = kt.shape, vShape = vt.shape;
+  const char *qData = static_cast<const char *>(qt.data),
+             *kData = static_cast<const char *>(kt.data),
+             *vData = static_cast<const char *>(vt.data);
+  int64_t packedWidth = 0;
+  if (params.has("packed_qkv")) {
+    std::vector<int64_t> widths = params.getInts("packed_qkv");
+    if (widths.size() != 3 || qt.rank() != 3 || qt.data != kt.data || qt.data != vt.data ||
+        qt.shape != kt.shape || qt.shape != vt.shape)
+      fail(kernel, "packed_qkv needs three widths and one [B, S, W] buffer as query, key and "
+                   "value");
+    for (int64_t w : widths)
+      if (w <= 0)
+        fail(kernel, "packed_qkv widths must be positive");
+    packedWidth = qt.shape[2];
+    if (widths[0] + widths[1] + widths[2] != packedWidth)
+      fail(kernel, "packed_qkv widths " + std::to_string(widths[0]) + ", " +
+                       std::to_string(widths[1]) + ", " + std::to_string(widths[2]) +
+                       " do not add up to the buffer's " + std::to_string(packedWidth));
+    qShape = {qt.shape[0], qt.shape[1], widths[0]};
+    kShape = {qt.shape[0], qt.shape[1], widths[1]};
+    vShape = {qt.shape[0], qt.shape[1], widths[2]};
+    size_t e = dtypeSize(qt.dtype);
+    kData = qData + size_t(widths[0]) * e;
+    vData = kData + size_t(widths[1]) * e;
+  }
   AttentionLayout layout;
-  if (std::string problem = attentionLayout(qt.shape, kt.shape, vt.shape, yt.shape, qHeads,
-                                            kvHeads, layout);
+  if (std::string problem =
+          attentionLayout(qShape, kShape, vShape, yt.shape, qHeads, kvHeads, layout);
       !problem.empty())
     fail(kernel, problem);
+  if (packedWidth) // rows of the pieces are W apart
+    for (Heads *h : {&layout.q, &layout.k, &layout.v}) {
+      h->ss = packedWidth;
+      h->sb = h->seq * packedWidth;
+    }
   const Heads &q = layout.q, &k = layout.k, &v = layout.v, &y = layout.y;
   if (yt.numel() == 0)
     return {};
@@ -567,9 +600,9 @@ std::vector<DeviceLaunch> shardflow::runtime::cuda::planAttention(
     fail(kernel, "sequence too long for 32-bit offsets within one head");
 
   AttentionArgs a{};
-  a.q = qt.data;
-  a.k = kt.data;
-  a.v = vt.data;
+  a.q = qData;
+  a.k = kData;
+  a.v = vData;
   a.y = yt.data;
   a.qStride[0] = q.sb, a.qStride[1] = q.sh, a.qStride[2] = q.ss;
   a.kStride[0] = k.sb, a.kStride[1] = k.sh, a.kStride[2] = k.ss;
@@ -615,10 +648,10 @@ std::vector<DeviceLaunch> shardflow::runtime::cuda::planAttention(
 
   // The tensor-core kernel moves rows in 16-byte pieces and stores pairs
   // of elements: it needs those alignments (row strides are multiples of
-  // D, hence of 8 elements).
+  // D, hence of 8 elements, or of a packed buffer's width W).
   bool mmaFits = (qt.dtype == DType::F16 || qt.dtype == DType::BF16) && D == Dv &&
-                 (D == 64 || D == 128) && aligned(qt.data, 16) && aligned(kt.data, 16) &&
-                 aligned(vt.data, 16) && aligned(yt.data, 4);
+                 (D == 64 || D == 128) && aligned(qData, 16) && aligned(kData, 16) &&
+                 aligned(vData, 16) && aligned(yt.data, 4) && packedWidth % 8 == 0;
   if ((path == AttentionPath::Mma || path == AttentionPath::Mma2) && !mmaFits)
     fail(kernel, "the tensor-core kernel needs f16/bf16 and D = Dv in {64, 128} and 16-byte aligned operands, got " +
                      std::string(dtypeName(qt.dtype)) + " D=" + std::to_string(D) +

@@ -120,8 +120,11 @@ def NNSplitFusedProjections : Pass<"nn-split-fused-projections", "::mlir::func::
     per piece, each against its column block of W: a weight slice
     (`global_shape`, `starts`) that the runtime loads at start. The split,
     a copy of the whole activation on a GPU, disappears, and each bias add
-    can ride on its GEMM's epilogue. GPT-2's fused QKV projection is the
-    case in point.
+    can ride on its GEMM's epilogue. A split into exactly the query, key
+    and value of one 3-D attention (GPT-2's and BERT's fused QKV) is left
+    alone: `convert-rt-to-gpu` lets the CUDA attention read the pieces
+    where the fused product holds them, so one GEMM of the full width
+    computes all three and no copy is made.
 
     Partitioned programs too: there the weight slices carry one start per
     rank, composed with the rank's own slice (a weight already sliced by
