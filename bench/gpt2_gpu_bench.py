@@ -5,7 +5,10 @@ CUDA artifact (bf16, generated fused kernels, cuBLASLt, the runtime's
 attention kernel) run by shard-run, PyTorch eager, and torch.compile. It
 prints the time per forward of each, the ratios ours/eager and
 ours/compile, our model FLOP utilization, and the logits' relative error
-against PyTorch's float32 forward.
+against PyTorch's float32 forward. It also times our artifact compiled
+with each code generation feature turned off (`shard-opt --cuda-disable`:
+vector accesses, the fused QKV GEMM read in place, cuBLASLt epilogues),
+as a ratio to the default's time: whether each feature pays.
 
 Two steps, because the GPU machines have no LLVM/MLIR (so no shard-opt):
 
@@ -35,6 +38,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "python"))
+
+# Artifacts compiled with one feature off (shard-opt --cuda-disable), timed
+# against the default one.
+ABLATIONS = ("vector-accesses", "packed-qkv", "gemm-epilogues")
 
 CONFIG = dict(layers=12, hidden=768, heads=12, seq=1024, batch=8, vocab=50257, max_pos=1024)
 # Dense bf16 tensor-core peaks (FLOP/s) by device name, for MFU.
@@ -68,11 +75,13 @@ def prepare(args) -> int:
     cfg = _config(args)
     model = _generate(out, cfg)
     shard_opt = Path(args.shard_opt)
-    cmd = [str(shard_opt), str(model), "--target", "cuda", "--dtype", "bf16", "-o",
-           str(out / "gpt2s.shard")]
-    t0 = time.time()
-    subprocess.run(cmd, check=True)
-    print(f"compiled in {time.time() - t0:.1f} s: {' '.join(cmd)}", file=sys.stderr)
+    for feature in ("",) + (ABLATIONS if args.ablations else ()):
+        name = f"gpt2s.no-{feature}.shard" if feature else "gpt2s.shard"
+        cmd = [str(shard_opt), str(model), "--target", "cuda", "--dtype", "bf16", "-o",
+               str(out / name)] + (["--cuda-disable", feature] if feature else [])
+        t0 = time.time()
+        subprocess.run(cmd, check=True)
+        print(f"compiled in {time.time() - t0:.1f} s: {' '.join(cmd)}", file=sys.stderr)
     (out / "config.json").write_text(json.dumps(cfg))
     return 0
 
@@ -87,11 +96,12 @@ def _flops(cfg: dict) -> float:
     return float(dense + attention)
 
 
-def _time_shard_run(args, out: Path, ids_path: Path) -> tuple[float, "object"]:
+def _time_shard_run(args, out: Path, ids_path: Path,
+                    artifact: str = "gpt2s.shard") -> tuple[float, "object"]:
     import numpy as np
 
     result = out / "ours.npz"
-    cmd = [str(args.shard_run), str(out / "gpt2s.shard"), "--weights", str(out),
+    cmd = [str(args.shard_run), str(out / artifact), "--weights", str(out),
            "--input", f"input_ids={ids_path}", "--output", str(result),
            "--repeat", str(args.repeat), "--verbose"]
     proc = subprocess.run(cmd, capture_output=True, text=True)
@@ -168,6 +178,11 @@ def run(args) -> int:
     np.save(ids_path, ids)
 
     ours_s, ours_logits = _time_shard_run(args, out, ids_path)
+    ablated = {}  # feature -> (seconds, logits)
+    for feature in ABLATIONS:
+        if (out / f"gpt2s.no-{feature}.shard").exists():
+            ablated[feature] = _time_shard_run(args, out, ids_path,
+                                               f"gpt2s.no-{feature}.shard")
 
     forward, w = _torch_model(model_path, cfg)
     dev = torch.device("cuda")
@@ -196,7 +211,13 @@ def run(args) -> int:
     print(f"torch.compile  {compile_s * 1e3:9.2f} ms  {flops / compile_s / 1e12:7.1f} TFLOP/s")
     print(f"ratio ours/eager {ours_s / eager_s:.3f}  ours/compile {ours_s / compile_s:.3f}")
     print(f"logits rel. L2 error vs torch f32: ours {err:.2e}, torch bf16 {err_torch:.2e}")
-    return 0 if err < 2e-2 else 1
+    worst = err
+    for feature, (seconds, logits) in ablated.items():
+        e = float(np.linalg.norm(logits - ref) / np.linalg.norm(ref))
+        worst = max(worst, e)
+        print(f"shardflow without {feature:15} {seconds * 1e3:9.2f} ms  "
+              f"{seconds / ours_s:.3f} of the default's time  (logits error {e:.2e})")
+    return 0 if worst < 2e-2 else 1
 
 
 def main(argv=None) -> int:
@@ -205,6 +226,9 @@ def main(argv=None) -> int:
     p = sub.add_parser("prepare", help="generate the model and compile it (needs shard-opt)")
     p.add_argument("--out", required=True, help="folder for the model and the artifact")
     p.add_argument("--shard-opt", default=str(REPO / "build" / "bin" / "shard-opt"))
+    p.add_argument("--no-ablations", dest="ablations", action="store_false",
+                   help="compile only the default artifact, not one per --cuda-disable "
+                        "feature (" + ", ".join(ABLATIONS) + ")")
     r = sub.add_parser("run", help="time ours, torch eager and torch.compile (needs a GPU)")
     r.add_argument("--dir", required=True, help="the folder `prepare` wrote")
     r.add_argument("--shard-run", required=True, help="a CUDA-enabled shard-run")

@@ -27,7 +27,9 @@
 #          1e-4, TF32 off) and bf16 (rtol 2e-2), and the expected-error
 #          cases.
 # bench    builds when needed, then the GPT-2-small bench (bf16, batch 8,
-#          sequence 1024) against PyTorch eager and torch.compile.
+#          sequence 1024) against PyTorch eager and torch.compile, and our
+#          artifact with each code generation feature off (--cuda-disable)
+#          against the default one.
 # sanitize builds when needed, then gpu-check.sh --sanitize TOOL on the
 #          smoke cases and the zoo in f32, for each of TOOLS (default
 #          "memcheck racecheck"; also synccheck, initcheck), each run under
@@ -79,7 +81,7 @@ if [ "$step" = prepare ]; then
   "$python" bench/gpt2_gpu_bench.py prepare --out "$bench_out" --shard-opt "$shard_opt" \
     "${@:3}" || exit 1
   mkdir -p "$dir/bench"
-  cp "$bench_out/gpt2s.shard" "$bench_out/gpt2s.onnx" "$bench_out/config.json" "$dir/bench/"
+  cp "$bench_out"/gpt2s*.shard "$bench_out/gpt2s.onnx" "$bench_out/config.json" "$dir/bench/"
   rm -f "$dir/smoke.log" "$dir/zoo.log"
   rm -rf "$dir/logs"
   echo "== $dir: $(du -sh "$dir" | cut -f1) (the device tool carries at most 64 MiB)"

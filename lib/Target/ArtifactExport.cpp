@@ -23,17 +23,25 @@ using namespace mlir;
 using namespace shardflow;
 namespace rtm = shardflow::runtime;
 
-void shardflow::buildLowerToRTPipeline(OpPassManager &pm, StringRef target) {
+void shardflow::buildLowerToRTPipeline(OpPassManager &pm, StringRef target,
+                                       const CudaCodegenOptions &cuda) {
   // On CUDA the attention kernel reads heads in place ([B, S, H*D]), which
   // saves the transposes around it.
-  // A fused projection's pieces become GEMMs of their own (no split copy).
+  // A fused projection's pieces become GEMMs of their own (no split copy),
+  // or stay one GEMM whose pieces the attention reads in place.
   if (target == "cuda") {
     pm.addNestedPass<func::FuncOp>(nn::createNNFoldAttentionLayout());
-    pm.addNestedPass<func::FuncOp>(nn::createNNSplitFusedProjections());
+    nn::NNSplitFusedProjectionsOptions split;
+    split.attentionInPlace = cuda.packedQkv;
+    pm.addNestedPass<func::FuncOp>(nn::createNNSplitFusedProjections(split));
   }
   pm.addPass(createConvertNNToRT());
-  if (target == "cuda")
-    pm.addPass(createConvertRTToGPU());
+  if (target == "cuda") {
+    ConvertRTToGPUOptions gpu;
+    gpu.vectorize = cuda.vectorAccesses;
+    gpu.gemmEpilogues = cuda.gemmEpilogues;
+    pm.addPass(createConvertRTToGPU(gpu));
+  }
   pm.addNestedPass<func::FuncOp>(rt::createRTPlanMemory());
 }
 

@@ -286,6 +286,37 @@ def test_zoo_models_match_onnxruntime(zoo, dtype, order, tmp_path):
         check_zoo_outputs(base, tmp_path / f"{name}.npz", tol)
 
 
+@pytest.mark.parametrize("disable", ["vector-accesses", "packed-qkv", "gemm-epilogues",
+                                     "vector-accesses,packed-qkv,gemm-epilogues"])
+def test_codegen_features_turned_off_still_match(zoo, disable, tmp_path):
+    """`shard-opt --cuda-disable` (what the GPT-2 bench times against the
+    default, to measure each feature) changes the program and not its
+    results: the zoo's GPT-2 in bf16 against onnxruntime, with the trace
+    showing the feature gone."""
+    base = zoo / "bf16" / "gpt2"
+    artifact = tmp_path / "gpt2.shard"
+    out = subprocess.run([str(pipeline.tool("shard-opt")), f"{base}.onnx", "--target", "cuda",
+                          "--dtype", "bf16", "--cuda-disable", disable, "-o", str(artifact),
+                          "--dump-ptx", str(tmp_path / "gpt2.ptx")],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    trace = tmp_path / "trace.txt"
+    rc, err = run_standin(artifact, "--inputs", f"{base}.inputs.npz", "--output",
+                          tmp_path / "out.npz", env={"SHARDFLOW_STANDIN_SM": "86",
+                                                     "SHARDFLOW_STANDIN_TRACE": str(trace)})
+    assert rc == 0, err
+    check_zoo_outputs(base, tmp_path / "out.npz", ZOO_TOLERANCE["bf16"])
+    ran, ptx, text = trace.read_text(), (tmp_path / "gpt2.ptx").read_text(), artifact.read_text()
+    default = (zoo / "bf16" / "gpt2.shard").read_text()
+    assert "packed_qkv" in default and " epilogue=s:bias" in default
+    assert ("ld.global.v4" in ptx) == ("vector-accesses" not in disable), ptx
+    assert ("packed_qkv" in text) == ("packed-qkv" not in disable)
+    assert (" gelu_bias\n" in ran) == ("gemm-epilogues" not in disable), ran
+    matmuls = len(re.findall(r"^kernel matmul ", text, re.M))
+    assert matmuls == len(re.findall(r"^kernel matmul ", default, re.M)) + (
+        2 * 2 if "packed-qkv" in disable else 0)  # three GEMMs for one, in each of 2 layers
+
+
 def check_zoo_outputs(base: Path, got_path: Path, tol: float):
     """Every output in got_path against BASE.expected.npz (onnxruntime):
     max |difference| / max |reference| under tol."""

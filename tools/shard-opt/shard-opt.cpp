@@ -109,6 +109,18 @@ static cl::opt<std::string> dumpPTX(
              "the oldest --cuda-arch) to this file ('-' for stdout)"),
     cl::value_desc("file"), cl::init(""), cl::cat(compileCategory));
 
+static cl::list<std::string> cudaDisable(
+    "cuda-disable",
+    cl::desc("With --target cuda: turn code generation features off, to "
+             "measure what each buys (comma-separated): vector-accesses "
+             "(generated kernels load one element per thread instead of up "
+             "to 16 bytes), packed-qkv (a fused QKV projection becomes three "
+             "GEMMs instead of one whose result the attention reads in "
+             "place), gemm-epilogues (bias adds and the gelu or relu after "
+             "them run as generated kernels instead of in the cuBLASLt "
+             "GEMM)"),
+    cl::CommaSeparated, cl::value_desc("feature"), cl::cat(compileCategory));
+
 static cl::opt<bool> weightChecksums(
     "weight-checksums",
     cl::desc("With --target: record the CRC-32C of the bytes each rank loads "
@@ -531,9 +543,26 @@ static int compileToArtifact(ModuleOp module, StringRef inputFile,
     llvm::errs() << "shard-opt: --target must be cpu or cuda, got '" << target << "'\n";
     return 1;
   }
-  if (target != "cuda" && (!cudaArchs.empty() || !cudaPath.empty() || !dumpPTX.empty())) {
-    llvm::errs() << "shard-opt: --cuda-arch, --cuda-path and --dump-ptx need --target cuda\n";
+  if (target != "cuda" && (!cudaArchs.empty() || !cudaPath.empty() || !dumpPTX.empty() ||
+                           !cudaDisable.empty())) {
+    llvm::errs() << "shard-opt: --cuda-arch, --cuda-path, --cuda-disable and --dump-ptx need "
+                    "--target cuda\n";
     return 1;
+  }
+  shardflow::CudaCodegenOptions codegen;
+  for (const std::string &feature : cudaDisable) {
+    if (feature == "vector-accesses")
+      codegen.vectorAccesses = false;
+    else if (feature == "packed-qkv")
+      codegen.packedQkv = false;
+    else if (feature == "gemm-epilogues")
+      codegen.gemmEpilogues = false;
+    else {
+      llvm::errs() << "shard-opt: --cuda-disable takes vector-accesses, packed-qkv and "
+                      "gemm-epilogues, got '"
+                   << feature << "'\n";
+      return 1;
+    }
   }
   for (const std::string &arch : cudaArchs) {
     StringRef digits = StringRef(arch).drop_front(3);
@@ -553,7 +582,7 @@ static int compileToArtifact(ModuleOp module, StringRef inputFile,
   applyDefaultTimingPassManagerCLOptions(pm);
   if (failed(buildNNPipeline(module, pm)))
     return 1;
-  shardflow::buildLowerToRTPipeline(pm, target);
+  shardflow::buildLowerToRTPipeline(pm, target, codegen);
   if (failed(pm.run(module)))
     return 1;
   if (printReport)

@@ -16,9 +16,18 @@
 
 namespace shardflow {
 
+/// What the CUDA target's code generation does, each on by default (off
+/// only to measure what it buys: shard-opt --cuda-disable).
+struct CudaCodegenOptions {
+  bool vectorAccesses = true; // convert-rt-to-gpu's vectorize
+  bool packedQkv = true;      // nn-split-fused-projections' attention-in-place
+  bool gemmEpilogues = true;  // convert-rt-to-gpu's gemm-epilogues
+};
+
 /// Adds the passes that lower an nn module to a planned rt module for
 /// `target` ("cpu", or "cuda": generated GPU kernels called by rt.launch).
-void buildLowerToRTPipeline(mlir::OpPassManager &pm, llvm::StringRef target = "cpu");
+void buildLowerToRTPipeline(mlir::OpPassManager &pm, llvm::StringRef target = "cpu",
+                            const CudaCodegenOptions &cuda = {});
 
 /// Exports the module's `main` function. Emits a diagnostic and fails on
 /// anything the artifact cannot express (unplanned buffers, attributes

@@ -323,6 +323,8 @@ bool feedsOneAttention(nn::SplitOp split) {
 
 struct NNSplitFusedProjections
     : shardflow::nn::impl::NNSplitFusedProjectionsBase<NNSplitFusedProjections> {
+  using NNSplitFusedProjectionsBase::NNSplitFusedProjectionsBase;
+
   void runOnOperation() override {
     func::FuncOp fn = getOperation();
     auto module = fn->getParentOfType<ModuleOp>();
@@ -371,7 +373,7 @@ struct NNSplitFusedProjections
         return;
       if (bias && typeOf(bias).getRank() != 1)
         return;
-      if (feedsOneAttention(split))
+      if (attentionInPlace && feedsOneAttention(split))
         return;
     } else if (auto e = product.getDefiningOp<nn::EinsumOp>()) {
       std::string eq = e.getEquation().str();

@@ -137,6 +137,11 @@ def NNSplitFusedProjections : Pass<"nn-split-fused-projections", "::mlir::func::
     mesh are left alone. The CUDA target runs it on the per-rank program
     before lowering.
   }];
+  let options = [
+    Option<"attentionInPlace", "attention-in-place", "bool", /*default=*/"true",
+           "Leave a split into exactly one 3-D attention's query, key and value "
+           "(the CUDA attention reads the pieces in the fused result)">,
+  ];
   let dependentDialects = ["::shardflow::nn::NNDialect"];
 }
 
