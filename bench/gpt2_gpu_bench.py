@@ -7,7 +7,8 @@ prints the time per forward of each, the ratios ours/eager and
 ours/compile, our model FLOP utilization, and the logits' relative error
 against PyTorch's float32 forward. It also times our artifact compiled
 with each code generation feature turned off (`shard-opt --cuda-disable`:
-vector accesses, the fused QKV GEMM read in place, cuBLASLt epilogues),
+vector accesses, the fused QKV GEMM read in place, cuBLASLt epilogues,
+residual adds as the GEMM's C),
 as a ratio to the default's time: whether each feature pays.
 
 Two steps, because the GPU machines have no LLVM/MLIR (so no shard-opt):
@@ -41,7 +42,7 @@ sys.path.insert(0, str(REPO / "python"))
 
 # Artifacts compiled with one feature off (shard-opt --cuda-disable), timed
 # against the default one.
-ABLATIONS = ("vector-accesses", "packed-qkv", "gemm-epilogues")
+ABLATIONS = ("vector-accesses", "packed-qkv", "gemm-epilogues", "gemm-residuals")
 
 CONFIG = dict(layers=12, hidden=768, heads=12, seq=1024, batch=8, vocab=50257, max_pos=1024)
 # Dense bf16 tensor-core peaks (FLOP/s) by device name, for MFU.

@@ -40,6 +40,7 @@ void shardflow::buildLowerToRTPipeline(OpPassManager &pm, StringRef target,
     ConvertRTToGPUOptions gpu;
     gpu.vectorize = cuda.vectorAccesses;
     gpu.gemmEpilogues = cuda.gemmEpilogues;
+    gpu.gemmResiduals = cuda.gemmResiduals;
     pm.addPass(createConvertRTToGPU(gpu));
   }
   pm.addNestedPass<func::FuncOp>(rt::createRTPlanMemory());

@@ -655,6 +655,8 @@ def _host_kernel(name: str, ins: list[np.ndarray], out_shapes: list[tuple], p: d
     if name == "matmul":  # trans_b: a 2-D B stored [N, K]
         r = np.matmul(ins[0].astype(np.float64), ins[1].T if p.get("trans_b") else ins[1])
         epilogue = p.get("epilogue", "")
+        if p.get("residual"):  # cuBLASLt's C (the last input), beta 1
+            r = r + ins[-1]
         if epilogue:  # cuBLASLt's: bias over the last dimension, then gelu(tanh)/relu
             r = r + ins[2]
             if epilogue == "gelu_bias":

@@ -287,7 +287,8 @@ def test_zoo_models_match_onnxruntime(zoo, dtype, order, tmp_path):
 
 
 @pytest.mark.parametrize("disable", ["vector-accesses", "packed-qkv", "gemm-epilogues",
-                                     "vector-accesses,packed-qkv,gemm-epilogues"])
+                                     "gemm-residuals",
+                                     "vector-accesses,packed-qkv,gemm-epilogues,gemm-residuals"])
 def test_codegen_features_turned_off_still_match(zoo, disable, tmp_path):
     """`shard-opt --cuda-disable` (what the GPT-2 bench times against the
     default, to measure each feature) changes the program and not its
@@ -312,6 +313,10 @@ def test_codegen_features_turned_off_still_match(zoo, disable, tmp_path):
     assert ("ld.global.v4" in ptx) == ("vector-accesses" not in disable), ptx
     assert ("packed_qkv" in text) == ("packed-qkv" not in disable)
     assert (" gelu_bias\n" in ran) == ("gemm-epilogues" not in disable), ran
+    # The residual adds ride on the GEMMs that end each block (after their
+    # bias epilogue): cuBLASLt's C.
+    residuals = "gemm-residuals" not in disable and "gemm-epilogues" not in disable
+    assert (" +C bias\n" in ran) == residuals, ran
     matmuls = len(re.findall(r"^kernel matmul ", text, re.M))
     assert matmuls == len(re.findall(r"^kernel matmul ", default, re.M)) + (
         2 * 2 if "packed-qkv" in disable else 0)  # three GEMMs for one, in each of 2 layers

@@ -578,7 +578,7 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmul(
                      " k=" + std::to_string(p.k) + (d.transA == CUBLAS_OP_T ? " transA" : "") +
                      (d.transB == CUBLAS_OP_T ? " transB" : "") +
                      (out.batch > 1 ? " batch=" + std::to_string(out.batch) : "") +
-                     epilogueName(d.epilogue);
+                     (betaValue != 0.0f ? " +C" : "") + epilogueName(d.epilogue);
   bool enqueued = standin::enqueue(stream, what, [=] {
     std::vector<float> column(p.k);
     for (int32_t batch = 0; batch < out.batch; ++batch)

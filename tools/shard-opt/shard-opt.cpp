@@ -118,7 +118,8 @@ static cl::list<std::string> cudaDisable(
              "GEMMs instead of one whose result the attention reads in "
              "place), gemm-epilogues (bias adds and the gelu or relu after "
              "them run as generated kernels instead of in the cuBLASLt "
-             "GEMM)"),
+             "GEMM), gemm-residuals (a residual add after a GEMM runs in a "
+             "generated kernel instead of as the GEMM's C)"),
     cl::CommaSeparated, cl::value_desc("feature"), cl::cat(compileCategory));
 
 static cl::opt<bool> weightChecksums(
@@ -557,9 +558,11 @@ static int compileToArtifact(ModuleOp module, StringRef inputFile,
       codegen.packedQkv = false;
     else if (feature == "gemm-epilogues")
       codegen.gemmEpilogues = false;
+    else if (feature == "gemm-residuals")
+      codegen.gemmResiduals = false;
     else {
-      llvm::errs() << "shard-opt: --cuda-disable takes vector-accesses, packed-qkv and "
-                      "gemm-epilogues, got '"
+      llvm::errs() << "shard-opt: --cuda-disable takes vector-accesses, packed-qkv, "
+                      "gemm-epilogues and gemm-residuals, got '"
                    << feature << "'\n";
       return 1;
     }

@@ -70,7 +70,11 @@ def ConvertRTToGPU : Pass<"convert-rt-to-gpu", "::mlir::ModuleOp"> {
     kernel is an error naming it. With `gemm-epilogues`, a matmul whose
     result only a bias add reads (a bias over its last dimension), and
     that add's result only a tanh gelu or a relu, becomes one matmul with
-    the cuBLASLt epilogue `bias`, `gelu_bias` or `relu_bias`. A plain f16
+    the cuBLASLt epilogue `bias`, `gelu_bias` or `relu_bias`. With
+    `gemm-residuals`, a matmul of a 2-D weight, plain or with the `bias`
+    epilogue, whose result only an add of another buffer of its shape reads
+    (the residual stream) takes that buffer as cuBLASLt's C (`residual`,
+    the last input) and writes the sum itself. A plain f16
     or bf16 matmul whose result only a cast to f32 reads, where no kernel
     reads the cast's result (the returned logits of a `--dtype` program),
     writes f32 itself (accumulated in f32, rounded once). A 2-D weight
@@ -110,6 +114,9 @@ def ConvertRTToGPU : Pass<"convert-rt-to-gpu", "::mlir::ModuleOp"> {
   let options = [
     Option<"gemmEpilogues", "gemm-epilogues", "bool", /*default=*/"true",
            "Fold bias adds (and a following tanh gelu or relu) into matmuls">,
+    Option<"gemmResiduals", "gemm-residuals", "bool", /*default=*/"true",
+           "Let a matmul of a 2-D weight (plain or with a bias epilogue) add the "
+           "residual that its only reader adds, as cuBLASLt's C">,
     Option<"vectorize", "vectorize", "bool", /*default=*/"true",
            "Let each thread of an elementwise kernel or row reduction take up "
            "to 16 bytes of consecutive elements, loaded and stored as vectors">,

@@ -22,6 +22,7 @@ struct CudaCodegenOptions {
   bool vectorAccesses = true; // convert-rt-to-gpu's vectorize
   bool packedQkv = true;      // nn-split-fused-projections' attention-in-place
   bool gemmEpilogues = true;  // convert-rt-to-gpu's gemm-epilogues
+  bool gemmResiduals = true;  // convert-rt-to-gpu's gemm-residuals
 };
 
 /// Adds the passes that lower an nn module to a planned rt module for

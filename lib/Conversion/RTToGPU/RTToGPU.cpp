@@ -1855,6 +1855,17 @@ LogicalResult ConvertRTToGPU::emitGroup(Group &g, gpu::GPUModuleOp module, int i
   return success();
 }
 
+/// The calls of runtime kernel `name` in `fn`, in program order (a copy:
+/// the caller may rewrite them).
+SmallVector<rt::KernelOp> kernelsNamed(func::FuncOp fn, StringRef name) {
+  SmallVector<rt::KernelOp> found;
+  fn.walk([&](rt::KernelOp k) {
+    if (k.getKernel() == name)
+      found.push_back(k);
+  });
+  return found;
+}
+
 /// A split along the last dimension of a [B, S, W] buffer whose three
 /// pieces only one attention reads, as its query, key and value
 /// (nn-split-fused-projections leaves GPT-2's fused QKV so): the attention
@@ -1862,12 +1873,7 @@ LogicalResult ConvertRTToGPU::emitGroup(Group &g, gpu::GPUModuleOp module, int i
 /// `packed_qkv` giving the pieces' widths (the runtime offsets the
 /// pointers and steps rows by W), and the split's copy disappears.
 void readAttentionInputsInPlace(func::FuncOp fn) {
-  SmallVector<rt::KernelOp> splits;
-  fn.walk([&](rt::KernelOp k) {
-    if (k.getKernel() == "split")
-      splits.push_back(k);
-  });
-  for (rt::KernelOp split : splits) {
+  for (rt::KernelOp split : kernelsNamed(fn, "split")) {
     if (split.getInputs().size() != 1 || split.getOutputs().size() != 3)
       continue;
     Value fused = split.getInputs()[0];
@@ -2246,6 +2252,63 @@ void fuseGemmEpilogues(func::FuncOp fn) {
   }
 }
 
+/// A matmul of a 2-D B (one GEMM: A's batch folds into M), plain or with
+/// the bias epilogue, whose result only an add of another buffer of its
+/// shape reads (a transformer's residual stream, `x + attn(x)`), takes that
+/// buffer as cuBLASLt's C (`residual`: the last input, added with beta 1
+/// before the bias) and writes the sum itself: the product is neither
+/// written nor read again. The matmul moves to the add, where the residual
+/// is ready; only kernels that write none of its operands may stand in
+/// between.
+void fuseGemmResiduals(func::FuncOp fn) {
+  for (rt::KernelOp mm : kernelsNamed(fn, "matmul")) {
+    auto epilogue = dyn_cast_or_null<StringAttr>(mm.getParams().get("epilogue"));
+    bool bias = epilogue && epilogue.getValue() == "bias";
+    if ((epilogue && !bias) || mm.getParams().size() != (epilogue ? 1 : 0) ||
+        mm.getInputs().size() != (bias ? 3u : 2u) || mm.getOutputs().size() != 1)
+      continue;
+    Value product = mm.getOutputs()[0];
+    Type elem = elemOf(product);
+    if (!isGemmType(elem) || elemOf(mm.getInputs()[0]) != elem ||
+        shapeOf(mm.getInputs()[1]).size() != 2 || !product.getDefiningOp<rt::AllocOp>())
+      continue;
+    auto add = dyn_cast_or_null<rt::KernelOp>(soleReader(product));
+    if (!add || add.getKernel() != "add" || add.getInputs().size() != 2 ||
+        add.getOutputs().size() != 1)
+      continue;
+    Value residual = add.getInputs()[0] == product ? add.getInputs()[1] : add.getInputs()[0];
+    Value result = add.getOutputs()[0];
+    if (residual == product || shapeOf(residual) != shapeOf(product) ||
+        elemOf(residual) != elem || shapeOf(result) != shapeOf(product) ||
+        elemOf(result) != elem || !result.getDefiningOp<rt::AllocOp>())
+      continue;
+    // Nothing between the two may write what the matmul reads.
+    llvm::SmallPtrSet<Value, 4> read;
+    for (Value in : mm.getInputs())
+      read.insert(rootOf(in));
+    bool clear = true;
+    for (Operation *op = mm->getNextNode(); clear && op != add; op = op->getNextNode()) {
+      if (isa<rt::AllocOp, rt::ViewOp, rt::WeightOp, rt::ConstantOp>(op))
+        continue;
+      auto k = dyn_cast<rt::KernelOp>(op);
+      clear = k && llvm::none_of(k.getOutputs(),
+                                 [&](Value out) { return read.contains(rootOf(out)); });
+    }
+    if (!clear)
+      continue;
+    SmallVector<Value> inputs(mm.getInputs());
+    inputs.push_back(residual);
+    NamedAttrList params(mm.getParams());
+    OpBuilder b(add);
+    params.set("residual", b.getBoolAttr(true));
+    rt::KernelOp::create(b, add.getLoc(), b.getStringAttr("matmul"), inputs, ValueRange{result},
+                         params.getDictionary(b.getContext()));
+    add.erase();
+    mm.erase();
+    product.getDefiningOp()->erase();
+  }
+}
+
 /// A plain f16 or bf16 matmul whose result only a cast to f32 reads, where
 /// no kernel reads the cast's result (it is returned, or only collectives
 /// read it: the logits of a `--dtype bf16` program), writes f32 directly:
@@ -2409,6 +2472,8 @@ void ConvertRTToGPU::runOnOperation() {
         return signalPassFailure();
       if (gemmEpilogues)
         fuseGemmEpilogues(fn);
+      if (gemmResiduals)
+        fuseGemmResiduals(fn);
       fuseGemmOutputCasts(fn);
       transposeMisalignedGemmWeights(fn);
     }

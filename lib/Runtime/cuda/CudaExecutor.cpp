@@ -608,17 +608,32 @@ void CudaExecutor::Impl::prepareGemm(size_t n, Step &step, bool onnxGemm) {
     epilogue = CUBLASLT_EPILOGUE_GELU_BIAS;
   else if (!epilogueName.empty())
     throw RuntimeError("unknown epilogue '" + epilogueName + "' (bias, relu_bias or gelu_bias)");
+  // residual=i:1 (a matmul, convert-rt-to-gpu): the last input is added
+  // to the product (cuBLASLt's C, beta 1), before the bias epilogue.
+  bool residual = !onnxGemm && inst.params.getBool("residual", false);
+  size_t operands = inst.inputs.size() - (residual ? 1 : 0);
   const Tensor *third = nullptr;
-  Tensor thirdTensor;
-  if (inst.inputs.size() > 2) {
+  Tensor thirdTensor, residualTensor;
+  if (operands > 2) {
     thirdTensor = deviceTensor(inst.inputs[2]);
     third = &thirdTensor;
     if (third->dtype != d.dtype)
       throw RuntimeError(std::string(onnxGemm ? "C" : "the bias") + " is " +
                          dtypeName(third->dtype) + " but the result is " + dtypeName(d.dtype));
   }
-  if (!onnxGemm && (third != nullptr) != !epilogueName.empty())
-    throw RuntimeError("matmul takes two inputs, or three with epilogue=s:bias|relu_bias|gelu_bias");
+  if (!onnxGemm && (operands < 2 || operands > 3 || (third != nullptr) != !epilogueName.empty()))
+    throw RuntimeError("matmul takes two inputs, or three with epilogue=s:bias|relu_bias|gelu_bias"
+                       ", and with residual=i:1 one more, the residual");
+  if (residual) {
+    residualTensor = deviceTensor(inst.inputs.back());
+    if (residualTensor.dtype != d.dtype || residualTensor.shape != d.shape)
+      throw RuntimeError("the residual is " + std::string(dtypeName(residualTensor.dtype)) + " " +
+                         shapeText(residualTensor.shape) + " but the result is " +
+                         dtypeName(d.dtype) + " " + shapeText(d.shape));
+    if (epilogue != CUBLASLT_EPILOGUE_DEFAULT && epilogue != CUBLASLT_EPILOGUE_BIAS)
+      throw RuntimeError("a residual goes with no epilogue or epilogue=s:bias (cuBLASLt "
+                         "applies the activation after adding it)");
+  }
 
   GemmProblem problem;
   problem.dtype = a.dtype;
@@ -670,6 +685,13 @@ void CudaExecutor::Impl::prepareGemm(size_t n, Step &step, bool onnxGemm) {
       problem.transB = true;
     }
     plan = planMatmul(a.shape, bShape, d.shape);
+    if (residual) {
+      if (plan.kind != MatmulPlan::Kind::Folded)
+        throw RuntimeError("a residual needs a B without batch dimensions (one GEMM), got " +
+                           shapeText(b.shape));
+      c = ptr(residualTensor);
+      beta = 1;
+    }
     if (third) {
       if (third->numel() != plan.n || third->shape.size() > 2 ||
           (third->shape.size() == 2 && third->shape[0] != 1))
