@@ -36,6 +36,10 @@ def test_device_kernels_match_the_cpu_kernels_under_emulation():
                    "sf_attention_simt_f32_dv256", "sf_strided_copy_e16_i32", "sf_gather_",
                    "sf_pad_"):
         assert kernel in out.stdout, kernel
+    # Query, key and value read in one fused buffer (packed_qkv), on both
+    # tensor-core kernels.
+    assert re.search(r"attn bf16 .* packed +ok .*sf_attention_mma_bf16_d64", out.stdout)
+    assert re.search(r"attn bf16 .* packed mma2 +ok .*sf_attention_mma2_bf16_d64", out.stdout)
 
 
 def test_emulation_refuses_timing():

@@ -342,7 +342,23 @@ struct Case {
   AttentionPath path = AttentionPath::Auto;
   int rank = 0;     // local_slice
   size_t misalign = 0; // byte offset of the first output on the device
+  // Attention on one fused [B, S, W] input (packed_qkv, the query's, key's
+  // and value's widths): the device reads it three times, the CPU kernel
+  // gets the three column blocks as tensors of their own.
+  std::vector<int64_t> packed;
 };
+
+/// Columns [from, from + width) of a [B, S, W] tensor, as a tensor.
+HostTensor columns(const HostTensor &t, int64_t from, int64_t width) {
+  HostTensor out{t.dtype, {t.shape[0], t.shape[1], width}, {}};
+  size_t es = dtypeSize(t.dtype);
+  int64_t rows = t.shape[0] * t.shape[1], w = t.shape[2];
+  out.bytes.resize(size_t(rows * width) * es);
+  for (int64_t r = 0; r < rows; ++r)
+    std::memcpy(&out.bytes[size_t(r * width) * es], &t.bytes[size_t(r * w + from) * es],
+                size_t(width) * es);
+  return out;
+}
 
 int passed = 0, failed = 0;
 
@@ -352,7 +368,13 @@ void runCase(Case &c) {
     // CPU reference.
     std::vector<HostTensor> expected = c.outputs;
     std::vector<Tensor> ins, outs;
-    for (HostTensor &t : c.inputs)
+    std::vector<HostTensor> pieces; // packed: the CPU kernel's query, key, value
+    if (!c.packed.empty()) {
+      pieces.push_back(columns(c.inputs[0], 0, c.packed[0]));
+      pieces.push_back(columns(c.inputs[0], c.packed[0], c.packed[1]));
+      pieces.push_back(columns(c.inputs[0], c.packed[0] + c.packed[1], c.packed[2]));
+    }
+    for (HostTensor &t : c.packed.empty() ? c.inputs : pieces)
       ins.push_back(t.view());
     for (HostTensor &t : expected)
       outs.push_back(t.view());
@@ -388,13 +410,18 @@ void runCase(Case &c) {
       check(drv.memcpyHtoD(dIn.back()->base, t.bytes.data(), t.bytes.size()), "cuMemcpyHtoD");
       dins.push_back(Tensor{dIn.back()->ptr(), t.dtype, t.shape});
     }
+    Params deviceParams = c.params;
+    if (!c.packed.empty()) {
+      dins.assign(3, dins.front());
+      deviceParams.set("packed_qkv", c.packed);
+    }
     for (size_t o = 0; o < c.outputs.size(); ++o) {
       HostTensor &t = c.outputs[o];
       dOut.push_back(std::make_unique<DeviceBuffer>(t.bytes.size(), o == 0 ? c.misalign : 0));
       douts.push_back(Tensor{dOut.back()->ptr(), t.dtype, t.shape});
     }
     std::vector<DeviceLaunch> launches =
-        c.kernel == "attention" ? planAttention(c.kernel, dins, douts, c.params, c.path)
+        c.kernel == "attention" ? planAttention(c.kernel, dins, douts, deviceParams, c.path)
                                 : planDeviceKernel(c.kernel, dins, douts, c.params, c.rank);
     runLaunches(launches);
 
@@ -457,6 +484,7 @@ struct AttnSpec {
   DType t = DType::F32;
   int64_t B = 2, Hq = 4, Hkv = 4, Sq = 64, Skv = 64, D = 64, Dv = -1;
   bool causal = false, threeD = false;
+  bool packed = false; // 3-D, Sq = Skv: query, key and value in one buffer
   double softcap = 0, scale = 0; // 0: default
   std::string mask;              // "", "bool", "float", "boolhead", "float2d"
   AttentionPath path = AttentionPath::Auto;
@@ -470,7 +498,7 @@ Case attentionCase(const AttnSpec &s) {
   std::snprintf(buf, sizeof buf, "attn %s B%lld Hq%lld Hkv%lld Sq%lld Skv%lld D%lld Dv%lld%s%s%s%s%s%s",
                 dtypeName(s.t), (long long)s.B, (long long)s.Hq, (long long)s.Hkv,
                 (long long)s.Sq, (long long)s.Skv, (long long)s.D, (long long)Dv,
-                s.causal ? " causal" : "", s.threeD ? " 3d" : "",
+                s.causal ? " causal" : "", s.packed ? " packed" : s.threeD ? " 3d" : "",
                 s.softcap > 0 ? " softcap" : "", s.scale > 0 ? " scale" : "",
                 s.mask.empty() ? "" : (" mask=" + s.mask).c_str(),
                 s.path == AttentionPath::Simt   ? " simt"
@@ -478,7 +506,14 @@ Case attentionCase(const AttnSpec &s) {
                 : s.path == AttentionPath::Mma2 ? " mma2"
                                                 : "");
   c.name = buf;
-  if (s.threeD) {
+  if (s.packed) {
+    int64_t wq = s.Hq * s.D, wk = s.Hkv * s.D, wv = s.Hkv * Dv;
+    c.inputs.push_back(randomFloat(s.t, {s.B, s.Sq, wq + wk + wv}));
+    c.outputs.push_back(make(s.t, {s.B, s.Sq, s.Hq * Dv}));
+    c.params.set("q_num_heads", s.Hq);
+    c.params.set("kv_num_heads", s.Hkv);
+    c.packed = {wq, wk, wv};
+  } else if (s.threeD) {
     c.inputs.push_back(randomFloat(s.t, {s.B, s.Sq, s.Hq * s.D}));
     c.inputs.push_back(randomFloat(s.t, {s.B, s.Skv, s.Hkv * s.D}));
     c.inputs.push_back(randomFloat(s.t, {s.B, s.Skv, s.Hkv * Dv}));
@@ -573,6 +608,17 @@ std::vector<Case> attentionCases() {
     add(s);
     s.causal = true;
     add(s);
+    // Query, key and value as column blocks of one buffer (a fused QKV
+    // projection's result read in place): rows W = 768 apart.
+    s = AttnSpec{};
+    s.t = t, s.packed = true, s.Hq = 6, s.Hkv = 3, s.Sq = s.Skv = 70, s.D = 64;
+    add(s);
+    s.causal = true;
+    add(s);
+    if (t == DType::BF16) {
+      s.Hq = s.Hkv = 4, s.Sq = s.Skv = 200, s.path = AttentionPath::Mma2;
+      add(s);
+    }
     // Head sizes the tensor-core kernel does not take.
     for (auto [D, Dv] : {std::pair<int64_t, int64_t>{32, 32}, {96, 96}, {64, 128}, {128, 64},
                          {256, 256}, {40, 72}}) {
