@@ -2187,6 +2187,28 @@ Operation *soleReader(Value buffer) {
   return readers.size() == 1 && views.empty() ? readers.front() : nullptr;
 }
 
+/// Whether an op strictly between `from` and `to` may write one of the
+/// buffers `operands` belong to: a kernel writes its outputs; any other op
+/// but allocations, views, weights and constants (a collective, which may
+/// reduce in place, a receive) is taken to write every buffer it names.
+/// A fusion that moves `from`'s work to `to` needs none to.
+bool writtenBetween(Operation *from, Operation *to, ValueRange operands) {
+  llvm::SmallPtrSet<Value, 4> roots;
+  for (Value v : operands)
+    roots.insert(rootOf(v));
+  for (Operation *op = from->getNextNode(); op && op != to; op = op->getNextNode()) {
+    if (isa<rt::AllocOp, rt::ViewOp, rt::WeightOp, rt::ConstantOp>(op))
+      continue;
+    auto k = dyn_cast<rt::KernelOp>(op);
+    ValueRange written = k ? ValueRange(k.getOutputs()) : ValueRange(op->getOperands());
+    if (llvm::any_of(written, [&](Value v) {
+          return isa<MemRefType>(v.getType()) && roots.contains(rootOf(v));
+        }))
+      return true;
+  }
+  return false;
+}
+
 /// The matmuls of `fn` without an epilogue: two operands, one result, its
 /// own buffer; the product's element type is that of both operands.
 SmallVector<rt::KernelOp> plainMatmuls(func::FuncOp fn) {
@@ -2204,7 +2226,9 @@ SmallVector<rt::KernelOp> plainMatmuls(func::FuncOp fn) {
 /// A matmul whose result only a bias add reads ([N], the result's last
 /// dimension), and that add's result only a tanh gelu or a relu, becomes one
 /// matmul with cuBLASLt's epilogue (`bias`, `gelu_bias`, `relu_bias`): the
-/// product is written once, with the bias (and activation) applied.
+/// product is written once, with the bias (and activation) applied. The
+/// matmul moves to the last op it absorbs, unless something in between may
+/// write one of its operands.
 void fuseGemmEpilogues(func::FuncOp fn) {
   for (rt::KernelOp mm : plainMatmuls(fn)) {
     Value product = mm.getOutputs()[0];
@@ -2235,6 +2259,9 @@ void fuseGemmEpilogues(func::FuncOp fn) {
       }
     }
     Value result = last.getOutputs()[0];
+    // The matmul moves to `last`, where the bias is ready.
+    if (writtenBetween(mm, last, mm.getInputs()))
+      continue;
     OpBuilder b(last);
     rt::KernelOp::create(
         b, last.getLoc(), b.getStringAttr("matmul"),
@@ -2258,8 +2285,7 @@ void fuseGemmEpilogues(func::FuncOp fn) {
 /// buffer as cuBLASLt's C (`residual`: the last input, added with beta 1
 /// before the bias) and writes the sum itself: the product is neither
 /// written nor read again. The matmul moves to the add, where the residual
-/// is ready; only kernels that write none of its operands may stand in
-/// between.
+/// is ready, unless something in between may write one of its operands.
 void fuseGemmResiduals(func::FuncOp fn) {
   for (rt::KernelOp mm : kernelsNamed(fn, "matmul")) {
     auto epilogue = dyn_cast_or_null<StringAttr>(mm.getParams().get("epilogue"));
@@ -2283,18 +2309,7 @@ void fuseGemmResiduals(func::FuncOp fn) {
         elemOf(result) != elem || !result.getDefiningOp<rt::AllocOp>())
       continue;
     // Nothing between the two may write what the matmul reads.
-    llvm::SmallPtrSet<Value, 4> read;
-    for (Value in : mm.getInputs())
-      read.insert(rootOf(in));
-    bool clear = true;
-    for (Operation *op = mm->getNextNode(); clear && op != add; op = op->getNextNode()) {
-      if (isa<rt::AllocOp, rt::ViewOp, rt::WeightOp, rt::ConstantOp>(op))
-        continue;
-      auto k = dyn_cast<rt::KernelOp>(op);
-      clear = k && llvm::none_of(k.getOutputs(),
-                                 [&](Value out) { return read.contains(rootOf(out)); });
-    }
-    if (!clear)
+    if (writtenBetween(mm, add, mm.getInputs()))
       continue;
     SmallVector<Value> inputs(mm.getInputs());
     inputs.push_back(residual);
