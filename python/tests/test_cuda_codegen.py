@@ -218,13 +218,19 @@ def _compile(model, tmp_path, *extra):
     return subprocess.run([str(SHARD_OPT), str(path), *extra], capture_output=True, text=True)
 
 
+def _gpu_program(model, tmp_path, rt_to_gpu="--convert-rt-to-gpu"):
+    """The rt program with its generated gpu.func kernels, in generic form
+    (what gpu_emulator runs); the compile must succeed."""
+    proc = _compile(model, tmp_path, "--convert-nn-to-rt", rt_to_gpu, "--mlir-print-op-generic")
+    assert proc.returncode == 0, proc.stderr
+    return proc
+
+
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_generated_kernels_match_onnxruntime(name, tmp_path):
     model = _model(name)
     _, _, tol, launches = CASES[name]
-    proc = _compile(model, tmp_path, "--convert-nn-to-rt", "--convert-rt-to-gpu",
-                    "--mlir-print-op-generic")
-    assert proc.returncode == 0, proc.stderr
+    proc = _gpu_program(model, tmp_path)
     ir = proc.stdout
     # Everything became generated code: no runtime kernel is left.
     assert '"rt.kernel"' not in ir
@@ -266,17 +272,14 @@ def test_vector_accesses_must_be_aligned(tmp_path):
     computes the same values."""
     model = _graph_model("g (float[4,8] x, float[8] b) => (float[4,8] y) {"
                          " a = Add(x, b) y = Relu(a) }")
-    proc = _compile(model, tmp_path, "--convert-nn-to-rt", "--convert-rt-to-gpu",
-                    "--mlir-print-op-generic")
-    assert proc.returncode == 0, proc.stderr
+    proc = _gpu_program(model, tmp_path)
     ir = proc.stdout
     assert ir.count('"vector.load"') == 2 and ir.count('"vector.store"') == 1, ir
     x, b = _f(4, 8), _f(8)
     (y,) = gpu_emulator.run_program(ir, [x, b])
     np.testing.assert_array_equal(y, np.maximum(x + b, 0))
-    scalar = _compile(model, tmp_path, "--convert-nn-to-rt",
-                      "--convert-rt-to-gpu=vectorize=false", "--mlir-print-op-generic")
-    assert scalar.returncode == 0 and '"vector.' not in scalar.stdout, scalar.stderr
+    scalar = _gpu_program(model, tmp_path, "--convert-rt-to-gpu=vectorize=false")
+    assert '"vector.' not in scalar.stdout
     np.testing.assert_array_equal(gpu_emulator.run_program(scalar.stdout, [x, b])[0], y)
     # Load x at base + 1 instead of base.
     lines = ir.splitlines()
@@ -297,9 +300,7 @@ def test_bf16_data_computes_in_f32_and_rounds_once(tmp_path):
         "g (float[2,40] x, float[40] b) => (float[2,40] y) {"
         " xb = Cast <to = 16> (x) bb = Cast <to = 16> (b) a = Add(xb, bb)"
         " g = Gelu(a) y = Cast <to = 1> (g) }"))
-    proc = _compile(model, tmp_path, "--convert-nn-to-rt", "--convert-rt-to-gpu",
-                    "--mlir-print-op-generic")
-    assert proc.returncode == 0, proc.stderr
+    proc = _gpu_program(model, tmp_path)
     # b's cast is read with broadcasting, so it stays a kernel of its own.
     assert proc.stdout.count('"rt.launch"') == 2
     assert '"arith.truncf"' in proc.stdout and "bf16" in proc.stdout
@@ -469,9 +470,7 @@ def test_fused_projection_einsum_becomes_matmul(tmp_path):
     model = parser.parse_model(HEADER + (
         'g (float[2,5,8] x, float[8,3,4] w) => (float[2,5,3,4] y) {'
         ' e = Einsum <equation = "...a,abc->...bc"> (x, w) y = Relu(e) }'))
-    proc = _compile(model, tmp_path, "--convert-nn-to-rt", "--convert-rt-to-gpu",
-                    "--mlir-print-op-generic")
-    assert proc.returncode == 0, proc.stderr
+    proc = _gpu_program(model, tmp_path)
     assert 'kernel = "einsum"' not in proc.stdout and 'kernel = "matmul"' in proc.stdout
     rng = np.random.default_rng(5)
     x = rng.standard_normal((2, 5, 8)).astype(np.float32)
@@ -572,9 +571,7 @@ CONV_CASES = {
 @pytest.mark.parametrize("name", sorted(CONV_CASES))
 def test_convolution_and_pooling(name, tmp_path):
     model = parser.parse_model(HEADER + CONV_CASES[name])
-    proc = _compile(model, tmp_path, "--convert-nn-to-rt", "--convert-rt-to-gpu",
-                    "--mlir-print-op-generic")
-    assert proc.returncode == 0, proc.stderr
+    proc = _gpu_program(model, tmp_path)
     assert 'kernel = "conv"' not in proc.stdout and 'kernel = "max_pool' not in proc.stdout
     feeds = _inputs(model, 11)
     if "v" in feeds:  # variances are positive
@@ -907,9 +904,7 @@ def _graph_model(graph, opset=20, inits=""):
 
 
 def _run(model, feeds, tmp_path, generated_only=True):
-    proc = _compile(model, tmp_path, "--convert-nn-to-rt", "--convert-rt-to-gpu",
-                    "--mlir-print-op-generic")
-    assert proc.returncode == 0, proc.stderr
+    proc = _gpu_program(model, tmp_path)
     if generated_only:
         assert '"rt.kernel"' not in proc.stdout
     return proc.stdout, gpu_emulator.run_program(proc.stdout, list(feeds.values()))
@@ -1029,9 +1024,7 @@ def test_cumsum_block_scan_needs_its_barriers(tmp_path):
     words other threads are writing, which must be refused."""
     model = _graph_model("g (float[2,300] x) => (float[2,300] y) { y = CumSum(x, a) }",
                          inits="<int64 a = {1}>")
-    proc = _compile(model, tmp_path, "--convert-nn-to-rt", "--convert-rt-to-gpu",
-                    "--mlir-print-op-generic")
-    assert proc.returncode == 0, proc.stderr
+    proc = _gpu_program(model, tmp_path)
     x = _f(2, 300)
     (y,) = gpu_emulator.run_program(proc.stdout, [x])
     np.testing.assert_allclose(y, np.cumsum(x.astype(np.float64), 1), rtol=1e-5, atol=1e-5)
@@ -1052,9 +1045,7 @@ def test_warp_rows_guard_whole_warps(tmp_path):
     same kernel must be refused."""
     model = _graph_model("g (float[12,96] x, float[96] s) => (float[12,96] y) {"
                          " y = LayerNormalization(x, s) }")
-    proc = _compile(model, tmp_path, "--convert-nn-to-rt", "--convert-rt-to-gpu",
-                    "--mlir-print-op-generic")
-    assert proc.returncode == 0, proc.stderr
+    proc = _gpu_program(model, tmp_path)
     ir = proc.stdout
     assert ir.count('"gpu.shuffle"') == 10 and '"gpu.all_reduce"' not in ir
     x, sc = _f(12, 96), _f(96)
@@ -1206,9 +1197,7 @@ def test_out_of_range_indices_are_reported(case, tmp_path):
         feeds = {"x": _f(1, 2, 3, 4), "c": _f(8, 2), "s": _f(8, 2),
                  "p": np.array([[0, 8, 2]], np.int64)}
         bad = 8
-    proc = _compile(model, tmp_path, "--convert-nn-to-rt", "--convert-rt-to-gpu",
-                    "--mlir-print-op-generic")
-    assert proc.returncode == 0, proc.stderr
+    proc = _gpu_program(model, tmp_path)
     with pytest.raises(gpu_emulator.IndexOutOfRange, match=f"index {bad} read from the data"):
         gpu_emulator.run_program(proc.stdout, list(feeds.values()))
     # In range, the same program runs.
@@ -1452,9 +1441,7 @@ def test_division_by_zero_is_reported(dtype, tmp_path):
     x = _i(0, 100, 3, 4, dtype=np_type)
     y = _i(1, 9, 3, 4, dtype=np_type)
     y[2, 1] = 0  # element 9
-    proc = _compile(model, tmp_path, "--convert-nn-to-rt", "--convert-rt-to-gpu",
-                    "--mlir-print-op-generic")
-    assert proc.returncode == 0, proc.stderr
+    proc = _gpu_program(model, tmp_path)
     with pytest.raises(gpu_emulator.DivisionByZero, match=r"element 9 of the result"):
         gpu_emulator.run_program(proc.stdout, [x, y])
     y[2, 1] = 3

@@ -1611,8 +1611,8 @@ FailureOr<Value> ConvertRTToGPU::emitRowBody(KernelEmitter &e, Group &g,
     bool isMax = name == "reduce_max";
     Value init = isMax ? e.floatConst(ft, -INFINITY) : zero;
     FailureOr<Value> partial = rowLoop(init, [&](Value acc, Value flat, Value j) {
-      return foldLanes(acc, flat, j, isMax ? function_ref<Value(Value, Value)>(max)
-                                           : function_ref<Value(Value, Value)>(add));
+      return foldLanes(acc, flat, j,
+                       [&](Value a, Value v) { return isMax ? max(a, v) : add(a, v); });
     });
     if (failed(partial))
       return failure();
