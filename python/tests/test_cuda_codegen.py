@@ -480,23 +480,28 @@ def test_fused_projection_einsum_becomes_matmul(tmp_path):
                                rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("model_name", ["gpt2", "llama"])
+@pytest.mark.parametrize("model_name", ["gpt2", "llama", "gpt2-weights"])
 @pytest.mark.parametrize("strategy", ["megatron", "megatron-sp"])
 @pytest.mark.parametrize("dtype", ["f32", "bf16"])
 def test_sharded_cuda_programs_on_four_ranks(model_name, strategy, dtype, tmp_path):
     """The partitioned programs the CPU differential tests run under mpirun,
     compiled for CUDA (dp=2, tp=2): generated kernels between NCCL
-    collectives, GPT-2's fused QKV projection as one GEMM per piece. The
-    emulator runs the 4 ranks in lockstep (collectives combine the ranks'
-    buffers) and every rank's output is compared with onnxruntime: relative L2 under 1e-5 (f32) and 2e-2 (bf16)."""
+    collectives, GPT-2's fused QKV projection as one GEMM the attention reads
+    in place. The emulator runs the 4 ranks in lockstep (collectives combine
+    the ranks' buffers) and every rank's output is compared with
+    onnxruntime: relative L2 under 1e-5 (f32) and 2e-2 (bf16). "-weights":
+    every initializer loaded as a weight (biases too), not embedded."""
     import onnx
     from onnx import numpy_helper
 
+    model_name, _, variant = model_name.partition("-")
     path = tmp_path / f"{model_name}.onnx"
     subprocess.run([str(Path(os.sys.executable)), "-m", "shardflow.models", model_name,
                     "--out", str(path)], check=True, capture_output=True,
                    env={**os.environ, "PYTHONPATH": str(REPO / "python")})
     common = [str(path), "--mesh", "dp=2,tp=2", "--strategy", strategy, "--dtype", dtype]
+    if variant == "weights":
+        common += ["--embed-limit-bytes", "0"]
     art = tmp_path / "m.shard"
     proc = subprocess.run([str(SHARD_OPT), *common, "--target", "cuda", "-o", str(art)],
                           capture_output=True, text=True)
@@ -509,11 +514,19 @@ def test_sharded_cuda_programs_on_four_ranks(model_name, strategy, dtype, tmp_pa
     assert re.search(r"^kernel launch ", text, re.M)
     assert not re.search(r"^kernel einsum ", text, re.M)
     if model_name == "gpt2":
-        # The fused QKV projection: one GEMM per piece on per-rank weight
-        # slices, each with its bias in the epilogue; no split copy.
+        # The fused QKV projection (the einsum against the rank's [K, 3,
+        # N/tp] weight): one GEMM of the weight viewed as [K, 3N/tp] with its
+        # bias in the epilogue, read in place by the attention; no split.
         assert not re.search(r"^kernel split ", text, re.M)
         assert len(re.findall(r"^kernel matmul .*epilogue=s:bias node=s:/h\.0/attn/Add",
-                              text, re.M)) == 3
+                              text, re.M)) == 1
+        packed = re.findall(r"^kernel attention .*packed_qkv=is:(\S+)", text, re.M)
+        assert len(packed) == 2 and set(packed) == {"32,32,32"}, packed
+        if variant == "weights":
+            # The rank's [3, 32] block of the [3, 64] bias, loaded as such
+            # (no per-forward local_slice copy).
+            assert re.search(r"^buffer \d+ weight \w+ 3x32 name=h\.0\.attn\.c_attn\.bias .*"
+                             r"global=3x64 starts=0,0;0,32;0,0;0,32 ", text, re.M), text
     # The same pipeline, printed before memory planning, run on 4 ranks.
     proc = subprocess.run([str(SHARD_OPT), *common, "--raise-attention",
                            "--nn-fold-attention-layout", "--nn-split-fused-projections",

@@ -1,4 +1,5 @@
 // RUN: shard-opt %s -split-input-file -pass-pipeline='builtin.module(func.func(nn-split-fused-projections))' | FileCheck %s
+// RUN: shard-opt %s -split-input-file -pass-pipeline='builtin.module(func.func(nn-split-fused-projections{attention-in-place=false}))' | FileCheck %s --check-prefix=NOPACK
 
 // A fused QKV projection (weight [K, 3N], bias [3N]) split along its last
 // dimension: one matmul and bias add per piece, on column slices of the
@@ -195,5 +196,67 @@ func.func @not_in_place(%x: tensor<2x3x8xf32>) -> tensor<2x3x4xf32> {
   %m = nn.matmul %x, %w : (tensor<2x3x8xf32>, tensor<8x12xf32>) -> tensor<2x3x12xf32>
   %q, %k, %v = nn.split %m {axis = 2 : i64, sizes = array<i64: 4, 4, 4>} : (tensor<2x3x12xf32>) -> (tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<2x3x4xf32>)
   %y = nn.attention %k, %q, %v {q_num_heads = 2 : i64, kv_num_heads = 2 : i64} : (tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
+  return %y : tensor<2x3x4xf32>
+}
+
+// -----
+
+// The megatron form whose squeezed pieces are one attention's query, key
+// and value: the rank's [8, 3, 4] weight block is laid out like an [8, 12]
+// one (and the [3, 4] bias like a [12] one), so one matmul computes all
+// three and the split moves to the last axis, where the CUDA attention
+// reads the pieces in place. The bias's all_slice becomes the rank's [3, 4]
+// block of the weight read as [3, 8] (loaded, not copied per forward).
+// With attention-in-place=false, one matmul per piece as for any other
+// reader.
+// CHECK-LABEL: func.func @megatron_qkv_of_one_attention
+// CHECK-NOT: nn.einsum
+// CHECK-NOT: dist.all_slice
+// CHECK: %[[WC:.*]] = nn.cast %{{.*}} {to = bf16} : (tensor<8x3x4xf32>) -> tensor<8x3x4xbf16>
+// CHECK: %[[WF:.*]] = nn.reshape %[[WC]] : (tensor<8x3x4xbf16>) -> tensor<8x12xbf16>
+// CHECK: %[[M:.*]] = nn.matmul %arg0, %[[WF]] : (tensor<2x3x8xbf16>, tensor<8x12xbf16>) -> tensor<2x3x12xbf16>
+// CHECK: %[[BS:.*]] = nn.weight "qkv.b" {{.*}}global_shape = array<i64: 3, 8>{{.*}}starts = [array<i64: 0, 0>, array<i64: 0, 4>]{{.*}} : tensor<3x4xbf16>
+// CHECK: %[[BF:.*]] = nn.reshape %[[BS]] : (tensor<3x4xbf16>) -> tensor<12xbf16>
+// CHECK: %[[A:.*]] = nn.add %[[M]], %[[BF]]
+// CHECK: %[[P:.*]]:3 = nn.split %[[A]] {axis = 2 : i64, sizes = array<i64: 4, 4, 4>}
+// CHECK-NOT: nn.squeeze
+// CHECK: nn.attention %[[P]]#0, %[[P]]#1, %[[P]]#2
+// NOPACK-LABEL: func.func @megatron_qkv_of_one_attention
+// NOPACK-NOT: nn.split
+// NOPACK-COUNT-3: nn.matmul {{.*}} -> tensor<2x3x4xbf16>
+// NOPACK: nn.attention
+dist.mesh @mesh ["tp" = 2]
+func.func @megatron_qkv_of_one_attention(%x: tensor<2x3x8xbf16>) -> tensor<2x3x4xbf16> {
+  %w = nn.weight "qkv.w" {storage = "external", file = "m.data", offset = 0 : i64, size = 768 : i64, global_shape = array<i64: 8, 3, 8>, starts = [array<i64: 0, 0, 0>, array<i64: 0, 0, 4>]} : tensor<8x3x4xf32>
+  %wc = nn.cast %w {to = bf16} : (tensor<8x3x4xf32>) -> tensor<8x3x4xbf16>
+  %b = nn.weight "qkv.b" {storage = "external", file = "m.data", offset = 768 : i64, size = 48 : i64} : tensor<24xbf16>
+  %e = nn.einsum %x, %wc {equation = "...a,abc->...bc"} : (tensor<2x3x8xbf16>, tensor<8x3x4xbf16>) -> tensor<2x3x3x4xbf16>
+  %br = nn.reshape %b : (tensor<24xbf16>) -> tensor<3x8xbf16>
+  %bs = dist.all_slice %br on @mesh ["tp"] {dim = 1 : i64} : tensor<3x8xbf16> -> tensor<3x4xbf16>
+  %a = nn.add %bs, %e : (tensor<3x4xbf16>, tensor<2x3x3x4xbf16>) -> tensor<2x3x3x4xbf16>
+  %s:3 = nn.split %a {axis = 2 : i64, sizes = array<i64: 1, 1, 1>} : (tensor<2x3x3x4xbf16>) -> (tensor<2x3x1x4xbf16>, tensor<2x3x1x4xbf16>, tensor<2x3x1x4xbf16>)
+  %q = nn.squeeze %s#0 {axes = array<i64: 2>} : (tensor<2x3x1x4xbf16>) -> tensor<2x3x4xbf16>
+  %k = nn.squeeze %s#1 {axes = array<i64: -2>} : (tensor<2x3x1x4xbf16>) -> tensor<2x3x4xbf16>
+  %v = nn.squeeze %s#2 {axes = array<i64: 2>} : (tensor<2x3x1x4xbf16>) -> tensor<2x3x4xbf16>
+  %y = nn.attention %q, %k, %v {q_num_heads = 2 : i64, kv_num_heads = 2 : i64} : (tensor<2x3x4xbf16>, tensor<2x3x4xbf16>, tensor<2x3x4xbf16>) -> tensor<2x3x4xbf16>
+  return %y : tensor<2x3x4xbf16>
+}
+
+// -----
+
+// The squeezed pieces in another order (value and key swapped): one matmul
+// per piece.
+// CHECK-LABEL: func.func @megatron_qkv_swapped
+// CHECK-NOT: nn.split
+// CHECK-COUNT-3: nn.matmul
+dist.mesh @mesh ["tp" = 2]
+func.func @megatron_qkv_swapped(%x: tensor<2x3x8xf32>) -> tensor<2x3x4xf32> {
+  %w = nn.weight "qkv.w" {storage = "external", file = "m.data", offset = 0 : i64, size = 768 : i64, global_shape = array<i64: 8, 3, 8>, starts = [array<i64: 0, 0, 0>, array<i64: 0, 0, 4>]} : tensor<8x3x4xf32>
+  %e = nn.einsum %x, %w {equation = "...a,abc->...bc"} : (tensor<2x3x8xf32>, tensor<8x3x4xf32>) -> tensor<2x3x3x4xf32>
+  %s:3 = nn.split %e {axis = 2 : i64, sizes = array<i64: 1, 1, 1>} : (tensor<2x3x3x4xf32>) -> (tensor<2x3x1x4xf32>, tensor<2x3x1x4xf32>, tensor<2x3x1x4xf32>)
+  %q = nn.squeeze %s#0 {axes = array<i64: 2>} : (tensor<2x3x1x4xf32>) -> tensor<2x3x4xf32>
+  %k = nn.squeeze %s#1 {axes = array<i64: 2>} : (tensor<2x3x1x4xf32>) -> tensor<2x3x4xf32>
+  %v = nn.squeeze %s#2 {axes = array<i64: 2>} : (tensor<2x3x1x4xf32>) -> tensor<2x3x4xf32>
+  %y = nn.attention %q, %v, %k {q_num_heads = 2 : i64, kv_num_heads = 2 : i64} : (tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
   return %y : tensor<2x3x4xf32>
 }

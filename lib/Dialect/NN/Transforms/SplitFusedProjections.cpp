@@ -18,7 +18,9 @@
 //
 // A split whose pieces are exactly the query, key and value of one 3-D
 // attention stays: the CUDA target's attention reads them in the fused
-// result, and one GEMM of the full width beats three of a third.
+// result, and one GEMM of the full width beats three of a third. The heads
+// form feeding one attention becomes that form: the rank's [K, 3, N] weight
+// block has the bytes of a [K, 3N] one.
 //
 //===----------------------------------------------------------------------===//
 
@@ -88,15 +90,20 @@ struct Slicer {
     return {};
   }
 
-  Value sliceWeight(nn::WeightOp w, const RankOffsets &offsets, ArrayRef<int64_t> sizes) {
+  /// `as`: the shape to read a whole weight (one without `starts`) in: the
+  /// same bytes, row-major, in a shape of the same element count.
+  Value sliceWeight(nn::WeightOp w, const RankOffsets &offsets, ArrayRef<int64_t> sizes,
+                    ArrayRef<int64_t> as = {}) {
     RankedTensorType local = typeOf(w.getResult());
     ArrayRef<int64_t> global = w.getGlobalShape() ? *w.getGlobalShape() : local.getShape();
+    if (!as.empty())
+      global = as;
     RankOffsets starts;
     if (auto list = w.getStartsAttr())
       for (Attribute s : list)
         starts.emplace_back(cast<DenseI64ArrayAttr>(s).asArrayRef());
     else
-      starts.emplace_back(local.getRank(), 0);
+      starts.emplace_back(global.size(), 0);
     // A program with a mesh has one start per rank; one without has one.
     size_t n = size_t(numRanks());
     if ((starts.size() != 1 && starts.size() != n) || (offsets.size() != 1 && offsets.size() != n))
@@ -140,8 +147,24 @@ struct Slicer {
   }
 
   /// A block of a reshape's result is a block of its input when it is one
-  /// contiguous run of elements that is a block there too.
+  /// contiguous run of elements that is a block there too. Otherwise, when
+  /// the input is a whole weight (behind a cast), it is a block of that
+  /// weight read in the reshape's shape: the loader gathers any block.
   Value sliceReshape(nn::ReshapeOp r, const RankOffsets &offsets, ArrayRef<int64_t> sizes) {
+    if (Value v = sliceContiguousReshape(r, offsets, sizes))
+      return v;
+    nn::CastOp c = r.getInput().getDefiningOp<nn::CastOp>();
+    auto w = (c ? c.getInput() : r.getInput()).getDefiningOp<nn::WeightOp>();
+    if (!w || w.getStartsAttr() || w.getGlobalShape())
+      return {};
+    Value block = sliceWeight(w, offsets, sizes, typeOf(r.getResult()).getShape());
+    if (!block || !c)
+      return block;
+    return nn::CastOp::create(b, c.getLoc(), block, c.getToAttr()).getResult();
+  }
+
+  Value sliceContiguousReshape(nn::ReshapeOp r, const RankOffsets &offsets,
+                               ArrayRef<int64_t> sizes) {
     ArrayRef<int64_t> shape = typeOf(r.getResult()).getShape();
     ArrayRef<int64_t> inShape = typeOf(r.getInput()).getShape();
     // Contiguous: size 1 before some dimension k, whole after it.
@@ -301,18 +324,27 @@ bool isLoadedAndPrivate(Value v) {
 }
 
 /// Whether the split's three pieces are exactly the query, key and value
-/// of one 3-D attention ([B, S, H*D]) and read nowhere else. The CUDA
-/// target's attention then reads them where the fused product holds them
+/// of one 3-D attention ([B, S, H*D]) and read nowhere else: directly, or
+/// (`squeezed`, the heads form) each through one squeeze. The CUDA target's
+/// attention then reads them where the fused product holds them
 /// (convert-rt-to-gpu), so one GEMM computes all three: better than three
 /// GEMMs of a third of the width.
-bool feedsOneAttention(nn::SplitOp split) {
+bool feedsOneAttention(nn::SplitOp split, bool squeezed) {
   if (split.getNumResults() != 3)
     return false;
   nn::AttentionOp attention;
   for (auto [i, piece] : llvm::enumerate(split.getResults())) {
-    if (!piece.hasOneUse())
+    Value read = piece;
+    if (squeezed) {
+      auto sq = piece.hasOneUse() ? dyn_cast<nn::SqueezeOp>(*piece.getUsers().begin())
+                                  : nn::SqueezeOp();
+      if (!sq)
+        return false;
+      read = sq.getResult();
+    }
+    if (!read.hasOneUse())
       return false;
-    OpOperand &use = *piece.getUses().begin();
+    OpOperand &use = *read.getUses().begin();
     auto a = dyn_cast<nn::AttentionOp>(use.getOwner());
     if (!a || use.getOperandNumber() != i || (attention && a != attention))
       return false;
@@ -344,6 +376,53 @@ struct NNSplitFusedProjections
       rewrite(split, mesh);
   }
 
+  /// The heads form feeding one attention: [K, 3, N] weights (and a [3, N]
+  /// bias) are laid out like [K, 3N] ones, so the einsum becomes one matmul
+  /// against the weight viewed as [K, 3N], split along its last axis: the
+  /// same form as an unpartitioned program's, which the CUDA attention reads
+  /// in place.
+  void packForAttention(nn::SplitOp split, nn::AddOp add, Value x, Value w, Value bias,
+                        dist::MeshOp mesh) {
+    OpBuilder b(split);
+    ArrayRef<int64_t> wShape = typeOf(w).getShape();
+    int64_t n = wShape[2], width = wShape[1] * n;
+    Type element = typeOf(w).getElementType();
+    Location loc = split.getInput().getLoc();
+    Value flat = nn::ReshapeOp::create(b, w.getLoc(),
+                                       RankedTensorType::get({wShape[0], width}, element), w);
+    Value fused = nn::MatMulOp::create(b, loc, x, flat);
+    if (bias) {
+      // The rank's [3, N] block of a bias in a weight is loaded as such
+      // (no per-forward copy of a dist.all_slice).
+      Slicer slicer{mesh, b};
+      Value block = bias;
+      if (auto a = bias.getDefiningOp<dist::AllSliceOp>()) {
+        SmallVector<int64_t> zeros(typeOf(bias).getRank(), 0);
+        Value loaded = slicer.sliceAllSlice(a, {zeros}, typeOf(bias).getShape());
+        if (loaded && !loaded.getDefiningOp<dist::AllSliceOp>())
+          block = loaded;
+        else if (loaded)
+          Slicer::eraseDead(loaded.getDefiningOp());
+      }
+      Value row = nn::ReshapeOp::create(
+          b, bias.getLoc(), RankedTensorType::get({width}, typeOf(bias).getElementType()), block);
+      fused = nn::AddOp::create(b, add.getLoc(), fused, row);
+    }
+    RankedTensorType type = typeOf(fused);
+    SmallVector<int64_t> pieceShape(type.getShape());
+    pieceShape.back() = n;
+    SmallVector<Type> types(3, RankedTensorType::get(pieceShape, type.getElementType()));
+    auto packed = nn::SplitOp::create(b, split.getLoc(), types, fused,
+                                      b.getI64IntegerAttr(type.getRank() - 1),
+                                      b.getDenseI64ArrayAttr({n, n, n}));
+    for (auto [result, piece] : llvm::zip(split.getResults(), packed.getResults())) {
+      Operation *squeeze = *result.getUsers().begin();
+      squeeze->getResult(0).replaceAllUsesWith(piece);
+      squeeze->erase();
+    }
+    Slicer::eraseDead(split);
+  }
+
   /// The fused product behind a split: `matmul(x, W)` (W [K, 3N], split
   /// along the last axis) or `einsum(x, W)` "...a,abc->...bc" (W [K, 3, N],
   /// split into pieces of 1 along the "3" axis, each squeezed), plus an
@@ -373,7 +452,7 @@ struct NNSplitFusedProjections
         return;
       if (bias && typeOf(bias).getRank() != 1)
         return;
-      if (attentionInPlace && feedsOneAttention(split))
+      if (attentionInPlace && feedsOneAttention(split, /*squeezed=*/false))
         return;
     } else if (auto e = product.getDefiningOp<nn::EinsumOp>()) {
       std::string eq = e.getEquation().str();
@@ -397,6 +476,10 @@ struct NNSplitFusedProjections
               (sq.getAxes()[0] != rank - 2 && sq.getAxes()[0] != -2))
             return;
         }
+      if (attentionInPlace && feedsOneAttention(split, /*squeezed=*/true)) {
+        packForAttention(split, add, x, w, bias, mesh);
+        return;
+      }
     } else {
       return;
     }

@@ -133,14 +133,20 @@ def NNSplitFusedProjections : Pass<"nn-split-fused-projections", "::mlir::func::
     sharded by heads as [K, 3, N/tp], split into pieces of 1 along the "3"
     axis and squeezed, becomes one matmul per piece against a [K, N/tp]
     slice the same way. A constant bias, which cannot differ per rank,
-    keeps a `dist.all_slice` of its piece. Programs with more than one
-    mesh are left alone. The CUDA target runs it on the per-rank program
+    keeps a `dist.all_slice` of its piece. When the squeezed pieces are
+    exactly one 3-D attention's query, key and value, the einsum instead
+    becomes one matmul against the rank's weight block viewed as
+    [K, 3N/tp] (the same bytes; the bias [3, N/tp] viewed as [3N/tp]),
+    split along its last axis: the unpartitioned form, which the CUDA
+    attention reads in place. Programs with more than one mesh are left
+    alone. The CUDA target runs it on the per-rank program
     before lowering.
   }];
   let options = [
     Option<"attentionInPlace", "attention-in-place", "bool", /*default=*/"true",
            "Leave a split into exactly one 3-D attention's query, key and value "
-           "(the CUDA attention reads the pieces in the fused result)">,
+           "(the CUDA attention reads the pieces in the fused result); the "
+           "heads form becomes one matmul and such a split">,
   ];
   let dependentDialects = ["::shardflow::nn::NNDialect"];
 }
