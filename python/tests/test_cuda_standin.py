@@ -322,6 +322,28 @@ def test_codegen_features_turned_off_still_match(zoo, disable, tmp_path):
         2 * 2 if "packed-qkv" in disable else 0)  # three GEMMs for one, in each of 2 layers
 
 
+def test_outputs_in_the_compute_type(zoo, tmp_path):
+    """--dtype bf16 --outputs-in-dtype: the last GEMM writes the logits in
+    bf16 (the default writes them in f32 itself), shard-run brings them
+    back and writes them as float32; against onnxruntime as the default."""
+    base = zoo / "bf16" / "gpt2"
+    artifact = tmp_path / "gpt2.shard"
+    out = subprocess.run([str(pipeline.tool("shard-opt")), f"{base}.onnx", "--target", "cuda",
+                          "--dtype", "bf16", "--outputs-in-dtype", "-o", str(artifact)],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    for text, dtype in ((artifact.read_text(), "bf16"),
+                        ((zoo / "bf16" / "gpt2.shard").read_text(), "f32")):
+        out_id = re.search(r"^output logits (\d+)$", text, re.M).group(1)
+        assert re.search(rf"^buffer {out_id} arena {dtype} ", text, re.M), dtype
+        assert re.search(rf"^kernel matmul .* out={out_id} ", text, re.M), dtype
+    rc, err = run_standin(artifact, "--inputs", f"{base}.inputs.npz", "--output",
+                          tmp_path / "out.npz", env={"SHARDFLOW_STANDIN_SM": "86"})
+    assert rc == 0, err
+    assert np.load(tmp_path / "out.npz")["logits"].dtype == np.float32
+    check_zoo_outputs(base, tmp_path / "out.npz", ZOO_TOLERANCE["bf16"])
+
+
 def check_zoo_outputs(base: Path, got_path: Path, tol: float):
     """Every output in got_path against BASE.expected.npz (onnxruntime):
     max |difference| / max |reference| under tol."""

@@ -115,3 +115,36 @@ def test_sharded_low_precision(tmp_path, name, flags):
     assert "all_reduce" in text
     launcher = [MPIRUN, "-np", "4", "--oversubscribe"]
     compare(model, path, artifact, "bf16", f"{name}-sharded", launcher=launcher)
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "f16"])
+def test_outputs_in_the_compute_type(tmp_path, dtype):
+    """--outputs-in-dtype: the logits stay in the low type (the artifact's
+    output buffer is half the size and nothing casts them back); shard-run
+    writes f16 to .npz as it is and bf16 as float32 (numpy has no bfloat16;
+    the widening is exact), within the same tolerance of onnxruntime.
+    Without --dtype it is refused."""
+    model = models.gpt2()
+    path = tmp_path / "gpt2.onnx"
+    models.save(model, path)
+    artifact = pipeline.compile_model(path, tmp_path / "gpt2.shard",
+                                      extra=["--dtype", dtype, "--outputs-in-dtype"])
+    text = artifact.read_text()
+    check_artifact(text, dtype)
+    out_id = re.search(r"^output logits (\d+)$", text, re.M).group(1)
+    assert re.search(rf"^buffer {out_id} arena {dtype} ", text, re.M), text
+    default = pipeline.compile_model(path, tmp_path / "f32-out.shard", extra=["--dtype", dtype])
+    out_id = re.search(r"^output logits (\d+)$", default.read_text(), re.M).group(1)
+    assert re.search(rf"^buffer {out_id} arena f32 ", default.read_text(), re.M)
+    inputs = random_inputs(model, np.random.default_rng(7))
+    ours = pipeline.run_artifact(artifact, inputs)["logits"]
+    assert ours.dtype == {"bf16": np.float32, "f16": np.float16}[dtype]
+    err = pipeline.relative_error(ours.astype(np.float32),
+                                  pipeline.run_onnxruntime(path, inputs)["logits"])
+    assert 1e-5 < err < TOLERANCE[dtype], err
+
+    refused = subprocess.run([str(pipeline.tool("shard-opt")), str(path), "--target", "cpu",
+                              "--outputs-in-dtype", "-o", str(tmp_path / "x.shard")],
+                             capture_output=True, text=True)
+    assert refused.returncode != 0
+    assert "--outputs-in-dtype needs --dtype bf16 or f16" in refused.stderr

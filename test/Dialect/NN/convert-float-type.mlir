@@ -1,6 +1,7 @@
 // RUN: shard-opt %s -split-input-file -nn-convert-float-type=type=bf16 | FileCheck %s
 // RUN: shard-opt %s -split-input-file -nn-convert-float-type=type=f16 | FileCheck %s --check-prefix=F16
 // RUN: not shard-opt %s -split-input-file -nn-convert-float-type=type=f64 -o /dev/null 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: shard-opt %s -split-input-file -nn-convert-float-type="type=bf16 keep-output-types=false" | FileCheck %s --check-prefix=LOW
 // BAD: nn-convert-float-type: type must be bf16 or f16, got 'f64'
 
 // Weights keep their f32 type and are cast right after; the input is cast
@@ -88,4 +89,19 @@ func.func @sharded(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
   %mm = nn.matmul %x, %w : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
   %ar = dist.all_reduce %mm on @mesh ["tp"] : tensor<2x4xf32> -> tensor<2x4xf32>
   return %ar : tensor<2x4xf32>
+}
+
+// -----
+
+// keep-output-types=false: the f32 results are returned in bf16 (the
+// function's type changes, result names kept); an f32 argument returned as
+// it is comes back cast down; an integer result is untouched.
+// LOW-LABEL: func.func @low_outputs(%arg0: tensor<4xf32> {nn.name = "x"}, %arg1: tensor<4xi64>) -> (tensor<4xbf16> {nn.name = "y"}, tensor<4xbf16>, tensor<4xi64>)
+// LOW: %[[X:.*]] = nn.cast %arg0 {to = bf16} : (tensor<4xf32>) -> tensor<4xbf16>
+// LOW-NOT: {to = f32}
+// LOW: return %{{.*}}, %[[X]], %arg1 : tensor<4xbf16>, tensor<4xbf16>, tensor<4xi64>
+// CHECK-LABEL: func.func @low_outputs(%arg0: tensor<4xf32> {nn.name = "x"}, %arg1: tensor<4xi64>) -> (tensor<4xf32> {nn.name = "y"}, tensor<4xf32>, tensor<4xi64>)
+func.func @low_outputs(%x: tensor<4xf32> {nn.name = "x"}, %i: tensor<4xi64>) -> (tensor<4xf32> {nn.name = "y"}, tensor<4xf32>, tensor<4xi64>) {
+  %y = nn.relu %x : (tensor<4xf32>) -> tensor<4xf32>
+  return %y, %x, %i : tensor<4xf32>, tensor<4xf32>, tensor<4xi64>
 }

@@ -6,7 +6,8 @@
 // reductions run through f32 in the runtime). The program's interface does
 // not change: f32 inputs are cast down at entry and f32 results cast back up
 // before they are returned, so the artifact's inputs and outputs keep their
-// types.
+// types. With keep-output-types=false, the results of a function nothing
+// calls are returned in the low type instead (half the output memory).
 //
 // Weights keep their f32 type and get an nn.cast to the low type right
 // after them. Nothing reads the f32 weight but that cast, which
@@ -27,6 +28,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/SymbolTable.h"
 
 namespace shardflow::nn {
 #define GEN_PASS_DEF_NNCONVERTFLOATTYPE
@@ -77,7 +79,9 @@ void replaceUsesExcept(Value value, Value replacement, Operation *except) {
       replacement, [&](OpOperand &use) { return use.getOwner() != except; });
 }
 
-LogicalResult convertFunction(func::FuncOp fn, FloatType low) {
+/// `lowOutputs`: f32 results are returned in the low type (the function's
+/// result types change) instead of being cast back to f32.
+LogicalResult convertFunction(func::FuncOp fn, FloatType low, bool lowOutputs) {
   if (fn.isExternal())
     return success();
   if (!fn.getBody().hasOneBlock())
@@ -101,6 +105,11 @@ LogicalResult convertFunction(func::FuncOp fn, FloatType low) {
     ops.push_back(&op);
   for (Operation *op : ops) {
     if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+      if (lowOutputs) {
+        fn.setType(FunctionType::get(fn.getContext(), fn.getArgumentTypes(),
+                                     ret->getOperandTypes()));
+        continue;
+      }
       // Results: cast back to the declared f32 before they are returned.
       b.setInsertionPoint(ret);
       for (OpOperand &operand : ret->getOpOperands()) {
@@ -187,9 +196,13 @@ struct NNConvertFloatTypePass
           << type << "'";
       return signalPassFailure();
     }
-    for (auto fn : llvm::to_vector(module.getOps<func::FuncOp>()))
-      if (failed(convertFunction(fn, low)))
+    for (auto fn : llvm::to_vector(module.getOps<func::FuncOp>())) {
+      // A function that something calls keeps its results' types.
+      bool lowOutputs =
+          !keepOutputTypes && SymbolTable::symbolKnownUseEmpty(fn, module);
+      if (failed(convertFunction(fn, low, lowOutputs)))
         return signalPassFailure();
+    }
   }
 };
 

@@ -71,7 +71,10 @@ def NNConvertFloatType : Pass<"nn-convert-float-type", "::mlir::ModuleOp"> {
       folds that cast into the `rt.weight`, which then records the f32
       source type for the runtime to convert once at load;
     - f32 function arguments are cast to the low type at entry, and f32
-      results are cast back to f32 before they are returned;
+      results are cast back to f32 before they are returned (with
+      `keep-output-types=false`, a function that nothing calls returns
+      them in the low type instead, and its result types change: half the
+      output memory and traffic);
     - f32 `nn.constant`s are converted (round to nearest even);
     - `nn.cast` to f32 casts to the low type; every other op gets its
       result types again from type inference (or, for ops whose result type
@@ -86,6 +89,9 @@ def NNConvertFloatType : Pass<"nn-convert-float-type", "::mlir::ModuleOp"> {
   let options = [
     Option<"type", "type", "std::string", /*default=*/"\"bf16\"",
            "The element type to compute in: bf16 or f16">,
+    Option<"keepOutputTypes", "keep-output-types", "bool", /*default=*/"true",
+           "Cast f32 results back to f32 before they are returned; false: "
+           "return them in the low type (functions that nothing calls)">,
   ];
   let dependentDialects = ["::shardflow::nn::NNDialect"];
 }
