@@ -9,7 +9,10 @@ against PyTorch's float32 forward. The graph returns float32 logits, as
 our artifact does (its last GEMM writes them in f32), so PyTorch's forward
 returns them in float32 too (`.float()`, a cast after its bf16 GEMM). Both
 are also timed returning bf16 logits (half the bytes): PyTorch's forward
-without the cast, and our artifact compiled with `--outputs-in-dtype`. It also times our artifact compiled
+without the cast, and our artifact compiled with `--outputs-in-dtype`.
+Last, `shard-run --profile` shows where our time goes: GPU time per kind
+of operation (GEMMs by epilogue, attention, each generated kernel) and the
+slowest operations. It also times our artifact compiled
 with each code generation feature turned off (`shard-opt --cuda-disable`:
 vector accesses, the fused QKV GEMM read in place, cuBLASLt epilogues,
 residual adds as the GEMM's C),
@@ -243,6 +246,18 @@ def run(args) -> int:
         worst = max(worst, e)
         print(f"shardflow without {feature:15} {seconds * 1e3:9.2f} ms  "
               f"{seconds / ours_s:.3f} of the default's time  (logits error {e:.2e})")
+    # Where our time goes: shard-run --profile (events around every
+    # operation; a run of its own, not the timed one).
+    proc = subprocess.run([str(args.shard_run), str(out / "gpt2s.shard"), "--weights", str(out),
+                           "--input", f"input_ids={ids_path}", "--repeat", "5", "--profile"],
+                          capture_output=True, text=True)
+    report = proc.stderr[proc.stderr.find("shard-run: profile:"):]
+    if proc.returncode or "profile:" not in report:
+        print(f"profile: shard-run --profile failed ({proc.returncode})")
+        sys.stderr.write(proc.stderr)
+    else:
+        for line in report.splitlines():
+            print("profile: " + line.removeprefix("shard-run: profile: ").strip())
     return 0 if worst < 2e-2 else 1
 
 

@@ -8,6 +8,7 @@
 #include "kernels/cpu/Gemm.h"
 #include "kernels/cpu/Parallel.h"
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -285,8 +286,16 @@ Executor::run(const std::map<std::string, HostTensor> &inputs) {
     if (art.buffers[i].kind == BufferDesc::Kind::View)
       pointers[i] = pointers[art.buffers[i].source];
 
+  if (profiling)
+    timings.assign(art.program.size(), 0.0);
   for (size_t n = 0; n < art.program.size(); ++n) {
     const Instruction &inst = art.program[n];
+    auto started = std::chrono::steady_clock::now();
+    auto time = [&] {
+      if (profiling)
+        timings[n] = std::chrono::duration<double>(std::chrono::steady_clock::now() - started)
+                         .count();
+    };
     if (inst.collective) {
       try {
         runCollective(inst);
@@ -294,6 +303,7 @@ Executor::run(const std::map<std::string, HostTensor> &inputs) {
         throw RuntimeError("collective '" + inst.kernel + "' (instruction " +
                            std::to_string(n) + "): " + e.what());
       }
+      time();
       continue;
     }
     KernelFn fn = findKernel(inst.kernel);
@@ -317,6 +327,7 @@ Executor::run(const std::map<std::string, HostTensor> &inputs) {
                          (node.empty() ? std::string() : "ONNX node '" + node + "', ") +
                          "instruction " + std::to_string(n) + "): " + what);
     }
+    time();
   }
 
   std::vector<std::pair<std::string, Tensor>> outputs;

@@ -31,7 +31,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from shardflow import cuda_smoke, cuda_zoo, pipeline
+from shardflow import cuda_smoke, cuda_zoo, pipeline, profile_report
 
 ORDERS = ("first", "last")
 
@@ -524,6 +524,27 @@ def test_verbose_reports_the_device_and_gpu_time(small_artifact):
     assert rc == 0, err
     assert "Shardflow CUDA stand-in (host emulation, sm_90)" in err, err
     assert re.search(r"GPU program time: best [0-9.]+ ms, median [0-9.]+ ms", err), err
+
+
+def test_profile_times_every_operation(zoo, tmp_path):
+    """shard-run --profile on a CUDA artifact: one line per kind of
+    operation whose counts are the artifact's, times that add up to the
+    summed line, and the slowest operations named by ONNX node."""
+    base = zoo / "bf16" / "gpt2"
+    rc, err = run_standin(f"{base}.shard", "--inputs", f"{base}.inputs.npz", "--profile",
+                          "--repeat", "3", env={"SHARDFLOW_STANDIN_SM": "86"})
+    assert rc == 0, err
+    assert "profile: mean of 2 runs (rank 0; GPU time per operation, CUDA events)" in err, err
+    program, summed, kinds = profile_report.parse(err)
+    want = profile_report.artifact_kinds(Path(f"{base}.shard").read_text())
+    assert {k: c for k, (c, _) in kinds.items()} == want, (kinds, want)
+    assert {"attention", "matmul gelu_bias", "generated layer_normalization"} <= set(kinds)
+    assert abs(sum(ms for _, ms in kinds.values()) - summed) <= 0.002 * len(kinds) + 1e-3
+    # One stream of compute: the operations fit in the program's time.
+    assert 0 < summed <= program * 1.01, (summed, program)
+    assert re.search(r"^  #\d+ +[0-9.]+ ms  attention  \(ONNX node '/h\.\d/attn/", err, re.M), err
+    assert re.search(r"^  #\d+ +[0-9.]+ ms  generated \w+  \(function k\d+_\w+\)$", err,
+                     re.M), err
 
 
 def test_data_movement_matches_onnxruntime(tmp_path):

@@ -5,6 +5,8 @@ Norm: relative L2 error ||ours - ort||_2 / ||ort||_2 over each output,
 float32 models, tolerance 1e-5 (the issue's goal). Integer inputs (token ids,
 masks) are drawn inside their valid ranges.
 """
+import re
+import subprocess
 import zlib
 
 import numpy as np
@@ -53,3 +55,28 @@ def test_zoo_matches_onnxruntime(tmp_path, name, external):
         assert ours[key].shape == ref.shape and ours[key].dtype == ref.dtype, key
         err = pipeline.relative_error(ours[key], ref)
         assert err < TOLERANCE, f"{name}/{key}: relative L2 error {err:.3g}"
+
+
+@pytest.mark.parametrize("name", ["gpt2", "resnet"])
+def test_profile_on_the_cpu(tmp_path, name):
+    """shard-run --profile on a CPU artifact: the host time of every
+    operation, one line per kind with the artifact's counts, the kinds'
+    times adding up to the summed line, which the program's time bounds."""
+    from shardflow import profile_report
+
+    model = getattr(models, name)()
+    path = tmp_path / f"{name}.onnx"
+    models.save(model, path)
+    artifact = pipeline.compile_model(path, tmp_path / f"{name}.shard")
+    np.savez(tmp_path / "in.npz", **random_inputs(model, np.random.default_rng(3)))
+    out = subprocess.run([str(pipeline.tool("shard-run")), str(artifact), "--inputs",
+                          str(tmp_path / "in.npz"), "--profile", "--repeat", "4"],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "profile: mean of 3 runs (rank 0; host time per operation)" in out.stderr
+    program, summed, kinds = profile_report.parse(out.stderr)
+    assert {k: c for k, (c, _) in kinds.items()} == \
+        profile_report.artifact_kinds(artifact.read_text())
+    assert abs(sum(ms for _, ms in kinds.values()) - summed) <= 0.002 * len(kinds) + 1e-3
+    assert 0 < summed <= program
+    assert re.search(r"^  #\d+ +[0-9.]+ ms  \w+  \(ONNX node '", out.stderr, re.M), out.stderr

@@ -2,6 +2,7 @@
 
 #include "shardflow/Runtime/Artifact.h"
 #include "shardflow/Runtime/Checksum.h"
+#include "shardflow/Runtime/Profile.h"
 
 #include <gtest/gtest.h>
 
@@ -279,3 +280,74 @@ TEST(Artifact, PermutationRoundTripsAndIsChecked) {
 }
 
 } // namespace
+
+Instruction profiled(std::string kernel, std::vector<std::pair<std::string, ParamValue>> params,
+                     bool collective = false) {
+  Instruction inst;
+  inst.kernel = std::move(kernel);
+  inst.collective = collective;
+  for (auto &[name, value] : params)
+    inst.params.set(name, value);
+  return inst;
+}
+
+TEST(Profile, KindsNameEpiloguesResidualsAndGeneratedFunctions) {
+  EXPECT_EQ(profileKind(profiled("matmul", {})), "matmul");
+  EXPECT_EQ(profileKind(profiled("matmul", {{"epilogue", std::string("gelu_bias")}})),
+            "matmul gelu_bias");
+  EXPECT_EQ(profileKind(profiled("matmul", {{"epilogue", std::string("bias")},
+                                            {"residual", int64_t(1)}})),
+            "matmul bias +C");
+  EXPECT_EQ(profileKind(profiled("launch", {{"function", std::string("k12_add_rms")}})),
+            "generated add_rms");
+  // Not the k<N>_ pattern: the whole name.
+  EXPECT_EQ(profileKind(profiled("launch", {{"function", std::string("kx_relu")}})),
+            "generated kx_relu");
+  EXPECT_EQ(profileKind(profiled("all_reduce", {}, /*collective=*/true)), "all_reduce");
+}
+
+TEST(Profile, ReportSumsKindsAveragesRunsAndRanksOperations) {
+  Artifact a;
+  a.program = {profiled("matmul", {{"node", std::string("/fc1/MatMul")}}),
+               profiled("launch", {{"function", std::string("k0_gelu")}}),
+               profiled("matmul", {{"node", std::string("/fc2/MatMul")}}),
+               profiled("all_reduce", {}, true)};
+  ProfileTotals totals;
+  totals.add({0.004, 0.001, 0.002, 0.003}, 0.011);
+  totals.add({0.006, 0.001, 0.002, 0.001}, 0.009);
+  EXPECT_EQ(totals.runs, 2);
+  std::string report = formatProfile(a, totals, "test clock", 3);
+  auto has = [&](const std::string &s) {
+    EXPECT_NE(report.find(s), std::string::npos) << "no '" << s << "' in\n" << report;
+  };
+  has("mean of 2 runs (test clock)");
+  has("  program                  10.000 ms\n");
+  has("  operations, summed       10.000 ms\n");
+  // matmul: (0.004 + 0.006 + 0.002 + 0.002) / 2 = 7 ms of 10: first.
+  has("  matmul              2        7.000   70.0%\n");
+  has("  all_reduce          1        2.000   20.0%\n");
+  has("  generated gelu      1        1.000   10.0%\n");
+  EXPECT_LT(report.find("  matmul "), report.find("  all_reduce "));
+  EXPECT_LT(report.find("  all_reduce "), report.find("  generated gelu "));
+  // The 3 slowest: the first matmul, then the second matmul and the
+  // all_reduce (2 ms each, in program order); the gelu is left out.
+  has("the 3 slowest operations:");
+  has("#0          5.000 ms  matmul  (ONNX node '/fc1/MatMul')");
+  has("#2          2.000 ms  matmul  (ONNX node '/fc2/MatMul')");
+  has("#3          2.000 ms  all_reduce\n");
+  EXPECT_LT(report.find("#2 "), report.find("#3 "));
+  EXPECT_EQ(report.find("#1 "), std::string::npos) << report;
+  EXPECT_EQ(formatProfile(a, ProfileTotals{}, "x"), "profile: no run was measured\n");
+}
+
+TEST(Profile, GeneratedKernelsWithoutANodeAreNamedByFunction) {
+  Artifact a;
+  a.program = {profiled("launch", {{"function", std::string("k3_add_layer_normalization")}})};
+  ProfileTotals totals;
+  totals.add({0.001}, 0.001);
+  std::string report = formatProfile(a, totals, "c");
+  EXPECT_NE(report.find("generated add_layer_normalization  (function "
+                        "k3_add_layer_normalization)"),
+            std::string::npos)
+      << report;
+}

@@ -14,6 +14,7 @@
 #include "shardflow/Runtime/Executor.h"
 #include "shardflow/Runtime/FloatConversion.h"
 #include "shardflow/Runtime/NpyIO.h"
+#include "shardflow/Runtime/Profile.h"
 #include "shardflow/Runtime/TensorProtoIO.h"
 
 #include <algorithm>
@@ -69,6 +70,14 @@ CUDA artifacts:
                      with the reason (default 600); NCCL errors abort at
                      once
   --verbose          print timings and memory figures to stderr
+  --profile          time every operation and print, for rank 0, the time
+                     per kind of operation (GEMMs by epilogue, attention,
+                     each generated kernel, collectives) and the slowest
+                     operations with their ONNX nodes, averaged over the
+                     runs (all but the first when there are several; see
+                     --repeat). CUDA: GPU time between CUDA events around
+                     each operation on its stream, so communication that
+                     overlaps compute counts in both; CPU: the host clock
   --help             this text
 
 Launched by mpirun or srun, every rank runs its part of the program and
@@ -101,7 +110,7 @@ int main(int argc, char **argv) {
   std::map<std::string, std::string> inputFiles;
   std::string inputsNpz;
   int threads = 1, repeat = 1;
-  bool verbose = false, verifyWeights = true;
+  bool verbose = false, verifyWeights = true, profile = false;
   CudaOptions cudaOptions;
   try {
     for (int i = 1; i < argc; ++i) {
@@ -161,6 +170,8 @@ int main(int argc, char **argv) {
         cudaOptions.collectiveTimeoutSeconds = t;
       } else if (arg == "--verbose") {
         verbose = true;
+      } else if (arg == "--profile") {
+        profile = true;
       } else if (arg == "--no-verify-weights") {
         verifyWeights = false;
       } else if (!arg.empty() && arg[0] == '-') {
@@ -223,14 +234,28 @@ int main(int argc, char **argv) {
     std::unique_ptr<Executor> cpuExecutor;
     std::unique_ptr<CudaExecutor> cudaExecutor;
     cudaOptions.verbose = verbose;
+    cudaOptions.profile = profile;
     if (artifact.target == "cuda")
       cudaExecutor = std::make_unique<CudaExecutor>(std::move(artifact), weightsDir, comm.get(),
                                                     verifyWeights, cudaOptions);
     else
       cpuExecutor = std::make_unique<Executor>(std::move(artifact), weightsDir, threads,
                                                comm.get(), verifyWeights);
+    if (cpuExecutor)
+      cpuExecutor->setProfiling(profile);
     auto runOnce = [&] {
       return cudaExecutor ? cudaExecutor->run(inputs) : cpuExecutor->run(inputs);
+    };
+    // Per-operation times of the measured runs (--profile), and the
+    // program's own time of each: the GPU program time, or run()'s.
+    ProfileTotals profiled;
+    auto addProfile = [&](double hostSeconds) {
+      if (!profile)
+        return;
+      if (cudaExecutor)
+        profiled.add(cudaExecutor->instructionSeconds(), cudaExecutor->lastDeviceSeconds());
+      else
+        profiled.add(cpuExecutor->instructionSeconds(), hostSeconds);
     };
     const Artifact &loadedArtifact =
         cudaExecutor ? cudaExecutor->artifact() : cpuExecutor->artifact();
@@ -249,14 +274,17 @@ int main(int argc, char **argv) {
     std::vector<double> deviceTimes;
     if (cudaExecutor && repeat == 1)
       deviceTimes.push_back(cudaExecutor->lastDeviceSeconds());
+    if (repeat == 1)
+      addProfile(best);
     for (int i = 1; i < repeat; ++i) {
       auto t0 = std::chrono::steady_clock::now();
       outputs = runOnce();
+      double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       if (cudaExecutor)
         deviceTimes.push_back(cudaExecutor->lastDeviceSeconds());
-      best = std::min(best, std::chrono::duration<double>(
-                                std::chrono::steady_clock::now() - t0)
-                                .count());
+      addProfile(seconds);
+      best = std::min(best, seconds);
     }
     // Every rank has finished before rank 0 reports: a failure anywhere
     // stops the job here instead of leaving a partial result.
@@ -323,6 +351,12 @@ int main(int argc, char **argv) {
                      deviceTimes.size());
       }
     }
+    if (profile && comm->rank() == 0)
+      std::fprintf(stderr, "shard-run: %s",
+                   formatProfile(loadedArtifact, profiled,
+                                 cudaExecutor ? "rank 0; GPU time per operation, CUDA events"
+                                              : "rank 0; host time per operation")
+                       .c_str());
   } catch (const std::exception &e) {
     comm->abort(e.what());
   }

@@ -63,6 +63,8 @@ struct CudaOptions {
   double collectiveTimeoutSeconds = 600;
   /// Print the chosen device and library versions to stderr.
   bool verbose = false;
+  /// Time every instruction (CUDA events around it on its stream).
+  bool profile = false;
 };
 
 /// True when this shard-run was built with CUDA support (it may still lack
@@ -90,6 +92,9 @@ public:
   /// GPU time of the last run's program, from after the input uploads to
   /// the end of its last instruction on either stream (no host copies).
   double lastDeviceSeconds() const;
+  /// With CudaOptions::profile: the last run's GPU seconds per instruction,
+  /// from when its stream reached it (its waits met) to its end.
+  const std::vector<double> &instructionSeconds() const;
 
   class Impl;
 

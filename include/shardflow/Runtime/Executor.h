@@ -57,6 +57,10 @@ public:
   const Artifact &artifact() const { return art; }
   /// Bytes of weights mapped for this rank.
   size_t mappedWeightBytes() const { return weightBytes; }
+  /// Time every instruction of the following runs (host clock).
+  void setProfiling(bool on) { profiling = on; }
+  /// With profiling: the last run's seconds per instruction.
+  const std::vector<double> &instructionSeconds() const { return timings; }
 
 private:
   void mapWeights();
@@ -85,6 +89,8 @@ private:
   /// rank's communicator in it, or nullptr when the rank is in none of them.
   std::map<std::vector<int64_t>, std::unique_ptr<Communicator>> groupComms;
   std::vector<uint8_t> scratch[2];
+  bool profiling = false;
+  std::vector<double> timings;
 };
 
 } // namespace shardflow::runtime

@@ -143,6 +143,7 @@ public:
   Artifact art;
   size_t weightBytes = 0;
   double deviceSeconds = 0; // the last run's program, on the GPU
+  std::vector<double> timings; // with options.profile: per instruction
 
 private:
   enum Stream { ComputeStream = 0, CommStream = 1 };
@@ -244,6 +245,8 @@ private:
   std::string deviceName;
   CUstream streams[2] = {nullptr, nullptr};
   CUevent uploaded = nullptr, finished[2] = {nullptr, nullptr};
+  // With options.profile: around each instruction on its stream.
+  std::vector<CUevent> began, ended;
 
   CUdeviceptr arena = 0, inputMemory = 0, weightMemory = 0, scratch = 0, workspace = 0,
               probe = 0;
@@ -341,6 +344,10 @@ CudaExecutor::Impl::~Impl() {
   for (CUevent e : {uploaded, finished[0], finished[1]})
     if (e)
       d.cuEventDestroy(e);
+  for (const std::vector<CUevent> *events : {&began, &ended})
+    for (CUevent e : *events)
+      if (e)
+        d.cuEventDestroy(e);
   for (CUstream s : streams)
     if (s)
       d.cuStreamDestroy(s);
@@ -376,6 +383,13 @@ void CudaExecutor::Impl::openDevice() {
   // These three time the program (lastDeviceSeconds).
   for (CUevent *e : {&uploaded, &finished[0], &finished[1]})
     CU_CALL(cuEventCreate, e, CU_EVENT_DEFAULT);
+  if (options.profile) {
+    began.assign(art.program.size(), nullptr);
+    ended.assign(art.program.size(), nullptr);
+    for (std::vector<CUevent> *events : {&began, &ended})
+      for (CUevent &e : *events)
+        CU_CALL(cuEventCreate, &e, CU_EVENT_DEFAULT);
+  }
   if (options.verbose)
     std::fprintf(stderr,
                  "shard-run: rank %d uses GPU %d (%s, sm_%d%d); driver %d, %s %zu, NCCL %d\n",
@@ -1276,6 +1290,8 @@ void CudaExecutor::Impl::execute(size_t n) {
   CUstream stream = streams[step.stream];
   for (int w : step.waits)
     CU_CALL(cuStreamWaitEvent, stream, steps[size_t(w)].done, 0);
+  if (options.profile)
+    CU_CALL(cuEventRecord, began[n], stream);
   switch (step.kind) {
   case Step::Kind::Launch: {
     std::vector<void *> args;
@@ -1308,6 +1324,8 @@ void CudaExecutor::Impl::execute(size_t n) {
     runCollective(art.program[n], stream);
     break;
   }
+  if (options.profile)
+    CU_CALL(cuEventRecord, ended[n], stream);
   if (step.done)
     CU_CALL(cuEventRecord, step.done, stream);
 }
@@ -1374,6 +1392,14 @@ CudaExecutor::Impl::run(const std::map<std::string, HostTensor> &inputs) {
     CU_CALL(cuEventElapsedTime, &ms, uploaded, end);
     deviceSeconds = std::max(deviceSeconds, double(ms) / 1e3);
   }
+  if (options.profile) {
+    timings.assign(art.program.size(), 0.0);
+    for (size_t n = 0; n < art.program.size(); ++n) {
+      float ms = 0;
+      CU_CALL(cuEventElapsedTime, &ms, began[n], ended[n]);
+      timings[n] = double(ms) / 1e3;
+    }
+  }
   // Both streams are idle: plain synchronous copies are safe.
   for (size_t o = 0; o < art.outputs.size(); ++o)
     if (!hostOutputs[o].empty())
@@ -1413,3 +1439,5 @@ const Artifact &CudaExecutor::artifact() const { return impl->art; }
 size_t CudaExecutor::mappedWeightBytes() const { return impl->weightBytes; }
 
 double CudaExecutor::lastDeviceSeconds() const { return impl->deviceSeconds; }
+
+const std::vector<double> &CudaExecutor::instructionSeconds() const { return impl->timings; }

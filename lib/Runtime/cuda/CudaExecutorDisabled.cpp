@@ -35,3 +35,8 @@ const Artifact &CudaExecutor::artifact() const {
 size_t CudaExecutor::mappedWeightBytes() const { return 0; }
 
 double CudaExecutor::lastDeviceSeconds() const { return 0; }
+
+const std::vector<double> &CudaExecutor::instructionSeconds() const {
+  static const std::vector<double> none;
+  return none;
+}
