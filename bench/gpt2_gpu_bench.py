@@ -10,6 +10,8 @@ our artifact does (its last GEMM writes them in f32), so PyTorch's forward
 returns them in float32 too (`.float()`, a cast after its bf16 GEMM). Both
 are also timed returning bf16 logits (half the bytes): PyTorch's forward
 without the cast, and our artifact compiled with `--outputs-in-dtype`.
+It times the default artifact with the two-tile attention kernel
+(`shard-run --attention-kernel mma2`) against the default one-tile kernel.
 Last, `shard-run --profile` shows where our time goes: GPU time per kind
 of operation (GEMMs by epilogue, attention, each generated kernel) and the
 slowest operations. It also times our artifact compiled
@@ -109,14 +111,14 @@ def _flops(cfg: dict) -> float:
     return float(dense + attention)
 
 
-def _time_shard_run(args, out: Path, ids_path: Path,
-                    artifact: str = "gpt2s.shard") -> tuple[float, "object"]:
+def _time_shard_run(args, out: Path, ids_path: Path, artifact: str = "gpt2s.shard",
+                    extra: tuple[str, ...] = ()) -> tuple[float, "object"]:
     import numpy as np
 
     result = out / "ours.npz"
     cmd = [str(args.shard_run), str(out / artifact), "--weights", str(out),
            "--input", f"input_ids={ids_path}", "--output", str(result),
-           "--repeat", str(args.repeat), "--verbose"]
+           "--repeat", str(args.repeat), "--verbose", *extra]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     sys.stderr.write(proc.stderr)
     if proc.returncode:
@@ -193,6 +195,9 @@ def run(args) -> int:
     ours_s, ours_logits = _time_shard_run(args, out, ids_path)
     half = (_time_shard_run(args, out, ids_path, HALF_LOGITS)
             if (out / HALF_LOGITS).exists() else None)
+    # The attention kernel with two query tiles per warp, against the
+    # default one-tile kernel (which one should be the default).
+    mma2 = _time_shard_run(args, out, ids_path, extra=("--attention-kernel", "mma2"))
     ablated = {}  # feature -> (seconds, logits)
     for feature in ABLATIONS:
         if (out / f"gpt2s.no-{feature}.shard").exists():
@@ -241,6 +246,10 @@ def run(args) -> int:
               f"logits error {e:.2e})")
         print(f"ratio with bf16 logits on both sides: ours/eager {half[0] / eager_half_s:.3f}"
               f"  ours/compile {half[0] / compile_half_s:.3f}")
+    e = float(np.linalg.norm(mma2[1] - ref) / np.linalg.norm(ref))
+    worst = max(worst, e)
+    print(f"shardflow with --attention-kernel mma2 {mma2[0] * 1e3:9.2f} ms  "
+          f"{mma2[0] / ours_s:.3f} of the default's time  (logits error {e:.2e})")
     for feature, (seconds, logits) in ablated.items():
         e = float(np.linalg.norm(logits - ref) / np.linalg.norm(ref))
         worst = max(worst, e)

@@ -547,6 +547,47 @@ def test_profile_times_every_operation(zoo, tmp_path):
                      re.M), err
 
 
+def test_attention_kernel_is_chosen_at_run_time(zoo, tmp_path):
+    """shard-run --attention-kernel: a head size 64 GPT-2 block in bf16 runs
+    each attention kernel the option names (the stand-in's trace shows
+    which), all within bf16's tolerance of onnxruntime; a tensor-core kernel
+    asked for where it does not apply (f32, head size 16) fails naming the
+    ONNX node; an unknown name is refused."""
+    from shardflow import models
+
+    model = models.gpt2(layers=1, hidden=128, heads=2, seq=24, batch=1, vocab=64)
+    path = tmp_path / "d64.onnx"
+    models.save(model, path)
+    feeds = models.random_inputs(model, seed=1, vocab=64)
+    np.savez(tmp_path / "in.npz", **feeds)
+    (want,) = pipeline.run_onnxruntime(path, feeds).values()
+    artifact = tmp_path / "d64.shard"
+    out = subprocess.run([str(pipeline.tool("shard-opt")), str(path), "--target", "cuda",
+                          "--dtype", "bf16", "-o", str(artifact)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    functions = {"auto": "sf_attention_mma_bf16_d64", "mma": "sf_attention_mma_bf16_d64",
+                 "mma2": "sf_attention_mma2_bf16_d64", "simt": "sf_attention_simt_bf16_dv64"}
+    for kernel, function in functions.items():
+        trace = tmp_path / f"{kernel}.trace"
+        rc, err = run_standin(artifact, "--inputs", tmp_path / "in.npz", "--output",
+                              tmp_path / "out.npz", "--attention-kernel", kernel,
+                              env={"SHARDFLOW_STANDIN_SM": "86",
+                                   "SHARDFLOW_STANDIN_TRACE": str(trace)})
+        assert rc == 0, (kernel, err)
+        assert set(re.findall(r"sf_attention_\w+", trace.read_text())) == {function}, kernel
+        got = np.load(tmp_path / "out.npz")["logits"]
+        error = np.abs(got - want).max() / np.abs(want).max()
+        assert error < ZOO_TOLERANCE["bf16"], (kernel, error)
+
+    base = zoo / "f32" / "gpt2"
+    rc, err = run_standin(f"{base}.shard", "--inputs", f"{base}.inputs.npz",
+                          "--attention-kernel", "mma2", env={"SHARDFLOW_STANDIN_SM": "86"})
+    assert rc == 1 and "kernel 'attention' (ONNX node '/h.0/attn/" in err, err
+    assert "the tensor-core kernel needs f16/bf16" in err, err
+    rc, err = run_standin(f"{base}.shard", "--attention-kernel", "fast")
+    assert rc == 1 and "--attention-kernel takes auto, mma, mma2 or simt, got 'fast'" in err, err
+
+
 def test_data_movement_matches_onnxruntime(tmp_path):
     # Transpose, a stepped slice, a constant pad, concat, split and expand:
     # the runtime's copy, pad and strided-copy kernels, exactly.

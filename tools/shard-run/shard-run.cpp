@@ -62,6 +62,14 @@ CUDA artifacts:
                      MPI_LOCAL_RANK, modulo the number of GPUs)
   --allow-tf32       let f32 matmuls use TF32 tensor cores (faster, about
                      10 bits of mantissa in the products; default: full f32)
+  --attention-kernel auto|mma|mma2|simt
+                     which attention kernel runs: auto (default) takes the
+                     tensor-core kernel (mma: one 16-row query tile per
+                     warp) where it applies (f16/bf16, head size 64 or 128)
+                     and the SIMT kernel elsewhere; mma2 takes two tiles
+                     per warp (head size 64); mma and mma2 fail, naming the
+                     node, where they do not apply; simt is the SIMT kernel
+                     everywhere
   --collective-timeout SECONDS
                      how long a rank waits for the GPU, collectives
                      included, and for NCCL to create its communicators
@@ -160,6 +168,20 @@ int main(int argc, char **argv) {
         cudaOptions.device = int(d);
       } else if (arg == "--allow-tf32") {
         cudaOptions.allowTf32 = true;
+      } else if (is("--attention-kernel")) {
+        std::string v = value("--attention-kernel");
+        using cuda::AttentionPath;
+        if (v == "auto")
+          cudaOptions.attentionKernel = AttentionPath::Auto;
+        else if (v == "mma")
+          cudaOptions.attentionKernel = AttentionPath::Mma;
+        else if (v == "mma2")
+          cudaOptions.attentionKernel = AttentionPath::Mma2;
+        else if (v == "simt")
+          cudaOptions.attentionKernel = AttentionPath::Simt;
+        else
+          throw RuntimeError("--attention-kernel takes auto, mma, mma2 or simt, got '" + v +
+                             "'");
       } else if (is("--collective-timeout")) {
         std::string v = value("--collective-timeout");
         char *end = nullptr;

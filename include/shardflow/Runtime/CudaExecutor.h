@@ -45,6 +45,7 @@
 
 #include "shardflow/Runtime/Artifact.h"
 #include "shardflow/Runtime/Communicator.h"
+#include "shardflow/Runtime/DeviceKernels.h"
 #include "shardflow/Runtime/NpyIO.h"
 
 #include <map>
@@ -65,6 +66,8 @@ struct CudaOptions {
   bool verbose = false;
   /// Time every instruction (CUDA events around it on its stream).
   bool profile = false;
+  /// Which attention kernel runs (Auto: tensor cores where they apply).
+  cuda::AttentionPath attentionKernel = cuda::AttentionPath::Auto;
 };
 
 /// True when this shard-run was built with CUDA support (it may still lack

@@ -44,6 +44,14 @@ struct DeviceLaunch {
 /// `kernel NAME` lines, or "local_slice") has a device implementation here.
 bool hasDeviceKernel(std::string_view kernel);
 
+/// Which attention kernel runs (shard-run --attention-kernel).
+enum class AttentionPath {
+  Auto, // tensor cores where they apply, else SIMT
+  Simt, // always the SIMT kernel
+  Mma,  // the tensor-core kernel; an error where it does not apply
+  Mma2, // the tensor-core kernel with two query tiles per warp (D = 64)
+};
+
 /// The launches that implement one instruction, to run in order on one
 /// stream. Tensors' `data` are device pointers (shapes, dtypes as in
 /// Kernel.h). Throws RuntimeError naming the kernel for unsupported cases
@@ -53,7 +61,8 @@ bool hasDeviceKernel(std::string_view kernel);
 std::vector<DeviceLaunch> planDeviceKernel(std::string_view kernel,
                                            const std::vector<Tensor> &inputs,
                                            const std::vector<Tensor> &outputs,
-                                           const Params &params, int rank);
+                                           const Params &params, int rank,
+                                           AttentionPath attention = AttentionPath::Auto);
 
 /// The embedded fatbin holding every kernel (sm_80 and sm_90 SASS +
 /// compute_80 PTX); nullptr/0 when built without nvcc.

@@ -184,6 +184,8 @@ private:
   };
 
   void openDevice();
+  /// "kernel 'K' (ONNX node 'N', instruction n)", for errors.
+  std::string whichInstruction(size_t n) const;
   void allocate(const std::string &weightsDir);
   void prepareProgram();
   void prepareKernel(size_t n, Step &step);
@@ -565,7 +567,8 @@ void CudaExecutor::Impl::prepareDeviceKernel(const std::string &kernel, const In
   for (int o : inst.outputs)
     outs.push_back(deviceTensor(o));
   step.kind = Step::Kind::DeviceKernel;
-  for (DeviceLaunch &l : planDeviceKernel(kernel, ins, outs, inst.params, rank)) {
+  for (DeviceLaunch &l :
+       planDeviceKernel(kernel, ins, outs, inst.params, rank, options.attentionKernel)) {
     CUfunction f = deviceKernelFunction(l.function);
     allowSharedMemory(f, l.sharedBytes, l.function);
     step.launchFunctions.push_back(f);
@@ -887,8 +890,7 @@ void CudaExecutor::Impl::prepareProgram() {
         prepareKernel(n, step);
       }
     } catch (const std::exception &e) {
-      throw RuntimeError(std::string(inst.collective ? "collective '" : "kernel '") +
-                         inst.kernel + "' (instruction " + std::to_string(n) + "): " + e.what());
+      throw RuntimeError(whichInstruction(n) + ": " + e.what());
     }
   }
   if (!checkedSteps.empty()) {
@@ -1285,6 +1287,14 @@ void CudaExecutor::Impl::runCollective(const Instruction &inst, CUstream stream)
   }
 }
 
+std::string CudaExecutor::Impl::whichInstruction(size_t n) const {
+  const Instruction &inst = art.program[n];
+  std::string node = inst.params.getString("node", "");
+  return std::string(inst.collective ? "collective '" : "kernel '") + inst.kernel + "' (" +
+         (node.empty() ? std::string() : "ONNX node '" + node + "', ") + "instruction " +
+         std::to_string(n) + ")";
+}
+
 void CudaExecutor::Impl::execute(size_t n) {
   Step &step = steps[n];
   CUstream stream = streams[step.stream];
@@ -1375,12 +1385,10 @@ CudaExecutor::Impl::run(const std::map<std::string, HostTensor> &inputs) {
   CU_CALL(cuStreamWaitEvent, streams[CommStream], uploaded, 0);
 
   for (size_t n = 0; n < art.program.size(); ++n) {
-    const Instruction &inst = art.program[n];
     try {
       execute(n);
     } catch (const std::exception &e) {
-      throw RuntimeError(std::string(inst.collective ? "collective '" : "kernel '") +
-                         inst.kernel + "' (instruction " + std::to_string(n) + "): " + e.what());
+      throw RuntimeError(whichInstruction(n) + ": " + e.what());
     }
   }
   for (int s : {ComputeStream, CommStream})

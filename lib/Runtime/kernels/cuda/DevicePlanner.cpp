@@ -701,9 +701,9 @@ bool shardflow::runtime::cuda::hasDeviceKernel(std::string_view kernel) {
 std::vector<DeviceLaunch>
 shardflow::runtime::cuda::planDeviceKernel(std::string_view kernel, const std::vector<Tensor> &ins,
                                            const std::vector<Tensor> &outs, const Params &params,
-                                           int rank) {
+                                           int rank, AttentionPath attention) {
   if (kernel == "attention")
-    return planAttention(kernel, ins, outs, params, AttentionPath::Auto);
+    return planAttention(kernel, ins, outs, params, attention);
   if (kernel == "transpose")
     return planTranspose(kernel, ins, outs, params);
   if (kernel == "slice")

@@ -13,13 +13,6 @@
 
 namespace shardflow::runtime::cuda {
 
-enum class AttentionPath {
-  Auto, // tensor cores where they apply, else SIMT
-  Simt, // always the SIMT kernel
-  Mma,  // the tensor-core kernel; an error where it does not apply
-  Mma2, // the tensor-core kernel with two query tiles per warp (D = 64)
-};
-
 std::vector<DeviceLaunch> planAttention(std::string_view kernel, const std::vector<Tensor> &inputs,
                                         const std::vector<Tensor> &outputs, const Params &params,
                                         AttentionPath path);
