@@ -70,6 +70,20 @@ std::string shardflow::runtime::formatProfile(const Artifact &art, const Profile
                            totals.runs == 1 ? "" : "s", clock.c_str());
   out += format("  program              %10.3f ms\n", totals.programSeconds / runs * 1e3);
   out += format("  operations, summed   %10.3f ms\n", summed / runs * 1e3);
+  // Collectives that move data between ranks run on the communication
+  // stream (CUDA); everything else, local_slice included, computes. The
+  // compute share of the program shows how long compute waited (for
+  // communication, or for the host to launch work).
+  double communication = 0;
+  for (size_t i = 0; i < std::min(totals.seconds.size(), art.program.size()); ++i)
+    if (art.program[i].collective && art.program[i].kernel != "local_slice")
+      communication += totals.seconds[i];
+  double compute = summed - communication;
+  out += format("    compute            %10.3f ms", compute / runs * 1e3);
+  if (totals.programSeconds > 0)
+    out += format("  (%.1f%% of the program)", 100.0 * compute / totals.programSeconds);
+  out += "\n";
+  out += format("    communication      %10.3f ms\n", communication / runs * 1e3);
 
   struct Kind {
     int count = 0;

@@ -323,6 +323,9 @@ TEST(Profile, ReportSumsKindsAveragesRunsAndRanksOperations) {
   has("mean of 2 runs (test clock)");
   has("  program                  10.000 ms\n");
   has("  operations, summed       10.000 ms\n");
+  // The all_reduce is communication; the rest computes, 8 of 10 ms.
+  has("    compute                 8.000 ms  (80.0% of the program)\n");
+  has("    communication           2.000 ms\n");
   // matmul: (0.004 + 0.006 + 0.002 + 0.002) / 2 = 7 ms of 10: first.
   has("  matmul              2        7.000   70.0%\n");
   has("  all_reduce          1        2.000   20.0%\n");

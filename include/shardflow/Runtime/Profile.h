@@ -33,8 +33,9 @@ struct ProfileTotals {
 /// normalization"), a collective by its name.
 std::string profileKind(const Instruction &inst);
 
-/// The report: the program's mean time, the operations' summed mean time,
-/// then per kind the count, mean time per run and share of the summed
+/// The report: the program's mean time, the operations' summed mean time
+/// (split into compute, with its share of the program, and communication:
+/// the collectives other than local_slice), then per kind the count, mean time per run and share of the summed
 /// time (largest first), and the `top` slowest instructions with their
 /// ONNX nodes. `clock` says how the times were taken.
 std::string formatProfile(const Artifact &art, const ProfileTotals &totals,
