@@ -140,6 +140,13 @@ const char *kindName(BufferDesc::Kind k) {
 
 } // namespace
 
+std::string shardflow::runtime::describeInstruction(const Instruction &inst, size_t n) {
+  std::string node = inst.params.getString("node", "");
+  return std::string(inst.collective ? "collective '" : "kernel '") + inst.kernel + "' (" +
+         (node.empty() ? std::string() : "ONNX node '" + node + "', ") + "instruction " +
+         std::to_string(n) + ")";
+}
+
 void shardflow::runtime::writeArtifact(const Artifact &a, std::ostream &os) {
   os << "shardflow-artifact " << Artifact::kVersion << "\n";
   os << "target " << a.target << "\n";

@@ -290,18 +290,17 @@ Executor::run(const std::map<std::string, HostTensor> &inputs) {
     timings.assign(art.program.size(), 0.0);
   for (size_t n = 0; n < art.program.size(); ++n) {
     const Instruction &inst = art.program[n];
-    auto started = std::chrono::steady_clock::now();
+    using Clock = std::chrono::steady_clock;
+    Clock::time_point started = profiling ? Clock::now() : Clock::time_point();
     auto time = [&] {
       if (profiling)
-        timings[n] = std::chrono::duration<double>(std::chrono::steady_clock::now() - started)
-                         .count();
+        timings[n] = std::chrono::duration<double>(Clock::now() - started).count();
     };
     if (inst.collective) {
       try {
         runCollective(inst);
       } catch (const std::exception &e) {
-        throw RuntimeError("collective '" + inst.kernel + "' (instruction " +
-                           std::to_string(n) + "): " + e.what());
+        throw RuntimeError(describeInstruction(inst, n) + ": " + e.what());
       }
       time();
       continue;
@@ -318,14 +317,11 @@ Executor::run(const std::map<std::string, HostTensor> &inputs) {
     try {
       fn(ctx);
     } catch (const std::exception &e) {
-      std::string node = inst.params.getString("node", "");
       // Kernels name themselves ("kernel 'div': ..."); said once, here.
       std::string what = e.what(), own = "kernel '" + inst.kernel + "': ";
       if (what.compare(0, own.size(), own) == 0)
         what.erase(0, own.size());
-      throw RuntimeError("kernel '" + inst.kernel + "' (" +
-                         (node.empty() ? std::string() : "ONNX node '" + node + "', ") +
-                         "instruction " + std::to_string(n) + "): " + what);
+      throw RuntimeError(describeInstruction(inst, n) + ": " + what);
     }
     time();
   }

@@ -148,6 +148,10 @@ struct Instruction {
   Params params;
 };
 
+/// "kernel 'K' (ONNX node 'N', instruction n)" or "collective 'K' (...)",
+/// the node left out when the instruction names none: how errors name it.
+std::string describeInstruction(const Instruction &inst, size_t n);
+
 struct Artifact {
   static constexpr int kVersion = 4;
   std::string target = "cpu";

@@ -184,8 +184,6 @@ private:
   };
 
   void openDevice();
-  /// "kernel 'K' (ONNX node 'N', instruction n)", for errors.
-  std::string whichInstruction(size_t n) const;
   void allocate(const std::string &weightsDir);
   void prepareProgram();
   void prepareKernel(size_t n, Step &step);
@@ -890,7 +888,7 @@ void CudaExecutor::Impl::prepareProgram() {
         prepareKernel(n, step);
       }
     } catch (const std::exception &e) {
-      throw RuntimeError(whichInstruction(n) + ": " + e.what());
+      throw RuntimeError(describeInstruction(art.program[n], n) + ": " + e.what());
     }
   }
   if (!checkedSteps.empty()) {
@@ -1287,14 +1285,6 @@ void CudaExecutor::Impl::runCollective(const Instruction &inst, CUstream stream)
   }
 }
 
-std::string CudaExecutor::Impl::whichInstruction(size_t n) const {
-  const Instruction &inst = art.program[n];
-  std::string node = inst.params.getString("node", "");
-  return std::string(inst.collective ? "collective '" : "kernel '") + inst.kernel + "' (" +
-         (node.empty() ? std::string() : "ONNX node '" + node + "', ") + "instruction " +
-         std::to_string(n) + ")";
-}
-
 void CudaExecutor::Impl::execute(size_t n) {
   Step &step = steps[n];
   CUstream stream = streams[step.stream];
@@ -1388,7 +1378,7 @@ CudaExecutor::Impl::run(const std::map<std::string, HostTensor> &inputs) {
     try {
       execute(n);
     } catch (const std::exception &e) {
-      throw RuntimeError(whichInstruction(n) + ": " + e.what());
+      throw RuntimeError(describeInstruction(art.program[n], n) + ": " + e.what());
     }
   }
   for (int s : {ComputeStream, CommStream})
