@@ -18,7 +18,7 @@
 using namespace shardflow::runtime;
 
 Executor::Executor(Artifact artifact, std::string weightsDir, int threads,
-                   Communicator *world, bool verifyWeights)
+                   Communicator *world, bool verifyWeights, int loadThreads)
     : art(std::move(artifact)), weightsDir(std::move(weightsDir)),
       threads(threads), arena(nullptr, std::free), comm(world),
       verifyWeights(verifyWeights) {
@@ -56,7 +56,7 @@ Executor::Executor(Artifact artifact, std::string weightsDir, int threads,
       break;
     }
   }
-  mapWeights();
+  mapWeights(loadThreads);
   prepareCollectives();
 }
 
@@ -65,20 +65,20 @@ Executor::~Executor() {
     munmap(m.base, m.length);
 }
 
-void Executor::mapWeights() {
+void Executor::mapWeights(int loadThreads) {
   // Mapped in place where possible; strided slices and mixed-precision
   // weights (source-dtype) get an owned copy (see WeightLoader.h).
   WeightLoader loader(art, weightsDir, comm->rank(), verifyWeights);
-  for (size_t i = 0; i < art.buffers.size(); ++i) {
-    const BufferDesc &b = art.buffers[i];
-    if (b.kind != BufferDesc::Kind::Weight)
-      continue;
-    WeightBytes w = loader.load(i);
+  std::vector<size_t> weights;
+  for (size_t i = 0; i < art.buffers.size(); ++i)
+    if (art.buffers[i].kind == BufferDesc::Kind::Weight)
+      weights.push_back(i);
+  loader.loadAll(weights, loadThreads, [&](size_t i, WeightBytes w) {
     pointers[i] = const_cast<void *>(w.data);
     if (w.owned)
       sliceCopies.push_back(std::move(w.owned));
-    weightBytes += b.bytes();
-  }
+    weightBytes += art.buffers[i].bytes();
+  });
   for (auto [base, length] : loader.releaseMappings())
     mappings.push_back({base, length});
   for (size_t i = 0; i < art.buffers.size(); ++i)

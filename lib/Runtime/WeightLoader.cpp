@@ -6,8 +6,13 @@
 #include "shardflow/Runtime/FloatConversion.h"
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <exception>
+#include <thread>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -98,6 +103,7 @@ std::vector<std::pair<void *, size_t>> WeightLoader::releaseMappings() {
 
 const uint8_t *WeightLoader::mapFile(const std::string &path, const std::string &weight,
                                      size_t &length) {
+  std::lock_guard<std::mutex> lock(filesMutex);
   auto it = files.find(path);
   if (it == files.end()) {
     int fd = open(path.c_str(), O_RDONLY);
@@ -198,4 +204,101 @@ WeightBytes WeightLoader::load(size_t index) {
   out.data = fileBytes;
   out.bytes = b.bytes();
   return out;
+}
+
+int shardflow::runtime::defaultLoadThreads() {
+  int ranksHere = 1;
+  for (const char *var : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE"})
+    if (const char *v = std::getenv(var)) {
+      char *end = nullptr;
+      long n = std::strtol(v, &end, 10);
+      if (end != v && *end == 0 && n > 0) {
+        ranksHere = int(n);
+        break;
+      }
+    }
+  int hardware = int(std::thread::hardware_concurrency());
+  return std::clamp(std::max(hardware, 1) / ranksHere, 1, 8);
+}
+
+void WeightLoader::loadAll(std::vector<size_t> indices, int threads,
+                           const std::function<void(size_t, WeightBytes)> &use) {
+  if (threads <= 0)
+    threads = defaultLoadThreads();
+  threads = std::max(1, std::min(threads, int(indices.size())));
+  if (threads == 1) {
+    for (size_t i : indices)
+      use(i, load(i));
+    return;
+  }
+  // The largest first, so that the last weight to finish is a small one.
+  std::stable_sort(indices.begin(), indices.end(), [&](size_t a, size_t b) {
+    return art.buffers.at(a).fileBytes() > art.buffers.at(b).fileBytes();
+  });
+  std::mutex m;
+  std::condition_variable changed;
+  size_t next = 0, handed = 0;
+  int loading = 0;
+  std::deque<std::pair<size_t, WeightBytes>> ready;
+  std::exception_ptr failure;
+  auto worker = [&] {
+    std::unique_lock<std::mutex> lock(m);
+    while (true) {
+      // Room for one more loaded weight: those ready and those being loaded
+      // stay within `threads`.
+      changed.wait(lock, [&] {
+        return failure || next == indices.size() || ready.size() + size_t(loading) < size_t(threads);
+      });
+      if (failure || next == indices.size())
+        return;
+      size_t index = indices[next++];
+      ++loading;
+      lock.unlock();
+      WeightBytes w;
+      std::exception_ptr error;
+      try {
+        w = load(index);
+      } catch (...) {
+        error = std::current_exception();
+      }
+      lock.lock();
+      --loading;
+      if (error && !failure)
+        failure = error;
+      if (!error)
+        ready.emplace_back(index, std::move(w));
+      changed.notify_all();
+    }
+  };
+  std::vector<std::thread> pool;
+  pool.reserve(size_t(threads));
+  for (int t = 0; t < threads; ++t)
+    pool.emplace_back(worker);
+  std::unique_lock<std::mutex> lock(m);
+  while (handed < indices.size()) {
+    changed.wait(lock, [&] { return failure || !ready.empty(); });
+    if (failure)
+      break;
+    auto [index, w] = std::move(ready.front());
+    ready.pop_front();
+    lock.unlock();
+    try {
+      use(index, std::move(w));
+    } catch (...) {
+      lock.lock();
+      if (!failure)
+        failure = std::current_exception();
+      changed.notify_all();
+      break;
+    }
+    lock.lock();
+    ++handed;
+    changed.notify_all();
+  }
+  if (lock.owns_lock())
+    lock.unlock();
+  for (std::thread &t : pool)
+    t.join();
+  if (failure)
+    std::rethrow_exception(failure);
 }

@@ -129,6 +129,9 @@ def test_modified_weight_fails_its_checksum(compiled):
     assert rc == 1, err
     assert "shard-run: error: weight '" in err and "has checksum" in err, err
     assert "the weight file changed since compilation" in err, err
+    # Checked on loader threads, the failure is still reported, once.
+    rc, err = shard_run(*args, "--load-threads", "4")
+    assert rc == 1 and err.count("has checksum") == 1, err
     # The check can be skipped on purpose.
     rc, err = shard_run(*args, "--no-verify-weights")
     assert rc == 0, err
@@ -145,3 +148,24 @@ def test_bad_flags(compiled):
     expect_error("unknown option '--frobnicate'", artifact, "--frobnicate")
     expect_error("--threads must be a positive integer", artifact, "--threads", "0")
     expect_error("no artifact given", "--threads", "2")
+    for bad in ("0", "two", "2x", "5000"):
+        expect_error(f"--load-threads must be a number of threads from 1 to 1024, got '{bad}'",
+                     artifact, "--load-threads", bad)
+
+
+def test_load_threads_load_the_same_weights(tmp_path):
+    # Weights converted to bf16 at load (--dtype) on one thread and on
+    # several: the outputs must be the same bits.
+    path = tmp_path / "gpt2.onnx"
+    model = models.gpt2(layers=2, hidden=64, heads=4, seq=8, batch=2, vocab=128)
+    models.save(model, path, external_data=True)
+    artifact = pipeline.compile_model(path, tmp_path / "gpt2.shard", extra=["--dtype", "bf16"])
+    assert "source-dtype=f32" in artifact.read_text()
+    ids = np.random.default_rng(0).integers(0, 128, (2, 8), dtype=np.int64)
+    one = pipeline.run_artifact(artifact, {"input_ids": ids}, extra=["--load-threads", "1"])
+    for threads in ("3", "16"):
+        many = pipeline.run_artifact(artifact, {"input_ids": ids},
+                                     extra=["--load-threads", threads])
+        assert one.keys() == many.keys()
+        for name in one:
+            assert np.array_equal(one[name], many[name], equal_nan=True), (threads, name)

@@ -52,6 +52,13 @@ options:
                      unless FILE contains {rank}: then every rank writes its
                      own outputs there, {rank} replaced by its rank
   --threads N        threads per rank for the kernels (default 1)
+  --load-threads N   threads per rank that read, check (CRC-32C) and convert
+                     (--dtype) the weights while loading; CUDA artifacts
+                     upload them from one thread as each is ready (default:
+                     the machine's hardware threads divided by the ranks on
+                     this node, from OMPI_COMM_WORLD_LOCAL_SIZE,
+                     MPI_LOCALNRANKS or SLURM_NTASKS_PER_NODE, between 1
+                     and 8)
   --repeat N         run the program N times (for timing; see --verbose)
   --no-verify-weights  skip the CRC-32C check of the weight bytes each rank
                      loads against the checksums recorded at compile time
@@ -117,7 +124,7 @@ int main(int argc, char **argv) {
   std::string artifactPath, weights, output;
   std::map<std::string, std::string> inputFiles;
   std::string inputsNpz;
-  int threads = 1, repeat = 1;
+  int threads = 1, repeat = 1, loadThreads = 0;
   bool verbose = false, verifyWeights = true, profile = false;
   CudaOptions cudaOptions;
   try {
@@ -154,6 +161,15 @@ int main(int argc, char **argv) {
         threads = std::atoi(v.c_str());
         if (threads < 1)
           throw RuntimeError("--threads must be a positive integer, got '" + v + "'");
+      } else if (is("--load-threads")) {
+        std::string v = value("--load-threads");
+        char *end = nullptr;
+        long n = std::strtol(v.c_str(), &end, 10);
+        if (v.empty() || *end || n < 1 || n > 1024)
+          throw RuntimeError("--load-threads must be a number of threads from 1 to 1024, got '" +
+                             v + "'");
+        loadThreads = int(n);
+        cudaOptions.loadThreads = loadThreads;
       } else if (is("--repeat")) {
         std::string v = value("--repeat");
         repeat = std::atoi(v.c_str());
@@ -262,7 +278,7 @@ int main(int argc, char **argv) {
                                                     verifyWeights, cudaOptions);
     else
       cpuExecutor = std::make_unique<Executor>(std::move(artifact), weightsDir, threads,
-                                               comm.get(), verifyWeights);
+                                               comm.get(), verifyWeights, loadThreads);
     if (cpuExecutor)
       cpuExecutor->setProfiling(profile);
     auto runOnce = [&] {

@@ -68,6 +68,9 @@ struct CudaOptions {
   bool profile = false;
   /// Which attention kernel runs (Auto: tensor cores where they apply).
   cuda::AttentionPath attentionKernel = cuda::AttentionPath::Auto;
+  /// Host threads that read, check and convert the weights before their
+  /// upload (0: defaultLoadThreads() in WeightLoader.h).
+  int loadThreads = 0;
 };
 
 /// True when this shard-run was built with CUDA support (it may still lack

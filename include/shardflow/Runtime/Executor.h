@@ -43,8 +43,11 @@ public:
   /// `weightsDir` overrides the artifact's model folder when non-empty.
   /// `comm` is this rank's world (nullptr: a single rank); it must outlive
   /// the executor. With `verifyWeights` the recorded checksums are checked.
+  /// `loadThreads` read, check and convert the weights (0: as many as
+  /// defaultLoadThreads() in WeightLoader.h says).
   Executor(Artifact artifact, std::string weightsDir, int threads,
-           Communicator *comm = nullptr, bool verifyWeights = true);
+           Communicator *comm = nullptr, bool verifyWeights = true,
+           int loadThreads = 0);
   ~Executor();
 
   /// Inputs by name; each must match the artifact's shape and type.
@@ -63,7 +66,7 @@ public:
   const std::vector<double> &instructionSeconds() const { return timings; }
 
 private:
-  void mapWeights();
+  void mapWeights(int loadThreads);
   void prepareCollectives();
   void runCollective(const Instruction &inst);
   void runLocalSlice(const Instruction &inst);

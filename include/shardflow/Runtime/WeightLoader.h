@@ -6,7 +6,9 @@
 // recorded at compile time over the file's bytes; and, for a mixed-precision
 // weight (`source-dtype`), convert those bytes to the buffer's element type
 // into an owned copy. The CPU executor keeps the result; the CUDA executor
-// uploads it and lets the host copy go.
+// uploads it and lets the host copy go. `loadAll` does the reading, checking
+// and converting on several threads and hands each weight to the caller's
+// thread, so the executors' own calls (the CUDA driver's) stay on one thread.
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,8 +17,10 @@
 
 #include "shardflow/Runtime/Artifact.h"
 
+#include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -45,6 +49,14 @@ public:
   /// conversion that is not supported.
   WeightBytes load(size_t index);
 
+  /// Loads the weights `indices` on `threads` threads (0: defaultLoadThreads()),
+  /// the largest first, and hands each to `use` on the calling thread as soon
+  /// as it is ready, in no fixed order. At most `threads` loaded weights wait
+  /// for `use` at once, which bounds the host memory held. The first error, a
+  /// worker's or `use`'s, stops the rest and is rethrown here.
+  void loadAll(std::vector<size_t> indices, int threads,
+               const std::function<void(size_t, WeightBytes)> &use);
+
   /// Hands the file mappings (base, length) to the caller, who munmaps
   /// them when done: an executor that keeps pointers into the files.
   std::vector<std::pair<void *, size_t>> releaseMappings();
@@ -62,7 +74,13 @@ private:
     size_t length = 0;
   };
   std::map<std::string, Mapping> files;
+  std::mutex filesMutex; // loadAll's workers map files concurrently
 };
+
+/// Threads for loading weights when none are asked for: the hardware threads
+/// divided among the ranks on this node (OMPI_COMM_WORLD_LOCAL_SIZE,
+/// MPI_LOCALNRANKS or SLURM_NTASKS_PER_NODE), between 1 and 8.
+int defaultLoadThreads();
 
 } // namespace shardflow::runtime
 

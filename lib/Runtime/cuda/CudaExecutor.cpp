@@ -456,14 +456,20 @@ void CudaExecutor::Impl::allocate(const std::string &weightsDir) {
   CUstream s = streams[ComputeStream];
   {
     WeightLoader loader(art, weightsDir, rank, verify);
+    std::vector<size_t> weights;
+    for (size_t i = 0; i < art.buffers.size(); ++i)
+      if (art.buffers[i].kind == BufferDesc::Kind::Weight)
+        weights.push_back(i);
+    // Read, checked and converted on the loader's threads; uploaded here,
+    // so the driver is called from this thread only.
+    loader.loadAll(weights, options.loadThreads, [&](size_t i, WeightBytes w) {
+      if (w.bytes)
+        CU_CALL(cuMemcpyHtoDAsync, pointers[i], w.data, w.bytes, s);
+      weightBytes += w.bytes;
+    });
     for (size_t i = 0; i < art.buffers.size(); ++i) {
       const BufferDesc &b = art.buffers[i];
-      if (b.kind == BufferDesc::Kind::Weight) {
-        WeightBytes w = loader.load(i);
-        if (w.bytes)
-          CU_CALL(cuMemcpyHtoDAsync, pointers[i], w.data, w.bytes, s);
-        weightBytes += w.bytes;
-      } else if (b.kind == BufferDesc::Kind::Constant && !b.data.empty()) {
+      if (b.kind == BufferDesc::Kind::Constant && !b.data.empty()) {
         if (b.data.size() != b.bytes())
           throw RuntimeError("constant buffer " + std::to_string(i) + " has " +
                              std::to_string(b.data.size()) + " bytes, expected " +

@@ -1,0 +1,211 @@
+//===- WeightLoaderTest.cpp - weights loaded on several threads -----------===//
+//
+// WeightLoader::loadAll reads, checks and converts weights on worker threads
+// and hands them to the caller's thread: the bytes must be those of the
+// one-thread load (slices, f32 -> bf16/f16 conversion, permutations), and a
+// failure on any thread must surface once, naming the weight.
+//
+//===----------------------------------------------------------------------===//
+
+#include "shardflow/Runtime/Checksum.h"
+#include "shardflow/Runtime/FloatConversion.h"
+#include "shardflow/Runtime/WeightLoader.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <random>
+#include <thread>
+#include <unistd.h>
+
+using namespace shardflow::runtime;
+
+namespace {
+
+/// A folder holding one weight file of `floats` random f32 values, and an
+/// artifact whose weights are views of it in every form the loader knows.
+struct Fixture {
+  std::string dir;
+  std::vector<float> values;
+  Artifact art;
+
+  explicit Fixture(size_t weights) {
+    char name[] = "/tmp/shardflow-weights-XXXXXX";
+    dir = mkdtemp(name);
+    std::mt19937 gen(7);
+    std::uniform_real_distribution<float> dist(-3.0f, 3.0f);
+    // Weight w is a [rows, 24] matrix at its own offset; 8 + 4w rows.
+    int64_t offset = 0;
+    for (size_t w = 0; w < weights; ++w) {
+      int64_t rows = 8 + 4 * int64_t(w);
+      BufferDesc b;
+      b.kind = BufferDesc::Kind::Weight;
+      b.name = "w" + std::to_string(w);
+      b.storage = "external";
+      b.file = "m.data";
+      b.fileOffset = offset;
+      b.dtype = DType::F32;
+      b.shape = {rows, 24};
+      switch (w % 4) {
+      case 1: // converted at load
+        b.dtype = DType::BF16;
+        b.sourceDType = DType::F32;
+        break;
+      case 2: // a column block of the stored matrix, converted
+        b.dtype = DType::F16;
+        b.sourceDType = DType::F32;
+        b.globalShape = {rows, 24};
+        b.shape = {rows, 12};
+        b.starts = {{0, 12}};
+        break;
+      case 3: // stored transposed
+        b.shape = {24, rows};
+        b.permutation = {1, 0};
+        break;
+      }
+      for (int64_t i = 0; i < rows * 24; ++i)
+        values.push_back(dist(gen));
+      offset += rows * 24 * 4;
+      art.buffers.push_back(b);
+    }
+    std::ofstream(dir + "/m.data", std::ios::binary)
+        .write(reinterpret_cast<const char *>(values.data()),
+               std::streamsize(values.size() * sizeof(float)));
+    art.modelDir = dir;
+    // The checksums the compiler would record: over this rank's file bytes.
+    for (size_t w = 0; w < weights; ++w) {
+      BufferDesc &b = art.buffers[w];
+      std::vector<uint8_t> bytes;
+      forEachWeightRun(b, 0, [&](size_t off, size_t len) {
+        const uint8_t *base =
+            reinterpret_cast<const uint8_t *>(values.data()) + b.fileOffset + off;
+        bytes.insert(bytes.end(), base, base + len);
+      });
+      b.crc32c = {crc32c(bytes.data(), bytes.size())};
+    }
+  }
+  ~Fixture() {
+    std::remove((dir + "/m.data").c_str());
+    rmdir(dir.c_str());
+  }
+
+  std::vector<size_t> all() const {
+    std::vector<size_t> v(art.buffers.size());
+    for (size_t i = 0; i < v.size(); ++i)
+      v[i] = i;
+    return v;
+  }
+
+  /// Every weight's bytes, loaded with `threads` threads.
+  std::map<size_t, std::vector<uint8_t>> loadWith(int threads) {
+    WeightLoader loader(art, "", 0, true);
+    std::map<size_t, std::vector<uint8_t>> out;
+    std::thread::id caller = std::this_thread::get_id();
+    loader.loadAll(all(), threads, [&](size_t i, WeightBytes w) {
+      EXPECT_EQ(std::this_thread::get_id(), caller) << "use() runs on the caller's thread";
+      EXPECT_EQ(w.bytes, art.buffers[i].bytes());
+      const uint8_t *p = static_cast<const uint8_t *>(w.data);
+      EXPECT_TRUE(out.emplace(i, std::vector<uint8_t>(p, p + w.bytes)).second)
+          << "weight " << i << " handed over twice";
+    });
+    return out;
+  }
+};
+
+TEST(WeightLoader, ThreadsLoadTheBytesOfOneThread) {
+  Fixture f(13);
+  auto one = f.loadWith(1);
+  ASSERT_EQ(one.size(), f.art.buffers.size());
+  // The one-thread bytes against the fixture's own values: a bf16 weight,
+  // an f16 column block and a transposed matrix.
+  const std::vector<uint8_t> &bf = one.at(1); // [12, 24] bf16, at 8*24 floats
+  uint16_t got;
+  std::memcpy(&got, bf.data() + 2 * 5, 2);
+  EXPECT_EQ(got, floatToBf16Bits(f.values[8 * 24 + 5]));
+  const std::vector<uint8_t> &half = one.at(2); // rows of w2 [16, 24]: cols 12..23
+  size_t w2 = (8 + 12) * 24;
+  std::memcpy(&got, half.data() + 2 * (3 * 12 + 4), 2);
+  EXPECT_EQ(got, floatToHalfBits(f.values[w2 + 3 * 24 + 12 + 4]));
+  const std::vector<uint8_t> &t = one.at(3); // w3 [20, 24] stored, [24, 20] here
+  size_t w3 = w2 + 16 * 24;
+  float x;
+  std::memcpy(&x, t.data() + 4 * (7 * 20 + 2), 4); // (7, 2) = stored (2, 7)
+  EXPECT_EQ(x, f.values[w3 + 2 * 24 + 7]);
+  for (int threads : {2, 4, 64})
+    EXPECT_EQ(f.loadWith(threads), one) << threads << " threads";
+}
+
+TEST(WeightLoader, AWorkersFailureIsRethrownNamingTheWeight) {
+  Fixture f(12);
+  f.art.buffers[9].crc32c = {f.art.buffers[9].crc32c[0] ^ 1u};
+  for (int threads : {1, 4}) {
+    WeightLoader loader(f.art, "", 0, true);
+    size_t handed = 0;
+    try {
+      loader.loadAll(f.all(), threads, [&](size_t, WeightBytes) { ++handed; });
+      ADD_FAILURE() << "a changed checksum was accepted with " << threads << " threads";
+    } catch (const RuntimeError &e) {
+      EXPECT_NE(std::string(e.what()).find("weight 'w9'"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("checksum"), std::string::npos) << e.what();
+    }
+    EXPECT_LT(handed, f.art.buffers.size());
+  }
+}
+
+TEST(WeightLoader, AnErrorInUseStopsTheWorkers) {
+  Fixture f(16);
+  WeightLoader loader(f.art, "", 0, true);
+  size_t handed = 0;
+  try {
+    loader.loadAll(f.all(), 4, [&](size_t i, WeightBytes) {
+      if (++handed == 3)
+        throw RuntimeError("upload of weight " + std::to_string(i) + " failed");
+    });
+    ADD_FAILURE() << "the error in use() was lost";
+  } catch (const RuntimeError &e) {
+    EXPECT_NE(std::string(e.what()).find("upload of weight"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(handed, 3u) << "use() is not called after it failed";
+}
+
+TEST(WeightLoader, DefaultThreadsShareTheMachineAmongLocalRanks) {
+  const char *var = "OMPI_COMM_WORLD_LOCAL_SIZE";
+  const char *saved = std::getenv(var);
+  std::string keep = saved ? saved : "";
+  int hardware = std::max(1, int(std::thread::hardware_concurrency()));
+  setenv(var, "1", 1);
+  EXPECT_EQ(defaultLoadThreads(), std::min(hardware, 8));
+  setenv(var, "100000", 1);
+  EXPECT_EQ(defaultLoadThreads(), 1);
+  setenv(var, "not a number", 1);
+  EXPECT_EQ(defaultLoadThreads(), std::min(hardware, 8));
+  if (saved)
+    setenv(var, keep.c_str(), 1);
+  else
+    unsetenv(var);
+}
+
+TEST(FloatConversion, NarrowingLoopsMatchTheScalarRounding) {
+  // Bit patterns over every exponent, with the mantissa edges that decide
+  // rounding, NaNs, infinities and subnormals.
+  std::vector<uint32_t> bits;
+  for (uint32_t sign : {0u, 0x80000000u})
+    for (uint32_t exp = 0; exp < 256; ++exp)
+      for (uint32_t mant : {0u, 1u, 0x7fffu, 0x8000u, 0x8001u, 0x18000u, 0xfffu, 0x1000u,
+                            0x1001u, 0x3000u, 0x400000u, 0x7fffffu})
+        bits.push_back(sign | (exp << 23) | mant);
+  std::vector<float> in(bits.size());
+  std::memcpy(in.data(), bits.data(), bits.size() * 4);
+  std::vector<uint16_t> bf(in.size()), half(in.size());
+  convertElements(in.data(), DType::F32, bf.data(), DType::BF16, in.size(), "w");
+  convertElements(in.data(), DType::F32, half.data(), DType::F16, in.size(), "w");
+  for (size_t i = 0; i < in.size(); ++i) {
+    EXPECT_EQ(bf[i], floatToBf16Bits(in[i])) << std::hex << bits[i];
+    EXPECT_EQ(half[i], floatToHalfBits(in[i])) << std::hex << bits[i];
+  }
+}
+
+} // namespace
