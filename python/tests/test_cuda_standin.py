@@ -24,6 +24,7 @@ the same way.
 import os
 import re
 import subprocess
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -404,6 +405,82 @@ def test_zoo_tensor_parallel_models_on_four_ranks(zoo, dtype, order, tmp_path):
         if name == "gpt2":  # each rank's heads of Q, K and V from one GEMM, read in place
             assert "packed_qkv=is:32,32,32" in Path(f"{base}.shard").read_text()
         check_zoo_outputs(base, tmp_path / f"{name}.npz", tol)
+
+
+def traced_operations(trace: Path) -> tuple[Counter, Counter]:
+    """The trace's operations without their stream: (those queued directly,
+    those launched from a CUDA graph, "graph: " taken off)."""
+    direct, graphed = Counter(), Counter()
+    for line in trace.read_text().splitlines():
+        op = line.split(": ", 1)[1]
+        if op.startswith("graph: "):
+            graphed[op.removeprefix("graph: ")] += 1
+        else:
+            direct[op] += 1
+    return direct, graphed
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_cuda_graph_replays_the_program(zoo, order, tmp_path):
+    """shard-run --cuda-graph captures the program at the first run and
+    launches it as one graph at every run: each zoo model (bf16) gives the
+    bits of the run without the graph, and the trace shows the same
+    operations, the program's all coming from the graph."""
+    runs = 3
+    for name in cuda_zoo.MODELS:
+        base = zoo / "bf16" / name
+        outputs, traces = {}, {}
+        for mode, extra in (("plain", []), ("graph", ["--cuda-graph", "--verbose"])):
+            traces[mode] = tmp_path / f"{name}.{mode}.trace"
+            outputs[mode] = tmp_path / f"{name}.{mode}.npz"
+            rc, err = run_standin(f"{base}.shard", "--inputs", f"{base}.inputs.npz", "--output",
+                                  outputs[mode], "--repeat", str(runs), *extra, order=order,
+                                  env={"SHARDFLOW_STANDIN_SM": "86",
+                                       "SHARDFLOW_STANDIN_TRACE": str(traces[mode])})
+            assert rc == 0, (name, mode, err)
+        captured = re.search(r"rank 0 captured (\d+) operations into a CUDA graph", err)
+        assert captured and err.count("into a CUDA graph") == 1, err
+        with np.load(outputs["plain"]) as plain, np.load(outputs["graph"]) as graph:
+            assert plain.files == graph.files
+            for out in plain.files:
+                assert np.array_equal(plain[out], graph[out], equal_nan=True), (name, out)
+        check_zoo_outputs(base, outputs["graph"], ZOO_TOLERANCE["bf16"])
+        plain_ops, none = traced_operations(traces["plain"])
+        direct, graphed = traced_operations(traces["graph"])
+        assert not none, name
+        assert graphed and all(n % runs == 0 for n in graphed.values()), (name, graphed)
+        assert not any(op.startswith("launch") or op.startswith("gemm") for op in direct), direct
+        assert direct + graphed == plain_ops, name
+
+
+def test_cuda_graph_on_four_ranks(zoo, tmp_path):
+    """--cuda-graph under mpirun -np 4 (dp=2,tp=2): the collectives are
+    captured on the communication stream and numbered anew at each launch,
+    so the ranks' runs still meet; results against onnxruntime."""
+    nccl = tmp_path / "nccl"
+    nccl.mkdir()
+    for name in cuda_zoo.SHARDED:
+        base = zoo / "f32" / f"{name}-tp"
+        trace = tmp_path / f"{name}.trace"
+        rc, log = mpirun_standin(4, f"{base}.shard", "--weights", f"{base}.onnx", "--inputs",
+                                 f"{base}.inputs.npz", "--output", tmp_path / f"{name}.npz",
+                                 "--cuda-graph", "--repeat", "2",
+                                 env={"SHARDFLOW_STANDIN_ORDER": "last",
+                                      "SHARDFLOW_STANDIN_TRACE": str(trace),
+                                      "SHARDFLOW_STANDIN_NCCL_DIR": str(nccl)})
+        assert rc == 0, (name, log)
+        ran = trace.read_text()
+        for rank in range(2):
+            assert re.search(rf"graph: nccl all_reduce \d+ B \(collective #\d+ of rank {rank} "
+                             r"of 2\)", ran), ran
+        check_zoo_outputs(base, tmp_path / f"{name}.npz", ZOO_TOLERANCE["f32"])
+
+
+def test_cuda_graph_is_refused_with_profile(zoo, tmp_path):
+    base = zoo / "f32" / "mlp"
+    rc, err = run_standin(f"{base}.shard", "--inputs", f"{base}.inputs.npz", "--cuda-graph",
+                          "--profile", env={"SHARDFLOW_STANDIN_SM": "86"})
+    assert rc == 1 and "--cuda-graph and --profile do not go together" in err, err
 
 
 def test_ranks_sharing_a_gpu_are_refused(zoo, tmp_path):

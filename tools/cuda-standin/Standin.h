@@ -35,13 +35,21 @@ std::string checkRange(uintptr_t pointer, size_t bytes, const char *what);
 /// Returns false (and enqueues nothing) when the context has failed.
 bool enqueue(CUstream stream, std::string what, std::function<void()> work);
 
+/// A polled operation: its name in the trace and its step.
+struct Polled {
+  std::string what;
+  std::function<bool()> step;
+};
+
 /// Appends a polled operation to `stream`: when the stream reaches it,
 /// `step` is called each time the scheduler comes by, and the stream moves
 /// on once it returns true (other streams go on meanwhile). For work that
 /// waits on other processes, such as a collective's peers; `step` must end
 /// its own wait (throw) if they never come. Throwing fails the context, as
-/// for enqueue.
-bool enqueuePolled(CUstream stream, std::string what, std::function<bool()> step);
+/// for enqueue. `make` builds the operation when it is queued: here, or,
+/// when `stream` is being captured, at each launch of the graph (so that
+/// each run of a collective numbers itself and keeps its own progress).
+bool enqueuePolled(CUstream stream, std::function<Polled()> make);
 
 /// The device whose primary context this process retained (-1: none yet).
 int currentDevice();

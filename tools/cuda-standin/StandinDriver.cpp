@@ -20,6 +20,15 @@
 // cuStreamWaitEvent as wrong results. Not thread-safe: shard-run calls the
 // driver from one thread.
 //
+// Stream capture (cuStreamBeginCapture ... cuStreamEndCapture) records the
+// operations instead of queueing them, with the streams that join the
+// capture by waiting on an event recorded in it; cuGraphLaunch queues them
+// again, in the order they were captured: the origin stream's on the stream
+// launched on, each joined stream's on a stream of the graph's own. What
+// the driver refuses in a capture is refused here too: synchronizing with a
+// capturing stream, a synchronous copy during a capture, waiting on an event
+// recorded outside it, and ending it with a joined stream not joined back.
+//
 // Environment: SHARDFLOW_STANDIN_ORDER (first|last), SHARDFLOW_STANDIN_SM
 // (80, 86, 89 or 90: the compute capability and its shared-memory limit),
 // SHARDFLOW_STANDIN_TRACE (a file that gets one line per operation run),
@@ -59,14 +68,39 @@ struct Op {
   uint64_t generation = 0;
 };
 
+/// An operation recorded by a stream capture, queued again at each launch.
+struct Captured {
+  CUstream origin = nullptr; // the stream it was captured on
+  Op::Kind kind = Op::Kind::Work;
+  std::string what;
+  std::function<void()> work;
+  std::function<shardflow::standin::Polled()> makePolled; // a polled operation
+  CUevent event = nullptr;
+};
+
 } // namespace
+
+struct CUgraph_st {
+  CUstream origin = nullptr;     // the stream the capture began on
+  std::vector<CUstream> joined;  // streams that joined it, in order
+  std::vector<Captured> ops;
+  bool capturing = true;
+};
+
+struct CUgraphExec_st {
+  CUstream origin = nullptr;
+  std::vector<Captured> ops;
+  std::map<CUstream, CUstream> replay; // joined stream -> the graph's own
+};
 
 struct CUstream_st {
   int id = 0;
   std::deque<Op> ops;
+  CUgraph_st *capture = nullptr; // the capture this stream takes part in
 };
 
 struct CUevent_st {
+  CUgraph_st *capturedIn = nullptr; // its latest record was captured there
   bool timing = true;
   uint64_t recorded = 0;  // generation of the latest cuEventRecord
   uint64_t completed = 0; // generation the stream has reached
@@ -239,6 +273,20 @@ void drainAll() {
 
 bool eventDone(CUevent e) { return e->completed >= e->recorded; }
 
+/// Whether some stream is being captured.
+bool anyCapture() {
+  for (CUstream s : state().streams)
+    if (s->capture)
+      return true;
+  return false;
+}
+
+/// What the driver answers a call that a stream capture does not allow.
+CUresult captureRefuses(const std::string &what) {
+  standin::note(what + " is not allowed (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED)");
+  return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+}
+
 std::string hex(uintptr_t p) {
   char text[32];
   std::snprintf(text, sizeof(text), "0x%llx", static_cast<unsigned long long>(p));
@@ -330,17 +378,38 @@ static bool push(CUstream stream, Op op) {
   return true;
 }
 
+/// Records `op` in the capture `stream` takes part in.
+static bool capture(CUstream stream, Captured op) {
+  if (!state().failure.empty())
+    return false;
+  op.origin = stream;
+  stream->capture->ops.push_back(std::move(op));
+  return true;
+}
+
 bool enqueue(CUstream stream, std::string what, std::function<void()> work) {
+  if (streamOf(stream)->capture) {
+    Captured op;
+    op.what = std::move(what);
+    op.work = std::move(work);
+    return capture(stream, std::move(op));
+  }
   Op op;
   op.what = std::move(what);
   op.work = std::move(work);
   return push(stream, std::move(op));
 }
 
-bool enqueuePolled(CUstream stream, std::string what, std::function<bool()> step) {
+bool enqueuePolled(CUstream stream, std::function<Polled()> make) {
+  if (streamOf(stream)->capture) {
+    Captured op;
+    op.makePolled = std::move(make);
+    return capture(stream, std::move(op));
+  }
+  Polled polled = make();
   Op op;
-  op.what = std::move(what);
-  op.step = std::move(step);
+  op.what = std::move(polled.what);
+  op.step = std::move(polled.step);
   return push(stream, std::move(op));
 }
 
@@ -577,6 +646,8 @@ CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx) {
 
 CUresult CUDAAPI cuCtxSynchronize(void) {
   STANDIN_ENTER();
+  if (anyCapture())
+    return captureRefuses("cuCtxSynchronize during a stream capture");
   drainAll();
   return state().failure.empty() ? CUDA_SUCCESS : CUDA_ERROR_LAUNCH_FAILED;
 }
@@ -629,6 +700,8 @@ CUresult CUDAAPI cuMemcpyHtoD(CUdeviceptr dstDevice, const void *srcHost, size_t
   STANDIN_ENTER();
   if (CUresult r = checkDevice(dstDevice, ByteCount, "cuMemcpyHtoD destination"))
     return r;
+  if (anyCapture())
+    return captureRefuses("a synchronous copy during a stream capture");
   drain(&state().legacy);
   if (ByteCount)
     std::memcpy(reinterpret_cast<void *>(dstDevice), srcHost, ByteCount);
@@ -639,6 +712,8 @@ CUresult CUDAAPI cuMemcpyDtoH(void *dstHost, CUdeviceptr srcDevice, size_t ByteC
   STANDIN_ENTER();
   if (CUresult r = checkDevice(srcDevice, ByteCount, "cuMemcpyDtoH source"))
     return r;
+  if (anyCapture())
+    return captureRefuses("a synchronous copy during a stream capture");
   drain(&state().legacy);
   if (ByteCount)
     std::memcpy(dstHost, reinterpret_cast<const void *>(srcDevice), ByteCount);
@@ -766,6 +841,8 @@ CUresult CUDAAPI cuStreamDestroy(CUstream hStream) {
 
 CUresult CUDAAPI cuStreamSynchronize(CUstream hStream) {
   STANDIN_ENTER();
+  if (streamOf(hStream)->capture)
+    return captureRefuses("cuStreamSynchronize on a stream that is being captured");
   drain(streamOf(hStream));
   return state().failure.empty() ? CUDA_SUCCESS : CUDA_ERROR_LAUNCH_FAILED;
 }
@@ -774,13 +851,36 @@ CUresult CUDAAPI cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned in
   STANDIN_ENTER();
   if (!hEvent || Flags != 0)
     return CUDA_ERROR_INVALID_VALUE;
+  CUstream_st *stream = streamOf(hStream);
+  if (hEvent->capturedIn && hEvent->capturedIn->capturing) {
+    // Waiting on an event recorded in a capture joins it.
+    CUgraph_st *g = hEvent->capturedIn;
+    if (stream->capture && stream->capture != g)
+      return captureRefuses("cuStreamWaitEvent joins two captures");
+    if (!stream->capture) {
+      if (stream == &state().legacy)
+        return captureRefuses("the legacy stream cannot join a capture");
+      stream->capture = g;
+      g->joined.push_back(stream);
+    }
+    Captured op;
+    op.kind = Op::Kind::Wait;
+    op.event = hEvent;
+    standin::capture(stream, std::move(op));
+    return CUDA_SUCCESS;
+  }
+  if (stream->capture) {
+    standin::note("cuStreamWaitEvent: a capturing stream waits on an event recorded outside "
+                  "the capture");
+    return CUDA_ERROR_STREAM_CAPTURE_ISOLATION;
+  }
   // Waits for the event's latest record as of this call; an event never
   // recorded is complete.
   Op op;
   op.kind = Op::Kind::Wait;
   op.event = hEvent;
   op.generation = hEvent->recorded;
-  streamOf(hStream)->ops.push_back(std::move(op));
+  stream->ops.push_back(std::move(op));
   return CUDA_SUCCESS;
 }
 
@@ -807,6 +907,15 @@ CUresult CUDAAPI cuEventRecord(CUevent hEvent, CUstream hStream) {
   STANDIN_ENTER();
   if (!hEvent)
     return CUDA_ERROR_INVALID_HANDLE;
+  if (CUstream_st *stream = streamOf(hStream); stream->capture) {
+    Captured op;
+    op.kind = Op::Kind::Record;
+    op.event = hEvent;
+    hEvent->capturedIn = stream->capture;
+    standin::capture(stream, std::move(op));
+    return CUDA_SUCCESS;
+  }
+  hEvent->capturedIn = nullptr;
   Op op;
   op.kind = Op::Kind::Record;
   op.event = hEvent;
@@ -819,6 +928,8 @@ CUresult CUDAAPI cuEventQuery(CUevent hEvent) {
   STANDIN_ENTER();
   if (!hEvent)
     return CUDA_ERROR_INVALID_HANDLE;
+  if (hEvent->capturedIn && hEvent->capturedIn->capturing)
+    return captureRefuses("cuEventQuery on an event recorded in a capture");
   // One operation per query: the caller's polling loop runs the program.
   if (!eventDone(hEvent))
     runOne();
@@ -831,7 +942,8 @@ CUresult CUDAAPI cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUeven
   STANDIN_ENTER();
   if (!pMilliseconds || !hStart || !hEnd)
     return CUDA_ERROR_INVALID_VALUE;
-  if (!hStart->timing || !hEnd->timing || !hStart->recorded || !hEnd->recorded)
+  if (!hStart->timing || !hEnd->timing || !hStart->recorded || !hEnd->recorded ||
+      hStart->capturedIn || hEnd->capturedIn)
     return CUDA_ERROR_INVALID_HANDLE;
   if (!eventDone(hStart) || !eventDone(hEnd))
     return CUDA_ERROR_NOT_READY;
@@ -1001,6 +1113,154 @@ CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned in
   std::string what = "launch " + f->name + " grid " + std::to_string(gridDimX) + " block " +
                      std::to_string(blockDimX) + " shared " + std::to_string(sharedMemBytes);
   standin::enqueue(hStream, what, [launch] { runtime::cuda::runEmulated(launch); });
+  return CUDA_SUCCESS;
+}
+
+//===----------------------------------------------------------------------===//
+// Stream capture and graphs
+//===----------------------------------------------------------------------===//
+
+CUresult CUDAAPI cuStreamBeginCapture(CUstream hStream, CUstreamCaptureMode mode) {
+  STANDIN_ENTER();
+  CUstream_st *stream = streamOf(hStream);
+  if (stream == &state().legacy)
+    return captureRefuses("capturing the legacy stream");
+  if (stream->capture)
+    return CUDA_ERROR_ILLEGAL_STATE;
+  if (mode != CU_STREAM_CAPTURE_MODE_GLOBAL && mode != CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
+      mode != CU_STREAM_CAPTURE_MODE_RELAXED)
+    return CUDA_ERROR_INVALID_VALUE;
+  auto *g = new CUgraph_st;
+  g->origin = stream;
+  stream->capture = g;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuStreamEndCapture(CUstream hStream, CUgraph *phGraph) {
+  STANDIN_ENTER();
+  CUstream_st *stream = streamOf(hStream);
+  if (!phGraph)
+    return CUDA_ERROR_INVALID_VALUE;
+  CUgraph_st *g = stream->capture;
+  if (!g || g->origin != stream)
+    return CUDA_ERROR_ILLEGAL_STATE;
+  // Every joined stream must be joined back: its last captured operation
+  // a record that the origin stream waits on later.
+  std::string unjoined;
+  for (CUstream j : g->joined) {
+    size_t last = g->ops.size();
+    for (size_t i = 0; i < g->ops.size(); ++i)
+      if (g->ops[i].origin == j)
+        last = i;
+    bool back = false;
+    if (last < g->ops.size() && g->ops[last].kind == Op::Kind::Record)
+      for (size_t i = last + 1; i < g->ops.size() && !back; ++i)
+        back = g->ops[i].origin == stream && g->ops[i].kind == Op::Kind::Wait &&
+               g->ops[i].event == g->ops[last].event;
+    if (!back)
+      unjoined += (unjoined.empty() ? "" : ", ") + std::to_string(j->id);
+  }
+  for (CUstream j : g->joined)
+    j->capture = nullptr;
+  stream->capture = nullptr;
+  g->capturing = false;
+  for (Captured &op : g->ops)
+    if (op.kind == Op::Kind::Record)
+      op.event->capturedIn = nullptr; // the graph's records are its own
+  if (!unjoined.empty()) {
+    standin::note("cuStreamEndCapture: stream(s) " + unjoined +
+                  " joined the capture and were not joined back to the origin stream");
+    delete g;
+    *phGraph = nullptr;
+    return CUDA_ERROR_STREAM_CAPTURE_UNJOINED;
+  }
+  *phGraph = g;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                    unsigned long long flags) {
+  STANDIN_ENTER();
+  if (!phGraphExec || !hGraph || hGraph->capturing || flags != 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  auto *exec = new CUgraphExec_st;
+  exec->origin = hGraph->origin;
+  exec->ops = hGraph->ops;
+  *phGraphExec = exec;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) {
+  STANDIN_ENTER();
+  if (!hGraphExec)
+    return CUDA_ERROR_INVALID_VALUE;
+  CUstream_st *launch = streamOf(hStream);
+  if (launch->capture)
+    return captureRefuses("cuGraphLaunch into a capture");
+  // The origin stream's operations go on the launch stream, each joined
+  // stream's on a stream of the graph's own; they start after the work
+  // queued before the launch because the first joins wait on events
+  // recorded on the launch stream, as they were captured.
+  auto streamFor = [&](CUstream origin) -> CUstream {
+    if (origin == hGraphExec->origin)
+      return launch;
+    CUstream &own = hGraphExec->replay[origin];
+    if (!own) {
+      own = new CUstream_st;
+      own->id = state().nextStream++;
+      state().streams.push_back(own);
+    }
+    return own;
+  };
+  for (const Captured &c : hGraphExec->ops) {
+    CUstream target = streamFor(c.origin);
+    Op op;
+    op.kind = c.kind;
+    op.event = c.event;
+    switch (c.kind) {
+    case Op::Kind::Record:
+      op.generation = ++c.event->recorded;
+      c.event->capturedIn = nullptr;
+      break;
+    case Op::Kind::Wait:
+      op.generation = c.event->recorded;
+      break;
+    case Op::Kind::Work:
+      if (c.makePolled) {
+        standin::Polled polled = c.makePolled();
+        op.what = "graph: " + polled.what;
+        op.step = std::move(polled.step);
+      } else {
+        op.what = "graph: " + c.what;
+        op.work = c.work;
+      }
+      break;
+    }
+    if (!standin::push(target, std::move(op)))
+      return CUDA_ERROR_LAUNCH_FAILED;
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec hGraphExec) {
+  STANDIN_ENTER();
+  if (!hGraphExec)
+    return CUDA_ERROR_INVALID_VALUE;
+  State &st = state();
+  for (auto &[origin, own] : hGraphExec->replay) {
+    drain(own); // a launch still running completes first
+    st.streams.erase(std::find(st.streams.begin(), st.streams.end(), own));
+    delete own;
+  }
+  delete hGraphExec;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuGraphDestroy(CUgraph hGraph) {
+  STANDIN_ENTER();
+  if (!hGraph || hGraph->capturing)
+    return CUDA_ERROR_INVALID_VALUE;
+  delete hGraph;
   return CUDA_SUCCESS;
 }
 

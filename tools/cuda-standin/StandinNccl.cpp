@@ -334,18 +334,20 @@ ncclResult_t linkCollective(const char *name, const Call &call, const void *send
       (call.type == ncclFloat8e4m3 || call.type == ncclFloat8e5m2))
     return error(comm, ncclInvalidArgument,
                  std::string(name) + ": the stand-in does not reduce fp8 over several ranks");
-  uint64_t seq = ++comm->collectives;
   struct Progress {
     bool posted = false;
     Patience patience;
   };
-  auto progress = std::make_shared<Progress>();
   bool fail = comm->failAfterFirst;
-  std::string what = std::string("nccl ") + name + " " + std::to_string(recvBytes) +
-                     " B (collective #" + std::to_string(seq) + " of rank " +
-                     std::to_string(comm->link->rank()) + " of " +
-                     std::to_string(comm->link->size()) + ")";
-  bool ok = standin::enqueuePolled(stream, what, [=] {
+  std::string kind = name;
+  // Numbered when queued: at each launch of a graph that captured it too.
+  auto make = [=]() -> standin::Polled {
+    uint64_t seq = ++comm->collectives;
+    auto progress = std::make_shared<Progress>();
+    std::string what = "nccl " + kind + " " + std::to_string(recvBytes) + " B (collective #" +
+                       std::to_string(seq) + " of rank " + std::to_string(comm->link->rank()) +
+                       " of " + std::to_string(comm->link->size()) + ")";
+    return {what, [=] {
     Link &link = linkOf(comm);
     if (!progress->posted)
       progress->posted = link.post(seq, call, send, sendBytes);
@@ -383,7 +385,9 @@ ncclResult_t linkCollective(const char *name, const Call &call, const void *send
     if (fail)
       comm->failed = true;
     return true;
-  });
+  }};
+  };
+  bool ok = standin::enqueuePolled(stream, make);
   if (!ok)
     return error(comm, ncclUnhandledCudaError, std::string(name) + ": the CUDA context has failed");
   return accepted(comm);
@@ -397,15 +401,24 @@ ncclResult_t linkGroup(std::vector<PointToPoint> ops) {
     std::vector<bool> done;
     Patience patience;
   };
-  auto progress = std::make_shared<Progress>();
-  progress->done.assign(ops.size(), false);
   size_t bytes = 0;
   for (const PointToPoint &op : ops)
     bytes += op.bytes;
   std::string what = "nccl send/recv " + std::to_string(ops.size()) + " part(s), " +
                      std::to_string(bytes) + " B (rank " + std::to_string(comm->link->rank()) +
                      " of " + std::to_string(comm->link->size()) + ")";
-  bool ok = standin::enqueuePolled(ops.front().stream, what, [=] {
+  CUstream stream = ops.front().stream;
+  // The first queueing uses the numbers the calls took; a graph's later
+  // launches number each send and receive again, as new calls would.
+  auto first = std::make_shared<bool>(true);
+  auto make = [=, ops = std::move(ops)]() mutable -> standin::Polled {
+    if (!*first)
+      for (PointToPoint &op : ops)
+        op.nth = ++(op.send ? comm->sends : comm->receives)[op.peer];
+    *first = false;
+    auto progress = std::make_shared<Progress>();
+    progress->done.assign(ops.size(), false);
+    return {what, [=] {
     Link &link = linkOf(comm);
     std::string waiting;
     for (size_t i = 0; i < ops.size(); ++i) {
@@ -425,7 +438,9 @@ ncclResult_t linkGroup(std::vector<PointToPoint> ops) {
       return true;
     progress->patience.wait(comm, waiting);
     return false;
-  });
+  }};
+  };
+  bool ok = standin::enqueuePolled(stream, make);
   if (!ok)
     return error(comm, ncclUnhandledCudaError, "send/recv: the CUDA context has failed");
   return accepted(comm);

@@ -77,6 +77,11 @@ CUDA artifacts:
                      per warp (head size 64); mma and mma2 fail, naming the
                      node, where they do not apply; simt is the SIMT kernel
                      everywhere
+  --cuda-graph       capture the program into a CUDA graph at the first run
+                     and launch that graph at every run: one launch per run
+                     instead of one per operation, which matters when the
+                     operations are short (small batches); the first run
+                     pays for the capture (see --repeat). Not with --profile
   --collective-timeout SECONDS
                      how long a rank waits for the GPU, collectives
                      included, and for NCCL to create its communicators
@@ -182,6 +187,8 @@ int main(int argc, char **argv) {
         if (v.empty() || *end || d < 0)
           throw RuntimeError("--device must be a GPU number (0, 1, ...), got '" + v + "'");
         cudaOptions.device = int(d);
+      } else if (arg == "--cuda-graph") {
+        cudaOptions.cudaGraph = true;
       } else if (arg == "--allow-tf32") {
         cudaOptions.allowTf32 = true;
       } else if (is("--attention-kernel")) {

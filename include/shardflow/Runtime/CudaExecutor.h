@@ -68,6 +68,10 @@ struct CudaOptions {
   bool profile = false;
   /// Which attention kernel runs (Auto: tensor cores where they apply).
   cuda::AttentionPath attentionKernel = cuda::AttentionPath::Auto;
+  /// Capture the program into a CUDA graph at the first run and launch
+  /// the graph at every run: one launch instead of one per operation.
+  /// Not with `profile`, whose events a graph cannot time.
+  bool cudaGraph = false;
   /// Host threads that read, check and convert the weights before their
   /// upload (0: defaultLoadThreads() in WeightLoader.h).
   int loadThreads = 0;

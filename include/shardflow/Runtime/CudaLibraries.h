@@ -74,7 +74,13 @@ namespace shardflow::runtime::cuda {
   X(cuModuleGetFunction)                                                       \
   X(cuModuleUnload)                                                            \
   X(cuFuncSetAttribute)                                                        \
-  X(cuLaunchKernel)
+  X(cuLaunchKernel)                                                            \
+  X(cuStreamBeginCapture)                                                      \
+  X(cuStreamEndCapture)                                                        \
+  X(cuGraphInstantiate)                                                        \
+  X(cuGraphLaunch)                                                             \
+  X(cuGraphExecDestroy)                                                        \
+  X(cuGraphDestroy)
 
 #define SHARDFLOW_CUBLASLT_FUNCTIONS(X)                                        \
   X(cublasLtGetVersion)                                                        \

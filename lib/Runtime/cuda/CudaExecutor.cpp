@@ -199,6 +199,11 @@ private:
   void abortCommunicators();
 
   void execute(size_t n);
+  /// Queues every instruction on its stream (execute), naming the
+  /// instruction in an error.
+  void enqueueProgram();
+  /// Captures enqueueProgram into `graph` (options.cudaGraph).
+  void captureProgram();
   /// Fails the run when a kernel reported bad data (an index out of range,
   /// an integer division by zero), naming the first such kernel in program
   /// order and its ONNX node.
@@ -245,6 +250,10 @@ private:
   std::string deviceName;
   CUstream streams[2] = {nullptr, nullptr};
   CUevent uploaded = nullptr, finished[2] = {nullptr, nullptr};
+  // options.cudaGraph: the captured program, and the events that bring the
+  // communication stream into the capture and back.
+  CUgraphExec graph = nullptr;
+  CUevent fork = nullptr, join = nullptr;
   // With options.profile: around each instruction on its stream.
   std::vector<CUevent> began, ended;
 
@@ -287,6 +296,10 @@ CudaExecutor::Impl::Impl(Artifact artifact, const std::string &weightsDir, Commu
   if (art.target != "cuda")
     throw RuntimeError("artifact targets '" + art.target +
                        "'; the CUDA executor runs cuda artifacts only");
+  if (options.cudaGraph && options.profile)
+    throw RuntimeError("--cuda-graph and --profile do not go together: the profile times each "
+                       "operation with events around it, which a CUDA graph's operations do "
+                       "not have; profile without the graph");
   try {
     driver();
     cublasLt();
@@ -332,6 +345,9 @@ CudaExecutor::Impl::~Impl() {
     abortCommunicators();
   const CudaDriver &d = driver();
   d.cuCtxSetCurrent(context);
+  // The graph holds cuBLASLt's and NCCL's work: it goes before them.
+  if (graph)
+    d.cuGraphExecDestroy(graph);
   gemm.reset();
   for (auto &[key, g] : groupComms)
     if (g.comm)
@@ -341,7 +357,7 @@ CudaExecutor::Impl::~Impl() {
   for (Step &s : steps)
     if (s.done)
       d.cuEventDestroy(s.done);
-  for (CUevent e : {uploaded, finished[0], finished[1]})
+  for (CUevent e : {uploaded, finished[0], finished[1], fork, join})
     if (e)
       d.cuEventDestroy(e);
   for (const std::vector<CUevent> *events : {&began, &ended})
@@ -383,6 +399,9 @@ void CudaExecutor::Impl::openDevice() {
   // These three time the program (lastDeviceSeconds).
   for (CUevent *e : {&uploaded, &finished[0], &finished[1]})
     CU_CALL(cuEventCreate, e, CU_EVENT_DEFAULT);
+  if (options.cudaGraph)
+    for (CUevent *e : {&fork, &join})
+      CU_CALL(cuEventCreate, e, CU_EVENT_DISABLE_TIMING);
   if (options.profile) {
     began.assign(art.program.size(), nullptr);
     ended.assign(art.program.size(), nullptr);
@@ -1336,6 +1355,51 @@ void CudaExecutor::Impl::execute(size_t n) {
     CU_CALL(cuEventRecord, step.done, stream);
 }
 
+void CudaExecutor::Impl::enqueueProgram() {
+  for (size_t n = 0; n < art.program.size(); ++n) {
+    try {
+      execute(n);
+    } catch (const std::exception &e) {
+      throw RuntimeError(describeInstruction(art.program[n], n) + ": " + e.what());
+    }
+  }
+}
+
+void CudaExecutor::Impl::captureProgram() {
+  const CudaDriver &d = driver();
+  CUstream compute = streams[ComputeStream], communication = streams[CommStream];
+  // Global mode: a call that would synchronize during the capture (from
+  // any thread) fails instead of breaking it silently.
+  CU_CALL(cuStreamBeginCapture, compute, CU_STREAM_CAPTURE_MODE_GLOBAL);
+  CUgraph captured = nullptr;
+  try {
+    CU_CALL(cuEventRecord, fork, compute);
+    CU_CALL(cuStreamWaitEvent, communication, fork, 0);
+    enqueueProgram();
+    CU_CALL(cuEventRecord, join, communication);
+    CU_CALL(cuStreamWaitEvent, compute, join, 0);
+  } catch (...) {
+    // The streams leave the capture whatever went wrong in it.
+    if (d.cuStreamEndCapture(compute, &captured) == CUDA_SUCCESS && captured)
+      d.cuGraphDestroy(captured);
+    throw;
+  }
+  CUresult r = d.cuStreamEndCapture(compute, &captured);
+  if (r != CUDA_SUCCESS)
+    throw RuntimeError("capturing the program into a CUDA graph failed: " + describe(r) +
+                       " (run without --cuda-graph)");
+  r = d.cuGraphInstantiate(&graph, captured, 0);
+  d.cuGraphDestroy(captured);
+  if (r != CUDA_SUCCESS) {
+    graph = nullptr;
+    throw RuntimeError("instantiating the program's CUDA graph failed: " + describe(r) +
+                       " (run without --cuda-graph)");
+  }
+  if (options.verbose)
+    std::fprintf(stderr, "shard-run: rank %d captured %zu operations into a CUDA graph\n", rank,
+                 art.program.size());
+}
+
 void CudaExecutor::Impl::checkStatusWords() {
   if (!statusWords)
     return;
@@ -1375,20 +1439,24 @@ CudaExecutor::Impl::run(const std::map<std::string, HostTensor> &inputs) {
   for (auto [i, t] : uploads)
     if (!t->bytes.empty())
       CU_CALL(cuMemcpyHtoDAsync, pointers[i], t->bytes.data(), art.buffers[i].bytes(), compute);
-  // Collectives may read inputs: the communication stream starts after the
-  // uploads (the previous run ended with both streams idle).
   CU_CALL(cuEventRecord, uploaded, compute);
-  CU_CALL(cuStreamWaitEvent, streams[CommStream], uploaded, 0);
-
-  for (size_t n = 0; n < art.program.size(); ++n) {
-    try {
-      execute(n);
-    } catch (const std::exception &e) {
-      throw RuntimeError(describeInstruction(art.program[n], n) + ": " + e.what());
-    }
+  if (options.cudaGraph) {
+    // The graph starts after the uploads on the compute stream, and its
+    // communication operations after a fork from there; it ends when both
+    // have joined back, so the compute stream's end is the program's.
+    if (!graph)
+      captureProgram();
+    CU_CALL(cuGraphLaunch, graph, compute);
+    for (CUevent &e : finished)
+      CU_CALL(cuEventRecord, e, compute);
+  } else {
+    // Collectives may read inputs: the communication stream starts after
+    // the uploads (the previous run ended with both streams idle).
+    CU_CALL(cuStreamWaitEvent, streams[CommStream], uploaded, 0);
+    enqueueProgram();
+    for (int s : {ComputeStream, CommStream})
+      CU_CALL(cuEventRecord, finished[s], streams[s]);
   }
-  for (int s : {ComputeStream, CommStream})
-    CU_CALL(cuEventRecord, finished[s], streams[s]);
   waitForGpu({finished[0], finished[1]}, "the program");
   deviceSeconds = 0;
   for (CUevent end : finished) {
