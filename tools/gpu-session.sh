@@ -24,7 +24,8 @@
 # check    builds when needed, then: cuda-kernel-check (every device kernel
 #          against the CPU kernels, then attention TFLOP/s), and
 #          tools/gpu-check.sh on the smoke cases, the zoo in f32 (rtol
-#          1e-4, TF32 off) and bf16 (rtol 2e-2), and the expected-error
+#          1e-4, TF32 off) and bf16 (rtol 2e-2), bf16 again captured into
+#          a CUDA graph (--cuda-graph, two runs), and the expected-error
 #          cases.
 # bench    builds when needed, then the GPT-2-small bench (bf16, batch 8,
 #          sequence 1024) against PyTorch eager and torch.compile, and our
@@ -154,6 +155,10 @@ case "$step" in
     echo "==== zoo/bf16" >>"$log"
     "${check[@]}" --rtol 2e-2 "$dir/zoo/bf16" >>"$log" 2>&1
     tally "gpu-check zoo/bf16" "$log" $?
+    # The same programs captured into a CUDA graph and launched twice.
+    echo "==== zoo/bf16 --cuda-graph" >>"$log"
+    "${check[@]}" --rtol 2e-2 --flags "--cuda-graph --repeat 2" "$dir/zoo/bf16" >>"$log" 2>&1
+    tally "gpu-check zoo/bf16 --cuda-graph" "$log" $?
     ;;
   sanitize)
     build_all || exit 1
