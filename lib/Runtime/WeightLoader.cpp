@@ -247,7 +247,8 @@ void WeightLoader::loadAll(std::vector<size_t> indices, int threads,
       // Room for one more loaded weight: those ready and those being loaded
       // stay within `threads`.
       changed.wait(lock, [&] {
-        return failure || next == indices.size() || ready.size() + size_t(loading) < size_t(threads);
+        return failure || next == indices.size() ||
+               ready.size() + size_t(loading) < size_t(threads);
       });
       if (failure || next == indices.size())
         return;

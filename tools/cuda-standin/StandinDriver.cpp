@@ -273,6 +273,14 @@ void drainAll() {
 
 bool eventDone(CUevent e) { return e->completed >= e->recorded; }
 
+/// A stream the scheduler runs, numbered in creation order.
+CUstream newStream() {
+  auto *s = new CUstream_st;
+  s->id = state().nextStream++;
+  state().streams.push_back(s);
+  return s;
+}
+
 /// Whether some stream is being captured.
 bool anyCapture() {
   for (CUstream s : state().streams)
@@ -819,10 +827,7 @@ CUresult CUDAAPI cuStreamCreate(CUstream *phStream, unsigned int Flags) {
   STANDIN_ENTER();
   if (!phStream || (Flags & ~unsigned(CU_STREAM_NON_BLOCKING)))
     return CUDA_ERROR_INVALID_VALUE;
-  auto *s = new CUstream_st;
-  s->id = state().nextStream++;
-  state().streams.push_back(s);
-  *phStream = s;
+  *phStream = newStream();
   return CUDA_SUCCESS;
 }
 
@@ -1205,11 +1210,8 @@ CUresult CUDAAPI cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) {
     if (origin == hGraphExec->origin)
       return launch;
     CUstream &own = hGraphExec->replay[origin];
-    if (!own) {
-      own = new CUstream_st;
-      own->id = state().nextStream++;
-      state().streams.push_back(own);
-    }
+    if (!own)
+      own = newStream();
     return own;
   };
   for (const Captured &c : hGraphExec->ops) {

@@ -348,44 +348,44 @@ ncclResult_t linkCollective(const char *name, const Call &call, const void *send
                        std::to_string(seq) + " of rank " + std::to_string(comm->link->rank()) +
                        " of " + std::to_string(comm->link->size()) + ")";
     return {what, [=] {
-    Link &link = linkOf(comm);
-    if (!progress->posted)
-      progress->posted = link.post(seq, call, send, sendBytes);
-    if (!progress->posted) {
-      progress->patience.wait(comm, "every rank to finish collective #" +
-                                        std::to_string(seq - 1) + " before " +
-                                        nccl::describe(call));
-      return false;
-    }
-    if (!link.allPosted(seq)) {
-      progress->patience.wait(comm, "rank(s) " + link.missing(seq) + " to call " +
-                                        nccl::describe(call) + " (collective #" +
-                                        std::to_string(seq) + ")");
-      return false;
-    }
-    auto type = ncclDataType_t(call.type);
-    auto op = ncclRedOp_t(call.op);
-    int n = link.size();
-    if (call.kind == nccl::AllGather) {
-      for (int k = 0; k < n; ++k)
-        link.read(k, 0, static_cast<char *>(recv) + size_t(k) * sendBytes, sendBytes);
-    } else {
-      size_t offset = call.kind == nccl::ReduceScatter ? size_t(link.rank()) * recvBytes : 0;
-      std::vector<char> acc(recvBytes), part(recvBytes);
-      link.read(0, offset, acc.data(), recvBytes);
-      for (int k = 1; k < n; ++k) {
-        link.read(k, offset, part.data(), recvBytes);
-        reduce(acc.data(), part.data(), recvBytes / typeSize(type), type, op, n);
+      Link &link = linkOf(comm);
+      if (!progress->posted)
+        progress->posted = link.post(seq, call, send, sendBytes);
+      if (!progress->posted) {
+        progress->patience.wait(comm, "every rank to finish collective #" +
+                                          std::to_string(seq - 1) + " before " +
+                                          nccl::describe(call));
+        return false;
       }
-      if (op == ncclAvg)
-        reduce(acc.data(), nullptr, recvBytes / typeSize(type), type, op, n);
-      std::memcpy(recv, acc.data(), recvBytes);
-    }
-    link.finish(seq);
-    if (fail)
-      comm->failed = true;
-    return true;
-  }};
+      if (!link.allPosted(seq)) {
+        progress->patience.wait(comm, "rank(s) " + link.missing(seq) + " to call " +
+                                          nccl::describe(call) + " (collective #" +
+                                          std::to_string(seq) + ")");
+        return false;
+      }
+      auto type = ncclDataType_t(call.type);
+      auto op = ncclRedOp_t(call.op);
+      int n = link.size();
+      if (call.kind == nccl::AllGather) {
+        for (int k = 0; k < n; ++k)
+          link.read(k, 0, static_cast<char *>(recv) + size_t(k) * sendBytes, sendBytes);
+      } else {
+        size_t offset = call.kind == nccl::ReduceScatter ? size_t(link.rank()) * recvBytes : 0;
+        std::vector<char> acc(recvBytes), part(recvBytes);
+        link.read(0, offset, acc.data(), recvBytes);
+        for (int k = 1; k < n; ++k) {
+          link.read(k, offset, part.data(), recvBytes);
+          reduce(acc.data(), part.data(), recvBytes / typeSize(type), type, op, n);
+        }
+        if (op == ncclAvg)
+          reduce(acc.data(), nullptr, recvBytes / typeSize(type), type, op, n);
+        std::memcpy(recv, acc.data(), recvBytes);
+      }
+      link.finish(seq);
+      if (fail)
+        comm->failed = true;
+      return true;
+    }};
   };
   bool ok = standin::enqueuePolled(stream, make);
   if (!ok)
@@ -419,26 +419,26 @@ ncclResult_t linkGroup(std::vector<PointToPoint> ops) {
     auto progress = std::make_shared<Progress>();
     progress->done.assign(ops.size(), false);
     return {what, [=] {
-    Link &link = linkOf(comm);
-    std::string waiting;
-    for (size_t i = 0; i < ops.size(); ++i) {
-      const PointToPoint &op = ops[i];
-      if (progress->done[i])
-        continue;
-      progress->done[i] =
-          op.send ? link.send(op.peer, op.nth, reinterpret_cast<const void *>(op.buffer), op.bytes)
-                  : link.receive(op.peer, op.nth, reinterpret_cast<void *>(op.buffer), op.bytes);
-      if (!progress->done[i] && waiting.empty())
-        waiting = op.send ? "rank " + std::to_string(op.peer) + " to take send #" +
-                                std::to_string(op.nth - 1) + " to it"
-                          : "rank " + std::to_string(op.peer) + " to make send #" +
-                                std::to_string(op.nth) + " to it";
-    }
-    if (waiting.empty())
-      return true;
-    progress->patience.wait(comm, waiting);
-    return false;
-  }};
+      Link &link = linkOf(comm);
+      std::string waiting;
+      for (size_t i = 0; i < ops.size(); ++i) {
+        const PointToPoint &op = ops[i];
+        if (progress->done[i])
+          continue;
+        auto buffer = reinterpret_cast<void *>(op.buffer);
+        progress->done[i] = op.send ? link.send(op.peer, op.nth, buffer, op.bytes)
+                                    : link.receive(op.peer, op.nth, buffer, op.bytes);
+        if (!progress->done[i] && waiting.empty())
+          waiting = op.send ? "rank " + std::to_string(op.peer) + " to take send #" +
+                                  std::to_string(op.nth - 1) + " to it"
+                            : "rank " + std::to_string(op.peer) + " to make send #" +
+                                  std::to_string(op.nth) + " to it";
+      }
+      if (waiting.empty())
+        return true;
+      progress->patience.wait(comm, waiting);
+      return false;
+    }};
   };
   bool ok = standin::enqueuePolled(stream, make);
   if (!ok)
