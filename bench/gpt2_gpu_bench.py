@@ -14,6 +14,10 @@ It times the default artifact with the two-tile attention kernel
 (`shard-run --attention-kernel mma2`) against the default one-tile kernel,
 and launched as one CUDA graph (`shard-run --cuda-graph`) against one
 launch per operation.
+At a small shape (batch 1, sequence 128: an artifact compiled from the same
+model with `--input-shape`), where launch overhead rather than the GEMMs
+decides the time, it times ours with and without `--cuda-graph` against
+PyTorch eager and torch.compile again.
 Last, `shard-run --profile` shows where our time goes: GPU time per kind
 of operation (GEMMs by epilogue, attention, each generated kernel) and the
 slowest operations. It also times our artifact compiled
@@ -59,6 +63,9 @@ ABLATIONS = ("vector-accesses", "packed-qkv", "gemm-epilogues", "gemm-residuals"
 HALF_LOGITS = "gpt2s.bf16-logits.shard"
 
 CONFIG = dict(layers=12, hidden=768, heads=12, seq=1024, batch=8, vocab=50257, max_pos=1024)
+# The small shape: batch and sequence of the launch-bound timing.
+SMALL = (1, 128)
+SMALL_ARTIFACT = "gpt2s.small.shard"
 # Dense bf16 tensor-core peaks (FLOP/s) by device name, for MFU.
 PEAK_BF16 = {"H100 SXM": 989.4e12, "H100 PCIe": 756.5e12, "H100 NVL": 835.5e12,
              "H200": 989.4e12, "A100": 312e12}
@@ -79,7 +86,8 @@ def _generate(out: Path, cfg: dict) -> Path:
     path = out / "gpt2s.onnx"
     if not (out / "gpt2s.data").exists() or not path.exists():
         t0 = time.time()
-        models.generate_to_file("gpt2", path, external_data=True, **cfg)
+        # Symbolic batch and sequence: each artifact pins its own shape.
+        models.generate_to_file("gpt2", path, external_data=True, symbolic=True, **cfg)
         print(f"generated {path} ({time.time() - t0:.0f} s)", file=sys.stderr)
     return path
 
@@ -90,12 +98,14 @@ def prepare(args) -> int:
     cfg = _config(args)
     model = _generate(out, cfg)
     shard_opt = Path(args.shard_opt)
-    variants = [("gpt2s.shard", []), (HALF_LOGITS, ["--outputs-in-dtype"])]
+    shape = f"input_ids={cfg['batch']},{cfg['seq']}"
+    variants = [("gpt2s.shard", [shape]), (HALF_LOGITS, [shape, "--outputs-in-dtype"]),
+                (SMALL_ARTIFACT, [f"input_ids={SMALL[0]},{SMALL[1]}"])]
     if args.ablations:
-        variants += [(f"gpt2s.no-{f}.shard", ["--cuda-disable", f]) for f in ABLATIONS]
-    for name, extra in variants:
-        cmd = [str(shard_opt), str(model), "--target", "cuda", "--dtype", "bf16", "-o",
-               str(out / name)] + extra
+        variants += [(f"gpt2s.no-{f}.shard", [shape, "--cuda-disable", f]) for f in ABLATIONS]
+    for name, (pin, *extra) in variants:
+        cmd = [str(shard_opt), str(model), "--input-shape", pin, "--target", "cuda",
+               "--dtype", "bf16", "-o", str(out / name)] + extra
         t0 = time.time()
         subprocess.run(cmd, check=True)
         print(f"compiled in {time.time() - t0:.1f} s: {' '.join(cmd)}", file=sys.stderr)
@@ -114,13 +124,14 @@ def _flops(cfg: dict) -> float:
 
 
 def _time_shard_run(args, out: Path, ids_path: Path, artifact: str = "gpt2s.shard",
-                    extra: tuple[str, ...] = ()) -> tuple[float, "object"]:
+                    extra: tuple[str, ...] = (), repeat: int | None = None
+                    ) -> tuple[float, "object"]:
     import numpy as np
 
     result = out / "ours.npz"
     cmd = [str(args.shard_run), str(out / artifact), "--weights", str(out),
            "--input", f"input_ids={ids_path}", "--output", str(result),
-           "--repeat", str(args.repeat), "--verbose", *extra]
+           "--repeat", str(repeat or args.repeat), "--verbose", *extra]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     sys.stderr.write(proc.stderr)
     if proc.returncode:
@@ -211,12 +222,29 @@ def run(args) -> int:
             ablated[feature] = _time_shard_run(args, out, ids_path,
                                                f"gpt2s.no-{feature}.shard")
 
+    # The small shape, launch-bound: ours with and without the graph.
+    small = None
+    if (out / SMALL_ARTIFACT).exists():
+        small_ids = np.random.default_rng(2).integers(0, cfg["vocab"], SMALL, dtype=np.int64)
+        small_path = out / "input_ids.small.npy"
+        np.save(small_path, small_ids)
+        reps = args.repeat * 5
+        small = {"ours": _time_shard_run(args, out, small_path, SMALL_ARTIFACT, repeat=reps)}
+        try:
+            small["graph"] = _time_shard_run(args, out, small_path, SMALL_ARTIFACT,
+                                             extra=("--cuda-graph",), repeat=reps)
+        except SystemExit as e:
+            small["graph"] = str(e)
+
     forward, w = _torch_model(model_path, cfg)
     dev = torch.device("cuda")
     tids = torch.from_numpy(ids).to(dev)
     with torch.inference_mode():
         f32 = {k: v.to(dev) for k, v in w.items()}
         ref = forward(f32, tids).float().cpu().numpy()
+        if small:
+            small_tids = torch.from_numpy(small_ids).to(dev)
+            small_ref = forward(f32, small_tids).float().cpu().numpy()
         del f32
         bf = {k: v.to(dev, torch.bfloat16) for k, v in w.items()}
         # The graph's output: float32 logits.
@@ -228,6 +256,9 @@ def run(args) -> int:
         eager_half = lambda t: forward(bf, t)
         eager_half_s = _time_torch(eager_half, tids, args.repeat)
         compile_half_s = _time_torch(torch.compile(eager_half), tids, args.repeat)
+        if small:
+            small["eager"] = _time_torch(eager, small_tids, reps)
+            small["compile"] = _time_torch(torch.compile(eager), small_tids, reps)
 
     err = float(np.linalg.norm(ours_logits - ref) / np.linalg.norm(ref))
     err_torch = float(np.linalg.norm(torch_bf16 - ref) / np.linalg.norm(ref))
@@ -265,6 +296,27 @@ def run(args) -> int:
         worst = max(worst, e)
         print(f"shardflow with --cuda-graph {graphed[0] * 1e3:9.2f} ms  "
               f"{graphed[0] / ours_s:.3f} of the default's time  (logits error {e:.2e})")
+    if small:
+        shape = f"batch {SMALL[0]}, sequence {SMALL[1]}"
+        ours_small, logits = small["ours"]
+        e = float(np.linalg.norm(logits - small_ref) / np.linalg.norm(small_ref))
+        worst = max(worst, e)
+        print(f"small shape ({shape}): shardflow {ours_small * 1e3:8.3f} ms  "
+              f"torch eager {small['eager'] * 1e3:8.3f} ms  "
+              f"torch.compile {small['compile'] * 1e3:8.3f} ms  (logits error {e:.2e})")
+        print(f"small shape ratio ours/eager {ours_small / small['eager']:.3f}  "
+              f"ours/compile {ours_small / small['compile']:.3f}")
+        if isinstance(small["graph"], str):
+            print(f"small shape with --cuda-graph: {small['graph']}")
+            worst = float("inf")
+        else:
+            seconds, logits = small["graph"]
+            e = float(np.linalg.norm(logits - small_ref) / np.linalg.norm(small_ref))
+            worst = max(worst, e)
+            print(f"small shape with --cuda-graph {seconds * 1e3:8.3f} ms  "
+                  f"{seconds / ours_small:.3f} of the default's time  "
+                  f"ours/eager {seconds / small['eager']:.3f}  "
+                  f"ours/compile {seconds / small['compile']:.3f}  (logits error {e:.2e})")
     for feature, (seconds, logits) in ablated.items():
         e = float(np.linalg.norm(logits - ref) / np.linalg.norm(ref))
         worst = max(worst, e)

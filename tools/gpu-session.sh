@@ -185,7 +185,7 @@ case "$step" in
     PYTHONUNBUFFERED=1 "$python" bench/gpt2_gpu_bench.py run --dir "$work" \
       --shard-run "$builds/rt/bin/shard-run" 2>&1 | tee "$log"
     rc=${PIPESTATUS[0]}
-    grep -E "^(device|model|shardflow|torch|ratio|logits|profile)" "$log" | sed 's/^/bench: /' >>"$summary"
+    grep -E "^(device|model|shardflow|torch|ratio|logits|profile|small)" "$log" | sed 's/^/bench: /' >>"$summary"
     [ "$rc" = 0 ] || { note "bench: FAILED (exit $rc)"; status=1; }
     ;;
 esac
