@@ -18,6 +18,9 @@ At a small shape (batch 1, sequence 128: an artifact compiled from the same
 model with `--input-shape`), where launch overhead rather than the GEMMs
 decides the time, it times ours with and without `--cuda-graph` against
 PyTorch eager and torch.compile again.
+It times loading and a run's wall time (input upload and logits download
+included) with page-locked host memory (`shard-run --pinned-memory
+always`) against pageable memory (`never`).
 Last, `shard-run --profile` shows where our time goes: GPU time per kind
 of operation (GEMMs by epilogue, attention, each generated kernel) and the
 slowest operations. It also times our artifact compiled
@@ -144,6 +147,23 @@ def _time_shard_run(args, out: Path, ids_path: Path, artifact: str = "gpt2s.shar
     return float(m.group(2)) / 1e3, np.load(result)["logits"]
 
 
+def _host_times(args, out: Path, ids_path: Path, pinned: str) -> tuple[float, float, float]:
+    """shard-run --pinned-memory PINNED: (load seconds, the best run's wall
+    seconds with its input upload and logits download, that run's GPU
+    program seconds)."""
+    cmd = [str(args.shard_run), str(out / "gpt2s.shard"), "--weights", str(out),
+           "--input", f"input_ids={ids_path}", "--repeat", "5", "--verbose",
+           "--pinned-memory", pinned]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    m = re.search(r"load ([0-9.]+) s, first run [0-9.]+ s, best of \d+ runs ([0-9.]+) s",
+                  proc.stderr)
+    g = re.search(r"GPU program time: best ([0-9.]+) ms", proc.stderr)
+    if proc.returncode or not m or not g:
+        sys.stderr.write(proc.stderr)
+        raise SystemExit(f"shard-run --pinned-memory {pinned} failed ({proc.returncode})")
+    return float(m.group(1)), float(m.group(2)), float(g.group(1)) / 1e3
+
+
 def _torch_model(model_path: Path, cfg: dict):
     import onnx
     import torch
@@ -236,6 +256,10 @@ def run(args) -> int:
         except SystemExit as e:
             small["graph"] = str(e)
 
+    # Page-locked host memory: the weights' upload (staged by the loader
+    # threads) and each run's logits download, always against never.
+    host = {mode: _host_times(args, out, ids_path, mode) for mode in ("always", "never")}
+
     forward, w = _torch_model(model_path, cfg)
     dev = torch.device("cuda")
     tids = torch.from_numpy(ids).to(dev)
@@ -317,6 +341,12 @@ def run(args) -> int:
                   f"{seconds / ours_small:.3f} of the default's time  "
                   f"ours/eager {seconds / small['eager']:.3f}  "
                   f"ours/compile {seconds / small['compile']:.3f}  (logits error {e:.2e})")
+    (load_p, wall_p, gpu_p), (load_n, wall_n, gpu_n) = host["always"], host["never"]
+    print(f"host copies, --pinned-memory always: load {load_p:.3f} s, best run {wall_p * 1e3:.2f} "
+          f"ms (GPU program {gpu_p * 1e3:.2f} ms); never: load {load_n:.3f} s, best run "
+          f"{wall_n * 1e3:.2f} ms (GPU program {gpu_n * 1e3:.2f} ms)")
+    print(f"ratio pinned/pageable: load {load_p / load_n:.3f}, run wall time {wall_p / wall_n:.3f}, "
+          f"run minus GPU program {(wall_p - gpu_p) / max(wall_n - gpu_n, 1e-9):.3f}")
     for feature, (seconds, logits) in ablated.items():
         e = float(np.linalg.norm(logits - ref) / np.linalg.norm(ref))
         worst = max(worst, e)

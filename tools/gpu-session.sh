@@ -25,8 +25,9 @@
 #          against the CPU kernels, then attention TFLOP/s), and
 #          tools/gpu-check.sh on the smoke cases, the zoo in f32 (rtol
 #          1e-4, TF32 off) and bf16 (rtol 2e-2), bf16 again captured into
-#          a CUDA graph (--cuda-graph, two runs), and the expected-error
-#          cases.
+#          a CUDA graph (--cuda-graph, two runs), bf16 again through
+#          page-locked host memory (--pinned-memory always, two runs), and
+#          the expected-error cases.
 # bench    builds when needed, then the GPT-2-small bench (bf16, batch 8,
 #          sequence 1024) against PyTorch eager and torch.compile, and our
 #          artifact with each code generation feature off (--cuda-disable)
@@ -159,6 +160,10 @@ case "$step" in
     echo "==== zoo/bf16 --cuda-graph" >>"$log"
     "${check[@]}" --rtol 2e-2 --flags "--cuda-graph --repeat 2" "$dir/zoo/bf16" >>"$log" 2>&1
     tally "gpu-check zoo/bf16 --cuda-graph" "$log" $?
+    echo "==== zoo/bf16 --pinned-memory always" >>"$log"
+    "${check[@]}" --rtol 2e-2 --flags "--pinned-memory always --repeat 2" "$dir/zoo/bf16" \
+      >>"$log" 2>&1
+    tally "gpu-check zoo/bf16 --pinned-memory always" "$log" $?
     ;;
   sanitize)
     build_all || exit 1
@@ -185,7 +190,7 @@ case "$step" in
     PYTHONUNBUFFERED=1 "$python" bench/gpt2_gpu_bench.py run --dir "$work" \
       --shard-run "$builds/rt/bin/shard-run" 2>&1 | tee "$log"
     rc=${PIPESTATUS[0]}
-    grep -E "^(device|model|shardflow|torch|ratio|logits|profile|small)" "$log" | sed 's/^/bench: /' >>"$summary"
+    grep -E "^(device|model|shardflow|torch|ratio|logits|profile|small|host)" "$log" | sed 's/^/bench: /' >>"$summary"
     [ "$rc" = 0 ] || { note "bench: FAILED (exit $rc)"; status=1; }
     ;;
 esac

@@ -127,7 +127,7 @@ const uint8_t *WeightLoader::mapFile(const std::string &path, const std::string 
   return static_cast<const uint8_t *>(it->second.base);
 }
 
-WeightBytes WeightLoader::load(size_t index) {
+WeightBytes WeightLoader::load(size_t index, WeightStaging *staging) {
   const BufferDesc &b = art.buffers.at(index);
   if (b.storage == "protobuf")
     throw RuntimeError("weight '" + b.name +
@@ -156,19 +156,34 @@ WeightBytes WeightLoader::load(size_t index) {
   forEachWeightRun(b, rank, [&](size_t offset, size_t len) { runs.emplace_back(offset, len); });
 
   WeightBytes out;
+  bool gathers = runs.size() != 1, converts = b.fileDType() != b.dtype,
+       permutes = !b.permutation.empty();
+  if (uint8_t *block = staging && b.bytes() ? staging->acquire(b.bytes()) : nullptr)
+    out.staged = std::unique_ptr<uint8_t, StagedRelease>(block, StagedRelease{staging});
+  // Each step below writes a new copy: the last one into the staging
+  // block when there is one, the others to the heap (`heap`, which then
+  // replaces `out.owned` once the step has read the previous copy).
+  std::unique_ptr<uint8_t[]> heap;
+  auto output = [&](bool last, size_t bytes) -> uint8_t * {
+    if (last && out.staged)
+      return out.staged.get();
+    heap.reset(new uint8_t[std::max<size_t>(bytes, 1)]);
+    return heap.get();
+  };
+  auto keep = [&] { out.owned = std::move(heap); };
   const uint8_t *fileBytes = nullptr;
-  if (runs.size() == 1) {
+  if (!gathers) {
     // In place: the rank touches only its own pages.
     fileBytes = whole + runs[0].first;
   } else {
     // Rows of the slice are apart in the file: copy them together.
-    out.owned.reset(new uint8_t[std::max<size_t>(b.fileBytes(), 1)]);
-    uint8_t *dst = out.owned.get();
+    uint8_t *dst = output(!converts && !permutes, b.fileBytes());
+    fileBytes = dst;
     for (auto [offset, len] : runs) {
       std::memcpy(dst, whole + offset, len);
       dst += len;
     }
-    fileBytes = out.owned.get();
+    keep();
   }
   if (verify && !b.crc32c.empty()) {
     uint32_t want = b.crc32c[b.starts.empty() ? 0 : size_t(rank)];
@@ -181,25 +196,30 @@ WeightBytes WeightLoader::load(size_t index) {
                          "or pass --no-verify-weights to use it anyway)");
     }
   }
-  if (b.fileDType() != b.dtype) {
+  if (converts) {
     // Mixed precision: converted once, here.
-    std::unique_ptr<uint8_t[]> converted(new uint8_t[std::max<size_t>(b.bytes(), 1)]);
-    convertElements(fileBytes, b.fileDType(), converted.get(), b.dtype, size_t(b.numel()),
+    uint8_t *dst = output(!permutes, b.bytes());
+    convertElements(fileBytes, b.fileDType(), dst, b.dtype, size_t(b.numel()),
                     "weight '" + b.name + "' (source-dtype " + dtypeName(b.fileDType()) + ")");
-    out.owned = std::move(converted);
-    fileBytes = out.owned.get();
+    keep();
+    fileBytes = dst;
   }
-  if (!b.permutation.empty()) {
+  if (permutes) {
     // A layout chosen at compile time (e.g. a GEMM operand stored
     // transposed): applied once, here.
     size_t elem = dtypeSize(b.dtype);
     if (elem != 1 && elem != 2 && elem != 4 && elem != 8)
       throw RuntimeError("weight '" + b.name + "': cannot permute " + dtypeName(b.dtype) +
                          " elements");
-    std::unique_ptr<uint8_t[]> permuted(new uint8_t[std::max<size_t>(b.bytes(), 1)]);
-    permuteElements(fileBytes, b.storedShape(), b.permutation, elem, permuted.get());
-    out.owned = std::move(permuted);
-    fileBytes = out.owned.get();
+    uint8_t *dst = output(true, b.bytes());
+    permuteElements(fileBytes, b.storedShape(), b.permutation, elem, dst);
+    keep();
+    fileBytes = dst;
+  }
+  if (out.staged && fileBytes != out.staged.get()) {
+    // Read in place: copied into the block here, on this thread.
+    std::memcpy(out.staged.get(), fileBytes, b.bytes());
+    fileBytes = out.staged.get();
   }
   out.data = fileBytes;
   out.bytes = b.bytes();
@@ -222,13 +242,14 @@ int shardflow::runtime::defaultLoadThreads() {
 }
 
 void WeightLoader::loadAll(std::vector<size_t> indices, int threads,
-                           const std::function<void(size_t, WeightBytes)> &use) {
+                           const std::function<void(size_t, WeightBytes)> &use,
+                           WeightStaging *staging) {
   if (threads <= 0)
     threads = defaultLoadThreads();
   threads = std::max(1, std::min(threads, int(indices.size())));
   if (threads == 1) {
     for (size_t i : indices)
-      use(i, load(i));
+      use(i, load(i, staging));
     return;
   }
   // The largest first, so that the last weight to finish is a small one.
@@ -258,7 +279,7 @@ void WeightLoader::loadAll(std::vector<size_t> indices, int threads,
       WeightBytes w;
       std::exception_ptr error;
       try {
-        w = load(index);
+        w = load(index, staging);
       } catch (...) {
         error = std::current_exception();
       }

@@ -139,7 +139,9 @@ def test_cuda_flags_are_checked(cuda_artifact):
     for args, phrase in [(["--device", "-1"], "--device must be a GPU number"),
                          (["--device", "one"], "--device must be a GPU number"),
                          (["--collective-timeout", "0"], "--collective-timeout must be a positive"),
-                         (["--collective-timeout"], "--collective-timeout needs a value")]:
+                         (["--collective-timeout"], "--collective-timeout needs a value"),
+                         (["--pinned-memory", "sometimes"],
+                          "--pinned-memory takes auto, always or never, got 'sometimes'")]:
         rc, _, err = shard_run(path, *args)
         assert rc == 1 and phrase in err, (args, err)
 
@@ -148,7 +150,7 @@ def test_help_documents_the_cuda_flags():
     rc, out, _ = shard_run("--help")
     assert rc == 0
     for phrase in ("--device N", "--allow-tf32", "--collective-timeout SECONDS", "--load-threads N",
-                   "--cuda-graph",
+                   "--cuda-graph", "--pinned-memory auto|always|never",
                    "`target cuda` one needs an NVIDIA GPU", "libcuda.so.1", "default 600"):
         assert phrase in out, phrase
 

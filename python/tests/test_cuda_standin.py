@@ -483,6 +483,59 @@ def test_cuda_graph_is_refused_with_profile(zoo, tmp_path):
     assert rc == 1 and "--cuda-graph and --profile do not go together" in err, err
 
 
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+def test_pinned_memory_gives_the_bits_of_pageable_memory(zoo, dtype, tmp_path):
+    """--pinned-memory never|auto|always on three load threads: weights
+    staged in page-locked memory (read when the copy runs, not when it is
+    queued, by the stand-in as by a GPU: a staging block reused too early
+    would send wrong bytes) and outputs downloaded into it give the bits of
+    pageable memory. The trace shows which copies went through page-locked
+    memory: all staged weights (with --dtype bf16 converted into it, in f32
+    copied from the mapping), and the outputs from the second run on under
+    auto. A driver that refuses page-locked memory gets pageable copies."""
+    runs = 2
+    for name in ("gpt2", "llama", "resnet"):
+        base = zoo / dtype / name
+        outputs = {}
+        for mode in ("never", "auto", "always", "refused"):
+            trace = tmp_path / f"{name}.{mode}.trace"
+            outputs[mode] = tmp_path / f"{name}.{mode}.npz"
+            env = {"SHARDFLOW_STANDIN_SM": "86", "SHARDFLOW_STANDIN_TRACE": str(trace)}
+            if mode == "refused":
+                env["SHARDFLOW_STANDIN_PINNED_LIMIT"] = "0"
+            rc, err = run_standin(f"{base}.shard", "--inputs", f"{base}.inputs.npz", "--output",
+                                  outputs[mode], "--repeat", str(runs), "--load-threads", "3",
+                                  "--verbose", "--pinned-memory",
+                                  "always" if mode == "refused" else mode, env=env, order="last")
+            assert rc == 0, (name, mode, err)
+            uploaded = re.search(r"uploaded (\d+) weight bytes, (\d+) of them from page-locked "
+                                 r"staging", err)
+            assert uploaded, err
+            total, staged = map(int, uploaded.groups())
+            ran = trace.read_text()
+            pinned_up = [int(b) for b in re.findall(r"copy host to device (\d+) B \(pinned\)", ran)]
+            with np.load(outputs[mode]) as got:
+                n_outputs = len(got.files)
+            pinned_down = len(re.findall(r"copy device to host \d+ B \(pinned\)", ran))
+            if mode == "always":
+                assert staged == total > 0 and sum(pinned_up) == total, (name, err)
+                assert pinned_down == runs * n_outputs, (name, ran)
+            elif mode == "auto":  # the zoo's weights are far below 2 GiB
+                assert staged == 0 and not pinned_up, (name, err)
+                assert pinned_down == (runs - 1) * n_outputs, (name, ran)
+            else:
+                assert staged == 0 and not pinned_up and not pinned_down, (name, mode, ran)
+            if mode == "refused":
+                assert "no page-locked host memory for weight staging" in err, err
+                assert "no page-locked host memory for an output" in err, err
+        with np.load(outputs["never"]) as want:
+            for mode in ("auto", "always", "refused"):
+                with np.load(outputs[mode]) as got:
+                    for out in want.files:
+                        assert np.array_equal(want[out], got[out], equal_nan=True), (name, mode)
+        check_zoo_outputs(base, outputs["always"], ZOO_TOLERANCE[dtype])
+
+
 def test_ranks_sharing_a_gpu_are_refused(zoo, tmp_path):
     # Four ranks, two stand-in GPUs: local ranks 0 and 2 both take GPU 0,
     # which NCCL refuses ("Duplicate GPU detected").

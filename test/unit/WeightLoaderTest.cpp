@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <random>
 #include <thread>
 #include <unistd.h>
@@ -49,7 +50,7 @@ struct Fixture {
       b.fileOffset = offset;
       b.dtype = DType::F32;
       b.shape = {rows, 24};
-      switch (w % 4) {
+      switch (w % 6) {
       case 1: // converted at load
         b.dtype = DType::BF16;
         b.sourceDType = DType::F32;
@@ -63,6 +64,17 @@ struct Fixture {
         break;
       case 3: // stored transposed
         b.shape = {24, rows};
+        b.permutation = {1, 0};
+        break;
+      case 4: // a column block of the stored matrix, as it is
+        b.globalShape = {rows, 24};
+        b.shape = {rows, 8};
+        b.starts = {{0, 16}};
+        break;
+      case 5: // a column block, stored transposed
+        b.globalShape = {rows, 24};
+        b.shape = {12, rows};
+        b.starts = {{0, 4}};
         b.permutation = {1, 0};
         break;
       }
@@ -99,20 +111,76 @@ struct Fixture {
     return v;
   }
 
-  /// Every weight's bytes, loaded with `threads` threads.
-  std::map<size_t, std::vector<uint8_t>> loadWith(int threads) {
+  /// Every weight's bytes, loaded with `threads` threads (and `staging`).
+  std::map<size_t, std::vector<uint8_t>> loadWith(int threads, WeightStaging *staging = nullptr,
+                                                  size_t *staged = nullptr) {
     WeightLoader loader(art, "", 0, true);
     std::map<size_t, std::vector<uint8_t>> out;
     std::thread::id caller = std::this_thread::get_id();
-    loader.loadAll(all(), threads, [&](size_t i, WeightBytes w) {
-      EXPECT_EQ(std::this_thread::get_id(), caller) << "use() runs on the caller's thread";
-      EXPECT_EQ(w.bytes, art.buffers[i].bytes());
-      const uint8_t *p = static_cast<const uint8_t *>(w.data);
-      EXPECT_TRUE(out.emplace(i, std::vector<uint8_t>(p, p + w.bytes)).second)
-          << "weight " << i << " handed over twice";
-    });
+    loader.loadAll(
+        all(), threads,
+        [&](size_t i, WeightBytes w) {
+          EXPECT_EQ(std::this_thread::get_id(), caller) << "use() runs on the caller's thread";
+          EXPECT_EQ(w.bytes, art.buffers[i].bytes());
+          if (w.staged) {
+            EXPECT_EQ(w.data, w.staged.get()) << "weight " << i << " staged but read elsewhere";
+            EXPECT_FALSE(w.owned) << "weight " << i << " keeps a heap copy beside its block";
+            if (staged)
+              ++*staged;
+          }
+          const uint8_t *p = static_cast<const uint8_t *>(w.data);
+          EXPECT_TRUE(out.emplace(i, std::vector<uint8_t>(p, p + w.bytes)).second)
+              << "weight " << i << " handed over twice";
+        },
+        staging);
     return out;
   }
+};
+
+/// Staging in `slots` heap blocks of `slotBytes`, filled with 0xee when
+/// taken (so bytes the loader did not write show), counting what is out.
+class SlotStaging final : public WeightStaging {
+public:
+  SlotStaging(size_t slots, size_t slotBytes) : slotBytes(slotBytes), blocks(slots) {
+    for (auto &b : blocks)
+      b.memory.reset(new uint8_t[slotBytes]);
+  }
+  uint8_t *acquire(size_t bytes) override {
+    std::lock_guard<std::mutex> lock(m);
+    if (bytes > slotBytes)
+      return nullptr;
+    for (auto &b : blocks)
+      if (!b.taken) {
+        b.taken = true;
+        ++out;
+        maxOut = std::max(maxOut, out);
+        std::memset(b.memory.get(), 0xee, slotBytes);
+        return b.memory.get();
+      }
+    ++refused;
+    return nullptr;
+  }
+  void release(uint8_t *block) override {
+    std::lock_guard<std::mutex> lock(m);
+    for (auto &b : blocks)
+      if (b.memory.get() == block) {
+        EXPECT_TRUE(b.taken) << "a block given back twice";
+        b.taken = false;
+        --out;
+        return;
+      }
+    ADD_FAILURE() << "a block given back that was never taken";
+  }
+  size_t out = 0, maxOut = 0, refused = 0;
+
+private:
+  struct Block {
+    std::unique_ptr<uint8_t[]> memory;
+    bool taken = false;
+  };
+  size_t slotBytes;
+  std::vector<Block> blocks;
+  std::mutex m;
 };
 
 TEST(WeightLoader, ThreadsLoadTheBytesOfOneThread) {
@@ -136,6 +204,44 @@ TEST(WeightLoader, ThreadsLoadTheBytesOfOneThread) {
   EXPECT_EQ(x, f.values[w3 + 2 * 24 + 7]);
   for (int threads : {2, 4, 64})
     EXPECT_EQ(f.loadWith(threads), one) << threads << " threads";
+}
+
+TEST(WeightLoader, StagedWeightsAreTheBytesOfTheHeapLoad) {
+  // Every form (in place, converted, gathered, permuted and their mixes)
+  // ends in its staging block with the bytes of the load without staging.
+  Fixture f(18);
+  auto plain = f.loadWith(1);
+  for (int threads : {1, 2, 4}) {
+    // At most `threads` weights wait for use() and one is in it: with one
+    // block more than the threads, none is refused.
+    SlotStaging staging(size_t(threads) + 1, 80 * 24 * 4);
+    size_t staged = 0;
+    EXPECT_EQ(f.loadWith(threads, &staging, &staged), plain) << threads << " threads";
+    EXPECT_EQ(staged, f.art.buffers.size()) << threads << " threads";
+    EXPECT_EQ(staging.refused, 0u) << threads << " threads";
+    EXPECT_LE(staging.maxOut, size_t(threads) + 1);
+    EXPECT_EQ(staging.out, 0u) << "every block is given back";
+  }
+  // Weights larger than a block, and a staging with no free block, keep
+  // the heap or the mapping.
+  SlotStaging small(2, 20 * 24 * 2);
+  size_t staged = 0;
+  EXPECT_EQ(f.loadWith(3, &small, &staged), plain);
+  EXPECT_GT(staged, 0u);
+  EXPECT_LT(staged, f.art.buffers.size());
+  EXPECT_EQ(small.out, 0u);
+}
+
+TEST(WeightLoader, AFailureGivesTheStagingBlocksBack) {
+  Fixture f(12);
+  f.art.buffers[7].crc32c = {f.art.buffers[7].crc32c[0] ^ 1u};
+  for (int threads : {1, 4}) {
+    SlotStaging staging(size_t(threads) + 1, 80 * 24 * 4);
+    WeightLoader loader(f.art, "", 0, true);
+    EXPECT_THROW(loader.loadAll(f.all(), threads, [](size_t, WeightBytes) {}, &staging),
+                 RuntimeError);
+    EXPECT_EQ(staging.out, 0u) << threads << " threads";
+  }
 }
 
 TEST(WeightLoader, AWorkersFailureIsRethrownNamingTheWeight) {

@@ -33,7 +33,15 @@
 // (80, 86, 89 or 90: the compute capability and its shared-memory limit),
 // SHARDFLOW_STANDIN_TRACE (a file that gets one line per operation run),
 // SHARDFLOW_STANDIN_GPUS (how many devices there are, default 1; a process
-// uses one of them, as shard-run does).
+// uses one of them, as shard-run does), SHARDFLOW_STANDIN_PINNED_LIMIT (the
+// bytes of page-locked host memory cuMemHostAlloc grants in all, default no
+// limit; beyond it, CUDA_ERROR_OUT_OF_MEMORY).
+//
+// Page-locked host memory (cuMemHostAlloc) is what the GPU's copy engines
+// read directly: an asynchronous copy from it reads the host bytes when it
+// runs, not when it is queued, so a caller that reuses such a buffer before
+// the copy has completed sends the wrong bytes, here as on a GPU. (From
+// pageable memory the bytes are staged when the call is made.)
 //
 //===----------------------------------------------------------------------===//
 
@@ -66,6 +74,7 @@ struct Op {
   std::function<bool()> step; // a polled operation: true once it is done
   CUevent event = nullptr;
   uint64_t generation = 0;
+  uintptr_t readsHost = 0; // a copy from page-locked memory: its start
 };
 
 /// An operation recorded by a stream capture, queued again at each launch.
@@ -141,6 +150,8 @@ struct State {
   std::vector<CUstream> streams{&legacy}; // creation order
   std::map<uintptr_t, size_t> allocations; // base -> bytes
   size_t allocated = 0;
+  std::map<uintptr_t, size_t> pinned; // cuMemHostAlloc: base -> bytes
+  size_t pinnedBytes = 0, pinnedLimit = SIZE_MAX;
   CUctx_st primary;
 
   State() {
@@ -156,6 +167,8 @@ struct State {
       trace = std::fopen(path, "a");
     if (const char *gpus = std::getenv("SHARDFLOW_STANDIN_GPUS"))
       devices = std::max(1, std::atoi(gpus));
+    if (const char *limit = std::getenv("SHARDFLOW_STANDIN_PINNED_LIMIT"))
+      pinnedLimit = size_t(std::strtoull(limit, nullptr, 10));
   }
 };
 
@@ -314,6 +327,32 @@ std::string hex(uintptr_t p) {
 CUresult invalid(const std::string &why) {
   standin::note(why);
   return CUDA_ERROR_INVALID_VALUE;
+}
+
+/// Whether [p, p + bytes) lies in page-locked host memory (cuMemHostAlloc).
+bool isPinned(const void *p, size_t bytes) {
+  const std::map<uintptr_t, size_t> &pinned = state().pinned;
+  auto a = reinterpret_cast<uintptr_t>(p);
+  auto it = pinned.upper_bound(a);
+  if (it == pinned.begin())
+    return false;
+  --it;
+  return a + bytes <= it->first + it->second;
+}
+
+/// The operation just queued on `stream`; null when it was captured or the
+/// context has failed.
+Op *queuedLast(CUstream stream) {
+  CUstream_st *s = streamOf(stream);
+  return s->capture || s->ops.empty() ? nullptr : &s->ops.back();
+}
+
+/// A synchronous copy's line in the trace (the host waits for it).
+void traceHostCopy(const std::string &what) {
+  if (FILE *trace = state().trace) {
+    std::fprintf(trace, "stream %d: %s\n", state().legacy.id, what.c_str());
+    std::fflush(trace);
+  }
 }
 
 CUresult checkDevice(uintptr_t pointer, size_t bytes, const char *what) {
@@ -700,6 +739,46 @@ CUresult CUDAAPI cuMemFree(CUdeviceptr dptr) {
   return CUDA_SUCCESS;
 }
 
+CUresult CUDAAPI cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags) {
+  STANDIN_ENTER();
+  if (!pp || bytesize == 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (Flags & ~unsigned(CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP |
+                        CU_MEMHOSTALLOC_WRITECOMBINED))
+    return CUDA_ERROR_INVALID_VALUE;
+  State &st = state();
+  if (bytesize > st.pinnedLimit - std::min(st.pinnedLimit, st.pinnedBytes))
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  void *p = std::malloc(bytesize);
+  if (!p)
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  std::memset(p, 0xff, bytesize);
+  st.pinned[reinterpret_cast<uintptr_t>(p)] = bytesize;
+  st.pinnedBytes += bytesize;
+  *pp = p;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemFreeHost(void *p) {
+  STANDIN_ENTER();
+  State &st = state();
+  auto it = st.pinned.find(reinterpret_cast<uintptr_t>(p));
+  if (it == st.pinned.end())
+    return invalid("cuMemFreeHost: " + hex(reinterpret_cast<uintptr_t>(p)) +
+                   " is not the start of page-locked memory from cuMemHostAlloc");
+  // A copy still queued from this memory would read freed bytes: the
+  // caller must have waited for it.
+  for (CUstream s : st.streams)
+    for (const Op &op : s->ops)
+      if (op.readsHost && op.readsHost >= it->first && op.readsHost < it->first + it->second)
+        return invalid("cuMemFreeHost: a queued copy (" + op.what +
+                       ") still reads this memory; synchronize first");
+  st.pinnedBytes -= it->second;
+  st.pinned.erase(it);
+  std::free(p);
+  return CUDA_SUCCESS;
+}
+
 // The synchronous copies and memset run in the legacy stream: after its
 // earlier work, but not after non-blocking streams' work, which they do not
 // wait for (a caller must synchronize with those itself, as on a GPU).
@@ -723,6 +802,8 @@ CUresult CUDAAPI cuMemcpyDtoH(void *dstHost, CUdeviceptr srcDevice, size_t ByteC
   if (anyCapture())
     return captureRefuses("a synchronous copy during a stream capture");
   drain(&state().legacy);
+  traceHostCopy("copy device to host " + std::to_string(ByteCount) + " B" +
+                (isPinned(dstHost, ByteCount) ? " (pinned)" : ""));
   if (ByteCount)
     std::memcpy(dstHost, reinterpret_cast<const void *>(srcDevice), ByteCount);
   return CUDA_SUCCESS;
@@ -733,6 +814,18 @@ CUresult CUDAAPI cuMemcpyHtoDAsync(CUdeviceptr dstDevice, const void *srcHost, s
   STANDIN_ENTER();
   if (CUresult r = checkDevice(dstDevice, ByteCount, "cuMemcpyHtoDAsync destination"))
     return r;
+  if (isPinned(srcHost, ByteCount)) {
+    // Read when the copy runs: the caller must not reuse the memory before
+    // the copy has completed.
+    auto *src = static_cast<const uint8_t *>(srcHost);
+    standin::enqueue(hStream, "copy host to device " + std::to_string(ByteCount) + " B (pinned)",
+                     [dstDevice, src, ByteCount] {
+                       std::memcpy(reinterpret_cast<void *>(dstDevice), src, ByteCount);
+                     });
+    if (Op *op = queuedLast(hStream))
+      op->readsHost = reinterpret_cast<uintptr_t>(srcHost);
+    return CUDA_SUCCESS;
+  }
   // Pageable host memory: the bytes are staged before the call returns,
   // and the caller may reuse its buffer at once.
   auto staged = std::make_shared<std::vector<uint8_t>>(

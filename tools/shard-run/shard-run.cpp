@@ -82,6 +82,18 @@ CUDA artifacts:
                      instead of one per operation, which matters when the
                      operations are short (small batches); the first run
                      pays for the capture (see --repeat). Not with --profile
+  --pinned-memory auto|always|never
+                     page-locked host memory, which the GPU reads and
+                     writes directly (pageable memory is copied through the
+                     driver's staging buffers), for the weights' upload
+                     (the loader threads write each weight into a staging
+                     buffer of 256 MiB to 1 GiB, freed after loading) and
+                     the outputs' download. Locking pages costs time too:
+                     auto (default) stages the weights when the rank's come
+                     to 2 GiB or more, and pins the outputs from the second
+                     run on; always does both from the start; never does
+                     neither. Where the driver refuses, pageable memory is
+                     used (--verbose says so)
   --collective-timeout SECONDS
                      how long a rank waits for the GPU, collectives
                      included, and for NCCL to create its communicators
@@ -189,6 +201,17 @@ int main(int argc, char **argv) {
         cudaOptions.device = int(d);
       } else if (arg == "--cuda-graph") {
         cudaOptions.cudaGraph = true;
+      } else if (is("--pinned-memory")) {
+        std::string v = value("--pinned-memory");
+        using Pinned = CudaOptions::PinnedMemory;
+        if (v == "auto")
+          cudaOptions.pinnedMemory = Pinned::Auto;
+        else if (v == "always")
+          cudaOptions.pinnedMemory = Pinned::Always;
+        else if (v == "never")
+          cudaOptions.pinnedMemory = Pinned::Never;
+        else
+          throw RuntimeError("--pinned-memory takes auto, always or never, got '" + v + "'");
       } else if (arg == "--allow-tf32") {
         cudaOptions.allowTf32 = true;
       } else if (is("--attention-kernel")) {

@@ -75,6 +75,16 @@ struct CudaOptions {
   /// Host threads that read, check and convert the weights before their
   /// upload (0: defaultLoadThreads() in WeightLoader.h).
   int loadThreads = 0;
+  /// Page-locked host memory (cuMemHostAlloc), which the GPU reads and
+  /// writes directly, for staging the weights' upload and for the outputs'
+  /// download; pageable memory where it is not used or the driver refuses.
+  /// Pinning costs time too (the pages are locked when allocated), so Auto
+  /// stages the weights when this rank's come to kPinnedStagingFrom bytes or
+  /// more, and pins the outputs from the second run on (a single run
+  /// downloads them once, from pageable memory). Always: both from the
+  /// start; Never: neither.
+  enum class PinnedMemory { Auto, Always, Never } pinnedMemory = PinnedMemory::Auto;
+  static constexpr size_t kPinnedStagingFrom = size_t(2) << 30;
 };
 
 /// True when this shard-run was built with CUDA support (it may still lack

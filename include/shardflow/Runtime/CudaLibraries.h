@@ -54,6 +54,8 @@ namespace shardflow::runtime::cuda {
   X(cuMemGetInfo)                                                              \
   X(cuMemAlloc)                                                                \
   X(cuMemFree)                                                                 \
+  X(cuMemHostAlloc)                                                            \
+  X(cuMemFreeHost)                                                             \
   X(cuMemcpyHtoD)                                                              \
   X(cuMemcpyDtoH)                                                              \
   X(cuMemcpyHtoDAsync)                                                         \

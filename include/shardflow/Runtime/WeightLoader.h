@@ -27,12 +27,33 @@
 
 namespace shardflow::runtime {
 
+/// Memory that loaded weights are written into instead of the heap: the
+/// CUDA executor's page-locked staging buffer, which the GPU copies from
+/// directly. Both calls come from any thread.
+class WeightStaging {
+public:
+  virtual ~WeightStaging() = default;
+  /// A block of `bytes`, or null when none is free (the weight then stays
+  /// where the loader put it, as without staging). Never blocks.
+  virtual uint8_t *acquire(size_t bytes) = 0;
+  /// Gives back a block `acquire` returned.
+  virtual void release(uint8_t *block) = 0;
+};
+
+/// Gives a staging block back when the weight that holds it goes.
+struct StagedRelease {
+  WeightStaging *staging = nullptr;
+  void operator()(uint8_t *block) const { staging->release(block); }
+};
+
 /// One weight's bytes for this rank, in the buffer's element type.
 struct WeightBytes {
-  const void *data = nullptr; // points into a mapping, or into `owned`
+  const void *data = nullptr; // into a mapping, `owned` or `staged`
   size_t bytes = 0;
   /// Set when the bytes had to be copied (a strided slice) or converted.
   std::unique_ptr<uint8_t[]> owned;
+  /// Set when the bytes are in a staging block (they are then all there).
+  std::unique_ptr<uint8_t, StagedRelease> staged;
 };
 
 class WeightLoader {
@@ -46,16 +67,20 @@ public:
 
   /// Loads buffer `index` (a weight). Throws RuntimeError naming the weight
   /// and file: missing or short file, changed checksum, or a source-dtype
-  /// conversion that is not supported.
-  WeightBytes load(size_t index);
+  /// conversion that is not supported. With `staging`, the bytes end in a
+  /// block of it when one is free: the last copy, conversion or permutation
+  /// writes there, and a weight read in place is copied there.
+  WeightBytes load(size_t index, WeightStaging *staging = nullptr);
 
   /// Loads the weights `indices` on `threads` threads (0: defaultLoadThreads()),
   /// the largest first, and hands each to `use` on the calling thread as soon
   /// as it is ready, in no fixed order. At most `threads` loaded weights wait
   /// for `use` at once, which bounds the host memory held. The first error, a
   /// worker's or `use`'s, stops the rest and is rethrown here.
+  /// With `staging`, each weight is loaded as `load(i, staging)` does.
   void loadAll(std::vector<size_t> indices, int threads,
-               const std::function<void(size_t, WeightBytes)> &use);
+               const std::function<void(size_t, WeightBytes)> &use,
+               WeightStaging *staging = nullptr);
 
   /// Hands the file mappings (base, length) to the caller, who munmaps
   /// them when done: an executor that keeps pointers into the files.

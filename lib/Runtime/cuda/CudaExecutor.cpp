@@ -29,7 +29,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <iterator>
 #include <limits>
+#include <map>
+#include <mutex>
 #include <utility>
 
 using namespace shardflow::runtime;
@@ -63,6 +66,12 @@ std::string shapeText(const std::vector<int64_t> &shape) {
 }
 
 size_t alignUp(size_t v, size_t a) { return (v + a - 1) / a * a; }
+
+/// Page-locked staging for the weights' upload: at least this much (or two
+/// of the largest weights), at most kStagingLimit, never more than the
+/// weights take.
+constexpr size_t kStagingBytes = size_t(256) << 20;
+constexpr size_t kStagingLimit = size_t(1) << 30;
 
 /// "600 s", "0.5 s": a timeout for messages.
 std::string secondsText(double seconds) {
@@ -125,6 +134,61 @@ ncclDataType_t ncclReduceType(DType t, Reduction r) {
     throw RuntimeError(std::string("NCCL cannot reduce ") + dtypeName(t) + " values");
   }
 }
+
+/// Weight staging in one block of page-locked memory: first fit over the
+/// free ranges, which coalesce again when blocks come back. Loader threads
+/// take blocks; the uploading thread gives them back once their copy has
+/// completed.
+class PinnedStaging final : public WeightStaging {
+public:
+  static constexpr size_t kAlign = 256;
+
+  PinnedStaging(uint8_t *base, size_t size) : base(base) { freeRanges[0] = size; }
+
+  uint8_t *acquire(size_t bytes) override {
+    bytes = alignUp(std::max<size_t>(bytes, 1), kAlign);
+    std::lock_guard<std::mutex> lock(m);
+    for (auto it = freeRanges.begin(); it != freeRanges.end(); ++it) {
+      if (it->second < bytes)
+        continue;
+      auto [offset, size] = *it;
+      freeRanges.erase(it);
+      if (size > bytes)
+        freeRanges[offset + bytes] = size - bytes;
+      taken[offset] = bytes;
+      return base + offset;
+    }
+    return nullptr;
+  }
+
+  void release(uint8_t *block) override {
+    std::lock_guard<std::mutex> lock(m);
+    size_t offset = size_t(block - base);
+    auto t = taken.find(offset);
+    if (t == taken.end())
+      return;
+    size_t size = t->second;
+    taken.erase(t);
+    auto next = freeRanges.lower_bound(offset);
+    if (next != freeRanges.end() && offset + size == next->first) {
+      size += next->second;
+      next = freeRanges.erase(next);
+    }
+    if (next != freeRanges.begin()) {
+      auto prev = std::prev(next);
+      if (prev->first + prev->second == offset) {
+        prev->second += size;
+        return;
+      }
+    }
+    freeRanges[offset] = size;
+  }
+
+private:
+  uint8_t *base;
+  std::mutex m;
+  std::map<size_t, size_t> freeRanges, taken; // offset -> bytes
+};
 
 } // namespace
 
@@ -265,7 +329,25 @@ private:
   std::vector<size_t> checkedSteps; // step of each status slot
   size_t scratchBytes = 0, workspaceBytes = 0;
   std::vector<CUdeviceptr> pointers; // per buffer
-  std::vector<std::vector<uint8_t>> hostOutputs;
+  /// Where each output is downloaded: page-locked memory (the copy engine
+  /// writes it directly), or `pageable` (not pinned yet, not to be, or
+  /// refused by the driver).
+  struct HostOutput {
+    uint8_t *data = nullptr;
+    size_t bytes = 0;
+    std::vector<uint8_t> pageable;
+  };
+  std::vector<HostOutput> hostOutputs;
+  int runs = 0; // runs so far
+  /// Page-locked host memory (cuMemHostAlloc), freed with the executor.
+  std::vector<void *> pinnedMemory;
+  /// `bytes` of page-locked host memory, or null when the driver refuses
+  /// (--verbose says so).
+  uint8_t *allocatePinned(size_t bytes, const char *what);
+  /// Frees what allocatePinned returned, before the executor goes.
+  void freePinned(void *p);
+  /// Puts each output's host copy in page-locked memory where it can be had.
+  void pinOutputs();
 
   std::map<std::string, CUmodule> modules;
   CUmodule kernelModule = nullptr;
@@ -374,7 +456,53 @@ CudaExecutor::Impl::~Impl() {
   for (CUdeviceptr p : {arena, inputMemory, weightMemory, scratch, workspace, probe, statusWords})
     if (p)
       d.cuMemFree(p);
+  for (void *p : pinnedMemory)
+    d.cuMemFreeHost(p);
   d.cuDevicePrimaryCtxRelease(device);
+}
+
+uint8_t *CudaExecutor::Impl::allocatePinned(size_t bytes, const char *what) {
+  if (!bytes)
+    return nullptr;
+  void *p = nullptr;
+  CUresult r = driver().cuMemHostAlloc(&p, bytes, 0);
+  if (r != CUDA_SUCCESS) {
+    if (options.verbose)
+      std::fprintf(stderr,
+                   "shard-run: rank %d: no page-locked host memory for %s (%zu bytes: %s); "
+                   "pageable memory instead\n",
+                   rank, what, bytes, describe(r).c_str());
+    return nullptr;
+  }
+  pinnedMemory.push_back(p);
+  return static_cast<uint8_t *>(p);
+}
+
+void CudaExecutor::Impl::pinOutputs() {
+  // Downloaded into page-locked memory, the outputs are copied at the bus's
+  // speed; pageable memory is copied through the driver's staging buffers.
+  size_t pinned = 0;
+  for (HostOutput &h : hostOutputs) {
+    if (uint8_t *p = allocatePinned(h.bytes, "an output")) {
+      h.data = p;
+      h.pageable = std::vector<uint8_t>();
+      pinned += h.bytes;
+    } else if (h.pageable.size() != h.bytes) {
+      h.pageable.resize(h.bytes);
+      h.data = h.pageable.data();
+    }
+  }
+  if (options.verbose)
+    std::fprintf(stderr, "shard-run: rank %d downloads the outputs into page-locked memory "
+                 "(%zu bytes)\n", rank, pinned);
+}
+
+void CudaExecutor::Impl::freePinned(void *p) {
+  auto it = std::find(pinnedMemory.begin(), pinnedMemory.end(), p);
+  if (it == pinnedMemory.end())
+    return;
+  pinnedMemory.erase(it);
+  CU_CALL(cuMemFreeHost, p);
 }
 
 void CudaExecutor::Impl::openDevice() {
@@ -476,16 +604,52 @@ void CudaExecutor::Impl::allocate(const std::string &weightsDir) {
   {
     WeightLoader loader(art, weightsDir, rank, verify);
     std::vector<size_t> weights;
+    size_t largest = 0, total = 0;
     for (size_t i = 0; i < art.buffers.size(); ++i)
-      if (art.buffers[i].kind == BufferDesc::Kind::Weight)
+      if (art.buffers[i].kind == BufferDesc::Kind::Weight) {
         weights.push_back(i);
+        largest = std::max(largest, art.buffers[i].bytes());
+        total += alignUp(art.buffers[i].bytes(), PinnedStaging::kAlign);
+      }
+    // The loader's threads write each weight's final bytes (the last copy,
+    // conversion or permutation) into page-locked staging when a block of
+    // it is free, and the GPU reads them from there directly; otherwise the
+    // weight goes from pageable memory, which the driver stages itself.
+    // Enough for a few of the largest weights; one larger than it all
+    // always goes the pageable way.
+    size_t stagingBytes = std::min({total, std::max(kStagingBytes, 2 * largest), kStagingLimit});
+    using Pinned = CudaOptions::PinnedMemory;
+    bool stage = options.pinnedMemory == Pinned::Always ||
+                 (options.pinnedMemory == Pinned::Auto && total >= CudaOptions::kPinnedStagingFrom);
+    std::unique_ptr<PinnedStaging> staging;
+    uint8_t *stagingMemory = stage ? allocatePinned(stagingBytes, "weight staging") : nullptr;
+    if (stagingMemory)
+      staging = std::make_unique<PinnedStaging>(stagingMemory, stagingBytes);
+    size_t staged = 0;
     // Read, checked and converted on the loader's threads; uploaded here,
     // so the driver is called from this thread only.
-    loader.loadAll(weights, options.loadThreads, [&](size_t i, WeightBytes w) {
-      if (w.bytes)
-        CU_CALL(cuMemcpyHtoDAsync, pointers[i], w.data, w.bytes, s);
-      weightBytes += w.bytes;
-    });
+    loader.loadAll(
+        weights, options.loadThreads,
+        [&](size_t i, WeightBytes w) {
+          if (w.bytes)
+            CU_CALL(cuMemcpyHtoDAsync, pointers[i], w.data, w.bytes, s);
+          weightBytes += w.bytes;
+          if (w.staged) {
+            // The block goes back (with `w`) once the GPU has read it.
+            CU_CALL(cuStreamSynchronize, s);
+            staged += w.bytes;
+          }
+        },
+        staging.get());
+    if (options.verbose)
+      std::fprintf(stderr,
+                   "shard-run: rank %d uploaded %zu weight bytes, %zu of them from page-locked "
+                   "staging (%zu bytes of it)\n",
+                   rank, weightBytes, staged, staging ? stagingBytes : size_t(0));
+    // Every staged upload has completed (each was waited for).
+    staging.reset();
+    if (stagingMemory)
+      freePinned(stagingMemory);
     for (size_t i = 0; i < art.buffers.size(); ++i) {
       const BufferDesc &b = art.buffers[i];
       if (b.kind == BufferDesc::Kind::Constant && !b.data.empty()) {
@@ -501,7 +665,15 @@ void CudaExecutor::Impl::allocate(const std::string &weightsDir) {
 
   hostOutputs.resize(art.outputs.size());
   for (size_t o = 0; o < art.outputs.size(); ++o)
-    hostOutputs[o].resize(art.buffers.at(size_t(art.outputs[o].second)).bytes());
+    hostOutputs[o].bytes = art.buffers.at(size_t(art.outputs[o].second)).bytes();
+  if (options.pinnedMemory == CudaOptions::PinnedMemory::Always) {
+    pinOutputs();
+  } else {
+    for (HostOutput &h : hostOutputs) {
+      h.pageable.resize(h.bytes);
+      h.data = h.pageable.data();
+    }
+  }
 
   // Collective scratch: packed pieces and received pieces (all_to_all
   // needs both), or a copy of an input that overlaps its output.
@@ -1431,6 +1603,9 @@ std::vector<std::pair<std::string, Tensor>>
 CudaExecutor::Impl::run(const std::map<std::string, HostTensor> &inputs) {
   CU_CALL(cuCtxSetCurrent, context);
   std::vector<std::pair<size_t, const HostTensor *>> uploads = bindInputs(art, inputs);
+  // Pinning the outputs pays from the second download on.
+  if (++runs == 2 && options.pinnedMemory == CudaOptions::PinnedMemory::Auto)
+    pinOutputs();
   // From here on the GPU is busy until the end of the run.
   idle = false;
   CUstream compute = streams[ComputeStream];
@@ -1474,16 +1649,16 @@ CudaExecutor::Impl::run(const std::map<std::string, HostTensor> &inputs) {
   }
   // Both streams are idle: plain synchronous copies are safe.
   for (size_t o = 0; o < art.outputs.size(); ++o)
-    if (!hostOutputs[o].empty())
-      CU_CALL(cuMemcpyDtoH, hostOutputs[o].data(), pointers[size_t(art.outputs[o].second)],
-              hostOutputs[o].size());
+    if (hostOutputs[o].bytes)
+      CU_CALL(cuMemcpyDtoH, hostOutputs[o].data, pointers[size_t(art.outputs[o].second)],
+              hostOutputs[o].bytes);
   idle = true;
   checkStatusWords();
 
   std::vector<std::pair<std::string, Tensor>> outputs;
   for (size_t o = 0; o < art.outputs.size(); ++o) {
     const BufferDesc &b = art.buffers[size_t(art.outputs[o].second)];
-    outputs.emplace_back(art.outputs[o].first, Tensor{hostOutputs[o].data(), b.dtype, b.shape});
+    outputs.emplace_back(art.outputs[o].first, Tensor{hostOutputs[o].data, b.dtype, b.shape});
   }
   return outputs;
 }
