@@ -147,10 +147,11 @@ def _time_shard_run(args, out: Path, ids_path: Path, artifact: str = "gpt2s.shar
     return float(m.group(2)) / 1e3, np.load(result)["logits"]
 
 
-def _host_times(args, out: Path, ids_path: Path, pinned: str) -> tuple[float, float, float]:
+def _host_times(args, out: Path, ids_path: Path, pinned: str) -> tuple[float, float, float, str]:
     """shard-run --pinned-memory PINNED: (load seconds, the best run's wall
-    seconds with its input upload and logits download, that run's GPU
-    program seconds)."""
+    seconds with its input upload and logits download, the best GPU program
+    seconds, the best download's time and bandwidth as shard-run gives
+    them)."""
     cmd = [str(args.shard_run), str(out / "gpt2s.shard"), "--weights", str(out),
            "--input", f"input_ids={ids_path}", "--repeat", "5", "--verbose",
            "--pinned-memory", pinned]
@@ -158,10 +159,12 @@ def _host_times(args, out: Path, ids_path: Path, pinned: str) -> tuple[float, fl
     m = re.search(r"load ([0-9.]+) s, first run [0-9.]+ s, best of \d+ runs ([0-9.]+) s",
                   proc.stderr)
     g = re.search(r"GPU program time: best ([0-9.]+) ms", proc.stderr)
-    if proc.returncode or not m or not g:
+    d = re.search(r"outputs downloaded \(\d+ bytes, [a-z-]+ memory\): best ([0-9.]+ ms "
+                  r"\([0-9.]+ GB/s\))", proc.stderr)
+    if proc.returncode or not m or not g or not d:
         sys.stderr.write(proc.stderr)
         raise SystemExit(f"shard-run --pinned-memory {pinned} failed ({proc.returncode})")
-    return float(m.group(1)), float(m.group(2)), float(g.group(1)) / 1e3
+    return float(m.group(1)), float(m.group(2)), float(g.group(1)) / 1e3, d.group(1)
 
 
 def _torch_model(model_path: Path, cfg: dict):
@@ -341,10 +344,10 @@ def run(args) -> int:
                   f"{seconds / ours_small:.3f} of the default's time  "
                   f"ours/eager {seconds / small['eager']:.3f}  "
                   f"ours/compile {seconds / small['compile']:.3f}  (logits error {e:.2e})")
-    (load_p, wall_p, gpu_p), (load_n, wall_n, gpu_n) = host["always"], host["never"]
-    print(f"host copies, --pinned-memory always: load {load_p:.3f} s, best run {wall_p * 1e3:.2f} "
-          f"ms (GPU program {gpu_p * 1e3:.2f} ms); never: load {load_n:.3f} s, best run "
-          f"{wall_n * 1e3:.2f} ms (GPU program {gpu_n * 1e3:.2f} ms)")
+    for mode, (load, wall, gpu, download) in host.items():
+        print(f"host copies, --pinned-memory {mode:6}: load {load:.3f} s, best run "
+              f"{wall * 1e3:.2f} ms (GPU program {gpu * 1e3:.2f} ms, logits download {download})")
+    (load_p, wall_p, gpu_p, _), (load_n, wall_n, gpu_n, _) = host["always"], host["never"]
     print(f"ratio pinned/pageable: load {load_p / load_n:.3f}, run wall time {wall_p / wall_n:.3f}, "
           f"run minus GPU program {(wall_p - gpu_p) / max(wall_n - gpu_n, 1e-9):.3f}")
     for feature, (seconds, logits) in ablated.items():

@@ -517,6 +517,12 @@ def test_pinned_memory_gives_the_bits_of_pageable_memory(zoo, dtype, tmp_path):
             with np.load(outputs[mode]) as got:
                 n_outputs = len(got.files)
             pinned_down = len(re.findall(r"copy device to host \d+ B \(pinned\)", ran))
+            # --verbose: each kind of download, with the runs it took.
+            downloads = dict(re.findall(r"outputs downloaded \(\d+ bytes, ([a-z-]+) memory\): "
+                                        r"best [0-9.]+ ms \([0-9.]+ GB/s\) over (\d+) runs", err))
+            assert downloads == {"always": {"page-locked": str(runs)},
+                                 "auto": {"pageable": "1", "page-locked": str(runs - 1)}
+                                 }.get(mode, {"pageable": str(runs)}), (mode, err)
             if mode == "always":
                 assert staged == total > 0 and sum(pinned_up) == total, (name, err)
                 assert pinned_down == runs * n_outputs, (name, ran)

@@ -340,6 +340,15 @@ int main(int argc, char **argv) {
     // pays for lazy initialization inside the libraries, so it is left out
     // when there are more.
     std::vector<double> deviceTimes;
+    // The outputs' download of each run (host time), and whether it went
+    // into page-locked memory, by kind: [pageable, pinned].
+    std::vector<double> downloads[2];
+    auto addDownload = [&] {
+      if (cudaExecutor)
+        downloads[cudaExecutor->lastDownloadPinned()].push_back(
+            cudaExecutor->lastDownloadSeconds());
+    };
+    addDownload();
     if (cudaExecutor && repeat == 1)
       deviceTimes.push_back(cudaExecutor->lastDeviceSeconds());
     if (repeat == 1)
@@ -351,6 +360,7 @@ int main(int argc, char **argv) {
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       if (cudaExecutor)
         deviceTimes.push_back(cudaExecutor->lastDeviceSeconds());
+      addDownload();
       addProfile(seconds);
       best = std::min(best, seconds);
     }
@@ -417,6 +427,19 @@ int main(int argc, char **argv) {
                      "runs\n",
                      deviceTimes.front() * 1e3, deviceTimes[deviceTimes.size() / 2] * 1e3,
                      deviceTimes.size());
+      }
+      for (bool pinned : {false, true}) {
+        std::vector<double> &d = downloads[pinned];
+        if (d.empty() || !cudaExecutor->outputBytes())
+          continue;
+        std::sort(d.begin(), d.end());
+        std::fprintf(stderr,
+                     "shard-run: outputs downloaded (%zu bytes, %s memory): best %.3f ms "
+                     "(%.2f GB/s) over %zu runs\n",
+                     cudaExecutor->outputBytes(), pinned ? "page-locked" : "pageable",
+                     d.front() * 1e3,
+                     double(cudaExecutor->outputBytes()) / std::max(d.front(), 1e-9) / 1e9,
+                     d.size());
       }
     }
     if (profile && comm->rank() == 0)

@@ -112,6 +112,12 @@ public:
   /// GPU time of the last run's program, from after the input uploads to
   /// the end of its last instruction on either stream (no host copies).
   double lastDeviceSeconds() const;
+  /// Host time the last run took to download its outputs, and their bytes.
+  double lastDownloadSeconds() const;
+  size_t outputBytes() const;
+  /// Whether the last run downloaded its outputs into page-locked memory
+  /// (all of them; see CudaOptions::pinnedMemory).
+  bool lastDownloadPinned() const;
   /// With CudaOptions::profile: the last run's GPU seconds per instruction,
   /// from when its stream reached it (its waits met) to its end.
   const std::vector<double> &instructionSeconds() const;

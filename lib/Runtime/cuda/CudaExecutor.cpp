@@ -25,6 +25,7 @@
 #endif
 
 #include <array>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -207,6 +208,9 @@ public:
   Artifact art;
   size_t weightBytes = 0;
   double deviceSeconds = 0; // the last run's program, on the GPU
+  double downloadSeconds = 0; // the last run's output downloads, host time
+  bool downloadPinned = false; // ... all into page-locked memory
+  size_t outputBytes = 0;
   std::vector<double> timings; // with options.profile: per instruction
 
 private:
@@ -664,8 +668,10 @@ void CudaExecutor::Impl::allocate(const std::string &weightsDir) {
   }
 
   hostOutputs.resize(art.outputs.size());
-  for (size_t o = 0; o < art.outputs.size(); ++o)
+  for (size_t o = 0; o < art.outputs.size(); ++o) {
     hostOutputs[o].bytes = art.buffers.at(size_t(art.outputs[o].second)).bytes();
+    outputBytes += hostOutputs[o].bytes;
+  }
   if (options.pinnedMemory == CudaOptions::PinnedMemory::Always) {
     pinOutputs();
   } else {
@@ -1648,10 +1654,16 @@ CudaExecutor::Impl::run(const std::map<std::string, HostTensor> &inputs) {
     }
   }
   // Both streams are idle: plain synchronous copies are safe.
+  auto downloadStart = std::chrono::steady_clock::now();
+  downloadPinned = true;
   for (size_t o = 0; o < art.outputs.size(); ++o)
-    if (hostOutputs[o].bytes)
+    if (hostOutputs[o].bytes) {
       CU_CALL(cuMemcpyDtoH, hostOutputs[o].data, pointers[size_t(art.outputs[o].second)],
               hostOutputs[o].bytes);
+      downloadPinned = downloadPinned && hostOutputs[o].pageable.empty();
+    }
+  downloadSeconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - downloadStart).count();
   idle = true;
   checkStatusWords();
 
@@ -1686,5 +1698,11 @@ const Artifact &CudaExecutor::artifact() const { return impl->art; }
 size_t CudaExecutor::mappedWeightBytes() const { return impl->weightBytes; }
 
 double CudaExecutor::lastDeviceSeconds() const { return impl->deviceSeconds; }
+
+double CudaExecutor::lastDownloadSeconds() const { return impl->downloadSeconds; }
+
+bool CudaExecutor::lastDownloadPinned() const { return impl->downloadPinned; }
+
+size_t CudaExecutor::outputBytes() const { return impl->outputBytes; }
 
 const std::vector<double> &CudaExecutor::instructionSeconds() const { return impl->timings; }

@@ -36,6 +36,12 @@ size_t CudaExecutor::mappedWeightBytes() const { return 0; }
 
 double CudaExecutor::lastDeviceSeconds() const { return 0; }
 
+double CudaExecutor::lastDownloadSeconds() const { return 0; }
+
+size_t CudaExecutor::outputBytes() const { return 0; }
+
+bool CudaExecutor::lastDownloadPinned() const { return false; }
+
 const std::vector<double> &CudaExecutor::instructionSeconds() const {
   static const std::vector<double> none;
   return none;
