@@ -8,6 +8,7 @@
 #   bash tools/gpu-session.sh build [DIR]     on the GPU machine
 #   bash tools/gpu-session.sh check [DIR]     on the GPU machine
 #   bash tools/gpu-session.sh bench [DIR]     on the GPU machine
+#   bash tools/gpu-session.sh bench-llama [DIR]   on the GPU machine
 #   bash tools/gpu-session.sh sanitize [DIR] [TOOLS]   on the GPU machine
 #
 # prepare  writes DIR (default gpu-session/, which git ignores): the
@@ -17,7 +18,9 @@
 #          cases (python -m shardflow.cuda_zoo), and the GPT-2-small bench's
 #          artifact and graph (bench/gpt2_gpu_bench.py prepare; its weights
 #          are regenerated from their seed on the GPU machine, so DIR stays
-#          small). Copy or carry DIR to the GPU machine's checkout.
+#          small), and the Llama --group-gemms bench's artifacts
+#          (bench/llama_group_gemms_bench.py prepare, likewise). Copy or
+#          carry DIR to the GPU machine's checkout.
 # build    a runtime-only shard-run with CUDA (gpu-check.sh checks that it
 #          links no CUDA library) and tools/cuda-kernel-check, in
 #          build-gpu-session/ (reused when already there).
@@ -26,12 +29,16 @@
 #          tools/gpu-check.sh on the smoke cases, the zoo in f32 (rtol
 #          1e-4, TF32 off) and bf16 (rtol 2e-2), bf16 again captured into
 #          a CUDA graph (--cuda-graph, two runs), bf16 again through
-#          page-locked host memory (--pinned-memory always, two runs), and
-#          the expected-error cases.
+#          page-locked host memory (--pinned-memory always, two runs), bf16
+#          again with sibling GEMMs batched (--group-gemms), and the
+#          expected-error cases.
 # bench    builds when needed, then the GPT-2-small bench (bf16, batch 8,
 #          sequence 1024) against PyTorch eager and torch.compile, and our
 #          artifact with each code generation feature off (--cuda-disable)
 #          against the default one.
+# bench-llama  builds when needed, then a Llama-shaped model (multi-head
+#          attention, bf16) with sibling GEMMs batched (--group-gemms)
+#          against one by one, at batch 8 x 512 and 1 x 128.
 # sanitize builds when needed, then gpu-check.sh --sanitize TOOL on the
 #          smoke cases and the zoo in f32, for each of TOOLS (default
 #          "memcheck racecheck"; also synccheck, initcheck), each run under
@@ -51,9 +58,9 @@ cd "$root" || exit 1
 step="${1:-}"
 dir="${2:-gpu-session}"
 case "$step" in
-  prepare|build|check|bench|sanitize) ;;
-  -h|--help) sed -n '2,42p' "$0"; exit 0 ;;
-  *) echo "usage: bash tools/gpu-session.sh prepare|build|check|bench|sanitize [DIR] (see --help)" >&2
+  prepare|build|check|bench|bench-llama|sanitize) ;;
+  -h|--help) sed -n '2,53p' "$0"; exit 0 ;;
+  *) echo "usage: bash tools/gpu-session.sh prepare|build|check|bench|bench-llama|sanitize [DIR] (see --help)" >&2
      exit 2 ;;
 esac
 builds="${SHARDFLOW_GPU_SESSION_BUILD:-$root/build-gpu-session}"
@@ -84,6 +91,12 @@ if [ "$step" = prepare ]; then
     "${@:3}" || exit 1
   mkdir -p "$dir/bench"
   cp "$bench_out"/gpt2s*.shard "$bench_out/gpt2s.onnx" "$bench_out/config.json" "$dir/bench/"
+  echo "== the Llama --group-gemms bench (generating its weights takes a few minutes)"
+  llama_out="${SHARDFLOW_LLAMA_BENCH_OUT:-$root/bench/out/llama}"
+  "$python" bench/llama_group_gemms_bench.py prepare --out "$llama_out" --shard-opt "$shard_opt" ||
+    exit 1
+  mkdir -p "$dir/llama"
+  cp "$llama_out"/llama.*.shard "$llama_out/llama.onnx" "$llama_out/config.json" "$dir/llama/"
   rm -f "$dir/smoke.log" "$dir/zoo.log"
   rm -rf "$dir/logs"
   echo "== $dir: $(du -sh "$dir" | cut -f1) (the device tool carries at most 64 MiB)"
@@ -91,7 +104,7 @@ if [ "$step" = prepare ]; then
   exit 0
 fi
 
-for part in smoke zoo bench; do
+for part in smoke zoo bench llama; do
   [ -d "$dir/$part" ] || { echo "no $dir/$part: run 'bash tools/gpu-session.sh prepare $dir' where shard-opt is built, and bring $dir here" >&2; exit 1; }
 done
 
@@ -164,6 +177,9 @@ case "$step" in
     "${check[@]}" --rtol 2e-2 --flags "--pinned-memory always --repeat 2" "$dir/zoo/bf16" \
       >>"$log" 2>&1
     tally "gpu-check zoo/bf16 --pinned-memory always" "$log" $?
+    echo "==== zoo/bf16 --group-gemms" >>"$log"
+    "${check[@]}" --rtol 2e-2 --flags "--group-gemms" "$dir/zoo/bf16" >>"$log" 2>&1
+    tally "gpu-check zoo/bf16 --group-gemms" "$log" $?
     ;;
   sanitize)
     build_all || exit 1
@@ -192,6 +208,18 @@ case "$step" in
     rc=${PIPESTATUS[0]}
     grep -E "^(device|model|shardflow|torch|ratio|logits|profile|small|host)" "$log" | sed 's/^/bench: /' >>"$summary"
     [ "$rc" = 0 ] || { note "bench: FAILED (exit $rc)"; status=1; }
+    ;;
+  bench-llama)
+    build_all || exit 1
+    log="$logs/bench-llama.log"
+    work="$builds/llama"
+    mkdir -p "$work"
+    cp "$dir/llama/"* "$work/"
+    PYTHONUNBUFFERED=1 "$python" bench/llama_group_gemms_bench.py run --dir "$work" \
+      --shard-run "$builds/rt/bin/shard-run" 2>&1 | tee "$log"
+    rc=${PIPESTATUS[0]}
+    grep -E "^(date|llama)" "$log" | sed 's/^/bench-llama: /' >>"$summary"
+    [ "$rc" = 0 ] || { note "bench-llama: FAILED (exit $rc)"; status=1; }
     ;;
 esac
 exit "$status"

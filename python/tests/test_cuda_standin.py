@@ -483,6 +483,64 @@ def test_cuda_graph_is_refused_with_profile(zoo, tmp_path):
     assert rc == 1 and "--cuda-graph and --profile do not go together" in err, err
 
 
+@pytest.mark.parametrize("order", ORDERS)
+def test_grouped_gemms_give_the_bits_of_separate_ones(zoo, order, tmp_path):
+    """shard-run --group-gemms: the zoo's Llama (grouped-query attention, so
+    key and value have one width, and gate and up another) runs its sibling
+    projections as pointer-array batched cuBLASLt calls, alone and captured
+    in a CUDA graph; the outputs are the bits of the GEMMs run one by one.
+    A cuBLASLt with no pointer-array algorithm gets them one by one again."""
+    for dtype in ("f32", "bf16"):
+        base = zoo / dtype / "llama"
+        outputs, gemms = {}, {}
+        for mode, extra, env in (("plain", [], {}), ("grouped", ["--group-gemms"], {}),
+                                 ("graph", ["--group-gemms", "--cuda-graph"], {}),
+                                 ("refused", ["--group-gemms"],
+                                  {"SHARDFLOW_STANDIN_CUBLASLT": "no-pointer-array"})):
+            trace = tmp_path / f"{dtype}.{mode}.trace"
+            outputs[mode] = tmp_path / f"{dtype}.{mode}.npz"
+            rc, err = run_standin(f"{base}.shard", "--inputs", f"{base}.inputs.npz", "--output",
+                                  outputs[mode], "--verbose", *extra, order=order,
+                                  env={"SHARDFLOW_STANDIN_SM": "86",
+                                       "SHARDFLOW_STANDIN_TRACE": str(trace), **env})
+            assert rc == 0, (dtype, mode, err)
+            ran = trace.read_text()
+            gemms[mode] = len(re.findall(r": (?:graph: )?gemm ", ran))
+            batched = re.findall(r": (?:graph: )?gemm [^\n]* batch=(\d+) \(pointer array\)", ran)
+            if mode in ("grouped", "graph"):
+                # Two layers, each with key/value and gate/up in pairs.
+                assert "runs 8 GEMMs as 4 pointer-array batched calls" in err, err
+                assert batched == ["2"] * 4, ran
+                assert gemms[mode] == gemms["plain"] - 4, (gemms, ran)
+            else:
+                assert not batched, ran
+            if mode == "refused":
+                assert err.count("no pointer-array algorithm for 2 GEMMs") == 4, err
+                assert gemms[mode] == gemms["plain"], gemms
+        with np.load(outputs["plain"]) as want:
+            for mode in ("grouped", "graph", "refused"):
+                with np.load(outputs[mode]) as got:
+                    for out in want.files:
+                        assert np.array_equal(want[out], got[out], equal_nan=True), (dtype, mode)
+        check_zoo_outputs(base, outputs["grouped"], ZOO_TOLERANCE[dtype])
+
+
+def test_grouped_gemms_on_four_ranks(zoo, tmp_path):
+    """--group-gemms in each rank's megatron program (dp=2,tp=2): the ranks'
+    key/value and gate/up column blocks are grouped too; onnxruntime's
+    results."""
+    nccl = tmp_path / "nccl"
+    nccl.mkdir()
+    base = zoo / "f32" / "llama-tp"
+    rc, log = mpirun_standin(4, f"{base}.shard", "--weights", f"{base}.onnx", "--inputs",
+                             f"{base}.inputs.npz", "--output", tmp_path / "out.npz",
+                             "--group-gemms", "--verbose",
+                             env={"SHARDFLOW_STANDIN_NCCL_DIR": str(nccl)})
+    assert rc == 0, log
+    assert log.count("GEMMs as 4 pointer-array batched calls") == 4, log
+    check_zoo_outputs(base, tmp_path / "out.npz", ZOO_TOLERANCE["f32"])
+
+
 @pytest.mark.parametrize("dtype", ["f32", "bf16"])
 def test_pinned_memory_gives_the_bits_of_pageable_memory(zoo, dtype, tmp_path):
     """--pinned-memory never|auto|always on three load threads: weights

@@ -33,6 +33,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -51,10 +52,13 @@ struct Layout {
   int32_t order = CUBLASLT_ORDER_COL;
   int32_t batch = 1;
   int64_t stride = 0;
+  uint32_t batchMode = CUBLASLT_BATCH_MODE_STRIDED;
 
-  /// Element offset of (i, j) in batch b.
+  bool pointerArray() const { return batchMode == CUBLASLT_BATCH_MODE_POINTER_ARRAY; }
+  /// Element offset of (i, j) in batch b (pointer arrays: from the batch's
+  /// own matrix).
   int64_t at(uint64_t i, uint64_t j, int64_t b) const {
-    int64_t base = b * stride;
+    int64_t base = pointerArray() ? 0 : b * stride;
     return base + (order == CUBLASLT_ORDER_COL ? int64_t(i) + int64_t(j) * ld
                                                : int64_t(i) * ld + int64_t(j));
   }
@@ -62,7 +66,7 @@ struct Layout {
   int64_t span() const {
     if (!rows || !cols)
       return 0;
-    return at(rows - 1, cols - 1, batch - 1) + 1;
+    return at(rows - 1, cols - 1, pointerArray() ? 0 : batch - 1) + 1;
   }
 };
 
@@ -164,8 +168,9 @@ cublasStatus_t refuse(cublasStatus_t status, const std::string &why) {
 
 std::string dims(const Layout &l) {
   return std::to_string(l.rows) + "x" + std::to_string(l.cols) + " ld " + std::to_string(l.ld) +
-         (l.batch > 1 ? " batch " + std::to_string(l.batch) + " stride " +
-                            std::to_string(l.stride)
+         (l.batch > 1 ? " batch " + std::to_string(l.batch) +
+                            (l.pointerArray() ? " (pointer array)"
+                                              : " stride " + std::to_string(l.stride))
                       : "");
 }
 
@@ -217,6 +222,9 @@ Problem check(const Desc &d, const Layout &a, const Layout &b, const Layout &c,
                " but op(A) op(B) is " + std::to_string(p.m) + "x" + std::to_string(p.n));
   if (a.batch != out.batch || b.batch != out.batch || c.batch != out.batch)
     return bad("batch counts differ");
+  if (a.batchMode != out.batchMode || b.batchMode != out.batchMode ||
+      c.batchMode != out.batchMode)
+    return bad("batch modes differ (strided and pointer array)");
   if (d.transA != CUBLAS_OP_N && d.transA != CUBLAS_OP_T)
     return bad("transA other than N or T");
   if (d.transB != CUBLAS_OP_N && d.transB != CUBLAS_OP_T)
@@ -412,6 +420,15 @@ cublasStatus_t CUBLASWINAPI cublasLtMatrixLayoutSetAttribute(cublasLtMatrixLayou
     return setValue(l.stride, buf, sizeInBytes, "STRIDED_BATCH_OFFSET");
   case CUBLASLT_MATRIX_LAYOUT_ORDER:
     return setValue(l.order, buf, sizeInBytes, "ORDER");
+  case CUBLASLT_MATRIX_LAYOUT_BATCH_MODE:
+    if (cublasStatus_t s = setValue(l.batchMode, buf, sizeInBytes, "BATCH_MODE"))
+      return s;
+    return l.batchMode == CUBLASLT_BATCH_MODE_STRIDED ||
+                   l.batchMode == CUBLASLT_BATCH_MODE_POINTER_ARRAY
+               ? CUBLAS_STATUS_SUCCESS
+               : refuse(CUBLAS_STATUS_INVALID_VALUE,
+                        "batch mode " + std::to_string(l.batchMode) +
+                            " (the stand-in has strided and pointer array)");
   default:
     return refuse(CUBLAS_STATUS_INVALID_VALUE, "matrix layout attribute " +
                                                    std::to_string(int(attr)) +
@@ -474,13 +491,19 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmulAlgoGetHeuristic(
     return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmulAlgoGetHeuristic: " + p.error);
   // SHARDFLOW_STANDIN_CUBLASLT=no-zero-stride: no algorithm for a batch
   // that repeats one matrix (stride 0), so the caller's fallback runs.
+  // SHARDFLOW_STANDIN_CUBLASLT=no-pointer-array: none for pointer arrays
+  // (a cuBLASLt from before that mode, or without an algorithm for it).
   const char *mode = std::getenv("SHARDFLOW_STANDIN_CUBLASLT");
-  if (mode && std::strcmp(mode, "no-zero-stride") == 0)
-    for (cublasLtMatrixLayout_t l : {Adesc, Bdesc, Cdesc, Ddesc})
-      if (layout(l)->batch > 1 && layout(l)->stride == 0) {
-        *returnAlgoCount = 0;
-        return CUBLAS_STATUS_NOT_SUPPORTED;
-      }
+  for (cublasLtMatrixLayout_t l : {Adesc, Bdesc, Cdesc, Ddesc}) {
+    const Layout &x = *layout(l);
+    bool refused = mode && ((std::strcmp(mode, "no-zero-stride") == 0 && x.batch > 1 &&
+                             !x.pointerArray() && x.stride == 0) ||
+                            (std::strcmp(mode, "no-pointer-array") == 0 && x.pointerArray()));
+    if (refused) {
+      *returnAlgoCount = 0;
+      return CUBLAS_STATUS_NOT_SUPPORTED;
+    }
+  }
   const Preference &pr = *preference(pref);
   Algo algo{kAlgoMagic, {pr.align[0], pr.align[1], pr.align[2], pr.align[3]}, 0,
             alignmentOf(reinterpret_cast<uintptr_t>(desc(operationDesc)->bias))};
@@ -525,12 +548,39 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmul(
   const char *names[4] = {"A", "B", "C", "D"};
   const void *pointers[4] = {A, B, C, D};
   const Layout *layouts[4] = {&a, &b, &c, &out};
+  // Pointer arrays: each argument is a device array of one matrix pointer
+  // per batch, which the GPU reads when the call runs; so are the matrices
+  // checked then (checkMatrix), from the pointers found there.
+  auto checkMatrix = [chosen, names](int i, const Layout &l, uintptr_t base,
+                                     int32_t batch) -> std::string {
+    unsigned have = alignmentOf(base);
+    if (have < chosen.align[i])
+      return std::string("cublasLtMatmul: ") + names[i] + " of batch " +
+             std::to_string(batch) + " is " + std::to_string(have) +
+             "-byte aligned, but the algorithm was chosen for " +
+             std::to_string(chosen.align[i]) + " (CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_" +
+             names[i] + "_BYTES)";
+    return standin::checkRange(base, size_t(l.span()) * typeSize(l.type),
+                               (std::string("cublasLtMatmul ") + names[i] + " (" + dims(l) + ")")
+                                   .c_str());
+  };
   for (int i = 0; i < 4; ++i) {
     if (i == 2 && betaValue == 0.0f)
       continue; // C is not read
     const Layout &l = *layouts[i];
     uintptr_t base = reinterpret_cast<uintptr_t>(pointers[i]);
     size_t elem = typeSize(l.type);
+    if (l.pointerArray()) {
+      std::string problem = standin::checkRange(
+          base, size_t(l.batch) * sizeof(void *),
+          (std::string("cublasLtMatmul ") + names[i] + "'s pointer array").c_str());
+      if (!problem.empty() || base % alignof(void *))
+        return refuse(CUBLAS_STATUS_INVALID_VALUE,
+                      problem.empty() ? std::string("cublasLtMatmul: ") + names[i] +
+                                            "'s pointer array is not 8-byte aligned"
+                                      : problem);
+      continue;
+    }
     for (int32_t batch = 0; batch < l.batch; ++batch) {
       unsigned have = alignmentOf(base + uintptr_t(batch * l.stride) * elem);
       if (have < chosen.align[i])
@@ -578,10 +628,34 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmul(
                      " k=" + std::to_string(p.k) + (d.transA == CUBLAS_OP_T ? " transA" : "") +
                      (d.transB == CUBLAS_OP_T ? " transB" : "") +
                      (out.batch > 1 ? " batch=" + std::to_string(out.batch) : "") +
+                     (out.pointerArray() ? " (pointer array)" : "") +
                      (betaValue != 0.0f ? " +C" : "") + epilogueName(d.epilogue);
   bool enqueued = standin::enqueue(stream, what, [=] {
     std::vector<float> column(p.k);
-    for (int32_t batch = 0; batch < out.batch; ++batch)
+    const Layout *layouts4[4] = {&a, &b, &c, &out}; // this operation's copies
+    for (int32_t batch = 0; batch < out.batch; ++batch) {
+      // This batch's matrices: the arguments, or (pointer arrays) the
+      // pointers read from them now.
+      const void *A = pointers[0], *B = pointers[1], *C = pointers[2];
+      void *D = const_cast<void *>(pointers[3]);
+      if (out.pointerArray()) {
+        const void *const *arrays[4];
+        for (int i = 0; i < 4; ++i)
+          arrays[i] = static_cast<const void *const *>(pointers[i]);
+        A = arrays[0][batch];
+        B = arrays[1][batch];
+        C = arrays[2][batch];
+        D = const_cast<void *>(arrays[3][batch]);
+        const void *matrices[4] = {A, B, C, D};
+        for (int i = 0; i < 4; ++i) {
+          if (i == 2 && betaValue == 0.0f)
+            continue;
+          std::string problem =
+              checkMatrix(i, *layouts4[i], reinterpret_cast<uintptr_t>(matrices[i]), batch);
+          if (!problem.empty())
+            throw std::runtime_error(problem);
+        }
+      }
       for (uint64_t j = 0; j < p.n; ++j) {
         for (uint64_t kk = 0; kk < p.k; ++kk) {
           int64_t at = d.transB == CUBLAS_OP_N ? b.at(kk, j, batch) : b.at(j, kk, batch);
@@ -608,6 +682,7 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmul(
           store(D, out.at(i, j, batch), out.type, v);
         }
       }
+    }
   });
   return enqueued ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
 }

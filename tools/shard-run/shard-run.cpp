@@ -82,6 +82,14 @@ CUDA artifacts:
                      instead of one per operation, which matters when the
                      operations are short (small batches); the first run
                      pays for the capture (see --repeat). Not with --profile
+  --group-gemms      run consecutive GEMMs that read one activation with the
+                     same shapes and no bias (separate query, key and value
+                     projections of equal width, an MLP's gate and up) as
+                     one cuBLASLt call in pointer-array batch mode: fewer
+                     launches, and small GEMMs fill more of the GPU
+                     together. Off by default until timed on a GPU; where
+                     cuBLASLt has no such algorithm they run one by one
+                     (--verbose says which)
   --pinned-memory auto|always|never
                      page-locked host memory, which the GPU reads and
                      writes directly (pageable memory is copied through the
@@ -201,6 +209,8 @@ int main(int argc, char **argv) {
         cudaOptions.device = int(d);
       } else if (arg == "--cuda-graph") {
         cudaOptions.cudaGraph = true;
+      } else if (arg == "--group-gemms") {
+        cudaOptions.groupGemms = true;
       } else if (is("--pinned-memory")) {
         std::string v = value("--pinned-memory");
         using Pinned = CudaOptions::PinnedMemory;

@@ -72,6 +72,10 @@ struct CudaOptions {
   /// the graph at every run: one launch instead of one per operation.
   /// Not with `profile`, whose events a graph cannot time.
   bool cudaGraph = false;
+  /// Run consecutive GEMMs that read one activation with the same shapes
+  /// (separate query, key and value projections; gate and up) as one
+  /// cuBLASLt call in pointer-array batch mode.
+  bool groupGemms = false;
   /// Host threads that read, check and convert the weights before their
   /// upload (0: defaultLoadThreads() in WeightLoader.h).
   int loadThreads = 0;

@@ -258,6 +258,8 @@ private:
   void prepareGemm(size_t n, Step &step, bool onnxGemm);
   void prepareDeviceKernel(const std::string &kernel, const Instruction &inst, Step &step);
   void planStreams();
+  /// options.groupGemms: sibling GEMMs as one pointer-array batched call.
+  void groupGemms();
   void createCommunicators();
   void checkNcclHealth();
   /// Lets `f` use `bytes` of dynamic shared memory, or throws naming the
@@ -327,6 +329,8 @@ private:
 
   CUdeviceptr arena = 0, inputMemory = 0, weightMemory = 0, scratch = 0, workspace = 0,
               probe = 0;
+  /// groupGemms: the pointer arrays of the grouped GEMMs.
+  CUdeviceptr gemmPointers = 0;
   /// Two int64 per launch that checks indices: [flag, offending index],
   /// zeroed before each run and read after it.
   CUdeviceptr statusWords = 0;
@@ -398,6 +402,8 @@ CudaExecutor::Impl::Impl(Artifact artifact, const std::string &weightsDir, Commu
     allocate(weightsDir);
     prepareProgram();
     planStreams();
+    if (options.groupGemms)
+      groupGemms();
     createCommunicators();
     checkNcclHealth();
   } catch (...) {
@@ -457,7 +463,8 @@ CudaExecutor::Impl::~Impl() {
     d.cuModuleUnload(m);
   if (kernelModule)
     d.cuModuleUnload(kernelModule);
-  for (CUdeviceptr p : {arena, inputMemory, weightMemory, scratch, workspace, probe, statusWords})
+  for (CUdeviceptr p :
+       {arena, inputMemory, weightMemory, scratch, workspace, probe, statusWords, gemmPointers})
     if (p)
       d.cuMemFree(p);
   for (void *p : pinnedMemory)
@@ -1153,6 +1160,129 @@ void CudaExecutor::Impl::planStreams() {
     for (int w : steps[n].waits)
       if (!steps[size_t(w)].done)
         CU_CALL(cuEventCreate, &steps[size_t(w)].done, CU_EVENT_DISABLE_TIMING);
+}
+
+void CudaExecutor::Impl::groupGemms() {
+  // Consecutive GEMMs on the compute stream that read one activation A with
+  // the same problem, no bias, no C and no batch (attention's query, key and
+  // value projections; an MLP's gate and up projections; each their own
+  // weight), and read no result of another: one cuBLASLt call in
+  // pointer-array batch mode, whose arrays hold each member's B and D (and
+  // A, the same for all). The first member's step runs it, after every
+  // member's waits; the others stay as empty steps that still record their
+  // events, so what waits for them is unchanged.
+  auto plain = [&](size_t n) -> const GemmCall * {
+    const Step &s = steps[n];
+    if (s.kind != Step::Kind::Gemm || s.stream != ComputeStream || s.gemms.size() != 1 ||
+        !s.copies.empty() || !s.zeroFills.empty())
+      return nullptr;
+    const GemmCall &g = s.gemms[0];
+    const GemmProblem &p = GemmRunner::problemOf(*g.prepared);
+    if (p.batch != 1 || p.epilogue != CUBLASLT_EPILOGUE_DEFAULT || g.beta != 0 || g.c || g.bias)
+      return nullptr;
+    return &g;
+  };
+  // Alignments of B, C and D differ between members: the batch takes the least.
+  auto sameProblem = [](GemmProblem x, GemmProblem y) {
+    for (GemmProblem *p : {&x, &y})
+      p->alignB = p->alignC = p->alignD = 0;
+    return x.key() == y.key();
+  };
+  auto touches = [&](size_t m, size_t n) {
+    // Whether instruction n reads or writes what m writes, or writes what m reads.
+    const Instruction &x = art.program[m], &y = art.program[n];
+    for (int out : x.outputs)
+      for (const std::vector<int> *list : {&y.inputs, &y.outputs})
+        for (int b : *list)
+          if (rangesOverlap(out, b))
+            return true;
+    for (int in : x.inputs)
+      for (int out : y.outputs)
+        if (rangesOverlap(in, out))
+          return true;
+    return false;
+  };
+  std::vector<std::pair<size_t, size_t>> groups; // [first, end)
+  for (size_t n = 0; n < steps.size();) {
+    const GemmCall *head = plain(n);
+    size_t end = n + 1;
+    while (head && end < steps.size()) {
+      const GemmCall *g = plain(end);
+      if (!g || g->a != head->a || g->alpha != head->alpha ||
+          !sameProblem(GemmRunner::problemOf(*g->prepared),
+                       GemmRunner::problemOf(*head->prepared)))
+        break;
+      bool independent = true;
+      for (size_t m = n; m < end && independent; ++m)
+        independent = !touches(m, end);
+      if (!independent)
+        break;
+      ++end;
+    }
+    if (end - n > 1)
+      groups.emplace_back(n, end);
+    n = end;
+  }
+  if (groups.empty())
+    return;
+
+  // Three arrays per group (the column-major problem's first operand, our
+  // B; its second, our A; and D, which is also C), each 256-byte aligned.
+  const size_t kAlign = 256;
+  std::vector<size_t> base(groups.size());
+  size_t bytes = 0;
+  for (size_t i = 0; i < groups.size(); ++i) {
+    base[i] = bytes;
+    bytes += 3 * alignUp((groups[i].second - groups[i].first) * sizeof(CUdeviceptr), kAlign);
+  }
+  std::vector<CUdeviceptr> host(bytes / sizeof(CUdeviceptr), 0);
+  CU_CALL(cuMemAlloc, &gemmPointers, bytes);
+  size_t grouped = 0, calls = 0;
+  for (size_t i = 0; i < groups.size(); ++i) {
+    auto [first, end] = groups[i];
+    size_t count = end - first, stride = alignUp(count * sizeof(CUdeviceptr), kAlign);
+    CUdeviceptr arrays = gemmPointers + base[i];
+    GemmProblem p = GemmRunner::problemOf(*steps[first].gemms[0].prepared);
+    p.batch = int64_t(count);
+    p.pointerArray = true;
+    for (size_t m = first; m < end; ++m) {
+      const GemmCall &g = steps[m].gemms[0];
+      p.alignB = std::min(p.alignB, pointerAlignment(g.b));
+      p.alignD = std::min(p.alignD, pointerAlignment(g.d));
+      size_t slot = base[i] / sizeof(CUdeviceptr) + (m - first);
+      host[slot] = g.b;
+      host[slot + stride / sizeof(CUdeviceptr)] = g.a;
+      host[slot + 2 * stride / sizeof(CUdeviceptr)] = g.d;
+    }
+    p.alignC = p.alignD;
+    const GemmRunner::Prepared *prepared = gemm->prepare(p);
+    if (!prepared) {
+      if (options.verbose)
+        std::fprintf(stderr,
+                     "shard-run: rank %d: cuBLASLt has no pointer-array algorithm for %zu GEMMs "
+                     "m=%lld n=%lld k=%lld (instructions %zu to %zu); they run one by one\n",
+                     rank, count, (long long)p.m, (long long)p.n, (long long)p.k, first,
+                     end - 1);
+      continue;
+    }
+    Step &headStep = steps[first];
+    float alpha = headStep.gemms[0].alpha;
+    for (size_t m = first + 1; m < end; ++m) {
+      headStep.waits.insert(headStep.waits.end(), steps[m].waits.begin(), steps[m].waits.end());
+      steps[m].waits.clear();
+      steps[m].gemms.clear();
+    }
+    std::sort(headStep.waits.begin(), headStep.waits.end());
+    headStep.waits.erase(std::unique(headStep.waits.begin(), headStep.waits.end()),
+                         headStep.waits.end());
+    headStep.gemms = {{prepared, alpha, 0.0f, arrays + stride, arrays, 0, arrays + 2 * stride, 0}};
+    grouped += count;
+    ++calls;
+  }
+  CU_CALL(cuMemcpyHtoD, gemmPointers, host.data(), bytes);
+  if (options.verbose)
+    std::fprintf(stderr, "shard-run: rank %d runs %zu GEMMs as %zu pointer-array batched calls "
+                 "(--group-gemms)\n", rank, grouped, calls);
 }
 
 void CudaExecutor::Impl::createCommunicators() {

@@ -19,7 +19,8 @@ void checkLt(cublasStatus_t status, const char *call) {
 std::string GemmProblem::key() const {
   std::string text;
   for (int64_t v : {int64_t(dtype), int64_t(outDtype), int64_t(tf32), m, n, k, int64_t(transA),
-                    int64_t(transB), batch, strideA, strideB, strideC, int64_t(epilogue),
+                    int64_t(transB), batch, strideA, strideB, strideC,
+                    int64_t(pointerArray), int64_t(epilogue),
                     int64_t(alignA), int64_t(alignB), int64_t(alignC), int64_t(alignD),
                     int64_t(alignBias)})
     text += std::to_string(v) + ",";
@@ -55,6 +56,7 @@ struct GemmRunner::Prepared {
   cublasLtMatmulAlgo_t algo{};
   size_t workspaceBytes = 0;
   bool hasBias = false;
+  GemmProblem problem;
 
   ~Prepared() {
     const CublasLt &lt = cublasLt();
@@ -125,8 +127,14 @@ const GemmRunner::Prepared *GemmRunner::prepare(const GemmProblem &p) {
       int32_t count = int32_t(p.batch);
       LT_CALL(cublasLtMatrixLayoutSetAttribute, l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
               sizeof(count));
-      LT_CALL(cublasLtMatrixLayoutSetAttribute, l,
-              CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride));
+      if (p.pointerArray) {
+        uint32_t mode = CUBLASLT_BATCH_MODE_POINTER_ARRAY;
+        LT_CALL(cublasLtMatrixLayoutSetAttribute, l, CUBLASLT_MATRIX_LAYOUT_BATCH_MODE, &mode,
+                sizeof(mode));
+      } else {
+        LT_CALL(cublasLtMatrixLayoutSetAttribute, l,
+                CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride));
+      }
     }
   };
   if (p.transB)
@@ -166,8 +174,11 @@ const GemmRunner::Prepared *GemmRunner::prepare(const GemmProblem &p) {
   checkLt(status, "cublasLtMatmulAlgoGetHeuristic");
   prepared->algo = result.algo;
   prepared->workspaceBytes = result.workspaceSize;
+  prepared->problem = p;
   return cache.emplace(key, std::move(prepared)).first->second.get();
 }
+
+const GemmProblem &GemmRunner::problemOf(const Prepared &prepared) { return prepared.problem; }
 
 void GemmRunner::run(const Prepared &p, float alpha, CUdeviceptr a, CUdeviceptr b, float beta,
                      CUdeviceptr c, CUdeviceptr d, CUdeviceptr bias, CUstream stream) {

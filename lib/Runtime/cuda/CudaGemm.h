@@ -32,6 +32,9 @@ struct GemmProblem {
   bool transA = false, transB = false; // A stored [k,m], B stored [n,k]
   int64_t batch = 1;
   int64_t strideA = 0, strideB = 0, strideC = 0; // elements, batch > 1
+  /// batch > 1: A, B, C and D are device arrays of `batch` pointers, one
+  /// matrix each, instead of strided (cuBLASLt's pointer-array batch mode).
+  bool pointerArray = false;
   cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
   /// Pointer alignments in bytes (a power of two, at most 256): cuBLASLt
   /// assumes 256 unless told, and an algorithm picked for aligned pointers
@@ -64,6 +67,9 @@ public:
   /// nullptr when cuBLASLt has no algorithm for it (the caller may try
   /// another formulation); throws RuntimeError on a cuBLASLt error.
   const Prepared *prepare(const GemmProblem &p);
+
+  /// The problem `prepared` was made for.
+  static const GemmProblem &problemOf(const Prepared &prepared);
 
   /// Enqueues D = alpha * op(A) op(B) + beta * C (+ bias) on `stream`.
   /// C may be D (in place) or 0 when beta is 0.
