@@ -1279,7 +1279,10 @@ void CudaExecutor::Impl::groupGemms() {
     grouped += count;
     ++calls;
   }
-  CU_CALL(cuMemcpyHtoD, gemmPointers, host.data(), bytes);
+  // On the compute stream, waited for: a synchronous copy from pageable
+  // memory may return before its DMA has landed.
+  CU_CALL(cuMemcpyHtoDAsync, gemmPointers, host.data(), bytes, streams[ComputeStream]);
+  CU_CALL(cuStreamSynchronize, streams[ComputeStream]);
   if (options.verbose)
     std::fprintf(stderr, "shard-run: rank %d runs %zu GEMMs as %zu pointer-array batched calls "
                  "(--group-gemms)\n", rank, grouped, calls);
