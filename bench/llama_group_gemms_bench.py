@@ -57,7 +57,7 @@ def prepare(args) -> int:
         cmd = [str(args.shard_opt), str(model), "--input-shape", f"input_ids={batch},{seq}",
                "--target", "cuda", "--dtype", "bf16", "-o", str(out / f"llama.{name}.shard")]
         subprocess.run(cmd, check=True)
-    (out / "config.json").write_text(json.dumps(cfg))
+    (out / "config.json").write_text(json.dumps({**cfg, "shapes": SHAPES}))
     return 0
 
 
@@ -84,10 +84,11 @@ def run(args) -> int:
 
     out = Path(args.dir)
     cfg = json.loads((out / "config.json").read_text())
+    shapes = cfg.pop("shapes")  # as `prepare` compiled them
     _generate(out, cfg)
     status = 0
     print(f"date: {time.strftime('%Y-%m-%d')}; model: Llama shapes {cfg}, bf16")
-    for name, (batch, seq) in SHAPES.items():
+    for name, (batch, seq) in shapes.items():
         ids = out / f"ids.{name}.npy"
         np.save(ids, np.random.default_rng(1).integers(0, cfg["vocab"], (batch, seq),
                                                        dtype=np.int64))

@@ -76,7 +76,7 @@ if [ "$step" = prepare ]; then
   python="${PYTHON:-$root/.venv/bin/python}"
   shard_opt="${SHARD_OPT:-$root/build/bin/shard-opt}"
   [ -x "$shard_opt" ] || { echo "no $shard_opt: build the project first (tools/build.sh)" >&2; exit 1; }
-  rm -rf "$dir/smoke" "$dir/zoo" "$dir/bench"
+  rm -rf "$dir/smoke" "$dir/zoo" "$dir/bench" "$dir/llama"
   mkdir -p "$dir"
   export PYTHONPATH="$root/python${PYTHONPATH:+:$PYTHONPATH}"
   echo "== hand-written CUDA artifacts"
@@ -149,6 +149,24 @@ tally() { # name log exit-status
   [ "$3" = 0 ] || status=1
 }
 
+# run_bench NAME PART SCRIPT LINES: SCRIPT's `run` on DIR/PART, its log in
+# NAME.log and the lines starting with one of LINES (an ERE) in summary.txt.
+run_bench() {
+  local name="$1" part="$2" script="$3" lines="$4"
+  build_all || exit 1
+  local log="$logs/$name.log"
+  # The weights are generated next to the graph; DIR may be replaced by
+  # the next copy, so the bench works in a folder of its own.
+  local work="$builds/$part"
+  mkdir -p "$work"
+  cp "$dir/$part/"* "$work/"
+  PYTHONUNBUFFERED=1 "$python" "$script" run --dir "$work" \
+    --shard-run "$builds/rt/bin/shard-run" 2>&1 | tee "$log"
+  local rc=${PIPESTATUS[0]}
+  grep -E "^($lines)" "$log" | sed "s/^/$name: /" >>"$summary"
+  [ "$rc" = 0 ] || { note "$name: FAILED (exit $rc)"; status=1; }
+}
+
 case "$step" in
   build)
     build_all || exit 1 ;;
@@ -196,30 +214,11 @@ case "$step" in
     done
     ;;
   bench)
-    build_all || exit 1
-    log="$logs/bench.log"
-    # The weights are generated next to the graph; DIR may be replaced by
-    # the next copy, so the bench works in a folder of its own.
-    work="$builds/bench"
-    mkdir -p "$work"
-    cp "$dir/bench/"* "$work/"
-    PYTHONUNBUFFERED=1 "$python" bench/gpt2_gpu_bench.py run --dir "$work" \
-      --shard-run "$builds/rt/bin/shard-run" 2>&1 | tee "$log"
-    rc=${PIPESTATUS[0]}
-    grep -E "^(device|model|shardflow|torch|ratio|logits|profile|small|host)" "$log" | sed 's/^/bench: /' >>"$summary"
-    [ "$rc" = 0 ] || { note "bench: FAILED (exit $rc)"; status=1; }
+    run_bench bench bench bench/gpt2_gpu_bench.py \
+      "device|model|shardflow|torch|ratio|logits|profile|small|host"
     ;;
   bench-llama)
-    build_all || exit 1
-    log="$logs/bench-llama.log"
-    work="$builds/llama"
-    mkdir -p "$work"
-    cp "$dir/llama/"* "$work/"
-    PYTHONUNBUFFERED=1 "$python" bench/llama_group_gemms_bench.py run --dir "$work" \
-      --shard-run "$builds/rt/bin/shard-run" 2>&1 | tee "$log"
-    rc=${PIPESTATUS[0]}
-    grep -E "^(date|llama)" "$log" | sed 's/^/bench-llama: /' >>"$summary"
-    [ "$rc" = 0 ] || { note "bench-llama: FAILED (exit $rc)"; status=1; }
+    run_bench bench-llama llama bench/llama_group_gemms_bench.py "date|llama"
     ;;
 esac
 exit "$status"
