@@ -1,4 +1,6 @@
-"""Sibling GEMMs batched (`shard-run --group-gemms`) against one by one.
+"""Sibling GEMMs batched (`shard-run --group-gemms`) against one by one,
+and sibling kernels launched together (the compiler's sibling fusion)
+against one by one.
 
 A Llama-shaped decoder (multi-head attention, so query, key and value are
 one width and batch together, as do the MLP's gate and up) compiled for
@@ -6,7 +8,10 @@ CUDA in bf16, run by shard-run with and without --group-gemms, side by
 side in one run: at batch 8 x 512 (long GEMMs) and batch 1 x 128 (short
 ones, where launches and SM fill matter), the latter also under
 --cuda-graph. It prints the GPU program time of each (median), the ratio
-grouped/separate, and the logits' agreement between the two.
+grouped/separate, and the logits' agreement between the two. Then the
+same for the artifact compiled with `--cuda-disable sibling-fusion`
+(the query's and the key's rotary embedding launched one by one) against
+the default (one launch per layer for both).
 
 Two steps, because the GPU machines have no shard-opt:
 
@@ -54,9 +59,11 @@ def prepare(args) -> int:
     cfg = dict(CONFIG, layers=args.layers or CONFIG["layers"])
     model = _generate(out, cfg)
     for name, (batch, seq) in SHAPES.items():
-        cmd = [str(args.shard_opt), str(model), "--input-shape", f"input_ids={batch},{seq}",
-               "--target", "cuda", "--dtype", "bf16", "-o", str(out / f"llama.{name}.shard")]
-        subprocess.run(cmd, check=True)
+        for suffix, extra in (("", []), (".no-siblings", ["--cuda-disable", "sibling-fusion"])):
+            cmd = [str(args.shard_opt), str(model), "--input-shape", f"input_ids={batch},{seq}",
+                   "--target", "cuda", "--dtype", "bf16", *extra,
+                   "-o", str(out / f"llama.{name}{suffix}.shard")]
+            subprocess.run(cmd, check=True)
     (out / "config.json").write_text(json.dumps({**cfg, "shapes": SHAPES}))
     return 0
 
@@ -105,6 +112,18 @@ def run(args) -> int:
                   f"{t1 / t0:.3f} ({what or 'nothing grouped'}; logits "
                   f"{'identical' if same else f'rel. error {err:.1e}'})")
             status |= int(not what or err > 1e-2)
+        # Sibling fusion: the artifact compiled without it, same flags.
+        if not (out / f"llama.{name}.no-siblings.shard").exists():
+            continue
+        for flags in ([], ["--cuda-graph"]) if name == "small" else ([],):
+            (t0, l0, _), (t1, l1, _) = (_time(args, out, f"{name}.no-siblings", ids, flags),
+                                        _time(args, out, name, ids, flags))
+            same = bool(np.array_equal(l0, l1))
+            print(f"llama {name} (batch {batch}, sequence {seq}) {' '.join(flags) or 'default'}: "
+                  f"--cuda-disable sibling-fusion {t0 * 1e3:.3f} ms, sibling fusion "
+                  f"{t1 * 1e3:.3f} ms, ratio {t1 / t0:.3f} (logits "
+                  f"{'identical' if same else 'DIFFER'})")
+            status |= int(not same)
     return status
 
 

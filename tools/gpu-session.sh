@@ -38,7 +38,8 @@
 #          against the default one.
 # bench-llama  builds when needed, then a Llama-shaped model (multi-head
 #          attention, bf16) with sibling GEMMs batched (--group-gemms)
-#          against one by one, at batch 8 x 512 and 1 x 128.
+#          against one by one, at batch 8 x 512 and 1 x 128, and compiled
+#          without sibling fusion against the default.
 # sanitize builds when needed, then gpu-check.sh --sanitize TOOL on the
 #          smoke cases and the zoo in f32, for each of TOOLS (default
 #          "memcheck racecheck"; also synccheck, initcheck), each run under

@@ -41,6 +41,7 @@ void shardflow::buildLowerToRTPipeline(OpPassManager &pm, StringRef target,
     gpu.vectorize = cuda.vectorAccesses;
     gpu.gemmEpilogues = cuda.gemmEpilogues;
     gpu.gemmResiduals = cuda.gemmResiduals;
+    gpu.siblingFusion = cuda.siblingFusion;
     pm.addPass(createConvertRTToGPU(gpu));
   }
   pm.addNestedPass<func::FuncOp>(rt::createRTPlanMemory());

@@ -323,6 +323,44 @@ def test_codegen_features_turned_off_still_match(zoo, disable, tmp_path):
         2 * 2 if "packed-qkv" in disable else 0)  # three GEMMs for one, in each of 2 layers
 
 
+def test_sibling_fusion_gives_the_bits_of_separate_launches(zoo, tmp_path):
+    """convert-rt-to-gpu's sibling fusion (shard-opt --cuda-disable
+    sibling-fusion turns it off): in the zoo's Llama the query's and the
+    key's rotary embeddings (4 and 2 heads) run as one launch per layer,
+    each in its own blocks, from the PTX; the outputs are the bits of the
+    two launches, and match onnxruntime."""
+    for dtype in ("f32", "bf16"):
+        base = zoo / dtype / "llama"
+        artifact = tmp_path / f"{dtype}.separate.shard"
+        out = subprocess.run([str(pipeline.tool("shard-opt")), f"{base}.onnx", "--target", "cuda",
+                              *(["--dtype", "bf16"] if dtype == "bf16" else []),
+                              "--cuda-disable", "sibling-fusion", "-o", str(artifact)],
+                             capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+        outputs, rotary, launches = {}, {}, {}
+        for mode, shard in (("fused", f"{base}.shard"), ("separate", artifact)):
+            trace = tmp_path / f"{dtype}.{mode}.trace"
+            outputs[mode] = tmp_path / f"{dtype}.{mode}.npz"
+            rc, err = run_standin(shard, "--inputs", f"{base}.inputs.npz", "--output",
+                                  outputs[mode], env={"SHARDFLOW_STANDIN_SM": "86",
+                                                      "SHARDFLOW_STANDIN_TRACE": str(trace)})
+            assert rc == 0, (dtype, mode, err)
+            ran = trace.read_text()
+            rotary[mode] = re.findall(r"launch (k\d+(?:_rotary_embedding)+) .*\(PTX\)", ran)
+            launches[mode] = len(re.findall(r"launch k\d+_\w+ ", ran))
+        # Two layers: a launch of both per layer, or one of each.
+        pair = "_rotary_embedding_rotary_embedding"
+        assert len(rotary["fused"]) == 2, rotary
+        assert all(name.endswith(pair) for name in rotary["fused"]), rotary
+        assert len(rotary["separate"]) == 4, rotary
+        assert not any(name.endswith(pair) for name in rotary["separate"]), rotary
+        assert launches["fused"] == launches["separate"] - 2, launches
+        with np.load(outputs["separate"]) as want, np.load(outputs["fused"]) as got:
+            for name in want.files:
+                assert np.array_equal(want[name], got[name], equal_nan=True), (dtype, name)
+        check_zoo_outputs(base, outputs["fused"], ZOO_TOLERANCE[dtype])
+
+
 def test_outputs_in_the_compute_type(zoo, tmp_path):
     """--dtype bf16 --outputs-in-dtype: the last GEMM writes the logits in
     bf16 (the default writes them in f32 itself), shard-run brings them
@@ -884,3 +922,34 @@ def test_batches_without_a_strided_algorithm_run_one_gemm_each(smoke_cases, tmp_
             np.testing.assert_allclose(got["y"], want["y"], rtol=1e-4, atol=1e-4)
         return
     pytest.fail("no matmul_repeat_a smoke case")
+
+
+def test_llama_bench_runs_on_the_standins(tmp_path, monkeypatch, capsys):
+    """bench/llama_group_gemms_bench.py, which tools/gpu-session.sh
+    bench-llama runs on the lent GPU machine, end to end on the stand-ins
+    in a 1-layer, 64-wide form: both steps succeed, and every comparison
+    it prints (--group-gemms, sibling fusion; the small shape also under
+    --cuda-graph) finds identical logits. Its times mean nothing here."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "llama_bench", pipeline.ROOT / "bench" / "llama_group_gemms_bench.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    monkeypatch.setattr(bench, "CONFIG", dict(layers=1, hidden=64, heads=4, kv_heads=4,
+                                              intermediate=128, vocab=256, max_pos=64))
+    monkeypatch.setattr(bench, "SHAPES", {"large": (2, 16), "small": (1, 8)})
+    monkeypatch.setenv("LD_LIBRARY_PATH",
+                       f"{standin_dir()}:{os.environ.get('LD_LIBRARY_PATH', '')}")
+    monkeypatch.setenv("SHARDFLOW_STANDIN_SM", "86")
+    out = tmp_path / "llama"
+    assert bench.main(["prepare", "--out", str(out),
+                       "--shard-opt", str(pipeline.tool("shard-opt"))]) == 0
+    assert bench.main(["run", "--dir", str(out), "--shard-run", str(pipeline.tool("shard-run")),
+                       "--repeat", "1"]) == 0
+    printed = capsys.readouterr().out
+    grouped = re.findall(r"^llama \w+ .*--group-gemms [0-9.]+ ms.*pointer-array.*logits "
+                         r"identical\)$", printed, re.M)
+    siblings = re.findall(r"^llama \w+ .*sibling fusion [0-9.]+ ms.*\(logits identical\)$",
+                          printed, re.M)
+    assert len(grouped) == 3 and len(siblings) == 3, printed

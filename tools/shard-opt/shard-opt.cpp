@@ -119,7 +119,10 @@ static cl::list<std::string> cudaDisable(
              "place), gemm-epilogues (bias adds and the gelu or relu after "
              "them run as generated kernels instead of in the cuBLASLt "
              "GEMM), gemm-residuals (a residual add after a GEMM runs in a "
-             "generated kernel instead of as the GEMM's C)"),
+             "generated kernel instead of as the GEMM's C), sibling-fusion "
+             "(independent neighbouring elementwise kernels, such as the "
+             "query's and the key's rotary embedding, are launched one by "
+             "one instead of as one launch)"),
     cl::CommaSeparated, cl::value_desc("feature"), cl::cat(compileCategory));
 
 static cl::opt<bool> weightChecksums(
@@ -575,9 +578,11 @@ static int compileToArtifact(ModuleOp module, StringRef inputFile,
       codegen.gemmEpilogues = false;
     else if (feature == "gemm-residuals")
       codegen.gemmResiduals = false;
+    else if (feature == "sibling-fusion")
+      codegen.siblingFusion = false;
     else {
       llvm::errs() << "shard-opt: --cuda-disable takes vector-accesses, packed-qkv, "
-                      "gemm-epilogues and gemm-residuals, got '"
+                      "gemm-epilogues, gemm-residuals and sibling-fusion, got '"
                    << feature << "'\n";
       return 1;
     }

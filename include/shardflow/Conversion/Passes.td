@@ -110,6 +110,13 @@ def ConvertRTToGPU : Pass<"convert-rt-to-gpu", "::mlir::ModuleOp"> {
     A `training_dropout` mask depends on the seed and shape only: it is
     drawn here into a constant (at most 2^24 elements), and the result
     becomes a generated masked scale.
+
+    With `sibling-fusion`, elementwise groups that stand next to each other
+    in the program and do not depend on each other (Llama's rotary
+    embeddings of the query and the key) become one launch: each group
+    takes its own range of thread blocks, and its threads run its code
+    alone, as in a launch of its own. Only allocations and views may lie
+    between them, so no other operation sees either run earlier or later.
   }];
   let options = [
     Option<"gemmEpilogues", "gemm-epilogues", "bool", /*default=*/"true",
@@ -120,6 +127,9 @@ def ConvertRTToGPU : Pass<"convert-rt-to-gpu", "::mlir::ModuleOp"> {
     Option<"vectorize", "vectorize", "bool", /*default=*/"true",
            "Let each thread of an elementwise kernel or row reduction take up "
            "to 16 bytes of consecutive elements, loaded and stored as vectors">,
+    Option<"siblingFusion", "sibling-fusion", "bool", /*default=*/"true",
+           "Launch independent elementwise groups that stand next to each other "
+           "as one kernel, each in its own range of thread blocks">,
   ];
   let dependentDialects = ["::mlir::gpu::GPUDialect", "::mlir::arith::ArithDialect",
                            "::mlir::math::MathDialect", "::mlir::memref::MemRefDialect",

@@ -23,6 +23,7 @@ struct CudaCodegenOptions {
   bool packedQkv = true;      // nn-split-fused-projections' attention-in-place
   bool gemmEpilogues = true;  // convert-rt-to-gpu's gemm-epilogues
   bool gemmResiduals = true;  // convert-rt-to-gpu's gemm-residuals
+  bool siblingFusion = true;  // convert-rt-to-gpu's sibling-fusion
 };
 
 /// Adds the passes that lower an nn module to a planned rt module for

@@ -178,6 +178,10 @@ struct Group {
   llvm::SmallPtrSet<Operation *, 8> internal; // allocs (and views) that vanish
   int64_t iterations = 0; // Loop: elements of every member's output
   bool closed = false;
+  /// sibling-fusion: earlier Loop groups launched with this one, each in
+  /// its own range of blocks (program order); they are `absorbed`.
+  SmallVector<Group *> siblings;
+  bool absorbed = false;
 };
 
 //===----------------------------------------------------------------------===//
@@ -1158,6 +1162,9 @@ struct ConvertRTToGPU : shardflow::impl::ConvertRTToGPUBase<ConvertRTToGPU> {
 
 private:
   LogicalResult formGroups(func::FuncOp fn, SmallVectorImpl<std::unique_ptr<Group>> &groups);
+  /// sibling-fusion: gives runs of neighbouring independent Loop groups to
+  /// the last of each run as its siblings.
+  void fuseSiblings(SmallVectorImpl<std::unique_ptr<Group>> &groups) const;
   LogicalResult emitGroup(Group &g, gpu::GPUModuleOp module, int id);
   /// Values of a Loop group's members at the `width` consecutive flat
   /// indices from `base` (a multiple of `width`); stores the outputs that
@@ -1369,6 +1376,80 @@ LogicalResult ConvertRTToGPU::formGroups(func::FuncOp fn,
     }
   }
   return success();
+}
+
+/// The buffers (roots) a group's members read from outside the group, and
+/// those they write.
+void buffersOf(const Group &g, llvm::SmallPtrSetImpl<Value> &reads,
+               llvm::SmallPtrSetImpl<Value> &writes) {
+  for (rt::KernelOp k : g.members)
+    for (Value out : k.getOutputs())
+      writes.insert(rootOf(out));
+  for (rt::KernelOp k : g.members)
+    for (Value in : k.getInputs())
+      if (!writes.contains(rootOf(in)))
+        reads.insert(rootOf(in));
+}
+
+void ConvertRTToGPU::fuseSiblings(SmallVectorImpl<std::unique_ptr<Group>> &groups) const {
+  // A launch takes at most this many groups (its code holds all of them).
+  constexpr size_t kMaxSiblings = 8;
+  // Groups in the order of their launches (each at its last member).
+  SmallVector<Group *> order;
+  for (auto &g : groups)
+    order.push_back(g.get());
+  llvm::sort(order, [](Group *a, Group *b) {
+    return a->members.back()->isBeforeInBlock(b->members.back());
+  });
+  // Whether `next` can join the run: only allocations, views and members
+  // of `next` lie between the run's last launch and next's (so moving the
+  // run's launches to next's changes what no other operation sees), and
+  // neither writes what the other reads or writes.
+  auto joins = [&](ArrayRef<Group *> run, Group *next) {
+    if (run.size() >= kMaxSiblings)
+      return false;
+    Operation *end = next->members.back();
+    for (Operation *op = run.back()->members.back()->getNextNode(); op != end;
+         op = op->getNextNode()) {
+      if (isa<rt::AllocOp, rt::ViewOp, rt::WeightOp, rt::ConstantOp>(op))
+        continue;
+      auto k = dyn_cast<rt::KernelOp>(op);
+      if (!k || !llvm::is_contained(next->members, k))
+        return false;
+    }
+    llvm::SmallPtrSet<Value, 16> nextReads, nextWrites;
+    buffersOf(*next, nextReads, nextWrites);
+    for (Group *g : run) {
+      llvm::SmallPtrSet<Value, 16> reads, writes;
+      buffersOf(*g, reads, writes);
+      for (Value w : writes)
+        if (nextReads.contains(w) || nextWrites.contains(w))
+          return false;
+      for (Value w : nextWrites)
+        if (reads.contains(w))
+          return false;
+    }
+    return true;
+  };
+  SmallVector<Group *> run;
+  auto finish = [&] {
+    if (run.size() > 1) {
+      run.back()->siblings.assign(run.begin(), run.end() - 1);
+      for (Group *g : ArrayRef<Group *>(run).drop_back())
+        g->absorbed = true;
+    }
+    run.clear();
+  };
+  for (Group *g : order) {
+    if (g->kind != Group::Kind::Loop || g->iterations == 0) {
+      finish();
+      continue;
+    }
+    if (run.empty() || !joins(run, g))
+      finish();
+    run.push_back(g);
+  }
+  finish();
 }
 
 LogicalResult ConvertRTToGPU::emitLoopBody(KernelEmitter &e, ArrayRef<rt::KernelOp> members,
@@ -1724,23 +1805,33 @@ FailureOr<Value> ConvertRTToGPU::emitRowBody(KernelEmitter &e, Group &g,
 }
 
 LogicalResult ConvertRTToGPU::emitGroup(Group &g, gpu::GPUModuleOp module, int id) {
+  // The groups this launch runs: its siblings (Loop groups, each in its
+  // own range of blocks), then g.
+  SmallVector<Group *> parts(g.siblings.begin(), g.siblings.end());
+  parts.push_back(&g);
+  SmallVector<rt::KernelOp> members; // of every part, in program order
+  for (Group *p : parts)
+    members.append(p->members.begin(), p->members.end());
+  llvm::sort(members, [](rt::KernelOp a, rt::KernelOp b) { return a->isBeforeInBlock(b); });
   // Arguments: buffers read from outside the group, then buffers written
   // that outlive it, each once.
   llvm::SetVector<Value> ins, outs;
-  llvm::SmallPtrSet<Value, 16> produced; // computed in the kernel itself
-  for (rt::KernelOp k : g.members)
-    produced.insert(k.getOutputs().begin(), k.getOutputs().end());
-  for (rt::KernelOp k : g.members) {
-    for (Value in : k.getInputs())
-      if (!produced.contains(rootOf(in)))
-        ins.insert(in);
-    for (Value out : k.getOutputs())
-      if (!isInternal(g, out))
-        outs.insert(out);
+  for (Group *p : parts) {
+    llvm::SmallPtrSet<Value, 16> produced; // computed in the kernel itself
+    for (rt::KernelOp k : p->members)
+      produced.insert(k.getOutputs().begin(), k.getOutputs().end());
+    for (rt::KernelOp k : p->members) {
+      for (Value in : k.getInputs())
+        if (!produced.contains(rootOf(in)))
+          ins.insert(in);
+      for (Value out : k.getOutputs())
+        if (!isInternal(*p, out))
+          outs.insert(out);
+    }
   }
   rt::KernelOp last = g.members.back();
   std::string name = "k" + std::to_string(id);
-  for (rt::KernelOp k : g.members) {
+  for (rt::KernelOp k : members) {
     if (name.size() > 48)
       break;
     name += "_" + k.getKernel().str();
@@ -1753,18 +1844,28 @@ LogicalResult ConvertRTToGPU::emitGroup(Group &g, gpu::GPUModuleOp module, int i
   for (Value v : buffers)
     argTypes.push_back(MemRefType::get({numel(v)}, signlessOf(elemOf(v))));
   // Kernels that check their data take the status word last.
-  bool checks = llvm::any_of(g.members, [](rt::KernelOp k) { return checksData(k); });
+  bool checks = llvm::any_of(members, [](rt::KernelOp k) { return checksData(k); });
   if (checks)
     argTypes.push_back(statusType(mb.getContext()));
   auto fn = gpu::GPUFuncOp::create(mb, loc, name, mb.getFunctionType(argTypes, {}));
   fn->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), mb.getUnitAttr());
   int64_t block, grid;
-  // Loop groups: each thread takes `lanes` consecutive elements.
-  int64_t lanes = g.kind == Group::Kind::Loop ? laneCount(g, g.iterations) : 1;
-  int64_t threads = g.iterations / lanes;
+  // Loop groups: each thread takes `lanes` consecutive elements; each part
+  // has blocks of its own, after those of the parts before it.
+  struct Segment {
+    Group *group;
+    int64_t lanes, threads, firstBlock, blocks;
+  };
+  SmallVector<Segment> segments;
   if (g.kind == Group::Kind::Loop) {
     block = kLoopBlock;
-    grid = (threads + block - 1) / block;
+    grid = 0;
+    for (Group *p : parts) {
+      int64_t lanes = laneCount(*p, p->iterations), threads = p->iterations / lanes;
+      int64_t blocks = (threads + block - 1) / block;
+      segments.push_back({p, lanes, threads, grid, blocks});
+      grid += blocks;
+    }
   } else if (g.kind == Group::Kind::Standalone) {
     FailureOr<LaunchShape> shape = standaloneShape(last);
     if (failed(shape)) {
@@ -1790,7 +1891,7 @@ LogicalResult ConvertRTToGPU::emitGroup(Group &g, gpu::GPUModuleOp module, int i
   if (grid < 1) {
     // Empty tensors: nothing to compute, nothing to launch.
     fn.erase();
-    for (rt::KernelOp k : g.members)
+    for (rt::KernelOp k : members)
       k.erase();
     return success();
   }
@@ -1812,17 +1913,35 @@ LogicalResult ConvertRTToGPU::emitGroup(Group &g, gpu::GPUModuleOp module, int i
   } else if (g.kind == Group::Kind::Loop) {
     Value bid = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
     Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
-    Value idx = arith::AddIOp::create(b, loc, arith::MulIOp::create(b, loc, bid, e.index(block)),
-                                      tid);
-    Value inRange = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, idx,
-                                          e.index(threads));
-    auto ifOp = scf::IfOp::create(b, loc, inRange, /*withElseRegion=*/false);
-    b.setInsertionPointToStart(&ifOp.getThenRegion().front());
-    Value first = lanes == 1 ? idx : arith::MulIOp::create(b, loc, idx, e.index(lanes)).getResult();
-    DenseMap<Value, Lanes> values;
-    if (failed(emitLoopBody(e, g.members, g, first, lanes, args, values, /*store=*/true)))
-      return failure();
-    b.setInsertionPointAfter(ifOp);
+    for (const Segment &seg : segments) {
+      if (!seg.blocks)
+        continue;
+      // A part's blocks: the block-uniform branch its threads alone take.
+      Value local = bid;
+      scf::IfOp part;
+      if (segments.size() > 1) {
+        if (seg.firstBlock)
+          local = arith::SubIOp::create(b, loc, bid, e.index(seg.firstBlock));
+        Value mine = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, local,
+                                           e.index(seg.blocks));
+        part = scf::IfOp::create(b, loc, mine, /*withElseRegion=*/false);
+        b.setInsertionPointToStart(&part.getThenRegion().front());
+      }
+      Value idx = arith::AddIOp::create(
+          b, loc, arith::MulIOp::create(b, loc, local, e.index(block)), tid);
+      Value inRange = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, idx,
+                                            e.index(seg.threads));
+      auto ifOp = scf::IfOp::create(b, loc, inRange, /*withElseRegion=*/false);
+      b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+      Value first = seg.lanes == 1
+                        ? idx
+                        : arith::MulIOp::create(b, loc, idx, e.index(seg.lanes)).getResult();
+      DenseMap<Value, Lanes> values;
+      if (failed(emitLoopBody(e, seg.group->members, *seg.group, first, seg.lanes, args, values,
+                              /*store=*/true)))
+        return failure();
+      b.setInsertionPointAfter(part ? part.getOperation() : ifOp.getOperation());
+    }
   } else if (failed(emitRowBody(e, g, args))) {
     return failure();
   }
@@ -1833,7 +1952,7 @@ LogicalResult ConvertRTToGPU::emitGroup(Group &g, gpu::GPUModuleOp module, int i
   // which the runtime names when one reports.
   OpBuilder cb(last);
   SmallVector<Location> checking;
-  for (rt::KernelOp k : g.members)
+  for (rt::KernelOp k : members)
     if (checksData(k))
       checking.push_back(k.getLoc());
   Location launchLoc = checking.empty() ? loc : cb.getFusedLoc(checking);
@@ -1844,10 +1963,12 @@ LogicalResult ConvertRTToGPU::emitGroup(Group &g, gpu::GPUModuleOp module, int i
       cb.getI64IntegerAttr(0), /*checks=*/UnitAttr(), ins.getArrayRef(), outs.getArrayRef());
   if (checks)
     launch.setChecks(true);
-  for (rt::KernelOp k : llvm::reverse(g.members))
+  for (rt::KernelOp k : llvm::reverse(members))
     k.erase();
   // Internal buffers: views first, then their allocations.
-  SmallVector<Operation *> dead(g.internal.begin(), g.internal.end());
+  SmallVector<Operation *> dead;
+  for (Group *p : parts)
+    dead.append(p->internal.begin(), p->internal.end());
   llvm::sort(dead, [](Operation *a, Operation *b) { return b->isBeforeInBlock(a); });
   for (Operation *op : dead)
     if (op->use_empty())
@@ -2509,8 +2630,10 @@ void ConvertRTToGPU::runOnOperation() {
       OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
       kernels = gpu::GPUModuleOp::create(b, module.getLoc(), kModuleName);
     }
+    if (siblingFusion)
+      fuseSiblings(groups);
     for (auto &g : groups)
-      if (failed(emitGroup(*g, kernels, id++)))
+      if (!g->absorbed && failed(emitGroup(*g, kernels, id++)))
         return signalPassFailure();
   }
 }

@@ -4,8 +4,10 @@
 // operand with one vector load when its elements are consecutive, one
 // scalar load when they are all the same element, and stores one vector.
 // Row reductions over contiguous rows step through the row the same way.
-// RUN: shard-opt %s -split-input-file -convert-nn-to-rt -convert-rt-to-gpu | FileCheck %s
-// RUN: shard-opt %s -split-input-file -convert-nn-to-rt -convert-rt-to-gpu=vectorize=false | FileCheck %s --check-prefix=SCALAR
+// (Each kernel's lanes are checked on its own launch: sibling-fusion, which
+// would launch independent neighbours together, is off; siblings.mlir.)
+// RUN: shard-opt %s -split-input-file -convert-nn-to-rt -convert-rt-to-gpu=sibling-fusion=false | FileCheck %s
+// RUN: shard-opt %s -split-input-file -convert-nn-to-rt -convert-rt-to-gpu="vectorize=false sibling-fusion=false" | FileCheck %s --check-prefix=SCALAR
 
 // bf16: 8 lanes a thread, 64 elements in 8 threads. The bias [16] is read
 // 8 consecutive elements at a time as well.
