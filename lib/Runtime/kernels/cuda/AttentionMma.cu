@@ -13,6 +13,8 @@
 // causal bound and mask, updates its rows' running max and sum, turns S
 // into P in registers (the accumulator layout of S is the A-fragment
 // layout of P, so no shared-memory round trip) and accumulates O += P V.
+// Scores, row maxima and exponents are in log2 units: p = 2^(y - max) with
+// y = score x log2(e), one fma and one ex2 per score in interior tiles.
 // A warp whose rows all lie above a causal tile skips its math.
 //
 // The `mma2` variant (D = 64) gives each warp two 16-row tiles (128 rows
@@ -54,6 +56,7 @@ __device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint3
                                     uint32_t b1) {
   shardflow::emulation::mmaM16N8K16(c, a, b0, b1, std::is_same_v<T, __nv_bfloat16>);
 }
+__device__ __forceinline__ float exp2Approx(float x) { return std::exp2(x); }
 #else
 __device__ __forceinline__ unsigned smemAddr(const void *p) {
   return unsigned(__cvta_generic_to_shared(p));
@@ -82,6 +85,15 @@ __device__ __forceinline__ void ldmatrixX4Trans(uint32_t (&r)[4], const void *p)
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(smemAddr(p)));
+}
+
+/// 2^x, one MUFU.EX2 (results below 2^-126 flush to zero; 2^-inf is 0).
+/// __expf(x) is a multiply by log2(e) and the non-flushing ex2, which
+/// needs a fix-up around it.
+__device__ __forceinline__ float exp2Approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
 }
 
 /// c += a * b for one m16n8k16 tile with f32 accumulators.
@@ -176,7 +188,11 @@ __device__ __forceinline__ void attentionMma(const AttentionArgs &a) {
       a.maskKind != kMaskNone ? b * a.maskStride[0] + h * a.maskStride[1] : 0;
 
   float o[R][kDimTiles][4];
-  float rowMax[R][2], rowSum[R][2]; // rowSum: this thread's share; the quad adds them at the end
+  // rowMax in log2 units (scaled score x log2(e)); rowSum: this thread's
+  // share, the quad adds them at the end.
+  float rowMax[R][2], rowSum[R][2];
+  constexpr float kLog2e = 1.4426950408889634f;
+  const float scaleLog2 = a.scale * kLog2e;
 #pragma unroll
   for (int rt = 0; rt < R; ++rt) {
 #pragma unroll
@@ -243,8 +259,14 @@ __device__ __forceinline__ void attentionMma(const AttentionArgs &a) {
 #pragma unroll
       for (int rt = 0; rt < R; ++rt) {
         const int tRow0 = wRow0 + 16 * rt;
-        // Interior tiles without mask or softcap need no per-score checks.
-        const bool plain = a.maskKind == kMaskNone && a.softcap == 0.f &&
+        // Interior tiles without mask or softcap need no per-score checks:
+        // their raw products stay as they are (the scale is positive, so
+        // their maximum is that of the scaled scores) and their exponent
+        // is one fma with the scale in log2 units. Other tiles turn each
+        // score into log2 units here. Either way the row maximum and the
+        // base are in log2 units, and p = 2^(score * scaleLog2 - base)
+        // is e^(scaled score - maximum).
+        const bool plain = a.maskKind == kMaskNone && a.softcap == 0.f && a.scale > 0.f &&
                            k0 + kMmaKeys <= a.skv &&
                            (!a.causal || k0 + kMmaKeys - 1 <= tRow0) && tRow0 + 16 <= a.sq;
         float mx[2] = {kNegInf, kNegInf};
@@ -253,8 +275,9 @@ __device__ __forceinline__ void attentionMma(const AttentionArgs &a) {
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
             const int r = e >> 1;
-            float x = s[rt][j][e] * a.scale;
+            float x = s[rt][j][e];
             if (!plain) {
+              x *= a.scale;
               const int row = tRow0 + g + 8 * r, col = k0 + j * 8 + tig * 2 + (e & 1);
               if (row < a.sq && col < a.skv) {
                 const int64_t off = maskBase + int64_t(row) * a.maskStride[2];
@@ -265,19 +288,21 @@ __device__ __forceinline__ void attentionMma(const AttentionArgs &a) {
               } else {
                 x = kNegInf;
               }
+              x *= kLog2e;
             }
             s[rt][j][e] = x;
             mx[r] = fmaxf(mx[r], x);
           }
+        const float toLog2 = plain ? scaleLog2 : 1.f; // of what s holds
         float base[2], alpha[2];
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
           mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
           mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-          const float newMax = fmaxf(rowMax[rt][r], mx[r]);
-          // Nothing visible yet: stay at zero (exp(-inf - -inf) is NaN).
+          const float newMax = fmaxf(rowMax[rt][r], mx[r] * toLog2);
+          // Nothing visible yet: stay at zero (2^(-inf - -inf) is NaN).
           base[r] = newMax == kNegInf ? 0.f : newMax;
-          alpha[r] = __expf(rowMax[rt][r] - base[r]);
+          alpha[r] = exp2Approx(rowMax[rt][r] - base[r]);
           rowMax[rt][r] = newMax;
           rowSum[rt][r] *= alpha[r];
         }
@@ -285,7 +310,7 @@ __device__ __forceinline__ void attentionMma(const AttentionArgs &a) {
         for (int j = 0; j < kKeyTiles; ++j)
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
-            const float p = __expf(s[rt][j][e] - base[e >> 1]);
+            const float p = exp2Approx(fmaf(s[rt][j][e], toLog2, -base[e >> 1]));
             s[rt][j][e] = p;
             rowSum[rt][e >> 1] += p;
           }
