@@ -177,8 +177,9 @@ static cl::opt<bool> printReport(
     cl::init(false), cl::cat(shardCategory));
 
 //===----------------------------------------------------------------------===//
-// Raising and precision (--raise-attention, --dtype): nn passes that run
-// before sharding (raising) and after partitioning (precision).
+// Raising and precision (--raise-normalization, --raise-gelu,
+// --raise-attention, --dtype): nn passes that run before sharding
+// (raising) and after partitioning (precision).
 //===----------------------------------------------------------------------===//
 
 static cl::opt<bool> raiseAttention(
@@ -188,6 +189,25 @@ static cl::opt<bool> raiseAttention(
              "Default: on for --target cuda; off for --target cpu, whose "
              "attention kernel is slower than OpenBLAS matmuls for "
              "bidirectional attention, and when printing IR"),
+    cl::cat(compileCategory));
+
+static cl::opt<bool> raiseNormalization(
+    "raise-normalization",
+    cl::desc("Raise written-out layer and RMS norms (means, a square root, "
+             "a division or reciprocal; older exporters' LayerNorm, "
+             "Llama's RMSNorm) to nn.layer_normalization and "
+             "nn.rms_normalization before sharding (nn-raise-normalization): "
+             "one kernel per row instead of three or four. Default: on with "
+             "--target; off when printing IR"),
+    cl::cat(compileCategory));
+
+static cl::opt<bool> raiseGelu(
+    "raise-gelu",
+    cl::desc("Raise written-out GELU (0.5 x (1 + tanh(...)) or 0.5 x (1 + "
+             "erf(x / sqrt 2)), as exporters before opset 20 write GPT-2's "
+             "and BERT's) to nn.gelu before sharding (nn-raise-gelu): one "
+             "pass instead of seven or eight, and on CUDA the GEMM's gelu "
+             "epilogue. Default: on with --target; off when printing IR"),
     cl::cat(compileCategory));
 
 static cl::opt<std::string> computeType(
@@ -216,8 +236,18 @@ static bool raiseAttentionEnabled() {
   return target == "cuda";
 }
 
+/// Whether --raise-normalization or --raise-gelu applies: as given, else
+/// when compiling.
+static bool raiseEnabled(const cl::opt<bool> &flag) {
+  if (flag.getNumOccurrences())
+    return flag;
+  return !target.empty();
+}
+
 static bool nnPassesRequested() {
   return (raiseAttention.getNumOccurrences() && raiseAttention) ||
+         (raiseNormalization.getNumOccurrences() && raiseNormalization) ||
+         (raiseGelu.getNumOccurrences() && raiseGelu) ||
          computeType != "f32";
 }
 
@@ -235,6 +265,10 @@ static LogicalResult checkComputeType() {
 }
 
 static void addRaisingPasses(PassManager &pm) {
+  if (raiseEnabled(raiseNormalization))
+    pm.addNestedPass<func::FuncOp>(shardflow::nn::createNNRaiseNormalization());
+  if (raiseEnabled(raiseGelu))
+    pm.addNestedPass<func::FuncOp>(shardflow::nn::createNNRaiseGelu());
   if (raiseAttentionEnabled())
     pm.addNestedPass<func::FuncOp>(shardflow::nn::createNNRaiseAttention());
 }

@@ -60,6 +60,67 @@ def NNRaiseAttention : Pass<"nn-raise-attention", "::mlir::func::FuncOp"> {
   let dependentDialects = ["::shardflow::nn::NNDialect"];
 }
 
+def NNRaiseNormalization : Pass<"nn-raise-normalization", "::mlir::func::FuncOp"> {
+  let summary = "Raise written-out layer and RMS norms to nn.layer_normalization and nn.rms_normalization";
+  let description = [{
+    Models exported before LayerNormalization (opset 17) or RMSNormalization
+    (opset 23) existed, and Llama's RMSNorm in every exporter, write their
+    norms as chains:
+
+    ```
+    m = reduce_mean(x, axes)  d = x - m              layer norm only
+    v = reduce_mean(d * d | pow(d, 2), axes)         (x for RMS norm)
+    n = d / sqrt(v + eps)  |  d * reciprocal(sqrt(v + eps))  |  d * (1 / sqrt(v + eps))
+    y = n * gamma + beta                             both optional; beta for layer norm
+    ```
+
+    and this pass replaces each by one `nn.layer_normalization` or
+    `nn.rms_normalization` when the match is exact: `axes` (with
+    keepdims) are a trailing block of dimensions, the same for both means,
+    from `axis` on; `eps` is a scalar constant; gamma and beta (either
+    operand order) broadcast within the normalized dimensions only; all of
+    one float type; and no intermediate value (m, d, the square, v, the
+    sum, the root and its reciprocal, n) has a reader outside the chain.
+    Without gamma the scale is a constant of ones. A product or sum after
+    n that does not qualify as gamma or beta stays after the raised op.
+    With `explain`, each raised chain gets a remark, and so does each mean
+    of a square followed by `+ eps` and a square root that is not raised,
+    with the reason.
+  }];
+  let options = [
+    Option<"explain", "explain", "bool", /*default=*/"false",
+           "Emit a remark at each raised norm, and at each near miss with the reason">,
+  ];
+  let dependentDialects = ["::shardflow::nn::NNDialect"];
+}
+
+def NNRaiseGelu : Pass<"nn-raise-gelu", "::mlir::func::FuncOp"> {
+  let summary = "Raise written-out GELU (tanh or erf form) to nn.gelu";
+  let description = [{
+    Models exported before Gelu (opset 20) write it out: GPT-2's tanh form
+    and BERT's erf form,
+
+    ```
+    0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))   -> nn.gelu {approximate = "tanh"}
+    0.5 * x * (1 + erf(x / sqrt(2)))                          -> nn.gelu
+    ```
+
+    with products and sums in any association and operand order (x^3 as
+    pow(x, 3) or x * x * x, x / sqrt(2) also as x * (1 / sqrt(2)), the 0.5
+    applied to x first or to the product last). The constants must be the
+    definition's to a relative 1e-6 (their f32 spellings), no intermediate
+    value may have a reader outside the chain, and nothing may broadcast
+    beyond x's shape. One nn.gelu is one pass over the tensor, and on the
+    CUDA target the tanh form rides on the GEMM before it as cuBLASLt's
+    `gelu_bias` epilogue. With `explain`, each raised chain gets a remark.
+  }];
+  let options = [
+    Option<"explain", "explain", "bool", /*default=*/"false",
+           "Emit a remark at each raised GELU">,
+  ];
+  let dependentDialects = ["::shardflow::nn::NNDialect"];
+}
+
 def NNConvertFloatType : Pass<"nn-convert-float-type", "::mlir::ModuleOp"> {
   let summary = "Compute an f32 program in bf16 or f16 (mixed precision)";
   let description = [{
