@@ -355,9 +355,7 @@ def test_sibling_fusion_gives_the_bits_of_separate_launches(zoo, tmp_path):
         assert len(rotary["separate"]) == 4, rotary
         assert not any(name.endswith(pair) for name in rotary["separate"]), rotary
         assert launches["fused"] == launches["separate"] - 2, launches
-        with np.load(outputs["separate"]) as want, np.load(outputs["fused"]) as got:
-            for name in want.files:
-                assert np.array_equal(want[name], got[name], equal_nan=True), (dtype, name)
+        assert_same_bits(outputs["separate"], [outputs["fused"]], dtype)
         check_zoo_outputs(base, outputs["fused"], ZOO_TOLERANCE[dtype])
 
 
@@ -392,6 +390,18 @@ def check_zoo_outputs(base: Path, got_path: Path, tol: float):
             w, g = want[out].astype(np.float64), got[out].astype(np.float64)
             error = np.abs(g - w).max() / np.abs(w).max()
             assert error < tol, f"{base.parent.name} {base.name} {out}: relative error {error:.2e}"
+
+
+def assert_same_bits(reference: Path, others: list[Path], label: str):
+    """Every output in each of `others` (.npz) is bit for bit the one in
+    `reference` (NaNs where it has NaNs)."""
+    with np.load(reference) as want:
+        for path in others:
+            with np.load(path) as got:
+                assert sorted(got.files) == sorted(want.files), (label, path.name)
+                for out in want.files:
+                    assert np.array_equal(want[out], got[out], equal_nan=True), \
+                        (label, path.name, out)
 
 
 def mpirun_standin(world, *args, env=None, ranks_env=None, timeout=120):
@@ -555,11 +565,8 @@ def test_grouped_gemms_give_the_bits_of_separate_ones(zoo, order, tmp_path):
             if mode == "refused":
                 assert err.count("no pointer-array algorithm for 2 GEMMs") == 4, err
                 assert gemms[mode] == gemms["plain"], gemms
-        with np.load(outputs["plain"]) as want:
-            for mode in ("grouped", "graph", "refused"):
-                with np.load(outputs[mode]) as got:
-                    for out in want.files:
-                        assert np.array_equal(want[out], got[out], equal_nan=True), (dtype, mode)
+        assert_same_bits(outputs["plain"],
+                         [outputs[mode] for mode in ("grouped", "graph", "refused")], dtype)
         check_zoo_outputs(base, outputs["grouped"], ZOO_TOLERANCE[dtype])
 
 
@@ -630,11 +637,8 @@ def test_pinned_memory_gives_the_bits_of_pageable_memory(zoo, dtype, tmp_path):
             if mode == "refused":
                 assert "no page-locked host memory for weight staging" in err, err
                 assert "no page-locked host memory for an output" in err, err
-        with np.load(outputs["never"]) as want:
-            for mode in ("auto", "always", "refused"):
-                with np.load(outputs[mode]) as got:
-                    for out in want.files:
-                        assert np.array_equal(want[out], got[out], equal_nan=True), (name, mode)
+        assert_same_bits(outputs["never"],
+                         [outputs[mode] for mode in ("auto", "always", "refused")], name)
         check_zoo_outputs(base, outputs["always"], ZOO_TOLERANCE[dtype])
 
 
