@@ -102,9 +102,11 @@ def run(args) -> int:
         modes = [([], ["--group-gemms"])]
         if name == "small":
             modes.append((["--cuda-graph"], ["--cuda-graph", "--group-gemms"]))
+        default = {}  # the default artifact's runs by flags, for both comparisons
         for plain, grouped in modes:
             (t0, l0, _), (t1, l1, what) = (_time(args, out, name, ids, plain),
                                            _time(args, out, name, ids, grouped))
+            default[tuple(plain)] = (t0, l0)
             same = bool(np.array_equal(l0, l1))
             err = float(np.linalg.norm(l1 - l0) / np.linalg.norm(l0))
             print(f"llama {name} (batch {batch}, sequence {seq}) {' '.join(plain) or 'default'}: "
@@ -112,12 +114,13 @@ def run(args) -> int:
                   f"{t1 / t0:.3f} ({what or 'nothing grouped'}; logits "
                   f"{'identical' if same else f'rel. error {err:.1e}'})")
             status |= int(not what or err > 1e-2)
-        # Sibling fusion: the artifact compiled without it, same flags.
+        # Sibling fusion: the artifact compiled without it, with each set of
+        # flags the default artifact ran with above.
         if not (out / f"llama.{name}.no-siblings.shard").exists():
             continue
-        for flags in ([], ["--cuda-graph"]) if name == "small" else ([],):
-            (t0, l0, _), (t1, l1, _) = (_time(args, out, f"{name}.no-siblings", ids, flags),
-                                        _time(args, out, name, ids, flags))
+        for flags, (t1, l1) in default.items():
+            flags = list(flags)
+            t0, l0, _ = _time(args, out, f"{name}.no-siblings", ids, flags)
             same = bool(np.array_equal(l0, l1))
             print(f"llama {name} (batch {batch}, sequence {seq}) {' '.join(flags) or 'default'}: "
                   f"--cuda-disable sibling-fusion {t0 * 1e3:.3f} ms, sibling fusion "
