@@ -598,6 +598,44 @@ def test_convolution_and_pooling(name, tmp_path):
     assert art.returncode == 0, art.stderr
 
 
+def test_pointwise_convolution_reads_its_input_in_place(tmp_path):
+    # A 1x1 convolution at stride 1 without padding multiplies the input
+    # itself (no im2col copy); a strided or padded one still copies.
+    model = parser.parse_model(HEADER + (
+        "g (float[2,4,5,5] x, float[6,2,1,1] w, float[6] b, float[3,6,1,1] v)"
+        " => (float[2,6,5,5] y, float[2,3,3,3] z, float[2,3,7,7] p) {"
+        " y = Conv <group = 2> (x, w, b)"
+        " z = Conv <strides = [2, 2]> (y, v)"
+        " p = Conv <pads = [1, 1, 1, 1]> (y, v) }"))
+    proc = _gpu_program(model, tmp_path)
+    assert proc.stdout.count('"rt.launch"') == 3, proc.stdout
+    launches = re.findall(r"kernel = @shardflow_kernels::@(\w+)", proc.stdout)
+    assert [k for k in launches if "im2col" in k] == ["k1_im2col", "k2_im2col"], launches
+    feeds = _inputs(model, 5)
+    ours = gpu_emulator.run_program(proc.stdout, list(feeds.values()))
+    _assert_matches_onnxruntime(model, feeds, ours, 1e-5)
+
+
+def test_batch_norm_takes_its_input_from_a_fused_producer(tmp_path):
+    # The convolution's bias add and a residual add feed batch
+    # normalization from registers: with its relu, one launch each.
+    model = parser.parse_model(HEADER + (
+        "g (float[2,3,6,6] x, float[4,3,3,3] w, float[4] b, float[2,4,6,6] r,"
+        " float[4] s, float[4] t, float[4] m, float[4] v)"
+        " => (float[2,4,6,6] y, float[2,4,6,6] z) {"
+        " c = Conv <pads = [1, 1, 1, 1]> (x, w, b)"
+        " n = BatchNormalization (c, s, t, m, v) y = Relu(n)"
+        " a = Add(y, r) o = BatchNormalization (a, s, t, m, v) z = Relu(o) }"))
+    proc = _gpu_program(model, tmp_path)
+    launches = re.findall(r"kernel = @shardflow_kernels::@(\w+)", proc.stdout)
+    assert launches == ["k0_im2col", "k1_add_batch_normalization_relu_add_batch_normalization"], \
+        launches
+    feeds = _inputs(model, 6)
+    feeds["v"] = np.abs(feeds["v"]) + 0.1
+    ours = gpu_emulator.run_program(proc.stdout, list(feeds.values()))
+    _assert_matches_onnxruntime(model, feeds, ours, 1e-5)
+
+
 def test_max_pool_of_integers_ties_and_nan_match_the_cpu_backend(tmp_path):
     """Max pooling of signed and unsigned integers (values across the sign
     bit), and indices with ties (the first maximum wins), NaN (the first NaN

@@ -94,7 +94,8 @@ bool isElementwise(StringRef name) {
 
 /// Elementwise in its output, but reading its inputs at other positions
 /// (a rotation partner, a pooling window, an im2col patch, a channel's
-/// statistics): it reads buffers, never a fused producer's register.
+/// statistics): it reads buffers, never a fused producer's register
+/// (except batch normalization's input, read at the element's own index).
 bool readsNeighbours(StringRef name) {
   return name == "rotary_embedding" || name == "batch_normalization" || name == "max_pool" ||
          name == "max_pool_with_indices" || name == "average_pool" || name == "im2col";
@@ -880,8 +881,10 @@ public:
   }
 
   /// Inference batch normalization at flat index `idx`: the channel is
-  /// dimension 1, its statistics are [C] vectors.
-  FailureOr<Value> batchNorm(rt::KernelOp k, DenseMap<Value, Value> &args, Value idx) {
+  /// dimension 1, its statistics are [C] vectors. `fused`, when set, is
+  /// the input's element at `idx`, computed by an earlier group member.
+  FailureOr<Value> batchNorm(rt::KernelOp k, DenseMap<Value, Value> &args, Value idx,
+                             Value fused = {}) {
     ArrayRef<int64_t> shape = shapeOf(k.getInputs()[0]);
     if (shape.size() < 2)
       return k.emitOpError("batch_normalization needs [N, C, ...]"), failure();
@@ -892,7 +895,8 @@ public:
         b, loc, spatial == 1 ? idx : arith::DivUIOp::create(b, loc, idx, index(spatial)).getResult(),
         index(shape[1]));
     auto at = [&](int i, Value where) { return load(args.lookup(k.getInputs()[i]), where); };
-    Value x = at(0, idx), scale = at(1, c), bias = at(2, c), mean = at(3, c), var = at(4, c);
+    Value x = fused ? fused : at(0, idx), scale = at(1, c), bias = at(2, c), mean = at(3, c),
+          var = at(4, c);
     auto epsAttr = dyn_cast_or_null<FloatAttr>(k.getParams().get("epsilon"));
     Value eps = floatConst(x.getType(), epsAttr ? epsAttr.getValueAsDouble() : 1e-5);
     Value inv = math::RsqrtOp::create(b, loc, arith::AddFOp::create(b, loc, var, eps));
@@ -1312,7 +1316,10 @@ LogicalResult ConvertRTToGPU::formGroups(func::FuncOp fn,
       Group *g = w ? groupOf.lookup(w) : nullptr;
       if (!g || g->closed || g->kind != Group::Kind::Loop)
         continue;
-      bool ok = !readsNeighbours(name) && (!row || i == 0) &&
+      // Batch normalization reads its input (not its statistics) element
+      // for element.
+      bool neighbours = readsNeighbours(name) && !(name == "batch_normalization" && i == 0);
+      bool ok = !neighbours && (!row || i == 0) &&
                 numel(rootOf(in)) == g->iterations &&
                 readsElementwise(in, row ? shapeOf(in) : shapeOf(out)) &&
                 (row || g->iterations == numel(out));
@@ -1462,10 +1469,17 @@ LogicalResult ConvertRTToGPU::emitLoopBody(KernelEmitter &e, ArrayRef<rt::Kernel
       // Each lane reads its own neighbourhood.
       StringRef kind = k.getKernel();
       Lanes results, indices; // indices: max_pool_with_indices' second result
+      // Batch normalization reads its input element for element: from a
+      // register when an earlier member computes it.
+      const Lanes *fused = nullptr;
+      if (kind == "batch_normalization")
+        if (auto it = values.find(rootOf(k.getInputs()[0])); it != values.end())
+          fused = &it->second;
       for (int64_t i = 0; i < width; ++i) {
         Value idx = e.lane(base, i), laneIndices;
-        FailureOr<Value> r = kind == "rotary_embedding"      ? e.rotary(k, args, idx)
-                             : kind == "batch_normalization" ? e.batchNorm(k, args, idx)
+        FailureOr<Value> r = kind == "rotary_embedding" ? e.rotary(k, args, idx)
+                             : kind == "batch_normalization"
+                                 ? e.batchNorm(k, args, idx, fused ? (*fused)[size_t(i)] : Value())
                              : kind == "im2col"              ? e.im2col(k, args, idx)
                                                              : e.pool(k, args, idx, &laneIndices);
         if (failed(r))
@@ -2532,6 +2546,18 @@ void transposeMisalignedGemmWeights(func::FuncOp fn) {
   }
 }
 
+/// Whether convolution `k` with window `kernel` reads each input position
+/// once, in place: every window dimension 1, every stride 1, no padding
+/// (the dilations then do not matter).
+bool isPointwise(rt::KernelOp k, ArrayRef<int64_t> kernel) {
+  auto all = [&](StringRef name, int64_t value) {
+    auto a = dyn_cast_or_null<DenseI64ArrayAttr>(k.getParams().get(name));
+    return !a || llvm::all_of(a.asArrayRef(), [&](int64_t v) { return v == value; });
+  };
+  return llvm::all_of(kernel, [](int64_t d) { return d == 1; }) && all("strides", 1) &&
+         all("pads", 0);
+}
+
 /// Convolution as im2col and a GEMM: `im2col` (generated) writes, per
 /// image and group, the [(C/G) * window, output positions] patch matrix,
 /// and a matmul of the [G, M/G, (C/G) * window] weight view with it gives
@@ -2563,15 +2589,22 @@ void lowerConvolutions(func::FuncOp fn) {
     int64_t patch = (xs[1] / group) * window, n = xs[0], m = ws[0];
     OpBuilder b(k);
     Location loc = k.getLoc();
-    auto col = rt::AllocOp::create(b, loc, MemRefType::get({n, group, patch, positions}, elem),
-                                   IntegerAttr());
-    SmallVector<NamedAttribute> params(k.getParams().getValue());
-    params.push_back(b.getNamedAttr("kernel_shape", b.getDenseI64ArrayAttr(ws.drop_front(2))));
-    params.push_back(b.getNamedAttr("out_spatial", b.getDenseI64ArrayAttr(ys.drop_front(2))));
-    if (!groupAttr)
-      params.push_back(b.getNamedAttr("group", b.getI64IntegerAttr(1)));
-    rt::KernelOp::create(b, loc, b.getStringAttr("im2col"), ValueRange{x}, ValueRange{col},
-                         b.getDictionaryAttr(params));
+    auto colType = MemRefType::get({n, group, patch, positions}, elem);
+    Value col;
+    if (isPointwise(k, ws.drop_front(2))) {
+      // A 1x1 window at stride 1 without padding: the patch matrix of an
+      // image and group is its [C/G, positions] block of the input itself.
+      col = rt::ViewOp::create(b, loc, colType, x);
+    } else {
+      col = rt::AllocOp::create(b, loc, colType, IntegerAttr());
+      SmallVector<NamedAttribute> params(k.getParams().getValue());
+      params.push_back(b.getNamedAttr("kernel_shape", b.getDenseI64ArrayAttr(ws.drop_front(2))));
+      params.push_back(b.getNamedAttr("out_spatial", b.getDenseI64ArrayAttr(ys.drop_front(2))));
+      if (!groupAttr)
+        params.push_back(b.getNamedAttr("group", b.getI64IntegerAttr(1)));
+      rt::KernelOp::create(b, loc, b.getStringAttr("im2col"), ValueRange{x}, ValueRange{col},
+                           b.getDictionaryAttr(params));
+    }
     Value wv = rt::ViewOp::create(b, loc, MemRefType::get({group, m / group, patch}, elem), w);
     auto product = rt::AllocOp::create(
         b, loc, MemRefType::get({n, group, m / group, positions}, elem), IntegerAttr());

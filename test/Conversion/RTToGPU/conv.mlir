@@ -13,11 +13,26 @@
 // CHECK: %[[B:.*]] = rt.view %arg2 : memref<6xf32> to memref<6x1x1xf32>
 // CHECK: rt.launch @shardflow_kernels::@k1_add {{.*}} ins(%[[Y]], %[[B]] : memref<1x6x4x4xf32>, memref<6x1x1xf32>)
 // CHECK-NOT: rt.kernel "conv"
+func.func @main(%x: tensor<1x4x8x8xf32> {nn.name = "x"}, %w: tensor<6x2x3x3xf32> {nn.name = "w"}, %b: tensor<6xf32> {nn.name = "b"}) -> (tensor<1x6x4x4xf32> {nn.name = "y"}) {
+  %y = nn.conv %x, %w, %b {strides = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, group = 2 : i64} : (tensor<1x4x8x8xf32>, tensor<6x2x3x3xf32>, tensor<6xf32>) -> tensor<1x6x4x4xf32>
+  return %y : tensor<1x6x4x4xf32>
+}
+
+// A 1x1 window at stride 1 without padding: the input, viewed as the
+// [N, G, C/G, positions] patch matrix, goes straight to the matmul.
+// CHECK-LABEL: func.func @pointwise
+// CHECK-NOT: im2col
+// CHECK: %[[X:.*]] = rt.view %arg0 : memref<2x4x5x5xf32> to memref<2x2x2x25xf32>
+// CHECK: %[[W:.*]] = rt.view %arg1 : memref<6x2x1x1xf32> to memref<2x3x2xf32>
+// CHECK: rt.kernel "matmul" ins(%[[W]], %[[X]] : memref<2x3x2xf32>, memref<2x2x2x25xf32>)
+// CHECK-NOT: im2col
+// CHECK: return
+// The kernels follow the functions.
 // CHECK: gpu.func @k0_im2col
 // CHECK: arith.cmpi sge
 // CHECK: arith.cmpi slt
 // CHECK: arith.select
-func.func @main(%x: tensor<1x4x8x8xf32> {nn.name = "x"}, %w: tensor<6x2x3x3xf32> {nn.name = "w"}, %b: tensor<6xf32> {nn.name = "b"}) -> (tensor<1x6x4x4xf32> {nn.name = "y"}) {
-  %y = nn.conv %x, %w, %b {strides = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, group = 2 : i64} : (tensor<1x4x8x8xf32>, tensor<6x2x3x3xf32>, tensor<6xf32>) -> tensor<1x6x4x4xf32>
-  return %y : tensor<1x6x4x4xf32>
+func.func @pointwise(%x: tensor<2x4x5x5xf32> {nn.name = "x"}, %w: tensor<6x2x1x1xf32> {nn.name = "w"}) -> (tensor<2x6x5x5xf32> {nn.name = "y"}) {
+  %y = nn.conv %x, %w {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 3, 3>, group = 2 : i64} : (tensor<2x4x5x5xf32>, tensor<6x2x1x1xf32>) -> tensor<2x6x5x5xf32>
+  return %y : tensor<2x6x5x5xf32>
 }
