@@ -1115,6 +1115,75 @@ def test_warp_rows_guard_whole_warps(tmp_path):
         gpu_emulator.run_program(broken, [x, sc])
 
 
+def _launch_names(ir):
+    return re.findall(r"kernel = @shardflow_kernels::@(\w+)", ir)
+
+
+def test_row_epilogue_of_a_half_precision_rms_norm(tmp_path):
+    """Llama's RMSNorm as exported in float16: the row in f32 between two
+    casts, then the weight. The cast into f32 is the row's prologue, the
+    cast back and the weight its epilogue: one launch, and the explicit
+    cast still rounds to float16 before the weight multiplies."""
+    model = _graph_model(
+        "g (float16[6,40,64] x, float16[64] w) => (float16[6,40,64] y) {"
+        " xf = Cast <to = 1> (x) sq = Pow(xf, two) m = ReduceMean <keepdims = 1> (sq, ax)"
+        " e = Add(m, eps) s = Sqrt(e) r = Reciprocal(s) n = Mul(xf, r)"
+        " h = Cast <to = 10> (n) y = Mul(w, h) }",
+        inits="<float two = {2.0}, float eps = {1e-6}, int64[1] ax = {-1}>")
+    feeds = {"x": _f(6, 40, 64).astype(np.float16), "w": _f(64).astype(np.float16)}
+    proc = _compile(model, tmp_path, "--raise-normalization", "--convert-nn-to-rt",
+                    "--convert-rt-to-gpu", "--mlir-print-op-generic")
+    assert proc.returncode == 0, proc.stderr
+    ir = proc.stdout
+    ours = gpu_emulator.run_program(ir, list(feeds.values()))
+    assert _launch_names(ir) == ["k0_cast_rms_normalization_cast_mul"], _launch_names(ir)
+    # The reference: the same roundings in float64 (f16 weight times the
+    # f16-rounded normalized row, rounded again).
+    xf = feeds["x"].astype(np.float64)
+    n = xf / np.sqrt((xf ** 2).mean(-1, keepdims=True) + 1e-6)
+    want = (feeds["w"].astype(np.float64) * n.astype(np.float16)).astype(np.float16)
+    got = ours[0]
+    assert got.dtype == np.float16
+    # Two float16 ulps apart at most: the f32 row (against float64) can
+    # round the normalized value to its other neighbour, and the product
+    # rounds again.
+    np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64),
+                               rtol=2 ** -9, atol=1e-6)
+
+
+def test_row_epilogues_of_softmax_and_layer_norm(tmp_path):
+    """Elementwise consumers of a softmax or a norm run in its last pass:
+    a cast of the probabilities; a residual add and relu after a layer norm
+    whose result is also returned (so it is stored as well)."""
+    model = _graph_model(
+        "g (float[4,3,50] a, float[24,80] x, float[80] s, float[80] b, float[24,80] r)"
+        " => (float16[4,3,50] p, float[24,80] n, float[24,80] z) {"
+        " q = Softmax <axis = -1> (a) p = Cast <to = 10> (q)"
+        " n = LayerNormalization(x, s, b) t = Add(n, r) z = Relu(t) }")
+    feeds = {"a": _f(4, 3, 50), "x": _f(24, 80), "s": _f(80), "b": _f(80), "r": _f(24, 80)}
+    ir, ours = _run(model, feeds, tmp_path)
+    assert _launch_names(ir) == ["k0_softmax_cast", "k1_layer_normalization_add_relu"], \
+        _launch_names(ir)
+    _assert_matches_onnxruntime(model, feeds, ours, 1e-3)  # p is float16
+
+
+def test_row_epilogue_never_reads_the_prologue_or_a_reduction(tmp_path):
+    """An epilogue runs where only the row's result is in registers: a
+    consumer that also reads the prologue's value (the residual stream
+    itself), or that reads a reduction (one value a row, written by one
+    thread), is a launch of its own."""
+    model = _graph_model(
+        "g (float[24,80] x, float[24,80] y, float[80] s) => (float[24,80] z, float[24,1] u) {"
+        " a = Add(x, y) n = RMSNormalization(a, s) z = Add(n, a)"
+        " m = ReduceSum <keepdims = 1> (x, ax) u = Relu(m) }",
+        opset=23, inits="<int64[1] ax = {1}>")
+    feeds = {"x": _f(24, 80), "y": _f(24, 80), "s": _f(80)}
+    ir, ours = _run(model, feeds, tmp_path)
+    assert _launch_names(ir) == ["k0_add_rms_normalization", "k1_add", "k2_reduce_sum",
+                                 "k3_relu"], _launch_names(ir)
+    _assert_matches_onnxruntime(model, feeds, ours, 1e-5)
+
+
 def test_gather_elements_with_negative_indices(tmp_path):
     model = _graph_model(
         "g (float[4,6] x, int64[4,3] i, int64[5,2,3] n, int32[2,2,3] j) =>"

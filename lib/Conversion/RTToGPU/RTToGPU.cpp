@@ -175,7 +175,11 @@ bool isRowReduction(rt::KernelOp k) { return rowGeometry(k).has_value(); }
 /// A fusion group: kernels emitted as one generated kernel.
 struct Group {
   enum class Kind { Loop, Row, Standalone } kind = Kind::Loop;
-  SmallVector<rt::KernelOp> members; // program order; a Row group's last is the reduction
+  /// Program order. A Row group's members are its prologue (elementwise
+  /// producers of the row's input), the row kernel `row`, and its epilogue
+  /// (elementwise consumers of the row's result, element for element).
+  SmallVector<rt::KernelOp> members;
+  rt::KernelOp row;
   llvm::SmallPtrSet<Operation *, 8> internal; // allocs (and views) that vanish
   int64_t iterations = 0; // Loop: elements of every member's output
   bool closed = false;
@@ -1314,7 +1318,20 @@ LogicalResult ConvertRTToGPU::formGroups(func::FuncOp fn,
     for (auto [i, in] : llvm::enumerate(k.getInputs())) {
       rt::KernelOp w = writerOf(in);
       Group *g = w ? groupOf.lookup(w) : nullptr;
-      if (!g || g->closed || g->kind != Group::Kind::Loop)
+      if (!g || g->closed)
+        continue;
+      if (g->kind == Group::Kind::Row) {
+        // An epilogue member: elementwise, reading the row's result (or an
+        // earlier epilogue member's) element for element, never a value
+        // of the prologue (which lives in no register there).
+        bool ok = isElementwise(name) && k.getOutputs().size() == 1 &&
+                  !w->isBeforeInBlock(g->row) &&
+                  numel(out) == numel(g->row.getOutputs()[0]) &&
+                  readsElementwise(in, shapeOf(out));
+        (ok ? producers : refused).push_back(g);
+        continue;
+      }
+      if (g->kind != Group::Kind::Loop)
         continue;
       // Batch normalization reads its input (not its statistics) element
       // for element.
@@ -1331,6 +1348,10 @@ LogicalResult ConvertRTToGPU::formGroups(func::FuncOp fn,
         producers.push_back(g);
     }
     llvm::erase_if(producers, [&](Group *g) { return llvm::is_contained(refused, g); });
+    // A Row group takes an epilogue member only when it is the one group
+    // that member joins (Loop members merged in would run after the row).
+    if (producers.size() > 1 || row)
+      llvm::erase_if(producers, [](Group *g) { return g->kind == Group::Kind::Row; });
     // max_pool_with_indices writes values and indices: a group of its own
     // that nothing joins (a consumer would find the indices in no register).
     bool twoOutputs = name == "max_pool_with_indices";
@@ -1358,8 +1379,11 @@ LogicalResult ConvertRTToGPU::formGroups(func::FuncOp fn,
     target->members.push_back(k);
     groupOf[k] = target;
     if (row) {
+      // Open for an epilogue, unless the row's result is one value a row
+      // (a reduction, written by one thread).
       target->kind = Group::Kind::Row;
-      target->closed = true;
+      target->row = k;
+      target->closed = isReduction(name);
     }
     if (twoOutputs)
       target->closed = true;
@@ -1550,8 +1574,10 @@ FailureOr<Value> ConvertRTToGPU::emitRowBody(KernelEmitter &e, Group &g,
                                              DenseMap<Value, Value> &args) {
   OpBuilder &b = e.b;
   Location loc = e.loc;
-  rt::KernelOp k = g.members.back();
-  ArrayRef<rt::KernelOp> prologue = ArrayRef<rt::KernelOp>(g.members).drop_back();
+  rt::KernelOp k = g.row;
+  size_t at = llvm::find(g.members, k) - g.members.begin();
+  ArrayRef<rt::KernelOp> prologue = ArrayRef<rt::KernelOp>(g.members).take_front(at),
+                         epilogue = ArrayRef<rt::KernelOp>(g.members).drop_front(at + 1);
   StringRef name = k.getKernel();
   Value x = k.getInputs()[0], out = k.getOutputs()[0];
   bool xFromPrologue = llvm::any_of(
@@ -1723,7 +1749,8 @@ FailureOr<Value> ConvertRTToGPU::emitRowBody(KernelEmitter &e, Group &g,
     return Value();
   }
 
-  // The last pass: computes each lane's result from x and stores them.
+  // The last pass: computes each lane's result from x, runs the epilogue
+  // on it, and stores what leaves the group.
   auto storePass = [&](function_ref<Value(Value x, Value j, int64_t i)> fn) -> LogicalResult {
     return rowLoop(zero, [&](Value acc, Value flat, Value j) -> FailureOr<Value> {
       FailureOr<Lanes> v = xAt(flat, j);
@@ -1732,7 +1759,14 @@ FailureOr<Value> ConvertRTToGPU::emitRowBody(KernelEmitter &e, Group &g,
       Lanes r;
       for (auto [i, xi] : llvm::enumerate(*v))
         r.push_back(fn(xi, j, int64_t(i)));
-      e.storeLanes(r, args.lookup(out), flat);
+      if (!isInternal(g, out))
+        e.storeLanes(r, args.lookup(out), flat);
+      if (!epilogue.empty()) {
+        DenseMap<Value, Lanes> values;
+        values[rootOf(out)] = std::move(r);
+        if (failed(emitLoopBody(e, epilogue, g, flat, width, args, values, /*store=*/true)))
+          return failure();
+      }
       return acc;
     });
   };
@@ -1890,14 +1924,15 @@ LogicalResult ConvertRTToGPU::emitGroup(Group &g, gpu::GPUModuleOp module, int i
   } else {
     // One block per row (every element outside the reduced extent), or
     // one warp per row and several rows per block for short contiguous rows.
-    RowGeometry geometry = *rowGeometry(last);
+    RowGeometry geometry = *rowGeometry(g.row);
     int64_t length = geometry.length;
-    if (warpPerRow(geometry, computeType(elemOf(last.getOutputs()[0])))) {
+    Value rowOut = g.row.getOutputs()[0];
+    if (warpPerRow(geometry, computeType(elemOf(rowOut)))) {
       int64_t perBlock = std::min(kWarpsPerBlock, geometry.rows);
       block = 32 * perBlock;
-      grid = numel(last.getOutputs()[0]) ? (geometry.rows + perBlock - 1) / perBlock : 0;
+      grid = numel(rowOut) ? (geometry.rows + perBlock - 1) / perBlock : 0;
     } else {
-      grid = numel(last.getOutputs()[0]) ? geometry.rows : 0;
+      grid = numel(rowOut) ? geometry.rows : 0;
       // Short rows get fewer threads (whole warps), long rows stride.
       block = std::clamp<int64_t>((length + 31) / 32 * 32, 32, kRowBlock);
     }

@@ -125,3 +125,43 @@ func.func @layouts(%x: tensor<3x2048xf32>, %y: tensor<12x96xf32>, %s: tensor<96x
   %n = nn.layer_normalization %y, %s {axis = -1 : i64, epsilon = 1.0e-5 : f32} : (tensor<12x96xf32>, tensor<96xf32>) -> tensor<12x96xf32>
   return %a, %n : tensor<3x2048xf32>, tensor<12x96xf32>
 }
+
+// -----
+
+// A row's elementwise consumers are its epilogue: they run in the last
+// pass on the row's results, and the norm's own result, read only by
+// them, is never stored.
+// CHECK-LABEL: func.func @epilogue
+// CHECK-NOT: rt.alloc : memref<4x64xf32>{{$}}
+// CHECK: %[[H:.*]] = rt.alloc : memref<4x64xbf16>
+// CHECK-NEXT: rt.launch @shardflow_kernels::@k{{[0-9]+}}_add_rms_normalization_mul_cast grid [1, 1, 1] block [128, 1, 1] ins(%arg0, %arg1, %arg2, %arg3 : memref<4x64xf32>, memref<4x64xf32>, memref<64xf32>, memref<64xf32>) outs(%[[H]] : memref<4x64xbf16>)
+// CHECK-NEXT: return %[[H]]
+// A consumer that also reads the prologue's value (the residual stream
+// %a, in no register in the last pass) is a launch of its own.
+// CHECK-LABEL: func.func @prologue_value
+// CHECK: rt.launch @shardflow_kernels::@k{{[0-9]+}}_add_rms_normalization grid
+// CHECK-NEXT: rt.alloc
+// CHECK-NEXT: rt.launch @shardflow_kernels::@k{{[0-9]+}}_add grid
+// CHECK: gpu.func @k{{[0-9]+}}_add_rms_normalization_mul_cast
+// CHECK-COUNT-5: gpu.shuffle xor
+// CHECK: scf.for
+// CHECK: arith.mulf
+// CHECK: arith.mulf
+// CHECK: arith.mulf
+// CHECK: arith.truncf {{.*}} : f32 to bf16
+// CHECK: memref.store
+// CHECK-NOT: memref.store
+// CHECK: gpu.return
+func.func @epilogue(%x: tensor<4x64xf32>, %y: tensor<4x64xf32>, %s: tensor<64xf32>, %w: tensor<64xf32>) -> tensor<4x64xbf16> {
+  %a = nn.add %x, %y : (tensor<4x64xf32>, tensor<4x64xf32>) -> tensor<4x64xf32>
+  %n = nn.rms_normalization %a, %s {axis = -1 : i64, epsilon = 1.0e-5 : f32} : (tensor<4x64xf32>, tensor<64xf32>) -> tensor<4x64xf32>
+  %m = nn.mul %n, %w : (tensor<4x64xf32>, tensor<64xf32>) -> tensor<4x64xf32>
+  %h = nn.cast %m {to = bf16} : (tensor<4x64xf32>) -> tensor<4x64xbf16>
+  return %h : tensor<4x64xbf16>
+}
+func.func @prologue_value(%x: tensor<4x64xf32>, %y: tensor<4x64xf32>, %s: tensor<64xf32>) -> tensor<4x64xf32> {
+  %a = nn.add %x, %y : (tensor<4x64xf32>, tensor<4x64xf32>) -> tensor<4x64xf32>
+  %n = nn.rms_normalization %a, %s {axis = -1 : i64, epsilon = 1.0e-5 : f32} : (tensor<4x64xf32>, tensor<64xf32>) -> tensor<4x64xf32>
+  %z = nn.add %n, %a : (tensor<4x64xf32>, tensor<4x64xf32>) -> tensor<4x64xf32>
+  return %z : tensor<4x64xf32>
+}
