@@ -115,15 +115,6 @@ static LogicalResult addParam(rtm::Params &params, NamedAttribute attr,
 
 /// Rank lists flattened, with their common length.
 /// The first ONNX node name in `loc` (a NameLoc, possibly fused), or "".
-static std::string firstNodeName(Location loc) {
-  std::string node;
-  loc->walk([&](Location l) {
-    if (auto named = dyn_cast<NameLoc>(l); named && node.empty())
-      node = named.getName().str();
-    return WalkResult::advance();
-  });
-  return node;
-}
 
 static std::pair<std::vector<int64_t>, int64_t> flatten(ArrayAttr lists) {
   std::vector<int64_t> flat;
@@ -279,7 +270,7 @@ FailureOr<rtm::Artifact> shardflow::exportArtifact(ModuleOp module,
         if (failed(addParam(inst.params, attr, &op)))
           return failure();
       // The runtime names the ONNX node when the kernel fails.
-      if (std::string node = firstNodeName(k.getLoc()); !node.empty())
+      if (std::string node = rt::onnxNodeName(k.getLoc()); !node.empty())
         inst.params.set("node", node);
       art.program.push_back(std::move(inst));
     } else if (auto launch = dyn_cast<rt::LaunchOp>(op)) {
@@ -299,10 +290,18 @@ FailureOr<rtm::Artifact> shardflow::exportArtifact(ModuleOp module,
       inst.params.set("shared", int64_t(launch.getShared()));
       if (launch.getChecks()) {
         // The runtime passes a status word and, when the kernel reports an
-        // error, names the (first) ONNX node whose check it was.
+        // error, names the ONNX node whose check it was: the one of the
+        // reporting operation's ordinal in `checking_nodes` (one name a
+        // line), else `node`.
         inst.params.set("checks", int64_t(1));
-        if (std::string node = firstNodeName(launch.getLoc()); !node.empty())
+        if (std::string node = rt::onnxNodeName(launch.getLoc()); !node.empty())
           inst.params.set("node", node);
+        if (ArrayAttr names = launch.getCheckingNodesAttr()) {
+          std::string joined;
+          for (auto [i, name] : llvm::enumerate(names.getAsValueRange<StringAttr>()))
+            joined += (i ? "\n" : "") + name.str();
+          inst.params.set("checking_nodes", joined);
+        }
       }
       art.program.push_back(std::move(inst));
     } else if (isa<rt::AllReduceOp, rt::AllGatherOp, rt::ReduceScatterOp, rt::AllToAllOp,

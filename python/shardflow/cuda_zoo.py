@@ -76,6 +76,17 @@ def _check_model(name: str, op: str, inputs, output, **attrs) -> onnx.ModelProto
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
 
 
+def _two_divisions() -> onnx.ModelProto:
+    """(x / y) / z: two checking divisions fused into one generated kernel;
+    the error must name the one that divided by zero (the second)."""
+    nodes = [helper.make_node("Div", ["x", "y"], ["q"], name="per_group"),
+             helper.make_node("Div", ["q", "z"], ["r"], name="per_member")]
+    graph = helper.make_graph(nodes, "two_divisions",
+                              [_value(n, TensorProto.INT32, [8]) for n in "xyz"],
+                              [_value("r", TensorProto.INT32, [8])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
+
+
 def _value(name: str, elem: int, shape: list[int]):
     return helper.make_tensor_value_info(name, elem, shape)
 
@@ -91,6 +102,11 @@ CHECK_CASES = {
         {"x": np.arange(8, dtype=np.int32) * 7,
          "y": np.array([1, 2, 3, 4, 5, 0, 7, 8], np.int32)},
         ["ONNX node 'divide_counts'", "integer division by zero (element 5 of the result)"]),
+    "fused_div_by_zero": (
+        _two_divisions,
+        {"x": np.arange(8, dtype=np.int32) * 60, "y": np.full(8, 3, np.int32),
+         "z": np.array([1, 2, 3, 4, 5, 6, 0, 8], np.int32)},
+        ["ONNX node 'per_member'", "integer division by zero (element 6 of the result)"]),
     "gather_elements_out_of_range": (
         lambda: _check_model("pick_rows", "GatherElements",
                              [_value("x", TensorProto.FLOAT, [3, 4]),

@@ -879,13 +879,25 @@ def _host_step(op: Op, env: dict, shapes: dict, kernels: dict, weights, rank: in
         if checks:  # the status word the runtime passes, zeroed
             buffers.append(np.zeros(2, np.int64))
         kernels[kernel].run(buffers, grid, block)
-        if checks and buffers[-1][0] == 1:
-            raise IndexOutOfRange(f"generated kernel {kernel}: index {buffers[-1][1]} read "
+        # The status code is in the low 8 bits; above them, the ordinal of
+        # the checking operation that reported (its node: that entry of
+        # checking_nodes, as the CUDA runtime names it).
+        code = int(buffers[-1][0]) & 0xFF if checks else 0
+        if code:
+            names = re.search(r"checking_nodes = \[([^\]]*)\]", op.props)
+            ordinal = int(buffers[-1][0]) >> 8
+            node = ""
+            if names:
+                listed = re.findall(r'"((?:[^"\\]|\\.)*)"', names.group(1))
+                node = f" (ONNX node '{listed[ordinal]}')" if ordinal < len(listed) else ""
+            where = f"generated kernel {kernel}{node}"
+        if code == 1:
+            raise IndexOutOfRange(f"{where}: index {buffers[-1][1]} read "
                                   "from the data is out of range")
-        if checks and buffers[-1][0] == 2:
-            raise DivisionByZero(f"generated kernel {kernel}: integer division by zero "
+        if code == 2:
+            raise DivisionByZero(f"{where}: integer division by zero "
                                  f"(element {buffers[-1][1]} of the result)")
-        if checks and buffers[-1][0]:
-            raise RuntimeError(f"generated kernel {kernel}: status code {buffers[-1][0]}")
+        if code:
+            raise RuntimeError(f"{where}: status code {buffers[-1][0]}")
     else:
         raise NotImplementedError(f"emulator: host op {op.name}")

@@ -60,7 +60,9 @@ inline bool isSupportedElement(mlir::Type t) {
 }
 
 /// The status word of a kernel that checks its data: memref<2xi64>, [0]
-/// what went wrong (a StatusCode), [1] the offending value.
+/// what went wrong (a StatusCode in the low 8 bits; above them, which of
+/// the launch's checking members reported, counted in program order from
+/// 0), [1] the offending value.
 inline mlir::MemRefType statusType(mlir::MLIRContext *ctx) {
   return mlir::MemRefType::get({2}, mlir::IntegerType::get(ctx, 64));
 }
@@ -151,13 +153,14 @@ public:
     auto ifOp = scf::IfOp::create(b, loc, bad, /*withElseRegion=*/false);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(&ifOp.getThenRegion().front());
-    memref::StoreOp::create(b, loc, i64(code), status, ValueRange{index(0)});
+    memref::StoreOp::create(b, loc, i64(code + (checker << 8)), status, ValueRange{index(0)});
     memref::StoreOp::create(b, loc, value, status, ValueRange{index(1)});
   }
 
   mlir::OpBuilder &b;
   mlir::Location loc;
   mlir::Value status; // the kernel's status word, or null
+  int64_t checker = 0; // which checking member of the launch is being emitted
 };
 
 /// reduce_sum, reduce_mean, reduce_max and global_average_pool.

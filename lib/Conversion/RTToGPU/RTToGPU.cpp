@@ -231,6 +231,10 @@ class KernelEmitter : public EmitterBase {
 public:
   using EmitterBase::EmitterBase;
 
+  /// The launch's members that check their data, each with its ordinal
+  /// (program order), which its reports carry (`checker`).
+  llvm::DenseMap<Operation *, int64_t> checkers;
+
   /// Flat index `base + i`.
   Value lane(Value base, int64_t i) {
     return i == 0 ? base : arith::AddIOp::create(b, loc, base, index(i)).getResult();
@@ -1489,6 +1493,7 @@ LogicalResult ConvertRTToGPU::emitLoopBody(KernelEmitter &e, ArrayRef<rt::Kernel
                                            DenseMap<Value, Lanes> &values, bool store) {
   for (rt::KernelOp k : members) {
     Value out = k.getOutputs()[0];
+    e.checker = e.checkers.lookup(k);
     if (readsNeighbours(k.getKernel())) {
       // Each lane reads its own neighbourhood.
       StringRef kind = k.getKernel();
@@ -1956,6 +1961,9 @@ LogicalResult ConvertRTToGPU::emitGroup(Group &g, gpu::GPUModuleOp module, int i
     args[v] = fn.getArgument(i);
   if (checks)
     e.status = fn.getArgument(buffers.size());
+  for (rt::KernelOp k : members)
+    if (checksData(k))
+      e.checkers.try_emplace(k, int64_t(e.checkers.size()));
   if (g.kind == Group::Kind::Standalone) {
     if (failed(emitStandalone(e, last, args)))
       return failure();
@@ -1997,21 +2005,30 @@ LogicalResult ConvertRTToGPU::emitGroup(Group &g, gpu::GPUModuleOp module, int i
   gpu::ReturnOp::create(b, loc);
 
   // The call, where the group's last member stood. A launch that checks
-  // data carries the locations (ONNX nodes) of the members that check,
-  // which the runtime names when one reports.
+  // data carries the locations (ONNX nodes) of the members that check, in
+  // the order of their ordinals, which the runtime names when one reports.
   OpBuilder cb(last);
   SmallVector<Location> checking;
+  SmallVector<std::string> checkingNodes;
   for (rt::KernelOp k : members)
-    if (checksData(k))
+    if (checksData(k)) {
       checking.push_back(k.getLoc());
+      checkingNodes.push_back(rt::onnxNodeName(k.getLoc()));
+    }
   Location launchLoc = checking.empty() ? loc : cb.getFusedLoc(checking);
   auto launch = rt::LaunchOp::create(
       cb, launchLoc,
       SymbolRefAttr::get(cb.getStringAttr(kModuleName), {FlatSymbolRefAttr::get(fn.getNameAttr())}),
       cb.getDenseI64ArrayAttr({grid, 1, 1}), cb.getDenseI64ArrayAttr({block, 1, 1}),
-      cb.getI64IntegerAttr(0), /*checks=*/UnitAttr(), ins.getArrayRef(), outs.getArrayRef());
-  if (checks)
+      cb.getI64IntegerAttr(0), /*checks=*/UnitAttr(), /*checking_nodes=*/ArrayAttr(),
+      ins.getArrayRef(), outs.getArrayRef());
+  if (checks) {
     launch.setChecks(true);
+    if (checkingNodes.size() > 1 &&
+        llvm::any_of(checkingNodes, [](const std::string &n) { return !n.empty(); }))
+      launch.setCheckingNodesAttr(cb.getStrArrayAttr(
+          SmallVector<StringRef>(checkingNodes.begin(), checkingNodes.end())));
+  }
   for (rt::KernelOp k : llvm::reverse(members))
     k.erase();
   // Internal buffers: views first, then their allocations.

@@ -1711,6 +1711,22 @@ void CudaExecutor::Impl::captureProgram() {
                  art.program.size());
 }
 
+/// The ONNX node of checking operation `ordinal` of an instruction: line
+/// `ordinal` of its `checking_nodes`, else its `node`.
+static std::string checkingNode(const Params &params, uint64_t ordinal) {
+  std::string all = params.getString("checking_nodes", "");
+  size_t start = 0;
+  for (uint64_t i = 0; i < ordinal && start != std::string::npos; ++i) {
+    start = all.find('\n', start);
+    if (start != std::string::npos)
+      ++start;
+  }
+  if (all.empty() || start == std::string::npos)
+    return params.getString("node", "");
+  std::string line = all.substr(start, all.find('\n', start) - start);
+  return line.empty() ? params.getString("node", "") : line;
+}
+
 void CudaExecutor::Impl::checkStatusWords() {
   if (!statusWords)
     return;
@@ -1721,12 +1737,14 @@ void CudaExecutor::Impl::checkStatusWords() {
       continue;
     size_t n = checkedSteps[slot];
     const Instruction &inst = art.program[n];
-    std::string node = inst.params.getString("node", "");
     std::string what = inst.kernel == "launch"
                            ? "generated kernel '" + inst.params.getString("function", "") + "'"
                            : "kernel '" + inst.kernel + "'";
-    // Codes as in lib/Conversion/RTToGPU/Emitter.h (StatusCode).
-    int64_t code = words[2 * slot], value = words[2 * slot + 1];
+    // Codes as in lib/Conversion/RTToGPU/Emitter.h (StatusCode): the low
+    // 8 bits, above them the ordinal of the fused operation that reported,
+    // whose node is that line of `checking_nodes`.
+    int64_t code = words[2 * slot] & 0xff, value = words[2 * slot + 1];
+    std::string node = checkingNode(inst.params, uint64_t(words[2 * slot]) >> 8);
     std::string problem =
         code == 1   ? "index " + std::to_string(value) + " read from the data is out of range"
         : code == 2 ? "integer division by zero (element " + std::to_string(value) +

@@ -93,6 +93,19 @@ module attributes {gpu.container_module} {
 
 module attributes {gpu.container_module} {
   func.func @main(%x: memref<4xf32>, %y: memref<4xf32>) {
+    // expected-error @+1 {{names checking nodes but does not check its data}}
+    rt.launch @kernels::@k grid [1, 1, 1] block [32, 1, 1] ins(%x : memref<4xf32>) outs(%y : memref<4xf32>) {checking_nodes = ["a", "b"]}
+    return
+  }
+  gpu.module @kernels {
+    gpu.func @k(%a: memref<4xf32>, %b: memref<4xf32>) kernel { gpu.return }
+  }
+}
+
+// -----
+
+module attributes {gpu.container_module} {
+  func.func @main(%x: memref<4xf32>, %y: memref<4xf32>) {
     // expected-error @+1 {{kernel '@kernels::@k' must take its status word last, as memref<2xi64>}}
     rt.launch @kernels::@k grid [1, 1, 1] block [32, 1, 1] ins(%x : memref<4xf32>) outs(%y : memref<4xf32>) {checks}
     return

@@ -17,12 +17,15 @@ module attributes {gpu.container_module} {
 
 // -----
 
-// A launch that checks its data passes its kernel a status word, last.
+// A launch that checks its data passes its kernel a status word, last;
+// one whose kernel fuses several checking operations names their nodes.
 // CHECK-LABEL: func.func @main
 // CHECK: rt.launch @kernels::@pick grid [1, 1, 1] block [32, 1, 1] ins(%{{.*}}, %{{.*}} : memref<8xf32>, memref<4xi64>) outs(%{{.*}} : memref<4xf32>) {checks}
+// CHECK: rt.launch @kernels::@pick {{.*}} {checking_nodes = ["gather_a", "gather_b"], checks}
 module attributes {gpu.container_module} {
   func.func @main(%x: memref<8xf32>, %i: memref<4xi64>, %y: memref<4xf32>) {
     rt.launch @kernels::@pick grid [1, 1, 1] block [32, 1, 1] ins(%x, %i : memref<8xf32>, memref<4xi64>) outs(%y : memref<4xf32>) {checks}
+    rt.launch @kernels::@pick grid [1, 1, 1] block [32, 1, 1] ins(%x, %i : memref<8xf32>, memref<4xi64>) outs(%y : memref<4xf32>) {checks, checking_nodes = ["gather_a", "gather_b"]}
     return
   }
   gpu.module @kernels {

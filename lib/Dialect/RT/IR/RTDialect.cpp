@@ -72,7 +72,19 @@ LogicalResult LaunchOp::verify() {
     if (llvm::is_contained(getInputs(), out))
       return emitOpError("reads and writes the same buffer");
   }
+  if (getCheckingNodes() && !getChecks())
+    return emitOpError("names checking nodes but does not check its data");
   return success();
+}
+
+std::string shardflow::rt::onnxNodeName(Location loc) {
+  std::string node;
+  loc->walk([&](Location l) {
+    if (auto named = dyn_cast<NameLoc>(l); named && node.empty())
+      node = named.getName().str();
+    return WalkResult::advance();
+  });
+  return node;
 }
 
 LogicalResult LaunchOp::verifySymbolUses(SymbolTableCollection &symbols) {

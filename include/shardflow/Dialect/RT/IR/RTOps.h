@@ -14,4 +14,13 @@
 #define GET_OP_CLASSES
 #include "shardflow/Dialect/RT/IR/RTOps.h.inc"
 
+#include <string>
+
+namespace shardflow::rt {
+/// The ONNX node an operation came from: the first name in its location
+/// (the importer names each op's location after its node; fused
+/// operations carry several), or "" when it has none.
+std::string onnxNodeName(mlir::Location loc);
+} // namespace shardflow::rt
+
 #endif // SHARDFLOW_DIALECT_RT_IR_RTOPS_H

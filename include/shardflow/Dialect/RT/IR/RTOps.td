@@ -156,10 +156,13 @@ def RT_LaunchOp : RT_Op<"launch", [AttrSizedOperandSegments,
     With `checks` the kernel checks its data (indices read from it, integer
     divisors) and takes one more argument, last: a `memref<2xi64>` status
     word the runtime provides, zeroed before each run. The kernel sets
-    element 0 to what went wrong (1: an index out of range, element 1 the
-    index; 2: an integer division by zero, element 1 the position in the
-    result) and the runtime then fails the run, naming the kernel and its
-    ONNX node.
+    element 0 to what went wrong (low 8 bits; 1: an index out of range,
+    element 1 the index; 2: an integer division by zero, element 1 the
+    position in the result) plus 256 times the ordinal of the fused
+    operation that found it, and the runtime then fails the run, naming
+    the kernel and that operation's ONNX node: `checking_nodes` lists the
+    ONNX node of each checking operation in ordinal order (an empty name
+    where one has none).
 
     Arguments of unsigned buffers (`ui8` to `ui64`) have the signless
     integer type of the same width: generated code is signless and picks
@@ -175,6 +178,7 @@ def RT_LaunchOp : RT_Op<"launch", [AttrSizedOperandSegments,
                        DenseI64ArrayAttr:$block,
                        DefaultValuedAttr<I64Attr, "0">:$shared,
                        UnitAttr:$checks,
+                       OptionalAttr<StrArrayAttr>:$checking_nodes,
                        Variadic<RT_Buffer>:$inputs, Variadic<RT_Buffer>:$outputs);
   let assemblyFormat = [{
     $kernel `grid` $grid `block` $block
