@@ -12,6 +12,8 @@ are also timed returning bf16 logits (half the bytes): PyTorch's forward
 without the cast, and our artifact compiled with `--outputs-in-dtype`.
 It times the default artifact with the two-tile attention kernel
 (`shard-run --attention-kernel mma2`) against the default one-tile kernel,
+with cuBLASLt algorithms chosen by timing at load (`--gemm-autotune`)
+against the heuristic's first,
 and launched as one CUDA graph (`shard-run --cuda-graph`) against one
 launch per operation.
 At a small shape (batch 1, sequence 128: an artifact compiled from the same
@@ -234,6 +236,9 @@ def run(args) -> int:
     # The attention kernel with two query tiles per warp, against the
     # default one-tile kernel (which one should be the default).
     mma2 = _time_shard_run(args, out, ids_path, extra=("--attention-kernel", "mma2"))
+    # cuBLASLt algorithms chosen by timing at load instead of the
+    # heuristic's first (which one should be the default).
+    tuned = _time_shard_run(args, out, ids_path, extra=("--gemm-autotune",))
     # The program captured once into a CUDA graph and launched whole.
     try:
         graphed = _time_shard_run(args, out, ids_path, extra=("--cuda-graph",))
@@ -315,6 +320,10 @@ def run(args) -> int:
     worst = max(worst, e)
     print(f"shardflow with --attention-kernel mma2 {mma2[0] * 1e3:9.2f} ms  "
           f"{mma2[0] / ours_s:.3f} of the default's time  (logits error {e:.2e})")
+    e = float(np.linalg.norm(tuned[1] - ref) / np.linalg.norm(ref))
+    worst = max(worst, e)
+    print(f"shardflow with --gemm-autotune {tuned[0] * 1e3:9.2f} ms  "
+          f"{tuned[0] / ours_s:.3f} of the default's time  (logits error {e:.2e})")
     if isinstance(graphed, str):
         print(f"shardflow with --cuda-graph: {graphed}")
         worst = float("inf")

@@ -570,6 +570,41 @@ def test_grouped_gemms_give_the_bits_of_separate_ones(zoo, order, tmp_path):
         check_zoo_outputs(base, outputs["grouped"], ZOO_TOLERANCE[dtype])
 
 
+def test_gemm_autotune_keeps_the_fastest_algorithm(zoo, tmp_path):
+    """shard-run --gemm-autotune: with three algorithms a GEMM (the stand-in
+    makes the heuristic's last the fastest), every distinct problem keeps
+    the third, plain and pointer-array ones (--group-gemms) alike, also
+    under a CUDA graph; the outputs are the bits of the untuned run. With
+    one algorithm there is nothing to tune."""
+    base = zoo / "f32" / "llama"
+    outputs = {}
+    for mode, extra, algos in (("plain", [], "3"), ("one", ["--gemm-autotune"], "1"),
+                               ("tuned", ["--gemm-autotune"], "3"),
+                               ("grouped", ["--gemm-autotune", "--group-gemms", "--cuda-graph"],
+                                "3")):
+        outputs[mode] = tmp_path / f"{mode}.npz"
+        rc, err = run_standin(f"{base}.shard", "--inputs", f"{base}.inputs.npz", "--output",
+                              outputs[mode], "--verbose", *extra,
+                              env={"SHARDFLOW_STANDIN_SM": "86",
+                                   "SHARDFLOW_STANDIN_CUBLASLT_ALGOS": algos})
+        assert rc == 0, (mode, err)
+        kept = re.findall(r"GEMM m=\d+ n=\d+ k=\d+[^\n]*: algorithm (\d) of (\d) kept", err)
+        summary = re.search(r"tuned (\d+) GEMM problems in \d+ ms \(--gemm-autotune\): "
+                            r"(\d+) changed", err)
+        if mode == "plain":
+            assert not kept and not summary, err
+        elif mode == "one":
+            assert not kept and summary and summary.group(1) == "0", err
+        else:
+            assert kept and all(k == ("3", "3") for k in kept), err
+            assert summary and int(summary.group(1)) == len(kept) == int(summary.group(2)), err
+        if mode == "grouped":
+            assert re.search(r"GEMM m=\d+ n=\d+ k=\d+ batch=2 \(instruction", err), err
+    assert_same_bits(outputs["plain"], [outputs[m] for m in ("one", "tuned", "grouped")],
+                     "llama")
+    check_zoo_outputs(base, outputs["tuned"], ZOO_TOLERANCE["f32"])
+
+
 def test_grouped_gemms_on_four_ranks(zoo, tmp_path):
     """--group-gemms in each rank's megatron program (dp=2,tp=2): the ranks'
     key/value and gate/up column blocks are grouped too; onnxruntime's

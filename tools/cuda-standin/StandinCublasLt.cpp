@@ -29,12 +29,15 @@
 
 #include <cublasLt.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 using namespace shardflow;
@@ -94,6 +97,9 @@ struct Algo {
   // The bias pointer's alignment when the heuristic ran: cublasLt.h says
   // the heuristic takes the expected bias alignment from its value then.
   uint64_t biasAlign;
+  // SHARDFLOW_STANDIN_CUBLASLT_ALGOS: how long each call of this algorithm
+  // waits before it computes (the heuristic's later ones are faster).
+  uint64_t delayMicroseconds;
 };
 constexpr uint64_t kAlgoMagic = 0x5348415244464c57ull;
 static_assert(sizeof(Algo) <= sizeof(cublasLtMatmulAlgo_t));
@@ -509,13 +515,21 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmulAlgoGetHeuristic(
             alignmentOf(reinterpret_cast<uintptr_t>(desc(operationDesc)->bias))};
   // Ask for some workspace when allowed, so that passing it on is checked.
   algo.workspace = std::min<uint64_t>(pr.workspace, uint64_t(1) << 20);
-  cublasLtMatmulHeuristicResult_t &r = heuristicResultsArray[0];
-  std::memset(&r, 0, sizeof(r));
-  std::memcpy(&r.algo, &algo, sizeof(algo));
-  r.workspaceSize = algo.workspace;
-  r.state = CUBLAS_STATUS_SUCCESS;
-  r.wavesCount = 1.0f;
-  *returnAlgoCount = 1;
+  // SHARDFLOW_STANDIN_CUBLASLT_ALGOS=N: N algorithms (as many as asked
+  // for at most), all computing the same; algorithm i waits 2 (N - 1 - i)
+  // ms a call, so that timing them finds the last one fastest.
+  const char *algos = std::getenv("SHARDFLOW_STANDIN_CUBLASLT_ALGOS");
+  int count = std::clamp(algos ? std::atoi(algos) : 1, 1, requestedAlgoCount);
+  for (int i = 0; i < count; ++i) {
+    algo.delayMicroseconds = uint64_t(count - 1 - i) * 2000;
+    cublasLtMatmulHeuristicResult_t &r = heuristicResultsArray[i];
+    std::memset(&r, 0, sizeof(r));
+    std::memcpy(&r.algo, &algo, sizeof(algo));
+    r.workspaceSize = algo.workspace;
+    r.state = CUBLAS_STATUS_SUCCESS;
+    r.wavesCount = 1.0f;
+  }
+  *returnAlgoCount = count;
   return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -631,6 +645,8 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmul(
                      (out.pointerArray() ? " (pointer array)" : "") +
                      (betaValue != 0.0f ? " +C" : "") + epilogueName(d.epilogue);
   bool enqueued = standin::enqueue(stream, what, [=] {
+    if (chosen.delayMicroseconds)
+      std::this_thread::sleep_for(std::chrono::microseconds(chosen.delayMicroseconds));
     std::vector<float> column(p.k);
     const Layout *layouts4[4] = {&a, &b, &c, &out}; // this operation's copies
     for (int32_t batch = 0; batch < out.batch; ++batch) {

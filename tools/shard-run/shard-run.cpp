@@ -90,6 +90,14 @@ CUDA artifacts:
                      together. Off by default until timed on a GPU; where
                      cuBLASLt has no such algorithm they run one by one
                      (--verbose says which)
+  --gemm-autotune    at load, time the best 8 algorithms cuBLASLt's
+                     heuristic offers for each distinct GEMM (one warm-up
+                     and 5 calls each, on the GEMM's own buffers) and keep
+                     the fastest instead of the heuristic's first; costs
+                     load time, and results may differ in the last bits
+                     from the default's (--verbose prints every time
+                     measured and the sum for one call of each GEMM).
+                     Off by default until timed on a GPU
   --pinned-memory auto|always|never
                      page-locked host memory, which the GPU reads and
                      writes directly (pageable memory is copied through the
@@ -211,6 +219,8 @@ int main(int argc, char **argv) {
         cudaOptions.cudaGraph = true;
       } else if (arg == "--group-gemms") {
         cudaOptions.groupGemms = true;
+      } else if (arg == "--gemm-autotune") {
+        cudaOptions.gemmAutotune = true;
       } else if (is("--pinned-memory")) {
         std::string v = value("--pinned-memory");
         using Pinned = CudaOptions::PinnedMemory;

@@ -76,6 +76,10 @@ struct CudaOptions {
   /// (separate query, key and value projections; gate and up) as one
   /// cuBLASLt call in pointer-array batch mode.
   bool groupGemms = false;
+  /// At load, time the heuristic's best kAutotuneCandidates cuBLASLt
+  /// algorithms of every distinct GEMM problem and keep the fastest.
+  bool gemmAutotune = false;
+  static constexpr int kAutotuneCandidates = 8;
   /// Host threads that read, check and convert the weights before their
   /// upload (0: defaultLoadThreads() in WeightLoader.h).
   int loadThreads = 0;

@@ -2,6 +2,7 @@
 
 #include "CudaGemm.h"
 
+#include <algorithm>
 #include <cstdint>
 
 using namespace shardflow::runtime;
@@ -55,6 +56,9 @@ struct GemmRunner::Prepared {
   cublasLtMatrixLayout_t first = nullptr, second = nullptr, result = nullptr;
   cublasLtMatmulAlgo_t algo{};
   size_t workspaceBytes = 0;
+  /// The heuristic's algorithms in its order, with their workspace sizes
+  /// (algo is one of them: the first until tune() picks another).
+  std::vector<std::pair<cublasLtMatmulAlgo_t, size_t>> candidates;
   bool hasBias = false;
   GemmProblem problem;
 
@@ -68,8 +72,8 @@ struct GemmRunner::Prepared {
   }
 };
 
-GemmRunner::GemmRunner(CUdeviceptr workspace, size_t workspaceBytes)
-    : workspace(workspace), workspaceBytes(workspaceBytes) {
+GemmRunner::GemmRunner(CUdeviceptr workspace, size_t workspaceBytes, int candidates)
+    : workspace(workspace), workspaceBytes(workspaceBytes), candidates(std::max(candidates, 1)) {
   LT_CALL(cublasLtCreate, &handle);
 }
 
@@ -164,21 +168,89 @@ const GemmRunner::Prepared *GemmRunner::prepare(const GemmProblem &p) {
   for (int i = 0; i < 4; ++i)
     LT_CALL(cublasLtMatmulPreferenceSetAttribute, preference, alignAttrs[i], &aligns[i],
             sizeof(uint32_t));
-  cublasLtMatmulHeuristicResult_t result{};
+  std::vector<cublasLtMatmulHeuristicResult_t> results(static_cast<size_t>(candidates));
   int returned = 0;
   cublasStatus_t status = cublasLt().cublasLtMatmulAlgoGetHeuristic(
       handle, prepared->desc, prepared->first, prepared->second, prepared->result,
-      prepared->result, preference, 1, &result, &returned);
+      prepared->result, preference, candidates, results.data(), &returned);
   if (status == CUBLAS_STATUS_NOT_SUPPORTED || (status == CUBLAS_STATUS_SUCCESS && returned == 0))
     return nullptr;
   checkLt(status, "cublasLtMatmulAlgoGetHeuristic");
-  prepared->algo = result.algo;
-  prepared->workspaceBytes = result.workspaceSize;
+  for (int i = 0; i < std::min(returned, candidates); ++i)
+    if (results[size_t(i)].state == CUBLAS_STATUS_SUCCESS &&
+        results[size_t(i)].workspaceSize <= workspaceBytes)
+      prepared->candidates.emplace_back(results[size_t(i)].algo, results[size_t(i)].workspaceSize);
+  if (prepared->candidates.empty())
+    return nullptr;
+  prepared->algo = prepared->candidates[0].first;
+  prepared->workspaceBytes = prepared->candidates[0].second;
   prepared->problem = p;
   return cache.emplace(key, std::move(prepared)).first->second.get();
 }
 
 const GemmProblem &GemmRunner::problemOf(const Prepared &prepared) { return prepared.problem; }
+
+GemmRunner::Tuning GemmRunner::tune(const Prepared &prepared, float alpha, CUdeviceptr a,
+                                     CUdeviceptr b, float beta, CUdeviceptr c, CUdeviceptr d,
+                                     CUdeviceptr bias, CUstream stream, int calls) {
+  Tuning tuning;
+  auto owned = cache.find(prepared.problem.key());
+  if (owned == cache.end() || owned->second.get() != &prepared)
+    throw RuntimeError("GemmRunner::tune: a problem this runner did not prepare");
+  Prepared &p = *owned->second;
+  if (p.candidates.size() < 2)
+    return tuning;
+  const CudaDriver &drv = driver();
+  CUevent start = nullptr, end = nullptr;
+  auto check = [](CUresult r, const char *what) {
+    if (r != CUDA_SUCCESS)
+      throw RuntimeError(std::string(what) + " failed while timing GEMM algorithms: " +
+                         describe(r));
+  };
+  check(drv.cuEventCreate(&start, CU_EVENT_DEFAULT), "cuEventCreate");
+  struct EventGuard {
+    CUevent &s, &e;
+    ~EventGuard() {
+      if (s)
+        driver().cuEventDestroy(s);
+      if (e)
+        driver().cuEventDestroy(e);
+    }
+  } guard{start, end};
+  check(drv.cuEventCreate(&end, CU_EVENT_DEFAULT), "cuEventCreate");
+  float best = -1;
+  for (size_t i = 0; i < p.candidates.size(); ++i) {
+    p.algo = p.candidates[i].first;
+    p.workspaceBytes = p.candidates[i].second;
+    float ms = -1;
+    try {
+      run(p, alpha, a, b, beta, c, d, bias, stream); // warm-up
+      check(drv.cuEventRecord(start, stream), "cuEventRecord");
+      for (int r = 0; r < calls; ++r)
+        run(p, alpha, a, b, beta, c, d, bias, stream);
+      check(drv.cuEventRecord(end, stream), "cuEventRecord");
+      check(drv.cuStreamSynchronize(stream), "cuStreamSynchronize");
+      check(drv.cuEventElapsedTime(&ms, start, end), "cuEventElapsedTime");
+      ms /= float(calls);
+    } catch (const RuntimeError &) {
+      // cuBLASLt refused this algorithm at enqueue: skip it. (A failure on
+      // the device would have surfaced as an error of the synchronize.)
+      ms = -1;
+      check(drv.cuStreamSynchronize(stream), "cuStreamSynchronize");
+    }
+    tuning.milliseconds.push_back(ms);
+    if (ms >= 0 && (best < 0 || ms < best)) {
+      best = ms;
+      tuning.chosen = i;
+    }
+  }
+  if (best < 0)
+    throw RuntimeError("no cuBLASLt algorithm ran for the GEMM m=" + std::to_string(p.problem.m) +
+                       " n=" + std::to_string(p.problem.n) + " k=" + std::to_string(p.problem.k));
+  p.algo = p.candidates[tuning.chosen].first;
+  p.workspaceBytes = p.candidates[tuning.chosen].second;
+  return tuning;
+}
 
 void GemmRunner::run(const Prepared &p, float alpha, CUdeviceptr a, CUdeviceptr b, float beta,
                      CUdeviceptr c, CUdeviceptr d, CUdeviceptr bias, CUstream stream) {

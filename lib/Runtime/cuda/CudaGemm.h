@@ -5,7 +5,9 @@
 // not; this turns it into cuBLASLt's column-major one by computing D^T =
 // op(B)^T op(A)^T, which reads the same bytes with the operands swapped, so
 // no transposition ever runs. Descriptors and the heuristic's algorithm
-// are built once per distinct problem and reused.
+// are built once per distinct problem and reused. With autotuning, the
+// heuristic's best few algorithms are kept and tune() times each on the
+// problem's own operands and keeps the fastest.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,6 +20,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace shardflow::runtime::cuda {
 
@@ -56,8 +59,9 @@ unsigned pointerAlignment(CUdeviceptr pointer);
 class GemmRunner {
 public:
   /// `workspace` of `workspaceBytes` on the device is used by every GEMM
-  /// (they run on one stream).
-  GemmRunner(CUdeviceptr workspace, size_t workspaceBytes);
+  /// (they run on one stream). `candidates`: how many of the heuristic's
+  /// algorithms each problem keeps for tune() (1: no tuning).
+  GemmRunner(CUdeviceptr workspace, size_t workspaceBytes, int candidates = 1);
   ~GemmRunner();
   GemmRunner(const GemmRunner &) = delete;
   GemmRunner &operator=(const GemmRunner &) = delete;
@@ -76,10 +80,25 @@ public:
   void run(const Prepared &prepared, float alpha, CUdeviceptr a, CUdeviceptr b,
            float beta, CUdeviceptr c, CUdeviceptr d, CUdeviceptr bias, CUstream stream);
 
+  /// What tune() measured: the candidates' times (ms a call, negative for
+  /// one that failed to run) and the index of the one kept.
+  struct Tuning {
+    std::vector<float> milliseconds;
+    size_t chosen = 0;
+  };
+  /// Times each kept algorithm of `prepared` on these operands (`calls`
+  /// calls after one warm-up, between events on `stream`, which it
+  /// synchronizes) and keeps the fastest for every later run(). Writes D
+  /// (and reads it again when C is D): only for buffers whose contents do
+  /// not matter yet. Empty when there was nothing to choose from.
+  Tuning tune(const Prepared &prepared, float alpha, CUdeviceptr a, CUdeviceptr b, float beta,
+              CUdeviceptr c, CUdeviceptr d, CUdeviceptr bias, CUstream stream, int calls = 5);
+
 private:
   cublasLtHandle_t handle = nullptr;
   CUdeviceptr workspace;
   size_t workspaceBytes;
+  int candidates;
   std::map<std::string, std::unique_ptr<Prepared>> cache;
 };
 
