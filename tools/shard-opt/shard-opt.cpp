@@ -177,7 +177,7 @@ static cl::opt<bool> printReport(
     cl::init(false), cl::cat(shardCategory));
 
 //===----------------------------------------------------------------------===//
-// Raising and precision (--raise-normalization, --raise-gelu,
+// Raising and precision (--raise-normalization, --raise-gelu, --raise-rotate-half,
 // --raise-attention, --dtype): nn passes that run before sharding
 // (raising) and after partitioning (precision).
 //===----------------------------------------------------------------------===//
@@ -210,6 +210,17 @@ static cl::opt<bool> raiseGelu(
              "epilogue. Default: on with --target; off when printing IR"),
     cl::cat(compileCategory));
 
+static cl::opt<bool> raiseRotateHalf(
+    "raise-rotate-half",
+    cl::desc("Raise rotary embeddings' written-out rotate_half (two slices "
+             "or a split of the last dimension's halves, a negation and a "
+             "concat: Concat(-x2, x1), as Hugging Face's Llama and others "
+             "export it) to nn.rotate_half before sharding "
+             "(nn-raise-rotate-half): one pass instead of four copies and "
+             "passes, and on CUDA one launch with the products by cos and sin. "
+             "Default: on with --target; off when printing IR"),
+    cl::cat(compileCategory));
+
 static cl::opt<std::string> computeType(
     "dtype",
     cl::desc("Element type the program computes in: f32 (default), bf16 or "
@@ -236,7 +247,8 @@ static bool raiseAttentionEnabled() {
   return target == "cuda";
 }
 
-/// Whether --raise-normalization or --raise-gelu applies: as given, else
+/// Whether --raise-normalization, --raise-gelu or --raise-rotate-half
+/// applies: as given, else
 /// when compiling.
 static bool raiseEnabled(const cl::opt<bool> &flag) {
   if (flag.getNumOccurrences())
@@ -248,6 +260,7 @@ static bool nnPassesRequested() {
   return (raiseAttention.getNumOccurrences() && raiseAttention) ||
          (raiseNormalization.getNumOccurrences() && raiseNormalization) ||
          (raiseGelu.getNumOccurrences() && raiseGelu) ||
+         (raiseRotateHalf.getNumOccurrences() && raiseRotateHalf) ||
          computeType != "f32";
 }
 
@@ -269,6 +282,8 @@ static void addRaisingPasses(PassManager &pm) {
     pm.addNestedPass<func::FuncOp>(shardflow::nn::createNNRaiseNormalization());
   if (raiseEnabled(raiseGelu))
     pm.addNestedPass<func::FuncOp>(shardflow::nn::createNNRaiseGelu());
+  if (raiseEnabled(raiseRotateHalf))
+    pm.addNestedPass<func::FuncOp>(shardflow::nn::createNNRaiseRotateHalf());
   if (raiseAttentionEnabled())
     pm.addNestedPass<func::FuncOp>(shardflow::nn::createNNRaiseAttention());
 }

@@ -97,7 +97,8 @@ bool isElementwise(StringRef name) {
 /// statistics): it reads buffers, never a fused producer's register
 /// (except batch normalization's input, read at the element's own index).
 bool readsNeighbours(StringRef name) {
-  return name == "rotary_embedding" || name == "batch_normalization" || name == "max_pool" ||
+  return name == "rotary_embedding" || name == "rotate_half" ||
+         name == "batch_normalization" || name == "max_pool" ||
          name == "max_pool_with_indices" || name == "average_pool" || name == "im2col";
 }
 
@@ -888,6 +889,24 @@ public:
     return arith::SelectOp::create(b, loc, inRot, rotated, xv).getResult();
   }
 
+  /// rotate_half at flat index `idx`: the element half a row away, negated
+  /// in the first half.
+  FailureOr<Value> rotateHalf(rt::KernelOp k, DenseMap<Value, Value> &args, Value idx) {
+    Value x = k.getInputs()[0];
+    ArrayRef<int64_t> shape = shapeOf(x);
+    if (shape.empty() || shape.back() % 2)
+      return k.emitOpError("rotate_half needs an even last dimension"), failure();
+    int64_t half = shape.back() / 2;
+    Value d = arith::RemUIOp::create(b, loc, idx, index(shape.back()));
+    Value first = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, d, index(half));
+    Value partner = arith::SelectOp::create(b, loc, first,
+                                            arith::AddIOp::create(b, loc, idx, index(half)),
+                                            arith::SubIOp::create(b, loc, idx, index(half)));
+    Value v = load(args.lookup(x), partner);
+    return arith::SelectOp::create(b, loc, first, arith::NegFOp::create(b, loc, v), v)
+        .getResult();
+  }
+
   /// Inference batch normalization at flat index `idx`: the channel is
   /// dimension 1, its statistics are [C] vectors. `fused`, when set, is
   /// the input's element at `idx`, computed by an earlier group member.
@@ -1507,6 +1526,7 @@ LogicalResult ConvertRTToGPU::emitLoopBody(KernelEmitter &e, ArrayRef<rt::Kernel
       for (int64_t i = 0; i < width; ++i) {
         Value idx = e.lane(base, i), laneIndices;
         FailureOr<Value> r = kind == "rotary_embedding" ? e.rotary(k, args, idx)
+                             : kind == "rotate_half"    ? e.rotateHalf(k, args, idx)
                              : kind == "batch_normalization"
                                  ? e.batchNorm(k, args, idx, fused ? (*fused)[size_t(i)] : Value())
                              : kind == "im2col"              ? e.im2col(k, args, idx)

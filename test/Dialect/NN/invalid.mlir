@@ -333,3 +333,11 @@ func.func @constant_of_shape_value() -> tensor<2xf32> {
   %0 = nn.constant_of_shape 1 : i64 : tensor<2xf32>
   return %0 : tensor<2xf32>
 }
+
+// -----
+
+func.func @rotate_half_odd(%x: tensor<2x5xf32>) -> tensor<2x5xf32> {
+  // expected-error @+1 {{the last dimension must be even (two halves), not 5}}
+  %0 = nn.rotate_half %x : (tensor<2x5xf32>) -> tensor<2x5xf32>
+  return %0 : tensor<2x5xf32>
+}

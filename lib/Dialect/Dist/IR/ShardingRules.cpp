@@ -908,6 +908,8 @@ Registry::Registry() {
   });
 
   add<SoftmaxOp>([](RuleBuilder &b, SoftmaxOp op) { axisRule(b, op.getAxis()); });
+  // Each half of the last dimension reads the other.
+  add<RotateHalfOp>([](RuleBuilder &b, RotateHalfOp) { axisRule(b, -1); });
   add<LogSoftmaxOp>(
       [](RuleBuilder &b, LogSoftmaxOp op) { axisRule(b, op.getAxis()); });
   add<CumSumOp>([](RuleBuilder &b, CumSumOp op) { axisRule(b, op.getAxis()); });

@@ -312,6 +312,7 @@ bool keepsColumnsApart(Operation *op) {
   return isa<nn::AddOp, nn::SubOp, nn::MulOp, nn::DivOp, nn::GeluOp, nn::ReluOp,
              nn::SigmoidOp, nn::TanhOp, nn::ErfOp, nn::PowOp, nn::SqrtOp, nn::CastOp,
              nn::ReshapeOp, nn::TransposeOp, nn::AttentionOp, nn::RotaryEmbeddingOp,
+             nn::RotateHalfOp,
              nn::SoftmaxOp, nn::MatMulOp, nn::DropoutOp, nn::IdentityOp,
              nn::LeakyReluOp, nn::ExpOp, nn::NegOp, nn::WhereOp, nn::SplitOp,
              nn::SqueezeOp, nn::UnsqueezeOp>(op);

@@ -290,6 +290,7 @@ NN_VERIFY_BY_INFERENCE(EinsumOp)
 NN_VERIFY_BY_INFERENCE(ConvOp)
 NN_VERIFY_BY_INFERENCE(AttentionOp)
 NN_VERIFY_BY_INFERENCE(RotaryEmbeddingOp)
+NN_VERIFY_BY_INFERENCE(RotateHalfOp)
 NN_VERIFY_BY_INFERENCE(MaxPoolOp)
 NN_VERIFY_BY_INFERENCE(MaxPoolWithIndicesOp)
 NN_VERIFY_BY_INFERENCE(TrainingDropoutOp)
@@ -847,6 +848,20 @@ NN_INFER(RotaryEmbeddingOp) {
     return err("without position_ids the caches must be [batch, seq, ",
                rot / 2, "] = ", shapeStr({batch, seq, rot / 2}));
   }
+  types.push_back(x);
+  return success();
+}
+
+NN_INFER(RotateHalfOp) {
+  NN_ERR;
+  auto x = rankedType(adaptor.getInput());
+  if (!x || x.getRank() < 1)
+    return err("input must be a ranked tensor of rank 1 or more");
+  int64_t last = x.getShape().back();
+  if (ShapedType::isDynamic(last))
+    return err("the last dimension must be static");
+  if (last % 2)
+    return err("the last dimension must be even (two halves), not ", last);
   types.push_back(x);
   return success();
 }

@@ -1,6 +1,7 @@
 //===- Matching.h - helpers of the raising passes' matchers ---*- C++ -*-===//
 //
-// What nn-raise-normalization and nn-raise-gelu ask of the ops they match:
+// What the raising passes (nn-raise-normalization, nn-raise-gelu,
+// nn-raise-rotate-half) ask of the ops they match:
 // scalar constants, sole readers, the other operand of a binary op.
 //
 //===----------------------------------------------------------------------===//

@@ -4,7 +4,8 @@
 // (batch, head) against every key, with two GEMMs (Q K^T, then P V) around
 // a row-wise softmax; the blocks are split across the kernel's threads.
 // rotary_embedding (opset 23): halves or interleaved pairs, optional
-// position_ids, partial rotation. f16 and bf16 run through f32.
+// position_ids, partial rotation; rotate_half, its written-out form's
+// partner [-x2, x1]. f16 and bf16 run through f32.
 //
 //===----------------------------------------------------------------------===//
 
@@ -302,7 +303,38 @@ void rotaryEmbeddingKernel(const KernelContext &ctx) {
                 [](auto t, const KernelContext &c) { rotaryTyped<decltype(t)>(c); });
 }
 
+//===----------------------------------------------------------------------===//
+// rotate_half: [-x2, x1] over the last dimension's halves
+//===----------------------------------------------------------------------===//
+
+template <typename T> void rotateHalfTyped(const KernelContext &ctx) {
+  const Tensor &xt = ctx.inputs[0], &yt = ctx.outputs[0];
+  if (xt.shape.empty() || xt.shape.back() % 2 || yt.shape != xt.shape)
+    fail(ctx, "needs an even last dimension and a result of the input's shape");
+  int64_t width = xt.shape.back(), half = width / 2, rows = xt.numel() / std::max<int64_t>(width, 1);
+  const T *X = xt.as<const T>();
+  T *Y = yt.as<T>();
+  parallelForRows(ctx, rows, width, [&](int64_t first, int64_t last) {
+    for (int64_t r = first; r < last; ++r) {
+      const T *x = X + r * width;
+      T *y = Y + r * width;
+      for (int64_t d = 0; d < half; ++d) {
+        y[d] = -x[d + half];
+        y[d + half] = x[d];
+      }
+    }
+  });
+}
+
+void rotateHalfKernel(const KernelContext &ctx) {
+  if (ctx.inputs.size() != 1 || ctx.outputs.size() != 1)
+    fail(ctx, "expects 1 input and 1 output");
+  dispatchFloat(ctx, ctx.inputs[0].dtype,
+                [](auto t, const KernelContext &c) { rotateHalfTyped<decltype(t)>(c); });
+}
+
 } // namespace
 
 SHARDFLOW_REGISTER_KERNEL("attention", attentionKernel);
 SHARDFLOW_REGISTER_KERNEL("rotary_embedding", rotaryEmbeddingKernel);
+SHARDFLOW_REGISTER_KERNEL("rotate_half", rotateHalfKernel);

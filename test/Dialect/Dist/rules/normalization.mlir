@@ -1,4 +1,4 @@
-// Normalizations, softmax, reductions, scans and top-k: the dims an op
+// Normalizations, softmax, rotate_half, reductions, scans and top-k: the dims an op
 // reads whole are NeedReplication, except reduce_sum's, whose partial sums
 // add up (Reduction).
 // RUN: shard-opt %s -test-dist-sharding-rules -split-input-file -verify-diagnostics
@@ -8,6 +8,15 @@ func.func @softmax(%x: tensor<2x4x8xf32>) {
   %0 = nn.softmax %x {axis = 1 : i64} : (tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
   // expected-remark @below {{([i, j, k]) -> ([i, j, k]) {i=2, j=4, k=8 need_replication}}}
   %1 = nn.log_softmax %x : (tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+// rotate_half: each half of the last dimension reads the other.
+func.func @rotate_half(%x: tensor<2x4x8xf32>) {
+  // expected-remark @below {{([i, j, k]) -> ([i, j, k]) {i=2, j=4, k=8 need_replication}}}
+  %0 = nn.rotate_half %x : (tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
   return
 }
 

@@ -322,6 +322,21 @@ def NN_RotaryEmbeddingOp : NN_InferredOp<"rotary_embedding"> {
   let results = (outs NN_FloatTensor:$result);
 }
 
+def NN_RotateHalfOp : NN_InferredOp<"rotate_half"> {
+  let summary = "The rotation partner of rotary embeddings: [-x2, x1]";
+  let description = [{
+    Splits the last dimension (of even size 2h) into halves x1 = x[..., :h]
+    and x2 = x[..., h:] and returns their concatenation [-x2, x1], the
+    `rotate_half` of GPT-NeoX, Llama and most rotary embeddings written
+    out by exporters (x * cos + rotate_half(x) * sin), which
+    `nn-raise-rotate-half` finds as two slices, a negation and a concat.
+    Every element is one element of the input, negated or not: generated
+    code reads it where it lies, with no copy of the halves.
+  }];
+  let arguments = (ins NN_FloatTensor:$input);
+  let results = (outs NN_FloatTensor:$result);
+}
+
 //===----------------------------------------------------------------------===//
 // Pooling
 //===----------------------------------------------------------------------===//

@@ -121,6 +121,31 @@ def NNRaiseGelu : Pass<"nn-raise-gelu", "::mlir::func::FuncOp"> {
   let dependentDialects = ["::shardflow::nn::NNDialect"];
 }
 
+def NNRaiseRotateHalf : Pass<"nn-raise-rotate-half", "::mlir::func::FuncOp"> {
+  let summary = "Raise written-out rotate_half (slices, neg, concat) to nn.rotate_half";
+  let description = [{
+    Rotary embeddings written out by exporters (Hugging Face's Llama,
+    Mistral, Qwen, GPT-NeoX: `x * cos + rotate_half(x) * sin`) build the
+    rotation partner from the halves of the last dimension,
+
+    ```
+    x1 = x[..., :h]   x2 = x[..., h:]    (two Slices, or one even Split)
+    Concat(-x2, x1, axis = -1)           -> nn.rotate_half x
+    ```
+
+    Two copies, a negation and a third copy become one pass, and on the
+    CUDA target a generated kernel that reads each element's partner in
+    place, with the products by cos and sin and their sum fused into it.
+    The rewrite is exact; slices and negations that something else reads
+    stay. With `explain`, each raised concat gets a remark.
+  }];
+  let options = [
+    Option<"explain", "explain", "bool", /*default=*/"false",
+           "Emit a remark at each raised rotate_half">,
+  ];
+  let dependentDialects = ["::shardflow::nn::NNDialect"];
+}
+
 def NNConvertFloatType : Pass<"nn-convert-float-type", "::mlir::ModuleOp"> {
   let summary = "Compute an f32 program in bf16 or f16 (mixed precision)";
   let description = [{
