@@ -553,11 +553,20 @@ def rope_cache(max_pos: int, head_dim: int, theta: float = 10000.0) -> tuple[np.
     return np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
 
 
+def _rotate_written(b: GraphBuilder, x: str, cos: str, sin: str, d: int) -> str:
+    """x * cos + rotate_half(x) * sin, rotate_half written out as Hugging
+    Face's exports write it (Slice, Slice, Neg, Concat)."""
+    x1 = b.op("Slice", [x, b.const([0]), b.const([d // 2]), b.const([-1])])
+    x2 = b.op("Slice", [x, b.const([d // 2]), b.const([2**63 - 1]), b.const([-1])])
+    rotated = b.op("Concat", [b.op("Neg", [x2]), x1], axis=-1)
+    return b.op("Add", [b.op("Mul", [x, cos]), b.op("Mul", [rotated, sin])])
+
+
 def llama(layers: int = 2, hidden: int = 64, heads: int = 4, kv_heads: int = 2, seq: int = 8,
           batch: int = 2, vocab: int = 128, intermediate: int | None = None,
           max_pos: int | None = None, rope_theta: float = 10000.0, eps: float = 1e-6,
-          position_ids_input: bool = False, layout: str = "4d", symbolic: bool = False,
-          seed: int = 0, _sink=None) -> onnx.ModelProto:
+          position_ids_input: bool = False, layout: str = "4d", rotary: str = "op",
+          symbolic: bool = False, seed: int = 0, _sink=None) -> onnx.ModelProto:
     """Llama style decoder on the opset-23 ops.
 
     Per layer: RMSNormalization -> q/k/v MatMul (no bias; q has ``heads``, k/v
@@ -571,6 +580,11 @@ def llama(layers: int = 2, hidden: int = 64, heads: int = 4, kv_heads: int = 2, 
     [B, H, S, d] RotaryEmbedding and Attention (head counts given by shapes).
     ``layout="3d"``: 3-D RotaryEmbedding (num_heads) and Attention with the
     q_num_heads / kv_num_heads attributes, no Reshape/Transpose.
+    ``rotary="written"`` (4-D only): the rotation as Hugging Face's exports
+    write it out, ``q * cos + rotate_half(q) * sin`` with rotate_half(x) =
+    Concat(-x[..., d/2:], x[..., :d/2]) (two Slices, an INT64_MAX end),
+    cos and sin gathered by the position ids from full-width caches
+    [max_pos, d] (each angle twice) and unsqueezed to [B, 1, S, d].
     Position ids: graph input ``position_ids`` int64 [batch, seq] if
     ``position_ids_input``, else Range -> Unsqueeze -> Expand.
     Input ``input_ids`` int64 [batch, seq] -> output ``logits`` [batch, seq, vocab].
@@ -582,6 +596,8 @@ def llama(layers: int = 2, hidden: int = 64, heads: int = 4, kv_heads: int = 2, 
         raise ValueError("head_dim must be even for RotaryEmbedding")
     if layout not in ("4d", "3d"):
         raise ValueError("layout must be '4d' or '3d'")
+    if rotary not in ("op", "written") or (rotary == "written" and layout != "4d"):
+        raise ValueError("rotary must be 'op', or 'written' with layout '4d'")
     if intermediate is None:
         intermediate = -(-8 * hidden // 3 // 16) * 16
     max_pos = max(seq, 128) if max_pos is None else max_pos
@@ -593,8 +609,9 @@ def llama(layers: int = 2, hidden: int = 64, heads: int = 4, kv_heads: int = 2, 
         x = b.op("Gather", [b.param("embed_tokens.weight", [vocab, hidden], std=0.02), ids], axis=0)
     with b.scope("rotary_emb"):
         cos, sin = rope_cache(max_pos, d, rope_theta)
-        cos = b.tensor("rotary_emb.cos_cache", cos)
-        sin = b.tensor("rotary_emb.sin_cache", sin)
+        if rotary == "op":
+            cos = b.tensor("rotary_emb.cos_cache", cos)
+            sin = b.tensor("rotary_emb.sin_cache", sin)
         if position_ids_input:
             pos = b.input("position_ids", _I64, [bdim, sdim])
         else:
@@ -602,6 +619,13 @@ def llama(layers: int = 2, hidden: int = 64, heads: int = 4, kv_heads: int = 2, 
             pos = b.op("Range", [b.const(0), seqlen, b.const(1)])
             pos = b.op("Unsqueeze", [pos, b.const([0])])
             pos = b.op("Expand", [pos, b.op("Concat", [bu, su], axis=0)])
+        if rotary == "written":
+            # Full-width caches (each angle twice, as torch.cat((freqs,
+            # freqs), -1) makes them), gathered per position: [B, 1, S, d].
+            full = [b.tensor(f"rotary_emb.{n}_full", np.concatenate([c, c], axis=1))
+                    for n, c in (("cos", cos), ("sin", sin))]
+            cos, sin = (b.op("Unsqueeze", [b.op("Gather", [c, pos], axis=0), b.const([1])])
+                        for c in full)
 
     for i in range(layers):
         p = f"layers.{i}"
@@ -611,7 +635,13 @@ def llama(layers: int = 2, hidden: int = 64, heads: int = 4, kv_heads: int = 2, 
                 q = _linear(b, h, hidden, heads * d, f"{p}.self_attn.q_proj", bias=False)
                 k = _linear(b, h, hidden, kv_heads * d, f"{p}.self_attn.k_proj", bias=False)
                 v = _linear(b, h, hidden, kv_heads * d, f"{p}.self_attn.v_proj", bias=False)
-                if layout == "4d":
+                if layout == "4d" and rotary == "written":
+                    q = _rotate_written(b, _split_heads(b, q, heads, d), cos, sin, d)
+                    k = _rotate_written(b, _split_heads(b, k, kv_heads, d), cos, sin, d)
+                    v = _split_heads(b, v, kv_heads, d)
+                    a = b.op("Attention", [q, k, v], is_causal=1)
+                    a = _merge_heads(b, a, h, heads * d)
+                elif layout == "4d":
                     q = b.op("RotaryEmbedding", [_split_heads(b, q, heads, d), cos, sin, pos])
                     k = b.op("RotaryEmbedding", [_split_heads(b, k, kv_heads, d), cos, sin, pos])
                     v = _split_heads(b, v, kv_heads, d)
@@ -777,13 +807,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--causal-mask", choices=["trilu", "constant"], default=None, help="gpt2 only")
     ap.add_argument("--layout", choices=["4d", "3d"], default=None, help="llama only")
     ap.add_argument("--position-ids-input", action="store_true", default=None, help="llama only")
+    ap.add_argument("--rotary", choices=["op", "written"], default=None,
+                    help="llama only: RotaryEmbedding, or written out as Hugging Face "
+                         "exports it (slices, neg, concat; needs --layout 4d)")
     ap.add_argument("--no-check", action="store_true", help="skip onnx.checker")
     args = ap.parse_args(argv)
 
     gen = MODELS[args.name]
     accepted = inspect.signature(gen).parameters
     config = {}
-    for key in _SIZE_FLAGS + ("causal_mask", "layout", "position_ids_input"):
+    for key in _SIZE_FLAGS + ("causal_mask", "layout", "position_ids_input", "rotary"):
         value = getattr(args, key)
         if value is None:
             continue
@@ -794,8 +827,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.symbolic:
         config["symbolic"] = True
 
-    model = generate_to_file(args.name, args.out, external_data=args.external_data,
-                             size_threshold=args.size_threshold, **config)
+    try:
+        model = generate_to_file(args.name, args.out, external_data=args.external_data,
+                                 size_threshold=args.size_threshold, **config)
+    except ValueError as e:  # a configuration the model does not take
+        ap.error(f"{args.name}: {e}")
     if not args.no_check:
         onnx.checker.check_model(str(args.out), full_check=True)
     extra = f" + {data_location(args.out)}" if args.external_data else ""

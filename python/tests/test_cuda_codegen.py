@@ -405,13 +405,36 @@ def _zoo_cuda_program(model_name, dtype, tmp_path, *model_flags):
     subprocess.run([str(Path(os.sys.executable)), "-m", "shardflow.models", model_name,
                     "--out", str(path), *model_flags], check=True, capture_output=True,
                    env={**os.environ, "PYTHONPATH": str(REPO / "python")})
-    proc = subprocess.run([str(SHARD_OPT), str(path), "--raise-attention", "--dtype", dtype,
+    proc = subprocess.run([str(SHARD_OPT), str(path), "--raise-attention", "--raise-rotate-half",
+                           "--dtype", dtype,
                            "--nn-fold-attention-layout", "--nn-split-fused-projections",
                            "--convert-nn-to-rt", "--convert-rt-to-gpu",
                            "--mlir-print-op-generic"],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     return path, proc.stdout
+
+
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+def test_written_out_rotary_llama_runs_like_the_rotary_op(dtype, tmp_path):
+    """The zoo's Llama with its rotation written out as Hugging Face's
+    exports write it (`python -m shardflow.models llama --rotary written`:
+    slices, neg, concat; cos and sin gathered from full-width caches): the
+    partner raised to rotate_half and the rotation rebuilt on the head
+    split, so the attention reads its heads in place as with the
+    RotaryEmbedding op: the same generated launches, no transpose, slice or
+    concat; the two extra device operations are the gathers of cos and sin.
+    The emulator matches onnxruntime."""
+    (tmp_path / "op").mkdir()
+    _, op_ir = _zoo_cuda_program("llama", dtype, tmp_path / "op")
+    path, ir = _zoo_cuda_program("llama", dtype, tmp_path, "--rotary", "written")
+    for kernel in ("transpose", "slice", "concat", "split"):
+        assert f'kernel = "{kernel}"' not in ir, kernel
+    assert ir.count('"rt.launch"') == op_ir.count('"rt.launch"')
+    assert ir.count('kernel = "gather"') == op_ir.count('kernel = "gather"') + 2
+    # One launch a layer rotates q and k (siblings).
+    assert len(re.findall(r"@k\d+_\w*rotate_half", ir)) == 2
+    _emulate_against_onnxruntime(path, ir, dtype)
 
 
 def _emulate_against_onnxruntime(path, ir, dtype):

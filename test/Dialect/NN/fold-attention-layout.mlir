@@ -74,3 +74,64 @@ func.func @rotary(%q: tensor<1x8x64xf32>, %k: tensor<1x8x32xf32>, %v: tensor<1x8
   %m = nn.reshape %at : (tensor<1x8x4x16xf32>) -> tensor<1x8x64xf32>
   return %m : tensor<1x8x64xf32>
 }
+
+// -----
+
+// The rotation written out (q * cos + rotate_half(q) * sin, cos and sin
+// [B, 1, S, D]) is rebuilt on the [B, S, H, D] split, cos and sin viewed as
+// [B, S, 1, D]: the attention reads the 3-D tensors, no transpose is left.
+// CHECK-LABEL: func.func @written_rotary
+// CHECK-NOT: nn.transpose
+// CHECK: %[[Q4:.*]] = nn.reshape %arg0 : (tensor<1x8x64xf32>) -> tensor<1x8x4x16xf32>
+// CHECK: %[[C:.*]] = nn.reshape %arg3 : (tensor<1x1x8x16xf32>) -> tensor<1x8x1x16xf32>
+// CHECK: %[[QC:.*]] = nn.mul %[[Q4]], %[[C]] : (tensor<1x8x4x16xf32>, tensor<1x8x1x16xf32>) -> tensor<1x8x4x16xf32>
+// CHECK: %[[S:.*]] = nn.reshape %arg4 : (tensor<1x1x8x16xf32>) -> tensor<1x8x1x16xf32>
+// CHECK: %[[QH:.*]] = nn.rotate_half %[[Q4]]
+// CHECK: %[[QS:.*]] = nn.mul %[[QH]], %[[S]]
+// CHECK: %[[QR:.*]] = nn.add %[[QC]], %[[QS]]
+// CHECK: %[[Q:.*]] = nn.reshape %[[QR]] : (tensor<1x8x4x16xf32>) -> tensor<1x8x64xf32>
+// CHECK: nn.attention %[[Q]], %{{.*}}, %arg2 {is_causal = true, kv_num_heads = 2 : i64, q_num_heads = 4 : i64}
+// CHECK-NOT: nn.transpose
+// CHECK-NOT: tensor<1x4x8x16xf32>
+func.func @written_rotary(%q: tensor<1x8x64xf32>, %k: tensor<1x8x32xf32>, %v: tensor<1x8x32xf32>, %cos: tensor<1x1x8x16xf32>, %sin: tensor<1x1x8x16xf32>) -> tensor<1x8x64xf32> {
+  %q4 = nn.reshape %q : (tensor<1x8x64xf32>) -> tensor<1x8x4x16xf32>
+  %qt = nn.transpose %q4 {perm = array<i64: 0, 2, 1, 3>} : (tensor<1x8x4x16xf32>) -> tensor<1x4x8x16xf32>
+  %qc = nn.mul %qt, %cos : (tensor<1x4x8x16xf32>, tensor<1x1x8x16xf32>) -> tensor<1x4x8x16xf32>
+  %qh = nn.rotate_half %qt : (tensor<1x4x8x16xf32>) -> tensor<1x4x8x16xf32>
+  %qs = nn.mul %sin, %qh : (tensor<1x1x8x16xf32>, tensor<1x4x8x16xf32>) -> tensor<1x4x8x16xf32>
+  %qr = nn.add %qc, %qs : (tensor<1x4x8x16xf32>, tensor<1x4x8x16xf32>) -> tensor<1x4x8x16xf32>
+  %k4 = nn.reshape %k : (tensor<1x8x32xf32>) -> tensor<1x8x2x16xf32>
+  %kt = nn.transpose %k4 {perm = array<i64: 0, 2, 1, 3>} : (tensor<1x8x2x16xf32>) -> tensor<1x2x8x16xf32>
+  %kc = nn.mul %kt, %cos : (tensor<1x2x8x16xf32>, tensor<1x1x8x16xf32>) -> tensor<1x2x8x16xf32>
+  %kh = nn.rotate_half %kt : (tensor<1x2x8x16xf32>) -> tensor<1x2x8x16xf32>
+  %ks = nn.mul %kh, %sin : (tensor<1x2x8x16xf32>, tensor<1x1x8x16xf32>) -> tensor<1x2x8x16xf32>
+  %kr = nn.add %ks, %kc : (tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>) -> tensor<1x2x8x16xf32>
+  %v4 = nn.reshape %v : (tensor<1x8x32xf32>) -> tensor<1x8x2x16xf32>
+  %vt = nn.transpose %v4 {perm = array<i64: 0, 2, 1, 3>} : (tensor<1x8x2x16xf32>) -> tensor<1x2x8x16xf32>
+  %a = nn.attention %qr, %kr, %vt {is_causal = true} : (tensor<1x4x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>) -> tensor<1x4x8x16xf32>
+  %at = nn.transpose %a {perm = array<i64: 0, 2, 1, 3>} : (tensor<1x4x8x16xf32>) -> tensor<1x8x4x16xf32>
+  %m = nn.reshape %at : (tensor<1x8x4x16xf32>) -> tensor<1x8x64xf32>
+  return %m : tensor<1x8x64xf32>
+}
+
+// -----
+
+// A written-out rotation whose cos varies per head is not rebuilt: the
+// layout stays.
+// CHECK-LABEL: func.func @per_head_cos
+// CHECK: nn.transpose
+// CHECK: nn.attention %{{.*}} : (tensor<1x2x8x16xf32>
+func.func @per_head_cos(%q: tensor<1x8x32xf32>, %v: tensor<1x8x32xf32>, %cos: tensor<1x2x8x16xf32>, %sin: tensor<1x1x8x16xf32>) -> tensor<1x8x32xf32> {
+  %q4 = nn.reshape %q : (tensor<1x8x32xf32>) -> tensor<1x8x2x16xf32>
+  %qt = nn.transpose %q4 {perm = array<i64: 0, 2, 1, 3>} : (tensor<1x8x2x16xf32>) -> tensor<1x2x8x16xf32>
+  %qc = nn.mul %qt, %cos : (tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>) -> tensor<1x2x8x16xf32>
+  %qh = nn.rotate_half %qt : (tensor<1x2x8x16xf32>) -> tensor<1x2x8x16xf32>
+  %qs = nn.mul %qh, %sin : (tensor<1x2x8x16xf32>, tensor<1x1x8x16xf32>) -> tensor<1x2x8x16xf32>
+  %qr = nn.add %qc, %qs : (tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>) -> tensor<1x2x8x16xf32>
+  %v4 = nn.reshape %v : (tensor<1x8x32xf32>) -> tensor<1x8x2x16xf32>
+  %vt = nn.transpose %v4 {perm = array<i64: 0, 2, 1, 3>} : (tensor<1x8x2x16xf32>) -> tensor<1x2x8x16xf32>
+  %a = nn.attention %qr, %vt, %vt : (tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>) -> tensor<1x2x8x16xf32>
+  %at = nn.transpose %a {perm = array<i64: 0, 2, 1, 3>} : (tensor<1x2x8x16xf32>) -> tensor<1x8x2x16xf32>
+  %m = nn.reshape %at : (tensor<1x8x2x16xf32>) -> tensor<1x8x32xf32>
+  return %m : tensor<1x8x32xf32>
+}

@@ -2,7 +2,9 @@
 //
 // Exporters split heads with reshape [B, S, H*D] -> [B, S, H, D] and
 // transpose to [B, H, S, D] before attention (Llama: then a rotary
-// embedding, which has a 3-D form too), and undo both after it. Each
+// embedding, which has a 3-D form too, or the rotation written out as
+// x * cos + rotate_half(x) * sin with cos and sin [B, 1, S, D], which is
+// rebuilt on the [B, S, H, D] tensor), and undo both after it. Each
 // transpose is a full copy of an activation. nn.attention also takes the
 // 3-D form ([B, S, H*D] with `q_num_heads` / `kv_num_heads`), which reads
 // the heads where they lie, so when Q, K and V all come from such a split
@@ -22,6 +24,8 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/SetVector.h"
+
+#include <optional>
 
 namespace shardflow::nn {
 #define GEN_PASS_DEF_NNFOLDATTENTIONLAYOUT
@@ -53,10 +57,102 @@ std::pair<Value, int64_t> splitHeads(Value v) {
   return {r.getInput(), to.getDimSize(2)};
 }
 
+/// A rotation written out on a head-split tensor: x * cos + rotate_half(x) *
+/// sin (any operand order), each intermediate read only by the next, the
+/// result only by the attention; cos and sin [B|1, 1, S|1, D|1] (the same
+/// for every head).
+struct WrittenRotary {
+  Value x, cos, sin;
+};
+
+std::optional<WrittenRotary> writtenRotary(Value v) {
+  auto add = v.getDefiningOp<nn::AddOp>();
+  if (!add || !add.getResult().hasOneUse())
+    return std::nullopt;
+  auto type = cast<RankedTensorType>(add.getResult().getType());
+  if (type.getRank() != 4)
+    return std::nullopt;
+  auto perHead = [&](Value c) {
+    auto t = dyn_cast<RankedTensorType>(c.getType());
+    if (!t || t.getRank() != 4 || t.getDimSize(1) != 1 ||
+        t.getElementType() != type.getElementType())
+      return false;
+    for (int d : {0, 2, 3})
+      if (t.getDimSize(d) != 1 && t.getDimSize(d) != type.getDimSize(d))
+        return false;
+    return true;
+  };
+  // `m` = x * c with c per head (either order); x when it is.
+  auto product = [&](Value m, Value &c) -> Value {
+    auto mul = m.getDefiningOp<nn::MulOp>();
+    if (!mul || !mul.getResult().hasOneUse() || mul.getResult().getType() != type)
+      return {};
+    for (auto [x, other] : {std::pair(mul.getLhs(), mul.getRhs()),
+                            std::pair(mul.getRhs(), mul.getLhs())})
+      if (x.getType() == type && perHead(other)) {
+        c = other;
+        return x;
+      }
+    return {};
+  };
+  for (auto [a, b] : {std::pair(add.getLhs(), add.getRhs()),
+                      std::pair(add.getRhs(), add.getLhs())}) {
+    WrittenRotary r;
+    Value x = product(a, r.cos), rotated = product(b, r.sin);
+    auto half = rotated ? rotated.getDefiningOp<nn::RotateHalfOp>() : nn::RotateHalfOp();
+    if (x && half && half.getInput() == x && half.getResult().hasOneUse()) {
+      r.x = x;
+      return r;
+    }
+  }
+  return std::nullopt;
+}
+
+/// The attention operand `v` folds: a head split and transpose, possibly
+/// under a 4-D rotary embedding or a written-out rotation that only the
+/// attention reads. Returns the head-split tensor's transpose input's
+/// source ([B, S, H*D]) and H, as splitHeads.
+std::pair<Value, int64_t> foldableSplit(Value v) {
+  if (auto rotary = v.getDefiningOp<nn::RotaryEmbeddingOp>()) {
+    if (!rotary.getResult().hasOneUse() || rotary.getNumHeads() != 0)
+      return {};
+    return splitHeads(rotary.getInput());
+  }
+  if (std::optional<WrittenRotary> r = writtenRotary(v))
+    return splitHeads(r->x);
+  return splitHeads(v);
+}
+
+/// The written-out rotation `r` rebuilt on the [B, S, H, D] tensor before
+/// the head transpose (cos and sin viewed as [B, S, 1, D]: moving their
+/// dimension of size 1 moves no element), viewed as [B, S, H*D].
+Value flatWrittenRotary(const WrittenRotary &r, Value flat, OpBuilder &b, Location loc) {
+  Value split = r.x.getDefiningOp<nn::TransposeOp>().getInput();
+  auto perHead = [&](Value c) -> Value {
+    auto t = cast<RankedTensorType>(c.getType());
+    auto viewed = RankedTensorType::get(
+        {t.getDimSize(0), t.getDimSize(2), 1, t.getDimSize(3)}, t.getElementType());
+    return nn::ReshapeOp::create(b, loc, viewed, c);
+  };
+  Value cosine = nn::MulOp::create(b, loc, split, perHead(r.cos));
+  Value rotated = nn::MulOp::create(b, loc, nn::RotateHalfOp::create(b, loc, split),
+                                    perHead(r.sin));
+  Value sum = nn::AddOp::create(b, loc, cosine, rotated);
+  return nn::ReshapeOp::create(b, loc, flat.getType(), sum);
+}
+
 /// As splitHeads, also through a 4-D rotary embedding that only the
 /// attention reads: it is rebuilt in its 3-D form (`num_heads` = H) on the
 /// [B, S, H*D] tensor, which rotates the same features.
 std::pair<Value, int64_t> splitHeadsSource(Value v, OpBuilder &b) {
+  if (std::optional<WrittenRotary> r = writtenRotary(v)) {
+    auto [x, heads] = splitHeads(r->x);
+    if (!x)
+      return {};
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(v.getDefiningOp());
+    return {flatWrittenRotary(*r, x, b, v.getLoc()), heads};
+  }
   auto rotary = v.getDefiningOp<nn::RotaryEmbeddingOp>();
   if (!rotary)
     return splitHeads(v);
@@ -84,12 +180,7 @@ struct NNFoldAttentionLayout
         continue;
       // Check every operand before rewriting any (a rotary is rebuilt
       // only once the attention is sure to fold).
-      auto folds = [&](Value operand) {
-        auto rotary = operand.getDefiningOp<nn::RotaryEmbeddingOp>();
-        if (rotary && (!rotary.getResult().hasOneUse() || rotary.getNumHeads() != 0))
-          return false;
-        return bool(splitHeads(rotary ? rotary.getInput() : operand).first);
-      };
+      auto folds = [&](Value operand) { return bool(foldableSplit(operand).first); };
       if (!folds(a.getQuery()) || !folds(a.getKey()) || !folds(a.getValue()))
         continue;
       // The result must go back through the inverse transpose (every user).
@@ -104,10 +195,7 @@ struct NNFoldAttentionLayout
           int64_t(back.size()) != std::distance(a.getResult().getUses().begin(),
                                                 a.getResult().getUses().end()))
         continue;
-      auto headsOf = [](Value operand) {
-        auto rotary = operand.getDefiningOp<nn::RotaryEmbeddingOp>();
-        return splitHeads(rotary ? rotary.getInput() : operand).second;
-      };
+      auto headsOf = [](Value operand) { return foldableSplit(operand).second; };
       if (headsOf(a.getKey()) != headsOf(a.getValue()))
         continue;
       OpBuilder b(a);
@@ -127,15 +215,27 @@ struct NNFoldAttentionLayout
       // The old rotaries, head transposes (Q, K and V may share one) and
       // reshapes nothing reads any more, users before producers.
       SmallVector<Operation *> chain;
-      for (Value in : {a.getQuery(), a.getKey(), a.getValue()})
-        for (Operation *op = in.getDefiningOp();
-             op && isa<nn::RotaryEmbeddingOp, nn::TransposeOp, nn::ReshapeOp>(op);
+      for (Value in : {a.getQuery(), a.getKey(), a.getValue()}) {
+        Operation *op = in.getDefiningOp();
+        if (std::optional<WrittenRotary> r = writtenRotary(in)) {
+          // add, its products, rotate_half; then the transpose and reshape.
+          chain.push_back(op);
+          for (Value operand : op->getOperands())
+            chain.push_back(operand.getDefiningOp());
+          for (Operation *mul : ArrayRef<Operation *>(chain).take_back(2))
+            for (Value operand : mul->getOperands())
+              if (auto half = operand.getDefiningOp<nn::RotateHalfOp>())
+                chain.push_back(half);
+          op = r->x.getDefiningOp();
+        }
+        for (; op && isa<nn::RotaryEmbeddingOp, nn::TransposeOp, nn::ReshapeOp>(op);
              op = op->getOperand(0).getDefiningOp()) {
           if (!llvm::is_contained(chain, op))
             chain.push_back(op);
           if (isa<nn::ReshapeOp>(op))
             break;
         }
+      }
       a.erase();
       bool erased = true;
       while (erased) {

@@ -190,7 +190,10 @@ def NNFoldAttentionLayout : Pass<"nn-fold-attention-layout", "::mlir::func::Func
     it; each transpose copies an activation. When Q, K and V of a 4-D
     `nn.attention` all come from such a split and transpose (possibly
     followed by a 4-D `nn.rotary_embedding` that only the attention reads,
-    which is rebuilt in its 3-D form with `num_heads`), and every user
+    which is rebuilt in its 3-D form with `num_heads`, or by a rotation
+    written out as `x * cos + nn.rotate_half(x) * sin` with cos and sin
+    the same for every head ([B, 1, S, D]), which is rebuilt on the
+    [B, S, H, D] split with cos and sin viewed as [B, S, 1, D]), and every user
     of its result is the inverse transpose (0, 2, 1, 3), the attention
     takes the 3-D tensors (`q_num_heads`, `kv_num_heads` set) and its
     result, reshaped to [B, S, H, Dv] (a view), replaces those transposes.
