@@ -7,8 +7,9 @@ For the GPU machine's check (tools/gpu-check.sh), which has no shard-opt:
 writes OUTDIR/f32 and OUTDIR/bf16, each with MODEL.onnx (weights inside the
 model), MODEL.shard (`shard-opt --target cuda`, with `--dtype bf16` in the
 second), MODEL.inputs.npz and MODEL.expected.npz (onnxruntime, float32),
-for mlp, gpt2, bert, llama, llama-hf (Llama with its rotation written out
-as Hugging Face's exports write it: slices, neg, concat) and resnet; and
+for mlp, gpt2, bert, llama, llama-hf (Llama written out as a TorchScript
+export of Hugging Face's writes it: RMSNorm, the rotation and the attention
+as plain ops) and resnet; and
 the same for gpt2 and llama
 sharded dp=2,tp=2 with the megatron preset (MODEL-tp.shard: 4 ranks, run
 under mpirun, one GPU each). shard-opt comes from $SHARDFLOW_BUILD_DIR/bin
@@ -42,8 +43,9 @@ REPO = Path(__file__).resolve().parents[2]
 MODELS = ["mlp", "gpt2", "bert", "llama", "llama-hf", "resnet"]
 SHARDED = ["gpt2", "llama"]
 # Zoo cases that are a generator of shardflow.models with options: the
-# Llama with its rotation written out as Hugging Face's exports write it.
-VARIANTS = {"llama-hf": ("llama", {"rotary": "written"})}
+# Llama written out as a TorchScript export of Hugging Face's writes it
+# (RMSNorm, rotation and attention as plain ops).
+VARIANTS = {"llama-hf": ("llama", {"export": "hf"})}
 
 
 def write_cases(outdir: Path, shard_opt: Path) -> list[Path]:

@@ -562,11 +562,45 @@ def _rotate_written(b: GraphBuilder, x: str, cos: str, sin: str, d: int) -> str:
     return b.op("Add", [b.op("Mul", [x, cos]), b.op("Mul", [rotated, sin])])
 
 
+def _rms_norm_written(b: GraphBuilder, x: str, dim: int, prefix: str, eps: float = 1e-6) -> str:
+    """Hugging Face's LlamaRMSNorm as TorchScript exports it: weight *
+    (x * 1 / sqrt(mean(x^2) + eps))."""
+    g = b.param(f"{prefix}.weight", [dim], std=0.1, mean=1.0)
+    var = b.op("ReduceMean", [b.op("Pow", [x, b.const(2.0, np.float32)]), b.const([-1])],
+               keepdims=1)
+    inv = b.op("Reciprocal", [b.op("Sqrt", [b.op("Add", [var, b.const(eps, np.float32)])])])
+    return b.op("Mul", [g, b.op("Mul", [x, inv])])
+
+
+def _attention_written(b: GraphBuilder, q: str, k: str, v: str, causal: str, group: int,
+                       d: int) -> str:
+    """Hugging Face's eager attention: K and V repeated per query-head
+    group, softmax(q k^T * d^-0.5 + causal) v, all [B, H, S, d]."""
+    def repeat(x: str) -> str:
+        if group == 1:
+            return x
+        shape = b.op("Shape", [x])
+        grouped = b.op("Concat", [b.op("Slice", [shape, b.const([0]), b.const([2])]),
+                                  b.const([group]),
+                                  b.op("Slice", [shape, b.const([2]), b.const([4])])], axis=0)
+        wide = b.op("Expand", [b.op("Unsqueeze", [x, b.const([2])]), grouped])
+        merged = b.op("Concat", [b.op("Slice", [shape, b.const([0]), b.const([1])]),
+                                 b.const([-1]),
+                                 b.op("Slice", [shape, b.const([2]), b.const([4])])], axis=0)
+        return b.op("Reshape", [wide, merged])
+    k, v = repeat(k), repeat(v)
+    s = b.op("Mul", [b.op("MatMul", [q, b.op("Transpose", [k], perm=[0, 1, 3, 2])]),
+                     b.const(d ** -0.5, np.float32)])
+    p = b.op("Softmax", [b.op("Add", [s, causal])], axis=-1)
+    return b.op("MatMul", [p, v])
+
+
 def llama(layers: int = 2, hidden: int = 64, heads: int = 4, kv_heads: int = 2, seq: int = 8,
           batch: int = 2, vocab: int = 128, intermediate: int | None = None,
           max_pos: int | None = None, rope_theta: float = 10000.0, eps: float = 1e-6,
           position_ids_input: bool = False, layout: str = "4d", rotary: str = "op",
-          symbolic: bool = False, seed: int = 0, _sink=None) -> onnx.ModelProto:
+          export: str = "ops", symbolic: bool = False, seed: int = 0,
+          _sink=None) -> onnx.ModelProto:
     """Llama style decoder on the opset-23 ops.
 
     Per layer: RMSNormalization -> q/k/v MatMul (no bias; q has ``heads``, k/v
@@ -585,6 +619,12 @@ def llama(layers: int = 2, hidden: int = 64, heads: int = 4, kv_heads: int = 2, 
     Concat(-x[..., d/2:], x[..., :d/2]) (two Slices, an INT64_MAX end),
     cos and sin gathered by the position ids from full-width caches
     [max_pos, d] (each angle twice) and unsqueezed to [B, 1, S, d].
+    ``export="hf"`` (4-D only): everything written out as a TorchScript
+    export of Hugging Face's Llama writes it: the rotation as above, RMSNorm
+    as Pow, ReduceMean, Add, Sqrt, Reciprocal and the weight's Mul, and the
+    attention materialized (MatMul with K transposed, a Mul by the scale,
+    an additive causal mask from Trilu and Where, Softmax, MatMul), K and V
+    repeated per query-head group (Unsqueeze, Expand, Reshape).
     Position ids: graph input ``position_ids`` int64 [batch, seq] if
     ``position_ids_input``, else Range -> Unsqueeze -> Expand.
     Input ``input_ids`` int64 [batch, seq] -> output ``logits`` [batch, seq, vocab].
@@ -596,6 +636,10 @@ def llama(layers: int = 2, hidden: int = 64, heads: int = 4, kv_heads: int = 2, 
         raise ValueError("head_dim must be even for RotaryEmbedding")
     if layout not in ("4d", "3d"):
         raise ValueError("layout must be '4d' or '3d'")
+    if export not in ("ops", "hf") or (export == "hf" and layout != "4d"):
+        raise ValueError("export must be 'ops', or 'hf' with layout '4d'")
+    if export == "hf":
+        rotary = "written"
     if rotary not in ("op", "written") or (rotary == "written" and layout != "4d"):
         raise ValueError("rotary must be 'op', or 'written' with layout '4d'")
     if intermediate is None:
@@ -627,11 +671,22 @@ def llama(layers: int = 2, hidden: int = 64, heads: int = 4, kv_heads: int = 2, 
             cos, sin = (b.op("Unsqueeze", [b.op("Gather", [c, pos], axis=0), b.const([1])])
                         for c in full)
 
+    norm = _rms_norm_written if export == "hf" else _rms_norm
+    if export == "hf":
+        with b.scope("causal_mask"):
+            # 0 on and below the diagonal, the lowest float above it: [S, S].
+            _, _, _, su = _batch_seq(b, ids)
+            one = helper.make_tensor("value", _F32, [1], [1.0])
+            ones = b.op("ConstantOfShape", [b.op("Concat", [su, su], axis=0)], value=one)
+            lower = b.op("Cast", [b.op("Trilu", [ones], upper=0)], to=TensorProto.BOOL)
+            causal = b.op("Where", [lower, b.const(0.0, np.float32),
+                                    b.const(np.finfo(np.float32).min, np.float32)])
+
     for i in range(layers):
         p = f"layers.{i}"
         with b.scope(p):
             with b.scope("self_attn"):
-                h = _rms_norm(b, x, hidden, f"{p}.input_layernorm", eps)
+                h = norm(b, x, hidden, f"{p}.input_layernorm", eps)
                 q = _linear(b, h, hidden, heads * d, f"{p}.self_attn.q_proj", bias=False)
                 k = _linear(b, h, hidden, kv_heads * d, f"{p}.self_attn.k_proj", bias=False)
                 v = _linear(b, h, hidden, kv_heads * d, f"{p}.self_attn.v_proj", bias=False)
@@ -639,7 +694,10 @@ def llama(layers: int = 2, hidden: int = 64, heads: int = 4, kv_heads: int = 2, 
                     q = _rotate_written(b, _split_heads(b, q, heads, d), cos, sin, d)
                     k = _rotate_written(b, _split_heads(b, k, kv_heads, d), cos, sin, d)
                     v = _split_heads(b, v, kv_heads, d)
-                    a = b.op("Attention", [q, k, v], is_causal=1)
+                    if export == "hf":
+                        a = _attention_written(b, q, k, v, causal, heads // kv_heads, d)
+                    else:
+                        a = b.op("Attention", [q, k, v], is_causal=1)
                     a = _merge_heads(b, a, h, heads * d)
                 elif layout == "4d":
                     q = b.op("RotaryEmbedding", [_split_heads(b, q, heads, d), cos, sin, pos])
@@ -655,7 +713,7 @@ def llama(layers: int = 2, hidden: int = 64, heads: int = 4, kv_heads: int = 2, 
                 a = _linear(b, a, heads * d, hidden, f"{p}.self_attn.o_proj", bias=False)
                 x = b.op("Add", [x, a])
             with b.scope("mlp"):
-                h = _rms_norm(b, x, hidden, f"{p}.post_attention_layernorm", eps)
+                h = norm(b, x, hidden, f"{p}.post_attention_layernorm", eps)
                 gate = _linear(b, h, hidden, intermediate, f"{p}.mlp.gate_proj", bias=False)
                 up = _linear(b, h, hidden, intermediate, f"{p}.mlp.up_proj", bias=False)
                 act = b.op("Mul", [gate, b.op("Sigmoid", [gate])])
@@ -664,7 +722,7 @@ def llama(layers: int = 2, hidden: int = 64, heads: int = 4, kv_heads: int = 2, 
                 x = b.op("Add", [x, h])
 
     with b.scope("lm_head"):
-        x = _rms_norm(b, x, hidden, "norm", eps)
+        x = norm(b, x, hidden, "norm", eps)
         logits = b.op("MatMul", [x, b.param("lm_head.weight", [hidden, vocab], std=0.02)])
     b.output(logits, "logits", _F32, [bdim, sdim, vocab])
     return b.model("Llama style decoder test model")
@@ -807,6 +865,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--causal-mask", choices=["trilu", "constant"], default=None, help="gpt2 only")
     ap.add_argument("--layout", choices=["4d", "3d"], default=None, help="llama only")
     ap.add_argument("--position-ids-input", action="store_true", default=None, help="llama only")
+    ap.add_argument("--export", choices=["ops", "hf"], default=None,
+                    help="llama only: the opset-23 ops, or everything written out as a "
+                         "TorchScript export of Hugging Face's Llama writes it (needs "
+                         "--layout 4d)")
     ap.add_argument("--rotary", choices=["op", "written"], default=None,
                     help="llama only: RotaryEmbedding, or written out as Hugging Face "
                          "exports it (slices, neg, concat; needs --layout 4d)")
@@ -816,7 +878,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     gen = MODELS[args.name]
     accepted = inspect.signature(gen).parameters
     config = {}
-    for key in _SIZE_FLAGS + ("causal_mask", "layout", "position_ids_input", "rotary"):
+    for key in _SIZE_FLAGS + ("causal_mask", "layout", "position_ids_input", "rotary", "export"):
         value = getattr(args, key)
         if value is None:
             continue

@@ -406,6 +406,7 @@ def _zoo_cuda_program(model_name, dtype, tmp_path, *model_flags):
                     "--out", str(path), *model_flags], check=True, capture_output=True,
                    env={**os.environ, "PYTHONPATH": str(REPO / "python")})
     proc = subprocess.run([str(SHARD_OPT), str(path), "--raise-attention", "--raise-rotate-half",
+                           "--raise-normalization",
                            "--dtype", dtype,
                            "--nn-fold-attention-layout", "--nn-split-fused-projections",
                            "--convert-nn-to-rt", "--convert-rt-to-gpu",
@@ -415,19 +416,25 @@ def _zoo_cuda_program(model_name, dtype, tmp_path, *model_flags):
     return path, proc.stdout
 
 
+@pytest.mark.parametrize("written", [["--rotary", "written"], ["--export", "hf"]])
 @pytest.mark.parametrize("dtype", ["f32", "bf16"])
-def test_written_out_rotary_llama_runs_like_the_rotary_op(dtype, tmp_path):
-    """The zoo's Llama with its rotation written out as Hugging Face's
-    exports write it (`python -m shardflow.models llama --rotary written`:
-    slices, neg, concat; cos and sin gathered from full-width caches): the
-    partner raised to rotate_half and the rotation rebuilt on the head
-    split, so the attention reads its heads in place as with the
-    RotaryEmbedding op: the same generated launches, no transpose, slice or
-    concat; the two extra device operations are the gathers of cos and sin.
-    The emulator matches onnxruntime."""
+def test_written_out_llama_runs_like_the_opset_23_ops(written, dtype, tmp_path):
+    """The zoo's Llama written out as Hugging Face's exports write it:
+    its rotation (`python -m shardflow.models llama --rotary written`:
+    slices, neg, concat; cos and sin gathered from full-width caches), or
+    everything (`--export hf`: RMSNorm as Pow, ReduceMean, Sqrt,
+    Reciprocal; the attention materialized with K and V repeated per group
+    and an additive causal mask). Raised (norms, rotate_half, attention)
+    and the rotation rebuilt on the head split, so the attention reads its
+    heads in place, it is the program of the opset-23 ops: the same
+    generated launches and attention kernels, no transpose, slice or
+    concat; the two extra device operations are the gathers of cos and
+    sin. The emulator matches onnxruntime."""
     (tmp_path / "op").mkdir()
     _, op_ir = _zoo_cuda_program("llama", dtype, tmp_path / "op")
-    path, ir = _zoo_cuda_program("llama", dtype, tmp_path, "--rotary", "written")
+    path, ir = _zoo_cuda_program("llama", dtype, tmp_path, *written)
+    assert ir.count('kernel = "attention"') == op_ir.count('kernel = "attention"') == 2
+    assert ir.count('kernel = "matmul"') == op_ir.count('kernel = "matmul"')
     for kernel in ("transpose", "slice", "concat", "split"):
         assert f'kernel = "{kernel}"' not in ir, kernel
     assert ir.count('"rt.launch"') == op_ir.count('"rt.launch"')
