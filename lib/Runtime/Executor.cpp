@@ -331,3 +331,7 @@ Executor::run(const std::map<std::string, HostTensor> &inputs) {
     outputs.emplace_back(name, tensorOf(buffer));
   return outputs;
 }
+
+std::string shardflow::runtime::preferredBlasCore(std::string *running) {
+  return cpu::blasCoreUpgrade(running);
+}

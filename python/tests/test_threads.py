@@ -18,7 +18,11 @@ data-movement results.
 """
 from __future__ import annotations
 
+import os
+import re
+import subprocess
 import zlib
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -269,3 +273,43 @@ def test_error_in_a_worker_thread_is_reported(tmp_path):
         with pytest.raises(RuntimeError, match=r"kernel 'div' \(ONNX node '[^']+', "
                                                r"instruction \d+\): integer division by zero"):
             pipeline.run_artifact(artifact, feeds, extra=["--threads", str(t)])
+
+
+def test_gemms_never_run_openblas_sse_fallback_on_a_vector_cpu(tmp_path):
+    """OpenBLAS picks its kernels from the CPU's model number and falls back
+    to its SSE3 "Prescott" kernels for a model it does not know (a
+    Sapphire Rapids Xeon under a hypervisor: 3x slower than its AVX-512
+    kernels). shard-run then starts again with OPENBLAS_CORETYPE set to
+    what the CPU can run and says so under --verbose; a core the user
+    asked for is kept. Both give onnxruntime's results."""
+    r = rng_for("blas_core")
+    x, w = f32(r, 64, 256), f32(r, 256, 512)
+    model, feeds, _ = node_case("MatMul", [("x", x), ("w", w)], consts=("w",))
+    path = tmp_path / "model.onnx"
+    onnx.save(model, path)
+    artifact = pipeline.compile_model(path, tmp_path / "model.shard")
+    np.save(tmp_path / "x.npy", x)
+    reference = pipeline.run_onnxruntime(path, {"x": x})["y0"]
+
+    def run(env):
+        env = {**{k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"}, **env}
+        proc = subprocess.run([str(pipeline.tool("shard-run")), str(artifact), "--input",
+                               f"x={tmp_path / 'x.npy'}", "--output", str(tmp_path / "y.npy"),
+                               "--verbose"], capture_output=True, text=True, env=env)
+        assert proc.returncode == 0, proc.stderr
+        np.testing.assert_allclose(np.load(tmp_path / "y.npy"), reference, **SUM)
+        m = re.search(r"CPU GEMMs: OpenBLAS's (\w+) kernels", proc.stderr)
+        return m.group(1) if m else None, proc.stderr
+
+    core, err = run({})
+    if core is None:
+        pytest.skip("shard-run is built without OpenBLAS")
+    sse = {"prescott", "core2", "penryn", "dunnington", "nehalem", "atom", "unknown"}
+    flags = Path("/proc/cpuinfo").read_text()
+    if re.search(r"\bavx2\b", flags) and re.search(r"\bfma\b", flags):
+        assert core.lower() not in sse, err
+    fallback = re.search(r"set by shard-run: OpenBLAS picked (\w+)", err)
+    if fallback:
+        assert fallback.group(1).lower() in sse, err
+    asked, err = run({"OPENBLAS_CORETYPE": "Prescott"})
+    assert asked == "Prescott" and "set by shard-run" not in err, err

@@ -26,6 +26,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <unistd.h>
 
 using namespace shardflow::runtime;
 
@@ -147,6 +148,18 @@ static bool endsWith(const std::string &s, const char *suffix) {
 }
 
 int main(int argc, char **argv) {
+  // OpenBLAS chose its kernels when it loaded. Where it fell back to its
+  // SSE kernels on a CPU whose model it does not know, start again with
+  // the ones the CPU can run (OPENBLAS_CORETYPE is read only at load).
+  // Before MPI starts: the new image is the same process.
+  if (!std::getenv("OPENBLAS_CORETYPE")) {
+    std::string running, core = preferredBlasCore(&running);
+    if (!core.empty()) {
+      setenv("OPENBLAS_CORETYPE", core.c_str(), 1);
+      setenv("SHARDFLOW_OPENBLAS_FALLBACK", running.c_str(), 1);
+      execv("/proc/self/exe", argv); // on failure, go on with OpenBLAS's choice
+    }
+  }
   std::unique_ptr<Communicator> comm;
   try {
     comm = createWorldCommunicator(&argc, &argv);
@@ -331,6 +344,16 @@ int main(int argc, char **argv) {
                                                comm.get(), verifyWeights, loadThreads);
     if (cpuExecutor)
       cpuExecutor->setProfiling(profile);
+    std::string blasCore;
+    preferredBlasCore(&blasCore);
+    if (cpuExecutor && verbose && comm->rank() == 0 && !blasCore.empty()) {
+      const char *fallback = std::getenv("SHARDFLOW_OPENBLAS_FALLBACK");
+      std::fprintf(stderr, "shard-run: CPU GEMMs: OpenBLAS's %s kernels%s%s%s\n",
+                   blasCore.c_str(),
+                   fallback ? " (set by shard-run: OpenBLAS picked " : "",
+                   fallback ? fallback : "",
+                   fallback ? ", its fallback for a CPU model it does not know)" : "");
+    }
     auto runOnce = [&] {
       return cudaExecutor ? cudaExecutor->run(inputs) : cpuExecutor->run(inputs);
     };

@@ -96,6 +96,14 @@ private:
   std::vector<double> timings;
 };
 
+/// The OPENBLAS_CORETYPE that would run the CPU executor's GEMMs faster on
+/// this CPU, or "" when OpenBLAS's own choice stands: "SkylakeX" or
+/// "Haswell" where OpenBLAS, not knowing the CPU's model, fell back to its
+/// SSE kernels although the CPU has AVX-512 or AVX2. The kernels OpenBLAS
+/// runs now go to `running` ("" without OpenBLAS). OpenBLAS reads the
+/// variable only when it loads: shard-run sets it and starts again.
+std::string preferredBlasCore(std::string *running = nullptr);
+
 } // namespace shardflow::runtime
 
 #endif // SHARDFLOW_RUNTIME_EXECUTOR_H

@@ -1,6 +1,7 @@
 //===- Gemm.cpp - the CPU kernels' blocked GEMM ----------------------------===//
 
 #include "Gemm.h"
+#include "Parallel.h"
 
 #ifdef SHARDFLOW_HAVE_CBLAS
 #include <cblas.h>
@@ -8,6 +9,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
+#include <strings.h>
 #include <memory>
 #include <type_traits>
 
@@ -215,27 +218,90 @@ static bool gemmBlas(int64_t M, int64_t N, int64_t K, const T *a, int64_t rsA, i
 }
 #endif
 
-void setGemmThreads(int threads) {
-#ifdef SHARDFLOW_HAVE_CBLAS
-  openblas_set_num_threads(std::max(threads, 1));
+// Threads: C is cut into tiles of kTileM x kTileN whatever the thread
+// count, each tile one single-threaded GEMM on one thread of the kernels'
+// pool. A tile's problem (its shape, K, the addresses of its operands)
+// depends only on its position, so every element of C is summed the same
+// way for any --threads: OpenBLAS's own threading splits C by the thread
+// count, and its kernels treat the edges of a split differently (measured:
+// 1 against 3 threads differed in a few percent of the elements of
+// 64x512x256 sgemms on OpenBLAS 0.3.21's Prescott and Haswell kernels).
+std::string blasCoreUpgrade(std::string *picked) {
+#if defined(SHARDFLOW_HAVE_CBLAS) && (defined(__x86_64__) || defined(__i386__)) &&          \
+    (defined(__GNUC__) || defined(__clang__))
+  // OpenBLAS picks its kernels when it loads, from the CPU's model number;
+  // a model it does not know (a newer CPU, or one a hypervisor reports
+  // under a generic name) gets its SSE3 "Prescott" kernels whatever the
+  // CPU can do: 3x slower here (Sapphire Rapids) than its AVX-512 ones.
+  // Only that fallback is overridden; a core OpenBLAS chose by name stays.
+  std::string core = openblas_get_corename();
+  if (picked)
+    *picked = core;
+  static const char *const sseCores[] = {"Prescott", "Core2", "Penryn", "Dunnington",
+                                         "Nehalem", "Atom", "Katmai", "Coppermine",
+                                         "Northwood", "Banias", "Unknown"};
+  bool fallback = false;
+  for (const char *c : sseCores)
+    fallback |= strcasecmp(core.c_str(), c) == 0;
+  if (!fallback)
+    return "";
+  // __builtin_cpu_supports also checks that the OS saves the registers.
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
+    return "SkylakeX";
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    return "Haswell";
+  return "";
 #else
-  (void)threads;
+  if (picked)
+    picked->clear();
+  return "";
 #endif
+}
+
+namespace {
+constexpr int64_t kTileM = 128, kTileN = 256;
+/// A range of tiles holds at least this many multiply-adds: below it the
+/// pool's hand-off costs more than the work.
+constexpr int64_t kMinTileWork = int64_t(1) << 20;
+
+int gemmThreads = 1;
+} // namespace
+
+void setGemmThreads(int threads) {
+  gemmThreads = std::max(threads, 1);
+#ifdef SHARDFLOW_HAVE_CBLAS
+  openblas_set_num_threads(1);
+#endif
+}
+
+/// One tile on the calling thread: OpenBLAS where it applies, else the
+/// built-in kernel.
+template <typename T>
+static void gemmTile(int64_t M, int64_t N, int64_t K, const T *a, int64_t rsA, int64_t csA,
+                     const T *b, int64_t rsB, int64_t csB, T *c, int64_t ldc) {
+#ifdef SHARDFLOW_HAVE_CBLAS
+  if (gemmBlas(M, N, K, a, rsA, csA, b, rsB, csB, c, ldc))
+    return;
+#endif
+  gemmAccumulateSerial<T>(M, N, K, a, rsA, csA, b, rsB, csB, c, ldc);
 }
 
 template <typename T>
 void gemmAccumulate(int64_t M, int64_t N, int64_t K, const T *a, int64_t rsA, int64_t csA,
                     const T *b, int64_t rsB, int64_t csB, T *c, int64_t ldc) {
-#ifdef SHARDFLOW_HAVE_CBLAS
-  if (gemmBlas(M, N, K, a, rsA, csA, b, rsB, csB, c, ldc))
+  if (M <= 0 || N <= 0)
     return;
-#endif
-#ifdef SHARDFLOW_GEMM_AVX2
-  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>)
-    if (hasAvx2())
-      return gemmAvx2(M, N, K, a, rsA, csA, b, rsB, csB, c, ldc);
-#endif
-  gemmBaseline<T>(M, N, K, a, rsA, csA, b, rsB, csB, c, ldc);
+  int64_t tilesM = (M + kTileM - 1) / kTileM, tilesN = (N + kTileN - 1) / kTileN;
+  int64_t work = std::min(M, kTileM) * std::min(N, kTileN) * std::max<int64_t>(K, 1);
+  int64_t grain = std::max<int64_t>(1, kMinTileWork / work);
+  parallelFor(gemmThreads, tilesM * tilesN, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      int64_t m0 = t / tilesN * kTileM, n0 = t % tilesN * kTileN;
+      gemmTile<T>(std::min(kTileM, M - m0), std::min(kTileN, N - n0), K, a + m0 * rsA, rsA,
+                  csA, b + n0 * csB, rsB, csB, c + m0 * ldc + n0, ldc);
+    }
+  });
 }
 
 template <typename T>

@@ -2,9 +2,9 @@
 //
 // C[M,N] += A[M,K] * B[K,N] with arbitrary row/column strides for A and B
 // (so transposed operands need no copy) and row stride ldc for C. One
-// implementation for matmul, gemm and conv: OpenBLAS for f32/f64 when the
-// runtime is built with it, else a blocked kernel whose AVX2+FMA build is
-// picked at run time when the CPU has it.
+// implementation for matmul, gemm and conv: OpenBLAS (one thread per tile
+// of C) for f32/f64 when the runtime is built with it, else a blocked
+// kernel whose AVX2+FMA build is picked at run time when the CPU has it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,13 +12,21 @@
 #define SHARDFLOW_RUNTIME_KERNELS_CPU_GEMM_H
 
 #include <cstdint>
+#include <string>
 
 namespace shardflow::runtime::cpu {
 
-/// Threads the GEMM may use (OpenBLAS's pool, when built with it).
+/// preferredBlasCore (shardflow/Runtime/Executor.h): the OpenBLAS core to
+/// ask for, or "" (`picked`: the one running).
+std::string blasCoreUpgrade(std::string *picked = nullptr);
+
+/// Threads gemmAccumulate may use (the kernels' pool; OpenBLAS itself is
+/// kept to one thread).
 void setGemmThreads(int threads);
 
-/// Instantiated for float, double, int8..int64 and uint8..uint64.
+/// Instantiated for float, double, int8..int64 and uint8..uint64. Runs on
+/// up to setGemmThreads' threads, in tiles of C fixed by the shape alone,
+/// so its result depends only on the operands, never on the thread count.
 template <typename T>
 void gemmAccumulate(int64_t M, int64_t N, int64_t K, const T *a, int64_t rsA,
                     int64_t csA, const T *b, int64_t rsB, int64_t csB, T *c,

@@ -13,18 +13,17 @@
 // The caller claims ranges too, so a job never waits for a worker to wake
 // up: a late worker finds nothing left. Ranges are therefore smaller than
 // n / threads (up to kRangesPerThread per thread), which also evens out
-// threads that the OS schedules unevenly (OpenBLAS's own threads share the
-// cores with ours).
+// threads that the OS schedules unevenly.
 //
 // An idle worker polls for the next job, then sleeps on a condition
-// variable once kSpin has passed without one. Kernels that use the pool
-// run between GEMMs of a few milliseconds at most, so a worker that slept
-// through each GEMM would have to be woken (tens of microseconds) for
-// every kernel. It polls a few hundred times with `pause`, then with
-// sched_yield: while it waits, OpenBLAS's threads (or another process)
-// that share its core get the core. A busy-wait without the yield slowed
-// gpt2 at 2 threads by 1.7x on a 2-core machine: it took the core from
-// OpenBLAS's second thread during every GEMM.
+// variable once kSpin has passed without one. Kernels follow each other
+// within microseconds, so a worker that slept between them would have to
+// be woken (tens of microseconds) for every kernel. It polls a few hundred
+// times with `pause`, then with sched_yield, so that another process (or,
+// when the GEMMs ran on OpenBLAS's own threads, one of those) sharing its
+// core gets the core: a busy-wait without the yield slowed gpt2 at 2
+// threads by 1.7x on a 2-core machine. GEMMs now run on this pool too
+// (Gemm.cpp: fixed tiles of C, one single-threaded OpenBLAS call each).
 //
 //===----------------------------------------------------------------------===//
 
