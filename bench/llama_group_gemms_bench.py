@@ -141,7 +141,15 @@ def main(argv=None) -> int:
     r.add_argument("--dir", required=True, help="the folder `prepare` wrote")
     r.add_argument("--shard-run", required=True, help="a CUDA-enabled shard-run")
     r.add_argument("--repeat", type=int, default=50, help="timed runs of each (median)")
+    w = sub.add_parser("weights", help="regenerate the weights `run` needs from config.json "
+                                        "(run does it when they are missing)")
+    w.add_argument("--dir", required=True, help="the folder `prepare` wrote")
     args = ap.parse_args(argv)
+    if args.step == "weights":
+        cfg = json.loads((Path(args.dir) / "config.json").read_text())
+        cfg.pop("shapes")
+        _generate(Path(args.dir), cfg)
+        return 0
     return prepare(args) if args.step == "prepare" else run(args)
 
 

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Every GPU check of docs/cuda.md in a few commands, for a GPU machine that
-# has the CUDA toolkit, the driver, PyTorch and onnxruntime but no LLVM/MLIR
-# (so no shard-opt), and a time limit per command: each step below fits in
-# about 10 minutes and reuses what an earlier step built there.
+# Every GPU check of docs/cuda.md, for a GPU machine that has the CUDA
+# toolkit, the driver, PyTorch and onnxruntime but no LLVM/MLIR (so no
+# shard-opt), and little time: the lent machines give a session 15 minutes
+# of device time in all, machine starts included, so `all` runs everything
+# in one command, most important first, within a time budget.
 #
 #   bash tools/gpu-session.sh prepare [DIR]   where shard-opt is built
+#   bash tools/gpu-session.sh all [DIR]       on the GPU machine: the steps below, by priority
 #   bash tools/gpu-session.sh build [DIR]     on the GPU machine
 #   bash tools/gpu-session.sh check [DIR]     on the GPU machine
 #   bash tools/gpu-session.sh bench [DIR]     on the GPU machine
@@ -16,14 +18,25 @@
 #          the zoo compiled for CUDA in f32 and bf16, single rank and
 #          dp=2,tp=2, with onnxruntime's outputs and the expected-error
 #          cases (python -m shardflow.cuda_zoo), and the GPT-2-small bench's
-#          artifact and graph (bench/gpt2_gpu_bench.py prepare; its weights
-#          are regenerated from their seed on the GPU machine, so DIR stays
-#          small), and the Llama --group-gemms bench's artifacts
-#          (bench/llama_group_gemms_bench.py prepare, likewise). Copy or
-#          carry DIR to the GPU machine's checkout.
-# build    a runtime-only shard-run with CUDA (gpu-check.sh checks that it
-#          links no CUDA library) and tools/cuda-kernel-check, in
-#          build-gpu-session/ (reused when already there).
+#          artifacts and graph (bench/gpt2_gpu_bench.py prepare; its weights
+#          are regenerated from their seed on the GPU machine, in seconds,
+#          so DIR stays small), and the Llama --group-gemms bench's
+#          artifacts (bench/llama_group_gemms_bench.py prepare, likewise).
+#          Carry DIR to the GPU machine's checkout.
+# all      within $SHARDFLOW_GPU_BUDGET seconds (default 540), in this
+#          order, each step skipped when the budget is spent and stopped
+#          when it would outrun it: build (the benches' weights are
+#          generated meanwhile); gpu-check.sh on the smoke cases, the zoo
+#          in f32 and its expected-error cases, the zoo in bf16; the GPT-2
+#          bench's core (ours against PyTorch eager and torch.compile) and
+#          profile; cuda-kernel-check and its attention timings; the rest
+#          of the GPT-2 bench; the bf16 zoo under --cuda-graph,
+#          --pinned-memory always and --group-gemms; the Llama bench;
+#          compute-sanitizer's memcheck on the smoke cases and the f32 zoo.
+#          summary.txt says what ran, what it found and what was skipped.
+# build    a runtime-only shard-run with CUDA and tools/cuda-kernel-check,
+#          from one build (one nvcc run, for this machine's GPU alone), in
+#          build-gpu-session/rt (reused when already there).
 # check    builds when needed, then: cuda-kernel-check (every device kernel
 #          against the CPU kernels, then attention TFLOP/s), and
 #          tools/gpu-check.sh on the smoke cases, the zoo in f32 (rtol
@@ -34,8 +47,7 @@
 #          expected-error cases.
 # bench    builds when needed, then the GPT-2-small bench (bf16, batch 8,
 #          sequence 1024) against PyTorch eager and torch.compile, and our
-#          artifact with each code generation feature off (--cuda-disable)
-#          against the default one.
+#          artifacts against each other (bench/gpt2_gpu_bench.py's parts).
 # bench-llama  builds when needed, then a Llama-shaped model (multi-head
 #          attention, bf16) with sibling GEMMs batched (--group-gemms)
 #          against one by one, at batch 8 x 512 and 1 x 128, and compiled
@@ -47,11 +59,12 @@
 #          120): out-of-bounds accesses, shared-memory races and barrier
 #          misuse in the hand-written and the generated kernels.
 #
-# Logs go to $OUT when it is set (the device tool brings that folder back),
-# else to DIR/logs: one log per step plus summary.txt, which gets one line
-# per check, `NAME: N passed, M failed[, K skipped]` (artifacts for more
-# ranks than there are GPUs are skipped), or the bench's figures. The exit
-# status is non-zero when a check failed.
+# Logs go to $OUT when it is set (the device tool brings that folder back,
+# at most 8 files), else to DIR/logs: one log per kind of step plus
+# summary.txt, which gets one line per check, `NAME: N passed, M
+# failed[, K skipped]` (artifacts for more ranks than there are GPUs are
+# skipped), or the bench's figures. The exit status is non-zero when a
+# check failed (not when the budget skipped one).
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root" || exit 1
@@ -59,9 +72,9 @@ cd "$root" || exit 1
 step="${1:-}"
 dir="${2:-gpu-session}"
 case "$step" in
-  prepare|build|check|bench|bench-llama|sanitize) ;;
-  -h|--help) sed -n '2,53p' "$0"; exit 0 ;;
-  *) echo "usage: bash tools/gpu-session.sh prepare|build|check|bench|bench-llama|sanitize [DIR] (see --help)" >&2
+  prepare|all|build|check|bench|bench-llama|sanitize) ;;
+  -h|--help) sed -n '2,67p' "$0"; exit 0 ;;
+  *) echo "usage: bash tools/gpu-session.sh prepare|all|build|check|bench|bench-llama|sanitize [DIR] (see --help)" >&2
      exit 2 ;;
 esac
 builds="${SHARDFLOW_GPU_SESSION_BUILD:-$root/build-gpu-session}"
@@ -69,6 +82,7 @@ logs="${OUT:-$dir/logs}"
 mkdir -p "$logs"
 summary="$logs/summary.txt"
 python="${PYTHON:-python3}"
+export PYTHONUNBUFFERED=1
 status=0
 
 note() { echo "$*" | tee -a "$summary"; }
@@ -86,13 +100,13 @@ if [ "$step" = prepare ]; then
   echo "== the zoo for CUDA, with onnxruntime's outputs"
   "$python" -m shardflow.cuda_zoo "$dir/zoo" >"$dir/zoo.log" 2>&1 ||
     { tail -20 "$dir/zoo.log"; exit 1; }
-  echo "== the GPT-2-small bench (generating its weights takes a few minutes)"
+  echo "== the GPT-2-small bench"
   bench_out="${SHARDFLOW_BENCH_OUT:-$root/bench/out/gpt2s}"
   "$python" bench/gpt2_gpu_bench.py prepare --out "$bench_out" --shard-opt "$shard_opt" \
     "${@:3}" || exit 1
   mkdir -p "$dir/bench"
   cp "$bench_out"/gpt2s*.shard "$bench_out/gpt2s.onnx" "$bench_out/config.json" "$dir/bench/"
-  echo "== the Llama --group-gemms bench (generating its weights takes a few minutes)"
+  echo "== the Llama --group-gemms bench"
   llama_out="${SHARDFLOW_LLAMA_BENCH_OUT:-$root/bench/out/llama}"
   "$python" bench/llama_group_gemms_bench.py prepare --out "$llama_out" --shard-opt "$shard_opt" ||
     exit 1
@@ -101,108 +115,202 @@ if [ "$step" = prepare ]; then
   rm -f "$dir/smoke.log" "$dir/zoo.log"
   rm -rf "$dir/logs"
   echo "== $dir: $(du -sh "$dir" | cut -f1) (the device tool carries at most 64 MiB)"
-  echo "   on the GPU machine: bash tools/gpu-session.sh build|check|bench $dir"
+  echo "   on the GPU machine: bash tools/gpu-session.sh all $dir"
   exit 0
 fi
 
 for part in smoke zoo bench llama; do
   [ -d "$dir/$part" ] || { echo "no $dir/$part: run 'bash tools/gpu-session.sh prepare $dir' where shard-opt is built, and bring $dir here" >&2; exit 1; }
 done
+mkdir -p "$builds"
+
+# The time budget of `all`: a step starts only with at least its minimum
+# left, and is stopped when the budget is spent. Other steps have none.
+deadline=""
+if [ "$step" = all ]; then
+  budget="${SHARDFLOW_GPU_BUDGET:-540}"
+  deadline=$((SECONDS + budget))
+  note "all: a budget of $budget s; $(nproc) CPU cores"
+fi
+left() { [ -n "$deadline" ] && echo $((deadline - SECONDS)) || echo 0; }
+# timed NAME MIN-SECONDS COMMAND...: COMMAND under `timeout` with the time
+# left; returns 125 (and notes it) when fewer than MIN-SECONDS are left.
+timed() {
+  local name="$1" min="$2"
+  shift 2
+  [ -n "$deadline" ] || { "$@"; return; }
+  local rest
+  rest=$(left)
+  if [ "$rest" -lt "$min" ]; then
+    note "$name: skipped (${rest} s of the budget left, needs about $min)"
+    return 125
+  fi
+  timeout --kill-after=10 "$rest" "$@"
+}
 
 # NCCL and cuBLASLt from the CUDA toolkit, or from PyTorch's pip packages
 # when the toolkit lacks them: cmake options and LD_LIBRARY_PATH, for the
 # build and for every run below (gpu-check.sh and the bench).
-source "$root/tools/cuda-env.sh" "$python" >"$logs/cuda-env.txt"
-cat "$logs/cuda-env.txt" >>"$summary"
-cat "$logs/cuda-env.txt"
+source "$root/tools/cuda-env.sh" "$python" >"$builds/cuda-env.txt"
+cat "$builds/cuda-env.txt" >>"$summary"
+cat "$builds/cuda-env.txt"
+
+# The compute capability of GPU 0 (e.g. 90), to build the kernels for it
+# alone; empty without nvidia-smi (then the default architectures).
+gpu_arch() {
+  command -v nvidia-smi >/dev/null || return 0
+  nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' .'
+}
 
 build_all() {
   local log="$logs/build.log"
+  if [ -x "$builds/rt/bin/shard-run" ] && [ -x "$builds/rt/bin/cuda-kernel-check" ]; then
+    return 0
+  fi
   : >"$log"
-  echo "== building in $builds (log: $log)"
+  echo "== building in $builds/rt (log: $log)"
   command -v nvidia-smi >/dev/null &&
-    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee -a "$log"
-  local generator=()
+    nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv,noheader |
+    tee -a "$log" | sed 's/^/GPU: /' >>"$summary"
+  local generator=() arch archs=()
   command -v ninja >/dev/null && generator=(-G Ninja)
-  if [ ! -x "$builds/rt/bin/shard-run" ]; then
-    { cmake -S "$root" -B "$builds/rt" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
-        -DSHARDFLOW_RUNTIME_ONLY=ON -DSHARDFLOW_ENABLE_CUDA=ON \
-        "${SHARDFLOW_CUDA_CMAKE_ARGS[@]}" &&
-      cmake --build "$builds/rt" --target shard-run -j "$(nproc)"; } >>"$log" 2>&1 ||
-      { tail -30 "$log"; note "build shard-run: FAILED"; return 1; }
-  fi
-  if [ ! -x "$builds/check/cuda-kernel-check" ]; then
-    { cmake -S tools/cuda-kernel-check -B "$builds/check" "${generator[@]}" \
-        -DCMAKE_BUILD_TYPE=Release &&
-      cmake --build "$builds/check" -j "$(nproc)"; } >>"$log" 2>&1 ||
-      { tail -30 "$log"; note "build cuda-kernel-check: FAILED"; return 1; }
-  fi
-  note "build: shard-run and cuda-kernel-check in $builds"
+  arch="$(gpu_arch)"
+  [[ "$arch" =~ ^[0-9]+$ ]] && archs=(-DSHARDFLOW_CUDA_ARCHS="$arch")
+  local t0=$SECONDS
+  { cmake -S "$root" -B "$builds/rt" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
+      -DSHARDFLOW_RUNTIME_ONLY=ON -DSHARDFLOW_ENABLE_CUDA=ON "${archs[@]}" \
+      "${SHARDFLOW_CUDA_CMAKE_ARGS[@]}" &&
+    cmake --build "$builds/rt" --target shard-run cuda-kernel-check -j "$(nproc)"; } \
+    >>"$log" 2>&1 || { tail -30 "$log"; note "build: FAILED (log: build.log)"; return 1; }
+  note "build: shard-run and cuda-kernel-check in $builds/rt in $((SECONDS - t0)) s" \
+       "(kernels for ${arch:+sm_$arch}${arch:-the default architectures})"
 }
 
 # The last `N passed, M failed` of a log's last part (after its last
 # `==== ` line), as one summary line.
 tally() { # name log exit-status
   local line
+  [ "$3" = 125 ] && return 0 # skipped by the budget, and noted
   line="$(awk '/^==== / { part = "" } { part = part $0 "\n" } END { printf "%s", part }' "$2" |
     grep -Eo '[0-9]+ passed, [0-9]+ failed(, [0-9]+ skipped)?' | tail -1)"
-  note "$1: ${line:-no result line} (exit $3)"
+  local how="exit $3"
+  [ "$3" = 124 ] || [ "$3" = 137 ] && how="stopped at the end of the budget"
+  note "$1: ${line:-no result line} ($how)"
   [ "$3" = 0 ] || status=1
 }
 
-# run_bench NAME PART SCRIPT LINES: SCRIPT's `run` on DIR/PART, its log in
-# NAME.log and the lines starting with one of LINES (an ERE) in summary.txt.
-run_bench() {
-  local name="$1" part="$2" script="$3" lines="$4"
-  build_all || exit 1
-  local log="$logs/$name.log"
-  # The weights are generated next to the graph; DIR may be replaced by
-  # the next copy, so the bench works in a folder of its own.
-  local work="$builds/$part"
-  mkdir -p "$work"
-  cp "$dir/$part/"* "$work/"
-  PYTHONUNBUFFERED=1 "$python" "$script" run --dir "$work" \
-    --shard-run "$builds/rt/bin/shard-run" 2>&1 | tee "$log"
-  local rc=${PIPESTATUS[0]}
-  grep -E "^($lines)" "$log" | sed "s/^/$name: /" >>"$summary"
-  [ "$rc" = 0 ] || { note "$name: FAILED (exit $rc)"; status=1; }
+check=(bash tools/gpu-check.sh --no-build --build-dir "$builds/rt")
+# gpu_check NAME-SUFFIX MIN-SECONDS [gpu-check options...] PART: one part
+# of DIR through gpu-check.sh, appended to gpu-check.log and tallied.
+gpu_check() {
+  local suffix="$1" min="$2" log="$logs/gpu-check.log"
+  shift 2
+  local part="${*: -1}"
+  echo "==== $part$suffix" >>"$log"
+  timed "gpu-check $part$suffix" "$min" "${check[@]}" "${@:1:$#-1}" "$dir/$part" >>"$log" 2>&1
+  tally "gpu-check $part$suffix" "$log" $?
 }
+
+kernel_check() {
+  local log="$logs/kernel-check.log"
+  timed "cuda-kernel-check" 30 "$builds/rt/bin/cuda-kernel-check" >"$log" 2>&1
+  tally "cuda-kernel-check" "$log" $?
+  timed "cuda-kernel-check --time" 20 "$builds/rt/bin/cuda-kernel-check" --time >>"$log" 2>&1
+  local rc=$?
+  [ "$rc" = 125 ] && return
+  grep -E "TFLOP/s" "$log" | head -20 | sed 's/^/cuda-kernel-check --time: /' >>"$summary"
+  [ "$rc" = 0 ] || { note "cuda-kernel-check --time: FAILED (exit $rc)"; status=1; }
+}
+
+zoo_variants() {
+  gpu_check " --cuda-graph" 20 --rtol 2e-2 --flags "--cuda-graph --repeat 2" zoo/bf16
+  gpu_check " --pinned-memory always" 20 --rtol 2e-2 --flags "--pinned-memory always --repeat 2" \
+    zoo/bf16
+  gpu_check " --group-gemms" 20 --rtol 2e-2 --flags "--group-gemms" zoo/bf16
+}
+
+# The benches work in folders of their own next to the build (DIR may be
+# replaced by the next copy); the weights are generated there.
+bench_work() { # part
+  local work="$builds/$1"
+  mkdir -p "$work"
+  cp "$dir/$1/"* "$work/"
+  echo "$work"
+}
+
+# run_bench NAME PART SCRIPT LINES MIN-SECONDS [SCRIPT-ARGS...]: SCRIPT's
+# `run` on its copy of DIR/PART, appended to NAME.log, and the lines
+# starting with one of LINES (an ERE) in summary.txt.
+run_bench() {
+  local name="$1" part="$2" script="$3" lines="$4" min="$5"
+  shift 5
+  local log="$logs/$name.log" work
+  work="$(bench_work "$part")"
+  # The GPT-2 bench starts no part in its last 30 s.
+  local budget_args=() rest
+  rest=$(left)
+  [ -n "$deadline" ] && [ "$script" = bench/gpt2_gpu_bench.py ] &&
+    budget_args=(--budget "$((rest > 31 ? rest - 30 : 1))")
+  local mark
+  mark=$(wc -l <"$log" 2>/dev/null || echo 0)
+  timed "$name" "$min" "$python" "$script" run --dir "$work" \
+    --shard-run "$builds/rt/bin/shard-run" "${budget_args[@]}" "$@" 2>&1 | tee -a "$log"
+  local rc=${PIPESTATUS[0]}
+  [ "$rc" = 125 ] && return
+  tail -n +"$((mark + 1))" "$log" | grep -E "^($lines)" | sed "s/^/$name: /" >>"$summary"
+  case "$rc" in
+    0) ;;
+    124|137) note "$name: stopped at the end of the budget" ;;
+    *) note "$name: FAILED (exit $rc)"; status=1 ;;
+  esac
+}
+gpt2_lines="device|model|shardflow|torch|ratio|logits|profile|attention|small|host|part|FAILED"
 
 case "$step" in
   build)
     build_all || exit 1 ;;
+  all)
+    # The benches' weights (0.65 and 1.3 GB, from their seeds) while the
+    # build runs.
+    for part in bench llama; do
+      work="$(bench_work "$part")"
+      script=bench/gpt2_gpu_bench.py
+      [ "$part" = llama ] && script=bench/llama_group_gemms_bench.py
+      "$python" "$script" weights --dir "$work" >"$work/weights.log" 2>&1 &
+    done
+    build_all || exit 1
+    wait
+    for part in smoke zoo/f32 zoo/checks; do
+      gpu_check "" 20 "$part"
+    done
+    gpu_check "" 20 --rtol 2e-2 zoo/bf16
+    run_bench bench bench bench/gpt2_gpu_bench.py "$gpt2_lines" 90 --parts core,profile
+    kernel_check
+    run_bench bench bench bench/gpt2_gpu_bench.py "$gpt2_lines" 30 \
+      --parts attention,autotune,graph,ablations,host,small,half
+    zoo_variants
+    run_bench bench-llama llama bench/llama_group_gemms_bench.py "date|llama" 60
+    log="$logs/sanitize.log"
+    : >"$log"
+    for part in smoke zoo/f32; do
+      echo "==== memcheck $part" >>"$log"
+      timed "sanitize memcheck $part" 60 "${check[@]}" --sanitize memcheck "$dir/$part" \
+        >>"$log" 2>&1
+      tally "sanitize memcheck $part" "$log" $?
+    done
+    note "all: done in $SECONDS s (budget ${budget} s)"
+    ;;
   check)
     build_all || exit 1
-    log="$logs/kernel-check.log"
-    "$builds/check/cuda-kernel-check" >"$log" 2>&1
-    tally "cuda-kernel-check" "$log" $?
-    "$builds/check/cuda-kernel-check" --time >>"$log" 2>&1 || status=1
-    check=(bash tools/gpu-check.sh --no-build --build-dir "$builds/rt")
-    log="$logs/gpu-check.log"
-    : >"$log"
+    kernel_check
     for part in smoke zoo/f32 zoo/checks; do
-      echo "==== $part" >>"$log"
-      "${check[@]}" "$dir/$part" >>"$log" 2>&1
-      tally "gpu-check $part" "$log" $?
+      gpu_check "" 0 "$part"
     done
-    echo "==== zoo/bf16" >>"$log"
-    "${check[@]}" --rtol 2e-2 "$dir/zoo/bf16" >>"$log" 2>&1
-    tally "gpu-check zoo/bf16" "$log" $?
-    # The same programs captured into a CUDA graph and launched twice.
-    echo "==== zoo/bf16 --cuda-graph" >>"$log"
-    "${check[@]}" --rtol 2e-2 --flags "--cuda-graph --repeat 2" "$dir/zoo/bf16" >>"$log" 2>&1
-    tally "gpu-check zoo/bf16 --cuda-graph" "$log" $?
-    echo "==== zoo/bf16 --pinned-memory always" >>"$log"
-    "${check[@]}" --rtol 2e-2 --flags "--pinned-memory always --repeat 2" "$dir/zoo/bf16" \
-      >>"$log" 2>&1
-    tally "gpu-check zoo/bf16 --pinned-memory always" "$log" $?
-    echo "==== zoo/bf16 --group-gemms" >>"$log"
-    "${check[@]}" --rtol 2e-2 --flags "--group-gemms" "$dir/zoo/bf16" >>"$log" 2>&1
-    tally "gpu-check zoo/bf16 --group-gemms" "$log" $?
+    gpu_check "" 0 --rtol 2e-2 zoo/bf16
+    zoo_variants
     ;;
   sanitize)
     build_all || exit 1
-    check=(bash tools/gpu-check.sh --no-build --build-dir "$builds/rt")
     log="$logs/sanitize.log"
     : >"$log"
     for tool in ${3:-memcheck racecheck}; do
@@ -215,11 +323,12 @@ case "$step" in
     done
     ;;
   bench)
-    run_bench bench bench bench/gpt2_gpu_bench.py \
-      "device|model|shardflow|torch|ratio|logits|profile|small|host"
+    build_all || exit 1
+    run_bench bench bench bench/gpt2_gpu_bench.py "$gpt2_lines" 0
     ;;
   bench-llama)
-    run_bench bench-llama llama bench/llama_group_gemms_bench.py "date|llama"
+    build_all || exit 1
+    run_bench bench-llama llama bench/llama_group_gemms_bench.py "date|llama" 0
     ;;
 esac
 exit "$status"

@@ -841,6 +841,50 @@ def test_gpu_check_skips_artifacts_for_more_gpus_than_there_are(tmp_path):
     assert "run 'bash tools/gpu-session.sh prepare" in proc.stderr
 
 
+def test_gpu_session_all_keeps_to_its_budget(tmp_path):
+    """gpu-session.sh all runs every GPU check in one command within
+    $SHARDFLOW_GPU_BUDGET seconds: with the build already there and a
+    budget of one second, it starts nothing else, and the summary names
+    every step it skipped, in the order they would have run."""
+    build = tmp_path / "builds" / "rt" / "bin"
+    build.mkdir(parents=True)
+    for tool in ("shard-run", "cuda-kernel-check"):
+        (build / tool).symlink_to(BIN / tool)
+    session = tmp_path / "session"
+    for part in ("smoke", "zoo", "bench", "llama"):
+        (session / part).mkdir(parents=True)
+    (session / "bench" / "config.json").write_text(
+        '{"layers": 1, "hidden": 32, "heads": 2, "seq": 8, "batch": 1, "vocab": 16, '
+        '"max_pos": 8, "small": [1, 4]}')
+    (session / "llama" / "config.json").write_text(
+        '{"layers": 1, "hidden": 32, "heads": 2, "kv_heads": 2, "intermediate": 64, '
+        '"vocab": 16, "max_pos": 8, "shapes": {}}')
+    out = tmp_path / "out"
+    env = {**os.environ, "OUT": str(out), "SHARDFLOW_GPU_SESSION_BUILD": str(tmp_path / "builds"),
+           "SHARDFLOW_GPU_BUDGET": "1", "PYTHON": os.sys.executable}
+    proc = subprocess.run(["bash", str(REPO / "tools" / "gpu-session.sh"), "all", str(session)],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    summary = (out / "summary.txt").read_text()
+    skipped = re.findall(r"^(.+): skipped \(-?\d+ s of the budget left", summary, re.M)
+    assert skipped == ["gpu-check smoke", "gpu-check zoo/f32", "gpu-check zoo/checks",
+                       "gpu-check zoo/bf16", "bench", "cuda-kernel-check",
+                       "cuda-kernel-check --time", "bench", "gpu-check zoo/bf16 --cuda-graph",
+                       "gpu-check zoo/bf16 --pinned-memory always",
+                       "gpu-check zoo/bf16 --group-gemms", "bench-llama",
+                       "sanitize memcheck smoke", "sanitize memcheck zoo/f32"], summary
+    assert summary.startswith("all: a budget of 1 s")
+    assert re.search(r"^all: done in \d+ s \(budget 1 s\)$", summary, re.M), summary
+    assert "FAILED" not in summary
+    # The device tool brings back at most 8 files (a build adds build.log).
+    assert sorted(p.name for p in out.iterdir()) == [
+        "bench-llama.log", "bench.log", "gpu-check.log", "kernel-check.log", "sanitize.log",
+        "summary.txt"]
+    # The benches' weights were generated from their seeds meanwhile.
+    assert (tmp_path / "builds" / "bench" / "gpt2s.data").stat().st_size > 0
+    assert (tmp_path / "builds" / "llama" / "llama.data").stat().st_size > 0
+
+
 def test_gpu_check_under_compute_sanitizer(tmp_path):
     """gpu-check.sh --sanitize TOOL runs shard-run under compute-sanitizer
     and fails a case the sanitizer reports errors for (its exit status

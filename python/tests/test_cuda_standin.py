@@ -992,3 +992,85 @@ def test_llama_bench_runs_on_the_standins(tmp_path, monkeypatch, capsys):
     siblings = re.findall(r"^llama \w+ .*sibling fusion [0-9.]+ ms.*\(logits identical\)$",
                           printed, re.M)
     assert len(grouped) == 3 and len(siblings) == 3, printed
+
+
+class _OnnxruntimeTorchSide:
+    """Stands in for the GPT-2 bench's PyTorch side (no PyTorch here): the
+    reference logits from onnxruntime on the same graph and weights, and a
+    fixed time per forward. It counts the compiled forwards asked for."""
+
+    compiled = []
+
+    def __init__(self, model_path, cfg):
+        import onnxruntime as ort
+
+        self.session = ort.InferenceSession(str(model_path), providers=["CPUExecutionProvider"])
+        self.name = "stand-in GPU"
+
+    def reference(self, ids):
+        return self.session.run(["logits"], {"input_ids": ids})[0]
+
+    bf16_logits = reference
+
+    def time(self, ids, compiled, half, repeat):
+        if compiled:
+            self.compiled.append((half, ids.shape))
+        return 1e-3
+
+    def sdpa(self, shape, repeat):
+        assert shape == (2, 2, 16, 64)
+        return 1e-4
+
+
+def test_gpt2_bench_runs_on_the_standins(tmp_path, monkeypatch, capsys):
+    """bench/gpt2_gpu_bench.py, the GPU session's measurement of the
+    issue's goal, end to end on the stand-ins in a 1-layer, 128-wide form
+    (head size 64, so the two-tile attention kernel applies), with
+    onnxruntime standing in for PyTorch: every part runs, in order, each
+    of our artifacts' logits agree with the reference, and every
+    torch.compile form is compiled for its own shape. A part past the time
+    budget is skipped and said so; an unknown part is refused by name."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "gpt2_bench", pipeline.ROOT / "bench" / "gpt2_gpu_bench.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    monkeypatch.setattr(bench, "CONFIG", dict(layers=1, hidden=128, heads=2, seq=16, batch=2,
+                                              vocab=96, max_pos=32))
+    monkeypatch.setattr(bench, "SMALL", (1, 8))
+    monkeypatch.setattr(bench, "TorchSide", _OnnxruntimeTorchSide)
+    monkeypatch.setenv("LD_LIBRARY_PATH",
+                       f"{standin_dir()}:{os.environ.get('LD_LIBRARY_PATH', '')}")
+    monkeypatch.setenv("SHARDFLOW_STANDIN_SM", "86")
+    out = tmp_path / "gpt2s"
+    assert bench.main(["prepare", "--out", str(out),
+                       "--shard-opt", str(pipeline.tool("shard-opt"))]) == 0
+    # `run` takes the small shape from what prepare wrote, not from its own
+    # module (the GPU machine runs it in another process).
+    monkeypatch.setattr(bench, "SMALL", None)
+    run = ["run", "--dir", str(out), "--shard-run", str(pipeline.tool("shard-run")),
+           "--repeat", "1"]
+    _OnnxruntimeTorchSide.compiled = []
+    status = bench.main(run)
+    printed = capsys.readouterr().out
+    assert status == 0, printed
+    done = re.findall(r"^part (\w+): done in [0-9.]+ s$", printed, re.M)
+    assert done == list(bench.PARTS), printed
+    assert re.search(r"^ratio ours/eager [0-9.]+  ours/compile [0-9.]+", printed, re.M)
+    errors = [float(e) for e in re.findall(r"(?:logits error|error vs torch f32: ours) "
+                                           r"([0-9.e+-]+)", printed)]
+    # core, mma2, autotune, graph, 4 ablations, small twice, half.
+    assert len(errors) == 11 and max(errors) < 2e-2, printed
+    assert "profile: " in printed and "matmul" in printed
+    # The profile's attention time (one layer) against the stand-in SDPA's.
+    assert re.search(r"^attention per layer: ours [0-9.]+ ms, torch SDPA 0.100 ms", printed,
+                     re.M), printed
+    assert _OnnxruntimeTorchSide.compiled == [(False, (2, 16)), (False, (1, 8)),
+                                              (True, (2, 16))], _OnnxruntimeTorchSide.compiled
+    # Past the budget: skipped, not run.
+    assert bench.main(run + ["--parts", "profile,graph", "--budget", "1e-9"]) == 0
+    printed = capsys.readouterr().out
+    assert re.findall(r"^part (\w+): skipped", printed, re.M) == ["profile", "graph"], printed
+    with pytest.raises(SystemExit, match="unknown part.*speed"):
+        bench.main(run + ["--parts", "core,speed"])
