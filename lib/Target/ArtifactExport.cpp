@@ -43,6 +43,10 @@ void shardflow::buildLowerToRTPipeline(OpPassManager &pm, StringRef target,
     gpu.gemmResiduals = cuda.gemmResiduals;
     gpu.siblingFusion = cuda.siblingFusion;
     pm.addPass(createConvertRTToGPU(gpu));
+  } else {
+    // Einsums that are matmuls run on the GEMM (convert-rt-to-gpu does
+    // this itself first).
+    pm.addNestedPass<func::FuncOp>(rt::createRTEinsumToMatmul());
   }
   pm.addNestedPass<func::FuncOp>(rt::createRTPlanMemory());
 }

@@ -688,3 +688,32 @@ def test_matmul_refuses_integer_operands_with_a_float_result(tmp_path):
     assert out.returncode != 0
     assert "matmul" in out.stderr and "one element type" in out.stderr \
         and "i32 and f32" in out.stderr, out.stderr
+
+
+@pytest.mark.parametrize("equation,shapes,matmul", [
+    ("...a,abc->...bc", [(2, 5, 16), (16, 3, 8)], True),   # megatron's fused projection
+    ("bhid,bhjd->bhij", [(2, 3, 4, 8), (2, 3, 6, 8)], True),
+    ("bmk,bkn->nbm", [(2, 3, 4), (2, 4, 5)], True),
+    ("ij,jk->k", [(3, 4), (4, 5)], False),  # i is summed within the first operand
+])
+def test_einsums_that_are_matmuls_run_on_the_gemm(tmp_path, equation, shapes, matmul):
+    """rt-einsum-to-matmul on the CPU: a float einsum that is a matrix
+    product becomes a matmul (of views, or around transposes), so it runs
+    on OpenBLAS instead of the einsum kernel's serial loop nest (the
+    megatron GPT-2's fused projections were 90% of its forward); one that
+    is not (a label summed within one operand) stays. Both match
+    onnxruntime."""
+    r = rng_for("einsum_gemm_" + equation)
+    arrays = [f32(r, *s) for s in shapes]
+    case = Case("Einsum", [(f"x{i}", a) for i, a in enumerate(arrays)],
+                {"equation": equation}, tol=SUM)
+    path = tmp_path / "model.onnx"
+    onnx.save(case.model(), path)
+    text = compile_model(path, tmp_path / "model.shard").read_text()
+    assert ("kernel einsum" not in text) == matmul, text
+    assert ("kernel matmul" in text) == matmul, text
+    ours = run_artifact(tmp_path / "model.shard", case.feeds(), tmp_path)
+    want = case.expected(path)
+    assert set(ours) == set(want)
+    for name, ref in want.items():
+        np.testing.assert_allclose(ours[name], ref, **SUM)

@@ -14,6 +14,10 @@ namespace shardflow::rt {
 #define GEN_PASS_REGISTRATION
 #include "shardflow/Dialect/RT/Transforms/Passes.h.inc"
 
+/// Two-operand f32/f16/bf16 einsums that are matmuls become them, in `fn`
+/// (rt-einsum-to-matmul; convert-rt-to-gpu calls it first).
+void rewriteEinsumsAsMatmuls(mlir::func::FuncOp fn);
+
 } // namespace shardflow::rt
 
 #endif // SHARDFLOW_DIALECT_RT_TRANSFORMS_PASSES_H

@@ -22,4 +22,28 @@ def RTPlanMemory : Pass<"rt-plan-memory", "::mlir::func::FuncOp"> {
   ];
 }
 
+def RTEinsumToMatmul : Pass<"rt-einsum-to-matmul", "::mlir::func::FuncOp"> {
+  let summary = "Turn two-operand float einsums that are matmuls into matmuls";
+  let description = [{
+    An f32, f16 or bf16 `einsum` kernel of two operands whose equation is a
+    matrix product becomes a `matmul` kernel, so that it runs on the
+    target's GEMM instead of a loop nest. Two forms:
+
+    - `P a, a R -> P R` (the megatron presets' fused projection,
+      `...a,abc->...bc`): a matmul of the first operand with the second
+      viewed as [a, R...], whose result is viewed back as the output. No
+      copy.
+    - Any equation with an explicit output, no ellipsis and no label twice
+      in a term, where every label is in the output or in both operands:
+      batch labels (in all three terms), M (first operand and output), K
+      (both operands only) and N (second operand and output). Operands are
+      transposed to [batch, M, K] and [batch, K, N] where their order
+      differs, and the [batch, M, N] product to the output's order.
+
+    Other einsums (a label summed within one operand, integers, f64, three
+    or more operands) stay. The CPU pipeline runs this pass after
+    convert-nn-to-rt; convert-rt-to-gpu does the same rewrite first.
+  }];
+}
+
 #endif // SHARDFLOW_DIALECT_RT_TRANSFORMS_PASSES_TD
