@@ -52,7 +52,13 @@ options:
                      without it, a summary is printed. Rank 0 writes them,
                      unless FILE contains {rank}: then every rank writes its
                      own outputs there, {rank} replaced by its rank
-  --threads N        threads per rank for the kernels (default 1)
+  --threads N        threads per rank for the kernels (default 1); GEMMs run
+                     on OpenBLAS, one call per fixed tile of the product,
+                     so results are the same for every N. Where OpenBLAS
+                     does not know the CPU's model and would run its SSE
+                     kernels, shard-run sets OPENBLAS_CORETYPE to SkylakeX
+                     or Haswell (what the CPU supports) and starts again;
+                     set it yourself to choose (--verbose says which ran)
   --load-threads N   threads per rank that read, check (CRC-32C) and convert
                      (--dtype) the weights while loading; CUDA artifacts
                      upload them from one thread as each is ready (default:
