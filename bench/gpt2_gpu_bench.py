@@ -140,8 +140,10 @@ class RunFailed(Exception):
 
 
 def _time_shard_run(args, out: Path, ids_path: Path, artifact: str = "gpt2s.shard",
-                    extra: tuple[str, ...] = (), repeat: int | None = None
-                    ) -> tuple[float, "object"]:
+                    extra: tuple[str, ...] = (), repeat: int | None = None,
+                    info: dict | None = None) -> tuple[float, "object"]:
+    """shard-run's median GPU program time and the logits; `info` gets the
+    GPU's name as shard-run --verbose reports it ("device")."""
     import numpy as np
 
     result = out / "ours.npz"
@@ -158,6 +160,9 @@ def _time_shard_run(args, out: Path, ids_path: Path, artifact: str = "gpt2s.shar
     m = re.search(r"GPU program time: best ([0-9.]+) ms, median ([0-9.]+) ms", proc.stderr)
     if not m:
         raise RunFailed("no GPU program time in shard-run --verbose output")
+    d = re.search(r"uses GPU \d+ \((.+), sm_\d+\)", proc.stderr)
+    if info is not None and d:
+        info["device"] = d.group(1)
     with np.load(result) as f:
         return float(m.group(2)) / 1e3, f["logits"]
 
@@ -227,7 +232,6 @@ class TorchSide:
         self.torch = torch
         self.forward, self.weights = _torch_model(model_path, cfg)
         self.device = torch.device("cuda")
-        self.name = torch.cuda.get_device_name()
         self._bf16 = None
         self._compiled = {}
 
@@ -367,7 +371,7 @@ def run(args, torch_side=None) -> int:
 
     def ours():
         if "ours" not in cache:
-            cache["ours"] = _time_shard_run(args, out, ids_path)
+            cache["ours"] = _time_shard_run(args, out, ids_path, info=cache)
         return cache["ours"]
 
     def eager(compiled: bool, half: bool = False):
@@ -388,20 +392,23 @@ def run(args, torch_side=None) -> int:
             f"(logits error {error(logits):.2e})")
 
     def part_core():
+        # Printed as measured: a torch.compile that fails leaves the rest.
         seconds, logits = ours()
-        t = torch_()
-        eager_s, compile_s = eager(False), eager(True)
-        err, err_torch = error(logits), _rel(t.bf16_logits(ids), ref())
-        peak = next((v for k, v in PEAK_BF16.items() if k in t.name), None)
-        say(f"device: {t.name}; date: {time.strftime('%Y-%m-%d')}")
+        name = cache.get("device", "unknown")
+        peak = next((v for k, v in PEAK_BF16.items() if k in name), None)
+        say(f"device: {name}; date: {time.strftime('%Y-%m-%d')}")
         say(f"model: GPT-2 small shapes {cfg}, bf16, {flops / 1e12:.2f} TFLOP per forward")
         say(f"shardflow      {seconds * 1e3:9.2f} ms  {flops / seconds / 1e12:7.1f} TFLOP/s"
             + (f"  MFU {flops / seconds / peak:.1%}" if peak else ""))
-        say(f"torch eager    {eager_s * 1e3:9.2f} ms  {flops / eager_s / 1e12:7.1f} TFLOP/s")
-        say(f"torch.compile  {compile_s * 1e3:9.2f} ms  {flops / compile_s / 1e12:7.1f} TFLOP/s")
-        say(f"ratio ours/eager {seconds / eager_s:.3f}  ours/compile {seconds / compile_s:.3f}"
-            f"  (f32 logits, as the graph returns them)")
+        t = torch_()
+        err, err_torch = error(logits), _rel(t.bf16_logits(ids), ref())
         say(f"logits rel. L2 error vs torch f32: ours {err:.2e}, torch bf16 {err_torch:.2e}")
+        eager_s = eager(False)
+        say(f"torch eager    {eager_s * 1e3:9.2f} ms  {flops / eager_s / 1e12:7.1f} TFLOP/s")
+        say(f"ratio ours/eager {seconds / eager_s:.3f}  (f32 logits, as the graph returns them)")
+        compile_s = eager(True)
+        say(f"torch.compile  {compile_s * 1e3:9.2f} ms  {flops / compile_s / 1e12:7.1f} TFLOP/s")
+        say(f"ratio ours/compile {seconds / compile_s:.3f}  (f32 logits)")
 
     def part_profile():
         # Events around every operation; a run of its own, not the timed one.

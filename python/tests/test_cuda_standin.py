@@ -1005,7 +1005,6 @@ class _OnnxruntimeTorchSide:
         import onnxruntime as ort
 
         self.session = ort.InferenceSession(str(model_path), providers=["CPUExecutionProvider"])
-        self.name = "stand-in GPU"
 
     def reference(self, ids):
         return self.session.run(["logits"], {"input_ids": ids})[0]
@@ -1057,7 +1056,10 @@ def test_gpt2_bench_runs_on_the_standins(tmp_path, monkeypatch, capsys):
     assert status == 0, printed
     done = re.findall(r"^part (\w+): done in [0-9.]+ s$", printed, re.M)
     assert done == list(bench.PARTS), printed
-    assert re.search(r"^ratio ours/eager [0-9.]+  ours/compile [0-9.]+", printed, re.M)
+    # The device as shard-run names it, before PyTorch is loaded.
+    assert re.search(r"^device: Shardflow CUDA stand-in .*; date: ", printed, re.M), printed
+    assert re.search(r"^ratio ours/eager [0-9.]+ ", printed, re.M), printed
+    assert re.search(r"^ratio ours/compile [0-9.]+ ", printed, re.M), printed
     errors = [float(e) for e in re.findall(r"(?:logits error|error vs torch f32: ours) "
                                            r"([0-9.e+-]+)", printed)]
     # core, mma2, autotune, graph, 4 ablations, small twice, half.
