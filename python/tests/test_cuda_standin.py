@@ -963,24 +963,31 @@ def test_batches_without_a_strided_algorithm_run_one_gemm_each(smoke_cases, tmp_
     pytest.fail("no matmul_repeat_a smoke case")
 
 
+def bench_on_the_standins(monkeypatch, script: str):
+    """bench/SCRIPT as a module, with shard-run's runs going to the
+    stand-ins (generated kernels from their PTX)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(Path(script).stem,
+                                                  pipeline.ROOT / "bench" / script)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    monkeypatch.setenv("LD_LIBRARY_PATH",
+                       f"{standin_dir()}:{os.environ.get('LD_LIBRARY_PATH', '')}")
+    monkeypatch.setenv("SHARDFLOW_STANDIN_SM", "86")
+    return bench
+
+
 def test_llama_bench_runs_on_the_standins(tmp_path, monkeypatch, capsys):
     """bench/llama_group_gemms_bench.py, which tools/gpu-session.sh
     bench-llama runs on the lent GPU machine, end to end on the stand-ins
     in a 1-layer, 64-wide form: both steps succeed, and every comparison
     it prints (--group-gemms, sibling fusion; the small shape also under
     --cuda-graph) finds identical logits. Its times mean nothing here."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(
-        "llama_bench", pipeline.ROOT / "bench" / "llama_group_gemms_bench.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = bench_on_the_standins(monkeypatch, "llama_group_gemms_bench.py")
     monkeypatch.setattr(bench, "CONFIG", dict(layers=1, hidden=64, heads=4, kv_heads=4,
                                               intermediate=128, vocab=256, max_pos=64))
     monkeypatch.setattr(bench, "SHAPES", {"large": (2, 16), "small": (1, 8)})
-    monkeypatch.setenv("LD_LIBRARY_PATH",
-                       f"{standin_dir()}:{os.environ.get('LD_LIBRARY_PATH', '')}")
-    monkeypatch.setenv("SHARDFLOW_STANDIN_SM", "86")
     out = tmp_path / "llama"
     assert bench.main(["prepare", "--out", str(out),
                        "--shard-opt", str(pipeline.tool("shard-opt"))]) == 0
@@ -1029,19 +1036,11 @@ def test_gpt2_bench_runs_on_the_standins(tmp_path, monkeypatch, capsys):
     of our artifacts' logits agree with the reference, and every
     torch.compile form is compiled for its own shape. A part past the time
     budget is skipped and said so; an unknown part is refused by name."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(
-        "gpt2_bench", pipeline.ROOT / "bench" / "gpt2_gpu_bench.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = bench_on_the_standins(monkeypatch, "gpt2_gpu_bench.py")
     monkeypatch.setattr(bench, "CONFIG", dict(layers=1, hidden=128, heads=2, seq=16, batch=2,
                                               vocab=96, max_pos=32))
     monkeypatch.setattr(bench, "SMALL", (1, 8))
     monkeypatch.setattr(bench, "TorchSide", _OnnxruntimeTorchSide)
-    monkeypatch.setenv("LD_LIBRARY_PATH",
-                       f"{standin_dir()}:{os.environ.get('LD_LIBRARY_PATH', '')}")
-    monkeypatch.setenv("SHARDFLOW_STANDIN_SM", "86")
     out = tmp_path / "gpt2s"
     assert bench.main(["prepare", "--out", str(out),
                        "--shard-opt", str(pipeline.tool("shard-opt"))]) == 0
