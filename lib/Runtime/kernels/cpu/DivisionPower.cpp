@@ -57,10 +57,7 @@ template <typename C, typename E> C intPow(C base, E e) {
 }
 
 void divKernel(const KernelContext &ctx) {
-  expectArity(ctx, 2, 1);
-  DType t = ctx.inputs[0].dtype;
-  if (ctx.inputs[1].dtype != t || ctx.outputs[0].dtype != t)
-    throw kernelError(ctx.kernel, "operand and result element types differ");
+  DType t = binaryOperandType(ctx);
   dispatchNumeric(t, ctx.kernel, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using C = Compute<T>;

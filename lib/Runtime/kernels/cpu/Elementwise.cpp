@@ -59,10 +59,7 @@ template <typename C> struct MaxOp {
   }
 };
 template <template <typename> class Op> void arith(const KernelContext &ctx) {
-  expectArity(ctx, 2, 1);
-  DType t = ctx.inputs[0].dtype;
-  if (ctx.inputs[1].dtype != t || ctx.outputs[0].dtype != t)
-    throw kernelError(ctx.kernel, "operand and result element types differ");
+  DType t = binaryOperandType(ctx);
   dispatchNumeric(t, ctx.kernel, [&](auto tag) {
     using T = typename decltype(tag)::type;
     binaryLoop<T, T, T>(ctx, Op<Compute<T>>{});

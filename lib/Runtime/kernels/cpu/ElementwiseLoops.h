@@ -96,6 +96,16 @@ template <typename C> struct Wrap {
   static C neg(C a) { return C(U(0) - U(a)); }
 };
 
+/// A binary arithmetic kernel's element type: two operands and a result,
+/// all of one type.
+inline DType binaryOperandType(const KernelContext &ctx) {
+  expectArity(ctx, 2, 1);
+  DType t = ctx.inputs[0].dtype;
+  if (ctx.inputs[1].dtype != t || ctx.outputs[0].dtype != t)
+    throw kernelError(ctx.kernel, "operand and result element types differ");
+  return t;
+}
+
 inline void expectSameShape(const KernelContext &ctx) {
   if (ctx.inputs[0].shape != ctx.outputs[0].shape)
     throw kernelError(ctx.kernel, "result shape " + shapeString(ctx.outputs[0].shape) +
