@@ -3,6 +3,7 @@
 #include "shardflow/Runtime/Artifact.h"
 #include "shardflow/Runtime/NpyIO.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <fstream>
@@ -55,14 +56,31 @@ void shardflow::runtime::forEachWeightRun(
   while (runDim > 0 && shape[runDim] == global[runDim])
     --runDim;
   int64_t runElems = shape[runDim] * stride[runDim];
+  // A zero-padded weight's slice may reach past the tensor: within a run
+  // along runDim (the dimensions after it are covered whole, so within
+  // the tensor), or with whole runs past it in an outer dimension.
+  int64_t inside = runElems;
+  if (b.zeroPadded)
+    inside = std::clamp<int64_t>(global[runDim] - start[runDim], 0, shape[runDim]) *
+             stride[runDim];
   std::vector<int64_t> idx(runDim, 0);
   while (true) {
     int64_t offset = start[runDim] * stride[runDim];
-    for (size_t d = 0; d < runDim; ++d)
+    bool past = false;
+    for (size_t d = 0; d < runDim; ++d) {
       offset += (start[d] + idx[d]) * stride[d];
+      past = past || start[d] + idx[d] >= global[d];
+    }
     for (size_t d = runDim + 1; d < rankDims; ++d)
       offset += start[d] * stride[d];
-    fn(size_t(offset) * elem, size_t(runElems) * elem);
+    if (past) {
+      fn(kZeroRun, size_t(runElems) * elem);
+    } else {
+      if (inside > 0)
+        fn(size_t(offset) * elem, size_t(inside) * elem);
+      if (inside < runElems)
+        fn(kZeroRun, size_t(runElems - inside) * elem);
+    }
     size_t d = runDim;
     while (d > 0 && ++idx[d - 1] == shape[d - 1])
       idx[--d] = 0;
@@ -181,6 +199,8 @@ void shardflow::runtime::writeArtifact(const Artifact &a, std::ostream &os) {
         for (size_t r = 0; r < b.starts.size(); ++r)
           os << (r ? ";" : "") << join(b.starts[r]);
       }
+      if (b.zeroPadded)
+        os << " padded=zeros";
       if (!b.crc32c.empty()) {
         os << " crc32c=";
         for (size_t r = 0; r < b.crc32c.size(); ++r) {
@@ -373,6 +393,8 @@ void Reader::checkWeight(const BufferDesc &b, int worldSize) const {
   const std::vector<int64_t> shape = b.storedShape();
   if (b.globalShape.empty() != b.starts.empty())
     fail(what + " needs both global= and starts= to be sliced");
+  if (b.zeroPadded && b.starts.empty())
+    fail(what + " is padded=zeros but not sliced (global= and starts=)");
   size_t slices = 1;
   if (!b.starts.empty()) {
     if (b.globalShape.size() != shape.size())
@@ -384,8 +406,13 @@ void Reader::checkWeight(const BufferDesc &b, int worldSize) const {
       if (start.size() != shape.size())
         fail(what + ": a slice start has the wrong number of dimensions");
       for (size_t d = 0; d < start.size(); ++d)
-        if (start[d] < 0 || start[d] + shape[d] > b.globalShape[d])
-          fail(what + ": a slice lies outside the global shape");
+        if (start[d] < 0 || start[d] + shape[d] > b.globalShape[d]) {
+          // Zero padding: past the tensor, not starting past it.
+          if (b.zeroPadded && start[d] >= 0 && start[d] <= b.globalShape[d])
+            continue;
+          fail(what + ": a slice lies outside the global shape" +
+               (b.zeroPadded ? "" : " (and the weight is not padded=zeros)"));
+        }
     }
     slices = size_t(worldSize);
   }
@@ -566,6 +593,10 @@ Artifact Reader::read() {
               start.push_back(toInt(d, "slice start"));
             b.starts.push_back(std::move(start));
           }
+        } else if (k == "padded") {
+          if (v != "zeros")
+            fail("padded must be 'zeros', got '" + v + "'");
+          b.zeroPadded = true;
         } else if (k == "crc32c") {
           std::stringstream ss(v);
           for (std::string c; std::getline(ss, c, ';');) {
@@ -593,6 +624,8 @@ Artifact Reader::read() {
           fail("unknown buffer field '" + k + "'");
         }
       }
+      if (b.zeroPadded && b.kind != BufferDesc::Kind::Weight)
+        fail("only weights can be padded=zeros");
       if (declaredSize >= 0 && declaredSize != int64_t(b.fileBytes()))
         fail("weight size " + std::to_string(declaredSize) + " does not match its type");
       if (b.sourceDType && b.kind != BufferDesc::Kind::Weight)

@@ -309,7 +309,7 @@ Executor::run(const std::map<std::string, HostTensor> &inputs) {
     if (!fn)
       throw RuntimeError("no CPU kernel for '" + inst.kernel + "' (instruction " +
                          std::to_string(n) + ")");
-    KernelContext ctx{inst.kernel, {}, {}, inst.params, threads};
+    KernelContext ctx{inst.kernel, {}, {}, inst.params, threads, comm ? comm->rank() : 0};
     for (int i : inst.inputs)
       ctx.inputs.push_back(tensorOf(i));
     for (int o : inst.outputs)

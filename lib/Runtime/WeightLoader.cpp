@@ -156,8 +156,8 @@ WeightBytes WeightLoader::load(size_t index, WeightStaging *staging) {
   forEachWeightRun(b, rank, [&](size_t offset, size_t len) { runs.emplace_back(offset, len); });
 
   WeightBytes out;
-  bool gathers = runs.size() != 1, converts = b.fileDType() != b.dtype,
-       permutes = !b.permutation.empty();
+  bool gathers = runs.size() != 1 || runs[0].first == kZeroRun,
+       converts = b.fileDType() != b.dtype, permutes = !b.permutation.empty();
   if (uint8_t *block = staging && b.bytes() ? staging->acquire(b.bytes()) : nullptr)
     out.staged = std::unique_ptr<uint8_t, StagedRelease>(block, StagedRelease{staging});
   // Each step below writes a new copy: the last one into the staging
@@ -180,7 +180,10 @@ WeightBytes WeightLoader::load(size_t index, WeightStaging *staging) {
     uint8_t *dst = output(!converts && !permutes, b.fileBytes());
     fileBytes = dst;
     for (auto [offset, len] : runs) {
-      std::memcpy(dst, whole + offset, len);
+      if (offset == kZeroRun)
+        std::memset(dst, 0, len); // zero padding past the stored tensor
+      else
+        std::memcpy(dst, whole + offset, len);
       dst += len;
     }
     keep();

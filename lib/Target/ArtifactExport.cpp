@@ -246,6 +246,7 @@ FailureOr<rtm::Artifact> shardflow::exportArtifact(ModuleOp module,
       }
       if (auto perm = w.getPermutationAttr())
         b.permutation.assign(perm.asArrayRef().begin(), perm.asArrayRef().end());
+      b.zeroPadded = w.getZeroPadded();
       if (auto global = w.getGlobalShapeAttr()) {
         b.globalShape.assign(global.asArrayRef().begin(), global.asArrayRef().end());
         for (Attribute start : w.getStartsAttr()) {

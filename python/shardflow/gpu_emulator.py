@@ -650,7 +650,8 @@ def _attention(q, k, v, mask, p):
     return out
 
 
-def _host_kernel(name: str, ins: list[np.ndarray], out_shapes: list[tuple], p: dict):
+def _host_kernel(name: str, ins: list[np.ndarray], out_shapes: list[tuple], p: dict,
+                 rank: int = 0):
     """Reference (numpy) versions of the kernels the CUDA runtime supplies."""
     if name == "matmul":  # trans_b: a 2-D B stored [N, K]
         r = np.matmul(ins[0].astype(np.float64), ins[1].T if p.get("trans_b") else ins[1])
@@ -674,10 +675,17 @@ def _host_kernel(name: str, ins: list[np.ndarray], out_shapes: list[tuple], p: d
     if name == "transpose":
         return [np.transpose(ins[0], p["perm"])]
     if name == "gather":
+        # Indices address axis_size rows; a block of a split (vocabulary-
+        # parallel) axis holds those from its rank's start, zeros elsewhere.
         axis = p.get("axis", 0)
+        rows = ins[0].shape[axis]
+        start = p["axis_starts"][rank] if "axis_starts" in p else 0
         idx = ins[1].astype(np.int64)
-        idx = np.where(idx < 0, idx + ins[0].shape[axis], idx)
-        return [np.take(ins[0], idx, axis=axis)]
+        idx = np.where(idx < 0, idx + p.get("axis_size", rows), idx) - start
+        mine = (idx >= 0) & (idx < rows)
+        got = np.take(ins[0], np.where(mine, idx, 0), axis=axis)
+        mask = mine.reshape((1,) * axis + mine.shape + (1,) * (ins[0].ndim - axis - 1))
+        return [np.where(mask, got, 0).astype(ins[0].dtype)]
     if name == "split":
         cuts = np.cumsum(p["sizes"])[:-1]
         return np.split(ins[0], cuts, axis=p["axis"])
@@ -858,6 +866,8 @@ def _host_step(op: Op, env: dict, shapes: dict, kernels: dict, weights, rank: in
             value = value.reshape(_rank_lists(_attr(op.props, "global_shape"))[0])
             start = _rank_lists(_attr(op.props, "starts"))[rank]
             value = value[tuple(slice(s0, s0 + n) for s0, n in zip(start, stored))]
+            if "zero_padded" in op.props:  # the slice's part past the tensor
+                value = np.pad(value, [(0, n - k) for n, k in zip(stored, value.shape)])
         value = np.transpose(value.reshape(stored), perm)
         env[op.results[0]] = np.ascontiguousarray(value, _DTYPES[elem]).reshape(-1)
         shapes[op.results[0]] = shape
@@ -867,7 +877,7 @@ def _host_step(op: Op, env: dict, shapes: dict, kernels: dict, weights, rank: in
                                          op.props).groups()]
         ins = [env[o].reshape(shapes[o]) for o in op.operands[:seg[0]]]
         outs = op.operands[seg[0]:]
-        results = _host_kernel(kernel, ins, [shapes[o] for o in outs], _params(op.props))
+        results = _host_kernel(kernel, ins, [shapes[o] for o in outs], _params(op.props), rank)
         for o, r in zip(outs, results):
             env[o][:] = np.asarray(r).reshape(-1).astype(env[o].dtype)
     elif op.name == "rt.launch":

@@ -510,7 +510,7 @@ def test_fused_projection_einsum_becomes_matmul(tmp_path):
                                rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("model_name", ["gpt2", "llama", "gpt2-weights"])
+@pytest.mark.parametrize("model_name", ["gpt2", "llama", "gpt2-weights", "gpt2-padded"])
 @pytest.mark.parametrize("strategy", ["megatron", "megatron-sp"])
 @pytest.mark.parametrize("dtype", ["f32", "bf16"])
 def test_sharded_cuda_programs_on_four_ranks(model_name, strategy, dtype, tmp_path):
@@ -520,14 +520,17 @@ def test_sharded_cuda_programs_on_four_ranks(model_name, strategy, dtype, tmp_pa
     in place. The emulator runs the 4 ranks in lockstep (collectives combine
     the ranks' buffers) and every rank's output is compared with
     onnxruntime: relative L2 under 1e-5 (f32) and 2e-2 (bf16). "-weights":
-    every initializer loaded as a weight (biases too), not embedded."""
+    every initializer loaded as a weight (biases too), not embedded.
+    "-padded": a vocabulary of 131, zero-padded to 144 for the
+    vocabulary-parallel embedding and projection."""
     import onnx
     from onnx import numpy_helper
 
     model_name, _, variant = model_name.partition("-")
     path = tmp_path / f"{model_name}.onnx"
     subprocess.run([str(Path(os.sys.executable)), "-m", "shardflow.models", model_name,
-                    "--out", str(path)], check=True, capture_output=True,
+                    "--out", str(path)] + (["--vocab", "131"] if variant == "padded" else []),
+                   check=True, capture_output=True,
                    env={**os.environ, "PYTHONPATH": str(REPO / "python")})
     common = [str(path), "--mesh", "dp=2,tp=2", "--strategy", strategy, "--dtype", dtype]
     if variant == "weights":
@@ -538,6 +541,8 @@ def test_sharded_cuda_programs_on_four_ranks(model_name, strategy, dtype, tmp_pa
     assert proc.returncode == 0, proc.stderr
     text = art.read_text()
     assert "world-size 4" in text
+    if variant == "padded":
+        assert len(re.findall(r"^buffer .* global=\S*131\S* .*padded=zeros", text, re.M)) == 2
     kinds = set(re.findall(r"^collective (\w+)", text, re.M))
     assert kinds >= ({"all_reduce"} if strategy == "megatron" else
                      {"all_gather", "reduce_scatter"}), kinds
@@ -1016,9 +1021,11 @@ def test_report_on_cuda_programs(tmp_path):
                               "-o", str(tmp_path / "b.shard")], capture_output=True, text=True)
     assert sharded.returncode == 0, sharded.stderr
     assert "rt.launch" not in sharded.stderr
-    assert re.search(r"collectives: 5, ", sharded.stderr), sharded.stderr
+    # 4 all_reduces after the row-parallel layers, 1 after the vocabulary-
+    # parallel embedding, the logits gathered over tp and over dp.
+    assert re.search(r"collectives: 7, ", sharded.stderr), sharded.stderr
     assert "global=" in (tmp_path / "b.shard").read_text()  # QKV loaded as slices
-    assert "8 of 11 weights" in sharded.stderr
+    assert "10 of 11 weights" in sharded.stderr
 
 
 #

@@ -335,6 +335,13 @@ PRESETS += [
     ("llama", {"layout": "3d"}, ["--mesh", "dp=2,tp=2", "--strategy", "megatron-sp"]),
     ("llama", {"position_ids_input": True}, ["--mesh", "dp=2,tp=2", "--strategy",
                                              "megatron-sp"]),
+    # Rotary tables looked up by Gathers at the position-ids input, which
+    # stay whole while the token embedding is vocabulary-parallel.
+    ("llama", {"position_ids_input": True, "rotary": "written"},
+     ["--mesh", "tp=4", "--strategy", "megatron"]),
+    # Vocabularies tp does not divide: zero-padded, then split.
+    ("llama", {"vocab": 130}, ["--mesh", "dp=2,tp=2", "--strategy", "megatron-sp"]),
+    ("bert", {"vocab": 130}, ["--mesh", "tp=4", "--strategy", "megatron"]),
     ("mlp", {"batch": 4}, ["--mesh", "dp=2,tp=4", "--strategy", "megatron"]),
     ("bert", {}, ["--mesh", "a=2,b=4", "--dp-axis", "a", "--tp-axis", "b", "--strategy",
                   "megatron"]),
@@ -391,6 +398,50 @@ def test_strategy_preset(name, config, flags, target, tmp_path):
         diff = float(np.max(np.abs(got.astype(np.float64) - want)))
         assert err <= 1e-5, f"{out_name}: relative L2 error {err:.3e}, max |diff| " \
                             f"{diff:.3e}\n{context}"
+
+
+@needs_mpi
+@pytest.mark.parametrize("target", ["cpu", "cuda"])
+@pytest.mark.parametrize("vocab", [128, 130])
+def test_vocabulary_parallel_embedding_takes_global_ids(vocab, target, tmp_path):
+    """tp=4 megatron splits GPT-2's 128-row token table in blocks of 32, and
+    a 130-row one zero-padded to 160 in blocks of 40 (the last rank holds
+    10 real rows), with the vocabulary projection likewise: ids over the
+    whole vocabulary, negative ones (counted from the end of the whole
+    vocabulary) included, give onnxruntime's logits, and an id past the
+    vocabulary fails with the vocabulary's size, as the unsplit gather
+    does."""
+    model = models.gpt2(vocab=vocab)
+    path = models.save(model, tmp_path / "gpt2.onnx")
+    artifact = tmp_path / "gpt2.shard"
+    cmd = [tool("shard-opt"), str(path), "--mesh", "tp=4", "--strategy", "megatron",
+           "--target", target, "-o", str(artifact)]
+    out = run_tool(cmd)
+    assert out.returncode == 0, f"{' '.join(cmd)}\n{errors_of(out.stderr)}"
+    env = None
+    if target == "cuda":
+        from test_cuda_standin import standin_env  # skips when CUDA is not built
+        (tmp_path / "nccl").mkdir()
+        env = standin_env(4, tmp_path / "nccl")
+    launcher = [MPIRUN, "-np", "4", "--oversubscribe"]
+    feeds = models.random_inputs(model, seed=3, vocab=vocab)
+    ids = feeds["input_ids"]
+    ids[..., ::2] -= vocab  # every other id negative: the same token
+    ids[0, :2] = [vocab - 1, -1]  # the last row, held by the last rank
+    ours = pipeline.run_artifact(artifact, feeds, env=env, launcher=launcher)
+    ref = pipeline.run_onnxruntime(path, feeds)
+    assert ours["logits"].shape == ref["logits"].shape
+    err = pipeline.relative_error(ours["logits"], ref["logits"])
+    assert err <= 1e-5, f"relative L2 error {err:.3e}"
+    ids[0, 1] = vocab
+    with pytest.raises(RuntimeError) as failed:
+        pipeline.run_artifact(artifact, feeds, env=env, launcher=launcher)
+    message = str(failed.value)
+    assert f"index {vocab} is out of range" in message or \
+        f"index {vocab} read from the data is out of range" in message, message
+    if target == "cpu":
+        # Ranks check the ids against the whole vocabulary, not their block.
+        assert f"of size {vocab}" in message, message
 
 
 # --------------------------------------------------------------------------

@@ -1,8 +1,9 @@
 """What each rank holds when the zoo's transformers are sharded with
---strategy megatron, read from shard-opt --report: every attention and MLP
-weight is split and each rank holds exactly 1/tp of them. (The presets'
-numerics, under mpirun against onnxruntime, are in
-test_sharding_differential.py.)"""
+--strategy megatron, read from shard-opt --report and the artifact: every
+attention and MLP weight is split and each rank holds exactly 1/tp of them;
+the token embedding and the vocabulary projection are split by vocabulary
+entries, position and rotary tables are not. (The presets' numerics, under
+mpirun against onnxruntime, are in test_sharding_differential.py.)"""
 from __future__ import annotations
 
 import re
@@ -44,3 +45,74 @@ def test_each_rank_holds_one_tp_th_of_attention_and_mlp(tmp_path, name):
     big = {i.name for i in model.graph.initializer
            if np.prod(i.dims) * 4 > 1024 and len(i.dims) == 2 and SPLIT.search(i.name)}
     assert big and big <= sliced, f"not split: {sorted(big - sliced)}"
+
+
+# The vocabulary tables megatron splits (token embedding, output projection)
+# and those it keeps whole (positions, token types, rotary caches), per
+# model variant; "written" Llama looks its rotary tables up with Gathers at
+# a position-ids graph input, as it does the token ids.
+VOCABULARY = {
+    "gpt2": ({}, {"wte.weight", "lm_head.weight"}, {"wpe.weight"}),
+    "llama": ({}, {"embed_tokens.weight", "lm_head.weight"},
+              {"rotary_emb.cos_cache", "rotary_emb.sin_cache"}),
+    "llama-written": ({"position_ids_input": True, "rotary": "written"},
+                      {"embed_tokens.weight", "lm_head.weight"},
+                      {"rotary_emb.cos_full", "rotary_emb.sin_full"}),
+    "bert": ({}, {"embeddings.word_embeddings.weight"},
+             {"embeddings.position_embeddings.weight",
+              "embeddings.token_type_embeddings.weight"}),
+}
+
+
+@pytest.mark.parametrize("variant", sorted(VOCABULARY))
+def test_vocabulary_tables_are_split(tmp_path, variant):
+    """Vocabulary parallelism: each rank maps the block of rows (embedding)
+    or columns (projection) at its tp index, 1/tp of the table; position
+    embeddings and rotary tables stay whole, also when they are looked up
+    at a graph input like the token ids."""
+    name = variant.split("-")[0]
+    config, split, whole = VOCABULARY[variant]
+    model_path = tmp_path / f"{name}.onnx"
+    model = models.generate_to_file(name, model_path, external_data=True, **config)
+    artifact = tmp_path / f"{name}.shard"
+    cmd = [str(pipeline.tool("shard-opt")), str(model_path), "--mesh", "dp=2,tp=2",
+           "--strategy", "megatron", "--target", "cpu", "-o", str(artifact)]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    weights = {}
+    for line in artifact.read_text().splitlines():
+        m = re.match(r"buffer \d+ weight \S+ (\S+) name=(\S+)", line)
+        if m:
+            weights[m.group(2)] = ([int(d) for d in m.group(1).split("x")], line)
+    dims = {i.name: list(i.dims) for i in model.graph.initializer}
+    for w in split:
+        local, line = weights[w]
+        expect = list(dims[w])
+        expect[1 if w == "lm_head.weight" else 0] //= 2
+        assert local == expect and "starts=" in line, line
+    for w in whole:
+        assert w in dims, w
+        if w in weights:  # small ones are constants in the program
+            local, line = weights[w]
+            assert local == dims[w] and "starts=" not in line, line
+
+
+def test_a_vocabulary_tp_does_not_divide_is_zero_padded(tmp_path):
+    """GPT-2 with 131 vocabulary entries on tp=2: blocks of 66 rounded up to
+    72 (aligned GEMM columns), so the table is padded to 144; each rank maps
+    its block of the 131 stored rows (columns of the projection) with the
+    rest zero (padded=zeros), and the report counts the padded bytes."""
+    model_path = tmp_path / "gpt2.onnx"
+    models.generate_to_file("gpt2", model_path, external_data=True, vocab=131)
+    artifact = tmp_path / "gpt2.shard"
+    cmd = [str(pipeline.tool("shard-opt")), str(model_path), "--mesh", "dp=2,tp=2",
+           "--strategy", "megatron", "--target", "cpu", "-o", str(artifact)]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    text = artifact.read_text()
+    assert re.search(r"weight f32 72x64 name=wte\.weight .* global=131x64 "
+                     r"starts=0,0;72,0;0,0;72,0 padded=zeros", text), text
+    assert re.search(r"weight f32 64x72 name=lm_head\.weight .* global=64x131 "
+                     r"starts=0,0;0,72;0,0;0,72 padded=zeros", text), text
+    # The logits are gathered at the padded width, then cut to 131.
+    assert re.search(r"kernel slice .* ends=is:131", text), text

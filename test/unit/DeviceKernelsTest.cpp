@@ -257,6 +257,41 @@ TEST(DeviceKernels, Gather) {
   Tensor fidx{addr(0x30000), DType::F32, {3, 2}};
   EXPECT_NE(errorOf("gather", {in, fidx}, {out}, p).find("indices must be i32 or i64"),
             std::string::npos);
+  EXPECT_EQ(a.globalAxisSize, 7);
+  EXPECT_EQ(a.axisStart, 0);
+}
+
+TEST(DeviceKernels, GatherVocabularyBlock) {
+  // Rank 2 of 4 holds rows 16..23 of a 32-row table.
+  Tensor in{addr(0x10000), DType::F32, {8, 64}}, idx{addr(0x30000), DType::I32, {5}},
+      out{addr(0x20000), DType::F32, {5, 64}};
+  Params p;
+  p.set("axis", int64_t(0));
+  p.set("axis_size", int64_t(32));
+  p.set("axis_starts", std::vector<int64_t>{0, 8, 16, 24});
+  auto ls = planDeviceKernel("gather", {in, idx}, {out}, p, 2);
+  ASSERT_EQ(ls.size(), 1u);
+  auto a = argsOf<GatherArgs>(ls[0]);
+  EXPECT_EQ(a.axisSize, 8);
+  EXPECT_EQ(a.globalAxisSize, 32);
+  EXPECT_EQ(a.axisStart, 16);
+  EXPECT_EQ(a.index64, 0);
+  // A start list without this rank, and a block outside the axis.
+  p.set("axis_starts", std::vector<int64_t>{0, 8});
+  EXPECT_NE(errorOf("gather", {in, idx}, {out}, p, 2).find("none for rank 2"), std::string::npos);
+  p.set("axis_starts", std::vector<int64_t>{0, 8, 32, 24});
+  EXPECT_NE(errorOf("gather", {in, idx}, {out}, p, 2).find("lies outside the 32 indexed rows"),
+            std::string::npos);
+  // A zero-padded table: rank 3's block of 8 reaches past the 30 indexed
+  // rows; without starts, the indexed rows must be the table's or fewer.
+  p.set("axis_size", int64_t(30));
+  p.set("axis_starts", std::vector<int64_t>{0, 8, 16, 24});
+  EXPECT_EQ(argsOf<GatherArgs>(planDeviceKernel("gather", {in, idx}, {out}, p, 3)[0]).axisStart,
+            24);
+  Params q;
+  q.set("axis_size", int64_t(9));
+  EXPECT_NE(errorOf("gather", {in, idx}, {out}, q).find("axis_size 9 exceeds the input's 8 rows"),
+            std::string::npos);
 }
 
 TEST(DeviceKernels, Pad) {

@@ -110,6 +110,35 @@ TEST(WeightRuns, PermutedSliceRunsInStoredOrder) {
   EXPECT_EQ(covered(b, 1), covered(plain, 1));
 }
 
+/// Runs as (element offset or -1 for zeros, element count).
+std::vector<std::pair<int64_t, int64_t>> runsOf(const BufferDesc &b, int rank) {
+  std::vector<std::pair<int64_t, int64_t>> runs;
+  forEachWeightRun(b, rank, [&](size_t offset, size_t length) {
+    runs.emplace_back(offset == kZeroRun ? -1 : int64_t(offset / 4), int64_t(length / 4));
+  });
+  return runs;
+}
+
+TEST(WeightRuns, ZeroPaddedBlocksEndInZeroRuns) {
+  using Runs = std::vector<std::pair<int64_t, int64_t>>;
+  // Rows: a [5, 3] tensor padded to 6 rows in blocks of 2; the last block
+  // has one row of the tensor, then zeros.
+  BufferDesc rows = sliced({5, 3}, {2, 3}, {{0, 0}, {2, 0}, {4, 0}});
+  rows.zeroPadded = true;
+  EXPECT_EQ(runsOf(rows, 1), (Runs{{6, 6}}));
+  EXPECT_EQ(runsOf(rows, 2), (Runs{{12, 3}, {-1, 3}}));
+  // Columns: a [2, 5] tensor padded to 6 columns; per row, one element
+  // then one zero.
+  BufferDesc cols = sliced({2, 5}, {2, 2}, {{0, 0}, {0, 2}, {0, 4}});
+  cols.zeroPadded = true;
+  EXPECT_EQ(runsOf(cols, 2), (Runs{{4, 1}, {-1, 1}, {9, 1}, {-1, 1}}));
+  // A block past the tensor in an outer dimension as well: its rows past
+  // the tensor are zeros whole.
+  BufferDesc both = sliced({3, 5}, {2, 2}, {{2, 4}});
+  both.zeroPadded = true;
+  EXPECT_EQ(runsOf(both, 0), (Runs{{14, 1}, {-1, 1}, {-1, 2}}));
+}
+
 TEST(Artifact, SlicesChecksumsAndCollectivesRoundTrip) {
   Artifact a;
   a.worldSize = 2;
@@ -167,6 +196,22 @@ TEST(Artifact, RejectsBadSlicesAndCollectives) {
   expectRejected(head + weight + " global=4x2 starts=0,0;3,0\nend\n",
                  "a slice lies outside the global shape");
   expectRejected(head + weight + " crc32c=1;2\nend\n", "2 checksums, expected 1");
+  // Zero padding lets a slice reach past the tensor, not start past it,
+  // and needs a slice.
+  Artifact padded =
+      parseArtifact(head + weight + " global=3x2 starts=0,0;2,0 padded=zeros\nend\n", "t.shard");
+  EXPECT_TRUE(padded.buffers[0].zeroPadded);
+  std::ostringstream os;
+  writeArtifact(padded, os);
+  EXPECT_NE(os.str().find("global=3x2 starts=0,0;2,0 padded=zeros"), std::string::npos)
+      << os.str();
+  expectRejected(head + weight + " global=3x2 starts=0,0;2,0\nend\n",
+                 "(and the weight is not padded=zeros)");
+  expectRejected(head + weight + " global=3x2 starts=0,0;4,0 padded=zeros\nend\n",
+                 "a slice lies outside the global shape");
+  expectRejected(head + weight + " padded=zeros\nend\n", "is padded=zeros but not sliced");
+  expectRejected(head + weight + " global=3x2 starts=0,0;2,0 padded=ones\nend\n",
+                 "padded must be 'zeros'");
   expectRejected(head + weight + " crc32c=xyz\nend\n", "bad crc32c");
   std::string arena = "buffer 1 arena f32 2x2 offset=0\n";
   expectRejected(head + weight + "\n" + arena +

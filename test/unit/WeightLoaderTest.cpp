@@ -50,7 +50,7 @@ struct Fixture {
       b.fileOffset = offset;
       b.dtype = DType::F32;
       b.shape = {rows, 24};
-      switch (w % 6) {
+      switch (w % 8) {
       case 1: // converted at load
         b.dtype = DType::BF16;
         b.sourceDType = DType::F32;
@@ -77,6 +77,21 @@ struct Fixture {
         b.starts = {{0, 4}};
         b.permutation = {1, 0};
         break;
+      case 6: // a row block reaching 3 rows past the stored ones, converted
+        b.dtype = DType::BF16;
+        b.sourceDType = DType::F32;
+        b.globalShape = {rows, 24};
+        b.shape = {8, 24};
+        b.starts = {{rows - 5, 0}};
+        b.zeroPadded = true;
+        break;
+      case 7: // a column block reaching 4 columns past, stored transposed
+        b.globalShape = {rows, 24};
+        b.shape = {12, rows};
+        b.starts = {{0, 16}};
+        b.permutation = {1, 0};
+        b.zeroPadded = true;
+        break;
       }
       for (int64_t i = 0; i < rows * 24; ++i)
         values.push_back(dist(gen));
@@ -92,6 +107,10 @@ struct Fixture {
       BufferDesc &b = art.buffers[w];
       std::vector<uint8_t> bytes;
       forEachWeightRun(b, 0, [&](size_t off, size_t len) {
+        if (off == kZeroRun) { // zero padding past the stored tensor
+          bytes.insert(bytes.end(), len, 0);
+          return;
+        }
         const uint8_t *base =
             reinterpret_cast<const uint8_t *>(values.data()) + b.fileOffset + off;
         bytes.insert(bytes.end(), base, base + len);
@@ -203,6 +222,39 @@ TEST(WeightLoader, ThreadsLoadTheBytesOfOneThread) {
   std::memcpy(&x, t.data() + 4 * (7 * 20 + 2), 4); // (7, 2) = stored (2, 7)
   EXPECT_EQ(x, f.values[w3 + 2 * 24 + 7]);
   for (int threads : {2, 4, 64})
+    EXPECT_EQ(f.loadWith(threads), one) << threads << " threads";
+}
+
+TEST(WeightLoader, ZeroPaddedBlocksReadZerosPastTheTensor) {
+  // A vocabulary padded to a multiple of the tensor-parallel size: the
+  // block's part in the file is the file's values, the part past it zeros,
+  // converted and permuted like the rest (checksums over both, as the
+  // compiler records them).
+  Fixture f(8);
+  auto one = f.loadWith(1);
+  size_t w6 = 0;
+  for (int64_t k = 0; k < 6; ++k)
+    w6 += size_t(8 + 4 * k) * 24;
+  const std::vector<uint8_t> &rows = one.at(6); // [8, 24] bf16: rows 27..31 of 32, 3 zero rows
+  ASSERT_EQ(rows.size(), 8u * 24 * 2);
+  for (int64_t r = 0; r < 8; ++r)
+    for (int64_t c = 0; c < 24; ++c) {
+      uint16_t got;
+      std::memcpy(&got, rows.data() + 2 * (r * 24 + c), 2);
+      uint16_t want = r < 5 ? floatToBf16Bits(f.values[w6 + size_t(27 + r) * 24 + size_t(c)]) : 0;
+      ASSERT_EQ(got, want) << r << ", " << c;
+    }
+  size_t w7 = w6 + 32 * 24;
+  const std::vector<uint8_t> &cols = one.at(7); // [12, 36]: stored columns 16..27 of 24
+  ASSERT_EQ(cols.size(), 12u * 36 * 4);
+  for (int64_t c = 0; c < 12; ++c)
+    for (int64_t r = 0; r < 36; ++r) {
+      float got;
+      std::memcpy(&got, cols.data() + 4 * (c * 36 + r), 4);
+      float want = c < 8 ? f.values[w7 + size_t(r) * 24 + size_t(16 + c)] : 0.0f;
+      ASSERT_EQ(got, want) << c << ", " << r;
+    }
+  for (int threads : {2, 4})
     EXPECT_EQ(f.loadWith(threads), one) << threads << " threads";
 }
 

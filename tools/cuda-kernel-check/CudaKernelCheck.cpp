@@ -340,7 +340,7 @@ struct Case {
   Params params;
   double tol = 0;   // 0: bitwise
   AttentionPath path = AttentionPath::Auto;
-  int rank = 0;     // local_slice
+  int rank = 0;     // local_slice, a vocabulary-parallel gather
   size_t misalign = 0; // byte offset of the first output on the device
   // Attention on one fused [B, S, W] input (packed_qkv, the query's, key's
   // and value's widths): the device reads it three times, the CPU kernel
@@ -398,7 +398,7 @@ void runCase(Case &c) {
       KernelFn fn = findKernel(c.kernel);
       if (!fn)
         throw RuntimeError("no CPU kernel " + c.kernel);
-      KernelContext ctx{c.kernel, ins, outs, c.params, 1};
+      KernelContext ctx{c.kernel, ins, outs, c.params, 1, c.rank};
       fn(ctx);
     }
 
@@ -756,6 +756,16 @@ std::vector<Case> dataMovementCases() {
       q.set("axis", int64_t(0));
       cases.push_back(copyCase("gather " + tn + " embedding rows " + dtypeName(it), "gather",
                                {randomAny(t, {7, 128}), idx}, {make(t, {3, 2, 128})}, q));
+      // A vocabulary-parallel table of 13 rows padded to 14: rank 1 of 2
+      // holds rows 7..12 and a zero row; of the global indices above only
+      // -1 (row 12) is its own, the others read as zeros.
+      Params v = q;
+      v.set("axis_size", int64_t(13));
+      v.set("axis_starts", std::vector<int64_t>{0, 7});
+      Case block = copyCase("gather " + tn + " vocabulary block of rank 1 " + dtypeName(it),
+                            "gather", {randomAny(t, {7, 128}), idx}, {make(t, {3, 2, 128})}, v);
+      block.rank = 1;
+      cases.push_back(std::move(block));
     }
     for (const char *mode : {"constant", "edge", "reflect", "wrap"}) {
       Params p;

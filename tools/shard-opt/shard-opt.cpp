@@ -153,7 +153,9 @@ static cl::opt<std::string> strategyName(
     "strategy",
     cl::desc("Sharding preset: dp (batch over the dp axis), megatron "
              "(column/row-parallel linear layers and attention heads over the "
-             "tp axis, plus dp when the mesh has it), megatron-sp (megatron plus "
+             "tp axis; the token embedding and the vocabulary projection split by "
+             "vocabulary entries, a vocabulary tp does not divide zero-padded at "
+             "load; plus dp when the mesh has it), megatron-sp (megatron plus "
              "sequence parallelism in the norm and dropout regions)"),
     cl::value_desc("preset"), cl::init(""), cl::cat(shardCategory));
 
@@ -586,6 +588,13 @@ static LogicalResult addWeightChecksums(shardflow::runtime::Artifact &artifact,
       uint32_t crc = 0;
       bool inside = true;
       rtm::forEachWeightRun(b, rank, [&](size_t offset, size_t length) {
+        if (offset == rtm::kZeroRun) {
+          // Zero padding past the stored tensor: the loader's zeros.
+          static const uint8_t zeros[4096] = {};
+          for (size_t done = 0; done < length; done += sizeof(zeros))
+            crc = rtm::crc32c(zeros, std::min(sizeof(zeros), length - done), crc);
+          return;
+        }
         size_t at = size_t(b.fileOffset) + offset;
         if (b.fileOffset < 0 || at + length > size) {
           inside = false;

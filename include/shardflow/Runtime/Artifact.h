@@ -55,6 +55,12 @@
 // conversion. (An optional field: a reader that predates it refuses it as
 // an unknown field, with its line.)
 //
+// Zero padding: a sliced weight with `padded=zeros` may have slices that
+// reach past `global` (the tensor in the file, not starting past it):
+// what lies past reads as zeros, and `crc32c` covers those zeros too. The
+// compiler pads a vocabulary that the tensor-parallel size does not divide.
+// (An optional field, as `permutation`.)
+//
 // Shapes are `AxBxC` or `scalar`; names and strings are percent-encoded;
 // parameters are typed: i: (integer, also booleans), f: (float), s:
 // (string), is: / fs: (lists), t: (element type).
@@ -109,6 +115,10 @@ struct BufferDesc {
   int64_t fileOffset = 0;    // Weight: byte offset in `file`
   std::vector<int64_t> globalShape;         // Weight: the whole tensor if sliced
   std::vector<std::vector<int64_t>> starts; // Weight: per rank, if sliced
+  /// Weight: a slice may reach past `globalShape` (the tensor in the
+  /// file); what lies past reads as zeros (a vocabulary padded to a
+  /// multiple of the tensor-parallel size). Text: `padded=zeros`.
+  bool zeroPadded = false;
   std::vector<uint32_t> crc32c;             // Weight: one, or one per rank
   /// Weight: the element type of the bytes in the file, when the buffer's
   /// type differs (converted at load); absent when they agree.
@@ -172,7 +182,9 @@ struct Artifact {
 /// permutation): fn(offset, length), offsets from the start of the whole
 /// tensor in its file (in its file's element type, `fileDType`). A whole
 /// (unsliced) weight is one run; so is a slice whose rows are adjacent in
-/// the file.
+/// the file. A zero-padded weight's slice part past the tensor comes as
+/// runs at offset kZeroRun: that many bytes of zeros.
+constexpr size_t kZeroRun = ~size_t(0);
 void forEachWeightRun(const BufferDesc &b, int rank,
                       const std::function<void(size_t offset, size_t length)> &fn);
 

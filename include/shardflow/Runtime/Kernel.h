@@ -89,6 +89,7 @@ struct KernelContext {
   std::vector<Tensor> outputs; // preallocated, never aliasing an input
   const Params &params;
   int threads = 1;
+  int rank = 0; // this process's rank in the world (a per-rank parameter's index)
 };
 
 using KernelFn = void (*)(const KernelContext &);

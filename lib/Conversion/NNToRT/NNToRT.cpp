@@ -214,6 +214,11 @@ LogicalResult convertDistOp(Operation &op, OpBuilder &b, IRMapping &map) {
       });
 }
 
+/// rt.weight's marker of a weight zero-padded past its stored tensor.
+UnitAttr zeroPadded(Builder &b, nn::WeightOp w) {
+  return w.getStoredShapeAttr() ? b.getUnitAttr() : UnitAttr();
+}
+
 /// The kernel parameters of an nn op: its attributes, less the `dist.*`
 /// annotations that sharding passes may leave on it (they describe the
 /// layout, not the computation, and have no artifact form).
@@ -265,13 +270,17 @@ LogicalResult convertFunction(func::FuncOp fn, std::optional<int64_t> world) {
       continue;
     }
     if (auto w = dyn_cast<nn::WeightOp>(op)) {
+      if (w.getStoredShapeAttr() && !w.getGlobalShapeAttr())
+        return w.emitOpError("is zero-padded past its stored shape but not partitioned: "
+                             "dist-partition describes what each rank reads");
       if (onlyFoldedReaders(w))
         continue;
       auto nw = rt::WeightOp::create(b, loc, toBuffer(w.getType()),
                                      w.getNameAttr(), w.getStorageAttr(),
                                      w.getFileAttr(), w.getOffsetAttr(),
                                      w.getSizeAttr(), w.getGlobalShapeAttr(),
-                                     w.getStartsAttr(), TypeAttr(), DenseI64ArrayAttr());
+                                     w.getStartsAttr(), TypeAttr(), DenseI64ArrayAttr(),
+                                     zeroPadded(b, w));
       map.map(w.getResult(), nw.getResult());
       continue;
     }
@@ -289,7 +298,8 @@ LogicalResult convertFunction(func::FuncOp fn, std::optional<int64_t> world) {
                                      w.getStorageAttr(), w.getFileAttr(), w.getOffsetAttr(),
                                      w.getSizeAttr(), w.getGlobalShapeAttr(),
                                      w.getStartsAttr(), source,
-                                     identity ? DenseI64ArrayAttr() : t.getPermAttr());
+                                     identity ? DenseI64ArrayAttr() : t.getPermAttr(),
+                                     zeroPadded(b, w));
       map.map(t.getResult(), nw.getResult());
       continue;
     }
@@ -304,7 +314,7 @@ LogicalResult convertFunction(func::FuncOp fn, std::optional<int64_t> world) {
           b, loc, toBuffer(c.getType()), w.getNameAttr(), w.getStorageAttr(),
           w.getFileAttr(), w.getOffsetAttr(), w.getSizeAttr(),
           w.getGlobalShapeAttr(), w.getStartsAttr(),
-          TypeAttr::get(w.getType().getElementType()), DenseI64ArrayAttr());
+          TypeAttr::get(w.getType().getElementType()), DenseI64ArrayAttr(), zeroPadded(b, w));
       map.map(c.getResult(), nw.getResult());
       continue;
     }

@@ -341,3 +341,43 @@ func.func @rotate_half_odd(%x: tensor<2x5xf32>) -> tensor<2x5xf32> {
   %0 = nn.rotate_half %x : (tensor<2x5xf32>) -> tensor<2x5xf32>
   return %0 : tensor<2x5xf32>
 }
+
+// -----
+
+func.func @gather_starts_without_size(%t: tensor<4x8xf32>, %i: tensor<3xi64>) -> tensor<3x8xf32> {
+  // expected-error @+1 {{axis_starts needs axis_size}}
+  %0 = nn.gather %t, %i {axis_starts = array<i64: 0, 4>} : (tensor<4x8xf32>, tensor<3xi64>) -> tensor<3x8xf32>
+  return %0 : tensor<3x8xf32>
+}
+
+// -----
+
+func.func @gather_block_outside(%t: tensor<4x8xf32>, %i: tensor<3xi64>) -> tensor<3x8xf32> {
+  // expected-error @+1 {{axis start 8 lies outside the 8 indexed rows}}
+  %0 = nn.gather %t, %i {axis_size = 8 : i64, axis_starts = array<i64: 0, 8>} : (tensor<4x8xf32>, tensor<3xi64>) -> tensor<3x8xf32>
+  return %0 : tensor<3x8xf32>
+}
+
+// -----
+
+func.func @gather_more_indexed_than_rows(%t: tensor<4x8xf32>, %i: tensor<3xi64>) -> tensor<3x8xf32> {
+  // expected-error @+1 {{axis_size 5 exceeds the input's 4 rows}}
+  %0 = nn.gather %t, %i {axis_size = 5 : i64} : (tensor<4x8xf32>, tensor<3xi64>) -> tensor<3x8xf32>
+  return %0 : tensor<3x8xf32>
+}
+
+// -----
+
+func.func @weight_stored_larger(%i: tensor<3xi64>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{stored_shape [5, 8] does not fit in 'tensor<4x8xf32>'}}
+  %0 = nn.weight "w" {storage = "external", file = "m.data", offset = 0 : i64, stored_shape = array<i64: 5, 8>} : tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+func.func @weight_padded_size(%i: tensor<3xi64>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{size 128 bytes does not match the 96 bytes of its stored shape [3, 8]}}
+  %0 = nn.weight "w" {storage = "external", file = "m.data", offset = 0 : i64, size = 128 : i64, stored_shape = array<i64: 3, 8>} : tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}

@@ -792,12 +792,19 @@ static void triluRule(RuleBuilder &b) {
   });
 }
 
-/// The table axis is read whole at global indices; every index picks its
-/// slice independently.
+/// Every index picks its slice independently. The table axis may be split
+/// (a vocabulary-parallel embedding): partitioning then gives the op its
+/// block's place in the axis (`axis_starts`), each rank reads the rows it
+/// holds and zeros for the others, and the ranks' results sum to the
+/// gather: a reduction factor. Not for i1 tables, whose all_reduce has no
+/// sum; those keep the axis whole.
 static void gatherRule(RuleBuilder &b, nn::GatherOp op) {
   ArrayRef<int64_t> x = b.operandShape(0), idx = b.operandShape(1);
   int64_t axis = normalizeAxis(op.getAxis(), x.size());
   int64_t q = idx.size();
+  Type element = cast<RankedTensorType>(op.getInput().getType()).getElementType();
+  if (!element.isInteger(1))
+    b.operand(0, axis, b.factor(x[axis], kReduction));
   for (auto [d, size] : llvm::enumerate(x)) {
     int64_t dd = static_cast<int64_t>(d);
     if (dd == axis)

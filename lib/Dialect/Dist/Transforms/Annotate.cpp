@@ -113,6 +113,8 @@ ShardingAttr makeSeed(MLIRContext *ctx, MeshOp mesh, ArrayRef<AxisList> dims,
                            {}, {});
 }
 
+struct Linear;
+
 struct Annotator {
   ModuleOp module;
   MeshOp mesh;
@@ -121,6 +123,9 @@ struct Annotator {
   LogicalResult seedFromSpec(StringRef entry);
   void seedBatch();
   LogicalResult seedMegatron(bool sequence);
+  void seedVocabulary(ArrayRef<Linear> linears,
+                      const llvm::DenseSet<Operation *> &columnParallel,
+                      const llvm::DenseSet<Operation *> &rowParallel);
 };
 
 LogicalResult Annotator::seedFromSpec(StringRef entry) {
@@ -378,6 +383,7 @@ LogicalResult Annotator::seedMegatron(bool sequence) {
     else if (rowParallel.contains(l.op) && !columnParallel.contains(l.op))
       seedWeight(l, l.outDim == 1 ? 0 : (l.outDim == 0 ? 1 : 0), "row-parallel");
   }
+  seedVocabulary(linears, columnParallel, rowParallel);
   if (!sequence)
     return success();
   // Sequence parallelism: the token dimension of what normalizations and
@@ -401,6 +407,174 @@ LogicalResult Annotator::seedMegatron(bool sequence) {
     seedTokens(op->getResult(0));
   });
   return success();
+}
+
+/// Pads dimension `dim` of weight `w` (a vocabulary) with zeros to a
+/// multiple of `tp`, as Megatron's --make-vocab-size-divisible-by does to
+/// checkpoints, but here at load: the weight's type becomes the padded one
+/// and `stored_shape` keeps the tensor in the file. Each rank's block is
+/// rounded up to a multiple of 8 entries (aligned GEMM columns) where every
+/// rank still gets real entries. Returns false (and changes nothing) when
+/// no padding gives every rank some of them.
+bool padVocabulary(nn::WeightOp w, int64_t dim, int64_t tp) {
+  auto type = cast<RankedTensorType>(w.getType());
+  int64_t entries = type.getDimSize(dim);
+  int64_t block = (entries + tp - 1) / tp, aligned = (block + 7) / 8 * 8;
+  if ((tp - 1) * aligned < entries)
+    block = aligned;
+  if ((tp - 1) * block >= entries || w.getStoredShapeAttr() || w.getGlobalShapeAttr())
+    return false;
+  Builder b(w.getContext());
+  w.setStoredShapeAttr(b.getDenseI64ArrayAttr(type.getShape()));
+  SmallVector<int64_t> shape(type.getShape());
+  shape[dim] = block * tp;
+  w.getResult().setType(RankedTensorType::get(shape, type.getElementType()));
+  return true;
+}
+
+/// Whether `w` carries a sharding a preset must not replace: a --shard
+/// seed or an annotation that came with the IR.
+bool hasUserSharding(nn::WeightOp w) {
+  if (!w->hasAttr(kShardingsAttr))
+    return false;
+  auto p = w->getAttrOfType<IntegerAttr>("dist.priority");
+  return !p || p.getInt() < kWeightPriority;
+}
+
+/// Whether a [rows, cols] table or projection is a vocabulary's: at least
+/// twice as many vocabulary entries as features. Token types and
+/// classifier heads stay whole.
+bool isVocabulary(int64_t entries, int64_t features) { return entries >= 2 * features; }
+
+void Annotator::seedVocabulary(ArrayRef<Linear> linears,
+                               const llvm::DenseSet<Operation *> &columnParallel,
+                               const llvm::DenseSet<Operation *> &rowParallel) {
+  MLIRContext *ctx = module.getContext();
+  int64_t tp = mesh.axisSize(tpAxis);
+  StringAttr tpName = StringAttr::get(ctx, tpAxis);
+  auto seedDim = [&](nn::WeightOp w, int64_t dim, StringRef role) {
+    auto type = cast<RankedTensorType>(w.getType());
+    if (type.getDimSize(dim) % tp != 0 || type.getDimSize(dim) < tp)
+      return;
+    SmallVector<AxisList> dims(type.getRank());
+    dims[dim].push_back(tpName);
+    seed(w.getResult(), makeSeed(ctx, mesh, dims, /*openRest=*/false), kWeightPriority,
+         ("--strategy megatron (" + role + ")").str());
+  };
+  // Token embedding lookups: each rank holds a block of the vocabulary's
+  // rows. The tables looked up by ids from a graph input (maybe cast or
+  // reshaped), the largest of them: not position embeddings or rotary
+  // caches, whose split would cost an all_reduce for little memory.
+  auto fromInput = [](Value v) {
+    while (Operation *def = v.getDefiningOp()) {
+      if (!isa<nn::CastOp, nn::ReshapeOp, nn::UnsqueezeOp, nn::SqueezeOp, nn::FlattenOp,
+               nn::IdentityOp>(def))
+        return false;
+      v = def->getOperand(0);
+    }
+    return isa<BlockArgument>(v);
+  };
+  SmallVector<nn::WeightOp> tables;
+  int64_t largest = 0;
+  module.walk([&](nn::GatherOp g) {
+    auto w = g.getInput().getDefiningOp<nn::WeightOp>();
+    if (!w || g.getAxis() != 0 || !fromInput(g.getIndices()))
+      return;
+    auto type = cast<RankedTensorType>(w.getType());
+    if (type.getRank() != 2 || !isVocabulary(type.getDimSize(0), type.getDimSize(1)))
+      return;
+    if (type.getNumElements() > largest)
+      tables.clear();
+    if (type.getNumElements() >= largest) {
+      largest = type.getNumElements();
+      tables.push_back(w);
+    }
+  });
+  for (nn::WeightOp w : tables) {
+    // A vocabulary tp does not divide is zero-padded (if only gathers read
+    // it): the lookups keep addressing the real rows (axis_size).
+    int64_t rows = cast<RankedTensorType>(w.getType()).getDimSize(0);
+    bool onlyGathers = llvm::all_of(w->getUses(), [](OpOperand &use) {
+      auto g = dyn_cast<nn::GatherOp>(use.getOwner());
+      return g && use.getOperandNumber() == 0 && g.getAxis() == 0 && !g.getAxisSize();
+    });
+    if (hasUserSharding(w))
+      continue;
+    if (rows % tp != 0 && onlyGathers && padVocabulary(w, 0, tp)) {
+      OpBuilder b(w);
+      for (Operation *user : w->getUsers())
+        cast<nn::GatherOp>(user).setAxisSizeAttr(b.getI64IntegerAttr(rows));
+    }
+    seedDim(w, 0, "vocabulary-parallel embedding");
+  }
+  // Output projections onto a vocabulary whose logits are results (through
+  // ops that keep columns apart): column-parallel, the logits gathered.
+  for (Linear l : linears) {
+    if (columnParallel.contains(l.op) || rowParallel.contains(l.op) ||
+        hasUserSharding(l.weight))
+      continue;
+    auto type = cast<RankedTensorType>(l.weight.getType());
+    int64_t inDim = l.outDim == 0 ? 1 : 0;
+    if (!isVocabulary(type.getDimSize(l.outDim), type.getDimSize(inDim)))
+      continue;
+    SmallVector<Value> work{l.op->getResult(0)};
+    llvm::DenseSet<Operation *> seen;
+    bool returned = false, ok = true;
+    while (!work.empty() && ok) {
+      Value v = work.pop_back_val();
+      for (Operation *user : v.getUsers()) {
+        if (isa<func::ReturnOp>(user)) {
+          returned = true;
+          continue;
+        }
+        if (!seen.insert(user).second)
+          continue;
+        if (asLinear(user) || !keepsColumnsApart(user)) {
+          ok = false;
+          break;
+        }
+        for (Value r : user->getResults())
+          work.push_back(r);
+      }
+    }
+    if (!ok || !returned)
+      continue;
+    // Gathering the logits moves [tokens, vocabulary] per forward, against
+    // the [features, vocabulary] weight the split saves: with more tokens
+    // per data-parallel rank than features (GPT-2 small at batch 8 x 1024:
+    // 8192 against 768) the gather costs more time than the split saves,
+    // and the local and gathered logits more memory, so the projection
+    // stays whole; with fewer (decoding, short prompts) it is split.
+    auto product = cast<RankedTensorType>(l.op->getResult(0).getType());
+    int64_t tokens = product.getNumElements() / product.getShape().back();
+    if (mesh.axisIndex(dpAxis) >= 0)
+      tokens /= mesh.axisSize(dpAxis);
+    if (tokens >= type.getDimSize(inDim))
+      continue;
+    // A vocabulary tp does not divide is zero-padded (a product with the
+    // weight as its only use, no bias): the product gets the padded width
+    // and a slice gives the logits back their width.
+    int64_t vocab = type.getDimSize(l.outDim);
+    bool plainProduct = isa<nn::MatMulOp>(l.op) ||
+                        (isa<nn::GemmOp>(l.op) && l.op->getNumOperands() == 2);
+    if (vocab % tp != 0 && plainProduct && l.weight->hasOneUse() &&
+        padVocabulary(l.weight, l.outDim, tp)) {
+      Value product = l.op->getResult(0);
+      auto productType = cast<RankedTensorType>(product.getType());
+      int64_t last = productType.getRank() - 1;
+      SmallVector<int64_t> padded(productType.getShape());
+      padded[last] = cast<RankedTensorType>(l.weight.getType()).getDimSize(l.outDim);
+      product.setType(RankedTensorType::get(padded, productType.getElementType()));
+      OpBuilder b(ctx);
+      b.setInsertionPointAfter(l.op);
+      Value logits = nn::SliceOp::create(
+          b, l.op->getLoc(), productType, product, b.getDenseI64ArrayAttr({0}),
+          b.getDenseI64ArrayAttr({vocab}), b.getDenseI64ArrayAttr({last}),
+          b.getDenseI64ArrayAttr({1}));
+      product.replaceAllUsesExcept(logits, logits.getDefiningOp());
+    }
+    seedDim(l.weight, l.outDim, "vocabulary-parallel output projection");
+  }
 }
 
 struct DistAnnotatePass : public shardflow::dist::impl::DistAnnotateBase<DistAnnotatePass> {

@@ -78,12 +78,18 @@ LogicalResult Partitioner::localizeOp(Operation *op) {
 
   if (auto w = dyn_cast<nn::WeightOp>(op)) {
     const Layout &layout = resultLayouts.front();
-    // The global shape is the product of local size and shard count.
+    // The global shape is the product of local size and shard count; a
+    // zero-padded weight's is the stored tensor, which its slices may
+    // reach past (and it is described as sliced even when whole, so that
+    // the runtime reads only the stored bytes).
     SmallVector<int64_t> globalShape;
     auto localType = cast<RankedTensorType>(w.getType());
     for (auto [d, axes] : llvm::enumerate(layout.dims))
       globalShape.push_back(localType.getDimSize(d) * mesh.groupSize(axes));
-    bool split = llvm::any_of(layout.dims, [](const AxisList &a) { return !a.empty(); });
+    if (auto stored = w.getStoredShapeAttr())
+      globalShape.assign(stored.asArrayRef().begin(), stored.asArrayRef().end());
+    bool split = llvm::any_of(layout.dims, [](const AxisList &a) { return !a.empty(); }) ||
+                 w.getStoredShapeAttr();
     if (split) {
       Builder b(op->getContext());
       SmallVector<Attribute> starts;
@@ -97,6 +103,28 @@ LogicalResult Partitioner::localizeOp(Operation *op) {
       }
       w.setGlobalShapeAttr(b.getDenseI64ArrayAttr(globalShape));
       w.setStartsAttr(b.getArrayAttr(starts));
+    }
+  }
+  if (auto g = dyn_cast<nn::GatherOp>(op)) {
+    // A split table axis: the op learns where each rank's block starts
+    // (the operand is already local here; the rule has the global size).
+    int64_t rank0 = static_cast<int64_t>(rule->operands[0].size());
+    int64_t axis = static_cast<int64_t>(g.getAxis());
+    if (axis < 0)
+      axis += rank0;
+    const AxisList &axes = layoutOf(g.getInput()).dims[axis];
+    if (!axes.empty() && !rule->operands[0][axis].empty()) {
+      int64_t rows = rule->factorSizes[rule->operands[0][axis].front()];
+      int64_t block = rows / mesh.groupSize(axes);
+      // The rows the indices address: all of them, or fewer when the
+      // table is zero-padded (axis_size given before partitioning).
+      int64_t global = g.getAxisSize() ? static_cast<int64_t>(*g.getAxisSize()) : rows;
+      SmallVector<int64_t> starts;
+      for (int64_t rank = 0, n = mesh.getNumRanks(); rank < n; ++rank)
+        starts.push_back(mesh.indexAlong(rank, axes) * block);
+      Builder b(op->getContext());
+      g.setAxisSizeAttr(b.getI64IntegerAttr(global));
+      g.setAxisStartsAttr(b.getDenseI64ArrayAttr(starts));
     }
   }
   if (failed(localizeAttributes(op, *rule, localSizes)))

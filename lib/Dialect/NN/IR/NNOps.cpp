@@ -1176,6 +1176,26 @@ NN_INFER(GatherOp) {
   if (failed(checkAxis(err, static_cast<int64_t>(adaptor.getAxis()),
                        x.getRank(), "axis", axis)))
     return failure();
+  // A block of a split axis: `axis_size` global rows, this rank's block at
+  // one of `axis_starts`.
+  auto globalSize = adaptor.getAxisSize();
+  auto starts = adaptor.getAxisStarts();
+  if (starts && !globalSize)
+    return err("axis_starts needs axis_size");
+  if (globalSize) {
+    int64_t local = x.getDimSize(axis), global = static_cast<int64_t>(*globalSize);
+    if (global < 1)
+      return err("axis_size must be positive, got ", global);
+    if (!starts && global > local)
+      return err("axis_size ", global, " exceeds the input's ", local, " rows");
+    if (starts && starts->empty())
+      return err("axis_starts needs one start per rank");
+    // A block may reach past the indexed rows (zero padding), not start
+    // past them.
+    for (int64_t s : starts.value_or(ArrayRef<int64_t>()))
+      if (s < 0 || s >= global)
+        return err("axis start ", s, " lies outside the ", global, " indexed rows");
+  }
   SmallVector<int64_t> shape(x.getShape().take_front(axis));
   shape.append(idx.getShape().begin(), idx.getShape().end());
   shape.append(x.getShape().begin() + axis + 1, x.getShape().end());
@@ -1297,26 +1317,46 @@ LogicalResult WeightOp::verify() {
   auto type = cast<RankedTensorType>(getResult().getType());
   if (getGlobalShape().has_value() != getStarts().has_value())
     return emitOpError("global_shape and starts go together");
+  auto stored = getStoredShapeAttr();
+  if (stored && stored.size() != type.getRank())
+    return emitOpError("stored_shape has rank ")
+           << stored.size() << " but the weight has rank " << type.getRank();
   if (auto global = getGlobalShapeAttr()) {
     if (global.size() != type.getRank())
       return emitOpError("global_shape has rank ")
              << global.size() << " but the slice has rank " << type.getRank();
+    if (stored && global.asArrayRef() != stored.asArrayRef())
+      return emitOpError("a zero-padded weight's global_shape must be its stored_shape");
     for (auto [r, start] : llvm::enumerate(getStartsAttr().getAsRange<DenseI64ArrayAttr>())) {
       if (start.size() != type.getRank())
         return emitOpError("starts of rank ") << r << " has the wrong length";
+      // A zero-padded weight's slice may reach past the stored tensor.
       for (int64_t d = 0; d < type.getRank(); ++d)
-        if (start[d] < 0 || start[d] + type.getDimSize(d) > global[d])
+        if (start[d] < 0 ||
+            (stored ? start[d] > global[d] : start[d] + type.getDimSize(d) > global[d]))
           return emitOpError("the slice of rank ")
                  << r << " leaves the weight in dimension " << d;
     }
     type = RankedTensorType::get(global.asArrayRef(), type.getElementType());
+  } else if (stored) {
+    for (int64_t d = 0; d < type.getRank(); ++d)
+      if (stored[d] < 0 || stored[d] > type.getDimSize(d))
+        return emitOpError("stored_shape [")
+               << llvm::make_range(stored.asArrayRef().begin(), stored.asArrayRef().end())
+               << "] does not fit in " << getResult().getType();
+    type = RankedTensorType::get(stored.asArrayRef(), type.getElementType());
   }
   auto bytes = getTensorStorageBytes(type);
   if (!bytes)
     return emitOpError("weights must have an integer or float element type");
-  if (getSize() && static_cast<int64_t>(*getSize()) != *bytes)
+  if (getSize() && static_cast<int64_t>(*getSize()) != *bytes) {
+    if (stored && !getGlobalShapeAttr())
+      return emitOpError("size ") << *getSize() << " bytes does not match the " << *bytes
+                                  << " bytes of its stored shape [" << stored.asArrayRef()
+                                  << "]";
     return emitOpError("size ") << *getSize() << " bytes does not match the "
                                 << *bytes << " bytes of " << getResult().getType();
+  }
   return success();
 }
 
@@ -1654,7 +1694,8 @@ OpFoldResult ConcatOp::fold(FoldAdaptor adaptor) {
 OpFoldResult GatherOp::fold(FoldAdaptor adaptor) {
   auto data = denseOf(adaptor.getInput()), indices = denseOf(adaptor.getIndices());
   auto type = getType();
-  if (!data || !indices || type.getNumElements() > kMaxFoldElements)
+  // A block of a split axis depends on the rank: not folded.
+  if (!data || !indices || type.getNumElements() > kMaxFoldElements || getAxisStarts())
     return {};
   auto dataShape = data.getType().getShape();
   int64_t axis = *normalizeAxis(getAxis(), dataShape.size());

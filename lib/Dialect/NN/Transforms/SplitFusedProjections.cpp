@@ -94,6 +94,8 @@ struct Slicer {
   /// same bytes, row-major, in a shape of the same element count.
   Value sliceWeight(nn::WeightOp w, const RankOffsets &offsets, ArrayRef<int64_t> sizes,
                     ArrayRef<int64_t> as = {}) {
+    if (w.getStoredShapeAttr())
+      return {}; // zero-padded past its stored tensor: not sliced again
     RankedTensorType local = typeOf(w.getResult());
     ArrayRef<int64_t> global = w.getGlobalShape() ? *w.getGlobalShape() : local.getShape();
     if (!as.empty())
@@ -118,7 +120,7 @@ struct Slicer {
     return nn::WeightOp::create(
         b, w.getLoc(), RankedTensorType::get(sizes, local.getElementType()), w.getNameAttr(),
         w.getStorageAttr(), w.getFileAttr(), w.getOffsetAttr(), w.getSizeAttr(),
-        b.getDenseI64ArrayAttr(global), b.getArrayAttr(table));
+        b.getDenseI64ArrayAttr(global), b.getArrayAttr(table), DenseI64ArrayAttr());
   }
 
   Value sliceConstant(nn::ConstantOp c, const RankOffsets &offsets, ArrayRef<int64_t> sizes) {
@@ -252,7 +254,7 @@ struct Slicer {
     }
     nn::CastOp c = v.getDefiningOp<nn::CastOp>();
     auto w = (c ? c.getInput() : v).getDefiningOp<nn::WeightOp>();
-    if (w && w.getGlobalShape() && (!c || c.getInput().hasOneUse())) {
+    if (w && w.getGlobalShape() && !w.getStoredShapeAttr() && (!c || c.getInput().hasOneUse())) {
       SmallVector<int64_t> local(typeOf(w.getResult()).getShape()),
           global(*w.getGlobalShape());
       RankOffsets starts;
@@ -278,7 +280,8 @@ struct Slicer {
         Value nw = nn::WeightOp::create(
             b, w.getLoc(), RankedTensorType::get(shape, typeOf(w.getResult()).getElementType()),
             w.getNameAttr(), w.getStorageAttr(), w.getFileAttr(), w.getOffsetAttr(),
-            w.getSizeAttr(), b.getDenseI64ArrayAttr(global), b.getArrayAttr(table));
+            w.getSizeAttr(), b.getDenseI64ArrayAttr(global), b.getArrayAttr(table),
+            DenseI64ArrayAttr());
         if (c)
           nw = nn::CastOp::create(b, c.getLoc(), nw, c.getToAttr());
         eraseDead(v.getDefiningOp());

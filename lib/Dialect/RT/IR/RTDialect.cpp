@@ -175,6 +175,8 @@ LogicalResult WeightOp::verify() {
   }
   auto global = getGlobalShapeAttr();
   auto starts = getStartsAttr();
+  if (getZeroPadded() && !global)
+    return emitOpError("zero_padded needs global_shape and starts");
   if (!global && !starts)
     return success();
   if (!global || !starts)
@@ -191,8 +193,10 @@ LogicalResult WeightOp::verify() {
     if (start.size() != shape.size())
       return emitOpError("the start of rank ") << r << " has " << start.size()
                                                << " entries, expected " << shape.size();
+    // A zero-padded weight's slice may reach past the stored tensor.
     for (size_t d = 0; d < shape.size(); ++d)
-      if (start[d] < 0 || start[d] + shape[d] > global[d])
+      if (start[d] < 0 ||
+          (getZeroPadded() ? start[d] > global[d] : start[d] + shape[d] > global[d]))
         return emitOpError("the slice of rank ")
                << r << " leaves the global shape in dimension " << d;
   }

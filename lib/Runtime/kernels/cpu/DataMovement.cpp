@@ -400,21 +400,45 @@ void gatherKernel(const KernelContext &ctx) {
   if (axis < 0)
     axis += in.rank();
   int64_t size = in.shape.at(size_t(axis));
+  // The indices address `axis_size` rows (fewer than the input's when it
+  // is zero-padded); a block of a split axis (vocabulary parallelism)
+  // holds rows [start, start + size) of them, the others read as zeros.
+  int64_t global = ctx.params.getInt("axis_size", size), start = 0;
+  if (ctx.params.has("axis_starts")) {
+    std::vector<int64_t> starts = ctx.params.getInts("axis_starts");
+    if (ctx.rank < 0 || size_t(ctx.rank) >= starts.size())
+      fail(ctx, "axis_starts has " + std::to_string(starts.size()) + " entries, none for rank " +
+                    std::to_string(ctx.rank));
+    start = starts[size_t(ctx.rank)];
+  } else if (global > size) {
+    fail(ctx, "axis_size " + std::to_string(global) + " exceeds the input's " +
+                  std::to_string(size) + " rows");
+  }
+  if (global < 1 || start < 0 || start >= global)
+    fail(ctx, "rank " + std::to_string(ctx.rank) + "'s block of " + std::to_string(size) +
+                  " rows at " + std::to_string(start) + " lies outside the " +
+                  std::to_string(global) + " indexed rows");
   std::vector<int64_t> idx = readIndices(ctx, indices);
-  for (int64_t &i : idx)
-    i = normalizeIndex(ctx, i, size, axis);
+  for (int64_t &i : idx) {
+    i = normalizeIndex(ctx, i, global, axis) - start;
+    if (i >= size)
+      i = -1;
+  }
   size_t esize = dtypeSize(in.dtype);
   int64_t outer = product(in.shape, 0, size_t(axis));
   size_t chunk = size_t(product(in.shape, size_t(axis) + 1)) * esize;
   const char *x = static_cast<const char *>(in.data);
   char *y = static_cast<char *>(out.data);
   // Copy c of the outer * |indices| copies is row idx[c % |indices|] of
-  // outer block c / |indices|.
+  // outer block c / |indices| (zeros for a row another rank holds: < 0).
   int64_t perOuter = int64_t(idx.size());
   forCopies(ctx, outer * perOuter, int64_t(chunk), [&](int64_t first, int64_t last) {
     for (int64_t c = first; c < last; ++c) {
       int64_t o = c / perOuter, i = idx[size_t(c % perOuter)];
-      std::memcpy(y + size_t(c) * chunk, x + size_t(o * size + i) * chunk, chunk);
+      if (i < 0)
+        std::memset(y + size_t(c) * chunk, 0, chunk);
+      else
+        std::memcpy(y + size_t(c) * chunk, x + size_t(o * size + i) * chunk, chunk);
     }
   });
 }

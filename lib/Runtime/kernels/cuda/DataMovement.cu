@@ -111,13 +111,19 @@ template <typename E, typename I> __device__ __forceinline__ void gather(const G
                             : int64_t(static_cast<const int32_t *>(a.indices)[c]);
     int64_t given = idx;
     if (idx < 0)
-      idx += a.axisSize;
-    if (idx < 0 || idx >= a.axisSize) {
+      idx += a.globalAxisSize;
+    if (idx < 0 || idx >= a.globalAxisSize) {
       out[i] = E{};
       if (a.status) {
         a.status[1] = given;
         a.status[0] = 1;
       }
+      continue;
+    }
+    // A row another rank holds (a split axis) reads as zero.
+    idx -= a.axisStart;
+    if (idx < 0 || idx >= a.axisSize) {
+      out[i] = E{};
       continue;
     }
     out[i] = in[(o * axis + I(idx)) * inner + j];

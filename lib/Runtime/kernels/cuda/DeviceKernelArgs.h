@@ -64,8 +64,10 @@ struct GatherArgs {
   int64_t outer;
   int64_t count;
   int64_t inner;
-  int64_t axisSize;
-  int32_t index64; // indices are i64 (else i32)
+  int64_t axisSize;       // rows this rank holds
+  int64_t globalAxisSize; // rows the indices address (axisSize unless the axis is split)
+  int64_t axisStart;      // the first of this rank's rows among them
+  int32_t index64;        // indices are i64 (else i32)
   int32_t pad0;
   int64_t *status; // two int64, or null
 };

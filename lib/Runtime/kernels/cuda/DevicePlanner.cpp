@@ -31,7 +31,7 @@ using namespace shardflow::runtime::cuda;
 
 static_assert(sizeof(StridedCopyArgs) == 224, "StridedCopyArgs layout changed");
 static_assert(sizeof(PadArgs) == 296, "PadArgs layout changed");
-static_assert(sizeof(GatherArgs) == 72, "GatherArgs layout changed");
+static_assert(sizeof(GatherArgs) == 88, "GatherArgs layout changed");
 static_assert(sizeof(AttentionArgs) == 216, "AttentionArgs layout changed");
 
 namespace {
@@ -468,7 +468,8 @@ std::vector<DeviceLaunch> planPad(std::string_view kernel, const std::vector<Ten
 }
 
 std::vector<DeviceLaunch> planGather(std::string_view kernel, const std::vector<Tensor> &ins,
-                                     const std::vector<Tensor> &outs, const Params &params) {
+                                     const std::vector<Tensor> &outs, const Params &params,
+                                     int rank) {
   expectArity(kernel, ins, outs, 2, 1);
   const Tensor &in = ins[0], &indices = ins[1], &out = outs[0];
   checkSameType(kernel, in, out, "the input");
@@ -485,6 +486,25 @@ std::vector<DeviceLaunch> planGather(std::string_view kernel, const std::vector<
   a.count = indices.numel();
   a.inner = product(in.shape, size_t(axis) + 1);
   a.axisSize = in.shape[size_t(axis)];
+  // The indices address axis_size rows (fewer than the input's when it is
+  // zero-padded); a block of a split axis (vocabulary parallelism) holds
+  // some of them, zeros for the rows other ranks hold.
+  a.globalAxisSize = params.getInt("axis_size", a.axisSize);
+  a.axisStart = 0;
+  if (params.has("axis_starts")) {
+    std::vector<int64_t> starts = params.getInts("axis_starts");
+    if (rank < 0 || size_t(rank) >= starts.size())
+      fail(kernel, "axis_starts has " + std::to_string(starts.size()) + " entries, none for rank " +
+                       std::to_string(rank));
+    a.axisStart = starts[size_t(rank)];
+  } else if (a.globalAxisSize > a.axisSize) {
+    fail(kernel, "axis_size " + std::to_string(a.globalAxisSize) + " exceeds the input's " +
+                     std::to_string(a.axisSize) + " rows");
+  }
+  if (a.globalAxisSize < 1 || a.axisStart < 0 || a.axisStart >= a.globalAxisSize)
+    fail(kernel, "rank " + std::to_string(rank) + "'s block of " + std::to_string(a.axisSize) +
+                     " rows at " + std::to_string(a.axisStart) + " lies outside the " +
+                     std::to_string(a.globalAxisSize) + " indexed rows");
   a.index64 = indices.dtype == DType::I64;
   if (out.numel() != a.outer * a.count * a.inner)
     fail(kernel, "result " + shapeStr(out.shape) + " is not input " + shapeStr(in.shape) +
@@ -719,7 +739,7 @@ shardflow::runtime::cuda::planDeviceKernel(std::string_view kernel, const std::v
     return planPieces(kernel, ins[0], outs, params.getInt("axis"), /*intoWhole=*/false);
   }
   if (kernel == "gather")
-    return planGather(kernel, ins, outs, params);
+    return planGather(kernel, ins, outs, params, rank);
   if (kernel == "pad")
     return planPad(kernel, ins, outs, params);
   if (kernel == "local_slice")

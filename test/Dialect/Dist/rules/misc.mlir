@@ -32,12 +32,17 @@ func.func @slice_pad(%x: tensor<2x3x4xf32>) {
 
 // -----
 
-// Gather reads its axis whole at global indices; the indices split freely.
-func.func @gather(%x: tensor<2x3x4xf32>, %i: tensor<5xi64>, %t: tensor<10x4xf32>, %i2: tensor<2x3xi32>) {
-  // expected-remark @below {{([i, 1, j], [k]) -> ([i, k, j]) {i=2, j=4, k=5}}}
+// Gather's axis is a reduction factor: a rank holding a block of the table
+// (a vocabulary-parallel embedding) reads zeros for the rows it lacks, and
+// the ranks' results sum to the gather. The indices split freely. An i1
+// table has no sum: its axis stays whole.
+func.func @gather(%x: tensor<2x3x4xf32>, %i: tensor<5xi64>, %t: tensor<10x4xf32>, %i2: tensor<2x3xi32>, %b: tensor<6x2xi1>) {
+  // expected-remark @below {{([i, j, k], [l]) -> ([i, l, k]) {i=2, j=3 reduction, k=4, l=5}}}
   %0 = nn.gather %x, %i {axis = 1 : i64} : (tensor<2x3x4xf32>, tensor<5xi64>) -> tensor<2x5x4xf32>
-  // expected-remark @below {{([1, i], [j, k]) -> ([j, k, i]) {i=4, j=2, k=3}}}
+  // expected-remark @below {{([i, j], [k, l]) -> ([k, l, j]) {i=10 reduction, j=4, k=2, l=3}}}
   %1 = nn.gather %t, %i2 : (tensor<10x4xf32>, tensor<2x3xi32>) -> tensor<2x3x4xf32>
+  // expected-remark @below {{([1, i], [j]) -> ([j, i]) {i=2, j=5}}}
+  %2 = nn.gather %b, %i : (tensor<6x2xi1>, tensor<5xi64>) -> tensor<5x2xi1>
   return
 }
 

@@ -52,6 +52,12 @@ def NN_WeightOp : NN_Op<"weight"> {
     In a partitioned (per-rank) program a sharded weight's type is this
     rank's slice: `global_shape` is the whole tensor's shape and `starts`
     holds, for each rank in order, the index where its slice begins.
+
+    With `stored_shape` the weight is the tensor of that shape in the file,
+    zero-padded at the end of some dimensions to its type (a vocabulary
+    padded to a multiple of the tensor-parallel size); `size` counts the
+    stored bytes. Partitioned, `global_shape` is then `stored_shape` and a
+    slice may extend past it: what lies past reads as zeros.
   }];
   let arguments = (ins StrAttr:$name,
                        StrAttr:$storage,
@@ -60,7 +66,8 @@ def NN_WeightOp : NN_Op<"weight"> {
                        OptionalAttr<I64Attr>:$size,
                        OptionalAttr<DenseI64ArrayAttr>:$global_shape,
                        OptionalAttr<TypedArrayAttrBase<DenseI64ArrayAttr,
-                                                       "list of rank lists">>:$starts);
+                                                       "list of rank lists">>:$starts,
+                       OptionalAttr<DenseI64ArrayAttr>:$stored_shape);
   let results = (outs NN_Tensor:$result);
   let assemblyFormat = "$name attr-dict `:` type($result)";
   let hasVerifier = 1;
@@ -493,9 +500,20 @@ def NN_GatherOp : NN_InferredOp<"gather"> {
   let description = [{
     Result shape: input.shape[:axis] + indices.shape + input.shape[axis+1:].
     Negative indices count from the end.
+
+    With `axis_size` the indices address that many rows, normalized and
+    checked against it rather than the input's axis: the input may have
+    more rows (a vocabulary zero-padded to a multiple of the tensor-parallel
+    size). In a partitioned program whose input is split along `axis` (a
+    vocabulary-parallel embedding table), `axis_starts` lists, per rank,
+    where that rank's block of the axis starts. Indices are then global and
+    rows outside the rank's block read as zeros, so that the sum of the
+    ranks' results (an all_reduce) is the gather of the whole table.
   }];
   let arguments = (ins NN_Tensor:$input, NN_IndexTensor:$indices,
-                       DefaultValuedAttr<I64Attr, "0">:$axis);
+                       DefaultValuedAttr<I64Attr, "0">:$axis,
+                       OptionalAttr<I64Attr>:$axis_size,
+                       OptionalAttr<DenseI64ArrayAttr>:$axis_starts);
   let results = (outs NN_Tensor:$result);
   let hasFolder = 1;
 }

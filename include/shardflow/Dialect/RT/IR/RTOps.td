@@ -80,6 +80,10 @@ def RT_WeightOp : RT_Op<"weight", [Pure]> {
     the runtime converts them once at load. `size`, `offset` and the slices
     refer to the bytes in the file.
 
+    With `zero_padded` a slice may reach past `global_shape` (the tensor in
+    the file): what lies past reads as zeros (a vocabulary padded to a
+    multiple of the tensor-parallel size).
+
     With `permutation` the buffer holds the (sliced, converted) elements
     with their dimensions permuted: buffer dimension i is stored dimension
     `permutation[i]`, so the result type is the stored shape permuted, and
@@ -102,7 +106,8 @@ def RT_WeightOp : RT_Op<"weight", [Pure]> {
                        OptionalAttr<DenseI64ArrayAttr>:$global_shape,
                        OptionalAttr<RT_RankLists>:$starts,
                        OptionalAttr<TypeAttr>:$source_type,
-                       OptionalAttr<DenseI64ArrayAttr>:$permutation);
+                       OptionalAttr<DenseI64ArrayAttr>:$permutation,
+                       UnitAttr:$zero_padded);
   let results = (outs RT_Buffer:$result);
   let assemblyFormat = "$name attr-dict `:` type($result)";
   let hasVerifier = 1;
