@@ -347,7 +347,8 @@ def mlp(layers: int = 2, hidden: int = 32, batch: int = 2, in_features: int = 16
 
 def gpt2(layers: int = 2, hidden: int = 64, heads: int = 4, seq: int = 8, batch: int = 2,
          vocab: int = 128, max_pos: int | None = None, causal_mask: str = "trilu",
-         symbolic: bool = False, seed: int = 0, _sink=None) -> onnx.ModelProto:
+         parallel_residual: bool = False, symbolic: bool = False, seed: int = 0,
+         _sink=None) -> onnx.ModelProto:
     """GPT-2 style decoder (pre-LN, fused QKV, tanh-Gelu MLP, untied LM head).
 
     Input ``input_ids`` int64 [batch, seq] -> output ``logits`` [batch, seq, vocab].
@@ -355,6 +356,9 @@ def gpt2(layers: int = 2, hidden: int = 64, heads: int = 4, seq: int = 8, batch:
     ``causal_mask``: "trilu" builds it at run time (ConstantOfShape -> Trilu ->
     Cast(bool)); "constant" slices a stored lower-triangular bool buffer
     [1, 1, max_pos, max_pos] as GPT-2 exports do. Either way it feeds a Where.
+    ``parallel_residual=True`` makes each layer GPT-NeoX's and GPT-J's
+    parallel block: ``x + (mlp(ln_2(x)) + attn(ln_1(x)))``, the two branches
+    added first, as GPT-NeoX writes it.
     """
     d = _check_heads(hidden, heads)
     max_pos = max(seq, 128) if max_pos is None else max_pos
@@ -403,12 +407,15 @@ def gpt2(layers: int = 2, hidden: int = 64, heads: int = 4, seq: int = 8, batch:
                 a = b.op("MatMul", [b.op("Softmax", [s], axis=-1), v])
                 a = _merge_heads(b, a, h, hidden)
                 a = _linear(b, a, hidden, hidden, f"{p}.attn.c_proj")
-                x = b.op("Add", [x, a])
+                if not parallel_residual:
+                    x = b.op("Add", [x, a])
             with b.scope("mlp"):
                 h = _layer_norm(b, x, hidden, f"{p}.ln_2")
                 h = _linear(b, h, hidden, 4 * hidden, f"{p}.mlp.c_fc")
                 h = b.op("Gelu", [h], approximate="tanh")
                 h = _linear(b, h, 4 * hidden, hidden, f"{p}.mlp.c_proj")
+                if parallel_residual:
+                    h = b.op("Add", [h, a])
                 x = b.op("Add", [x, h])
 
     with b.scope("lm_head"):
@@ -863,6 +870,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="symbolic batch/seq dims (dim_param 'batch' / 'seq')")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--causal-mask", choices=["trilu", "constant"], default=None, help="gpt2 only")
+    ap.add_argument("--parallel-residual", action="store_true", default=None,
+                    help="gpt2 only: GPT-NeoX's parallel attention and MLP block")
     ap.add_argument("--layout", choices=["4d", "3d"], default=None, help="llama only")
     ap.add_argument("--position-ids-input", action="store_true", default=None, help="llama only")
     ap.add_argument("--export", choices=["ops", "hf"], default=None,
@@ -878,7 +887,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     gen = MODELS[args.name]
     accepted = inspect.signature(gen).parameters
     config = {}
-    for key in _SIZE_FLAGS + ("causal_mask", "layout", "position_ids_input", "rotary", "export"):
+    for key in _SIZE_FLAGS + ("causal_mask", "parallel_residual", "layout", "position_ids_input",
+                              "rotary", "export"):
         value = getattr(args, key)
         if value is None:
             continue

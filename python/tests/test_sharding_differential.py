@@ -349,6 +349,16 @@ PRESETS += [
     ("gpt2", {}, ["--mesh", "dp=2,tp=2", "--strategy", "megatron", "--shard",
                   "input_ids=_,tp"]),
     ("resnet", {"batch": 2}, ["--mesh", "dp=2", "--strategy", "dp"]),
+    # Parallel residual blocks: the attention and MLP partial sums meet in
+    # one add and are reduced together (scaled biases on the way).
+    ("gpt2", {"parallel_residual": True}, ["--mesh", "dp=2,tp=2", "--strategy", "megatron"]),
+    ("gpt2", {"parallel_residual": True}, ["--mesh", "dp=2,tp=2", "--strategy",
+                                           "megatron-sp"]),
+    ("gpt2", {"parallel_residual": True}, ["--mesh", "tp=4", "--strategy", "megatron"]),
+    # Here the attention projection alone would run token-split (an
+    # all_to_all): kept partial to meet the MLP's sums, it runs as they do.
+    ("gpt2", {"parallel_residual": True, "seq": 64}, ["--mesh", "tp=2", "--strategy",
+                                                      "megatron-sp"]),
 ]
 
 

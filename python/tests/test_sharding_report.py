@@ -116,3 +116,48 @@ def test_a_vocabulary_tp_does_not_divide_is_zero_padded(tmp_path):
                      r"starts=0,0;0,72;0,0;0,72 padded=zeros", text), text
     # The logits are gathered at the padded width, then cut to 131.
     assert re.search(r"kernel slice .* ends=is:131", text), text
+
+
+def collective_counts(report: str) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for kind in re.findall(r"step \d+: rt\.(\w+) ", report):
+        counts[kind] = counts.get(kind, 0) + 1
+    return counts
+
+
+# (strategy, mesh, seq): the collectives of a parallel residual GPT-2 and
+# of the sequential one, per kind, for 3 layers.
+PARALLEL_RESIDUAL = {
+    # One all_reduce per layer instead of two (plus the token embedding's).
+    ("megatron", "dp=2,tp=2", 8): ({"all_reduce": 4}, {"all_reduce": 7}),
+    # One reduce_scatter per layer instead of two.
+    ("megatron-sp", "dp=2,tp=2", 8): ({"reduce_scatter": 4}, {"reduce_scatter": 7}),
+    # 64 tokens per rank against a hidden size of 64: alone, the attention
+    # projection is cheaper computed where its output is wanted (an
+    # all_to_all of its input into the token split and its weight
+    # gathered) than reduce-scattered; met with the MLP's partial sums it
+    # is reduce-scattered with them, and neither happens.
+    ("megatron-sp", "tp=2", 64): ({"reduce_scatter": 3, "all_to_all": 0, "all_gather": 8},
+                                  {"reduce_scatter": 3, "all_to_all": 3, "all_gather": 11}),
+}
+
+
+@pytest.mark.parametrize("strategy,mesh,seq", sorted(PARALLEL_RESIDUAL))
+def test_parallel_residual_blocks_reduce_once_per_layer(tmp_path, strategy, mesh, seq):
+    """GPT-NeoX's parallel block (x + mlp(ln_2(x)) + attn(ln_1(x))): the
+    attention and MLP row-parallel partial sums meet in one add and are
+    reduced together, one collective per layer where the sequential block
+    needs two, of the same size. (Numerics against onnxruntime:
+    test_sharding_differential.py.)"""
+    found = []
+    for parallel in (True, False):
+        path = models.save(models.gpt2(layers=3, seq=seq, parallel_residual=parallel),
+                           tmp_path / f"gpt2-{parallel}.onnx", external_data=True)
+        cmd = [str(pipeline.tool("shard-opt")), str(path), "--mesh", mesh,
+               "--strategy", strategy, "--target", "cpu", "--report",
+               "-o", str(tmp_path / f"gpt2-{parallel}.shard")]
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stderr
+        found.append(collective_counts(out.stdout + out.stderr))
+    for want, got in zip(PARALLEL_RESIDUAL[(strategy, mesh, seq)], found):
+        assert {k: got.get(k, 0) for k in want} == want, found
