@@ -40,8 +40,8 @@ from onnx import TensorProto, helper
 from shardflow import models
 
 REPO = Path(__file__).resolve().parents[2]
-MODELS = ["mlp", "gpt2", "bert", "llama", "llama-hf", "resnet"]
-SHARDED = ["gpt2", "llama"]
+MODELS = ["mlp", "gpt2", "bert", "llama", "llama-hf", "neox", "resnet"]
+SHARDED = ["gpt2", "llama", "neox"]
 # Zoo cases that are a generator of shardflow.models with options: the
 # Llama written out as a TorchScript export of Hugging Face's writes it
 # (RMSNorm, rotation and attention as plain ops).

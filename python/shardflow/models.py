@@ -735,12 +735,92 @@ def llama(layers: int = 2, hidden: int = 64, heads: int = 4, kv_heads: int = 2, 
     return b.model("Llama style decoder test model")
 
 
+def neox(layers: int = 2, hidden: int = 64, heads: int = 4, seq: int = 8, batch: int = 2,
+         vocab: int = 128, rotary_pct: float = 0.25, max_pos: int | None = None,
+         eps: float = 1e-5, symbolic: bool = False, seed: int = 0,
+         _sink=None) -> onnx.ModelProto:
+    """GPT-NeoX (Pythia) style decoder, written as a TorchScript export of
+    Hugging Face's GPTNeoX writes it.
+
+    Per layer, the parallel block ``x + (mlp(ln_2(x)) + attn(ln_1(x)))``:
+    one fused query_key_value projection (with bias) viewed per head as
+    [B, S, heads, 3 * d] and sliced into q, k and v (each head's three
+    together, not three blocks); the rotation on the first ``rotary_pct`` of
+    each head's dimensions only (Slices, ``q * cos + rotate_half(q) * sin``
+    written out, Concat with the rest), cos and sin gathered by position
+    from full-width caches; the attention materialized with an additive
+    causal mask; a dense projection with bias; the MLP dense_h_to_4h, exact
+    Gelu, dense_4h_to_h. Final LayerNormalization and an untied embed_out.
+    Input ``input_ids`` int64 [batch, seq] -> output ``logits`` [batch, seq, vocab].
+    """
+    d = _check_heads(hidden, heads)
+    rot = int(d * rotary_pct)
+    if rot < 2 or rot % 2:
+        raise ValueError(f"rotary_pct {rotary_pct} of head size {d} must be a positive even "
+                         "number of dimensions")
+    max_pos = max(seq, 128) if max_pos is None else max_pos
+    b = GraphBuilder("neox", seed, _sink)
+    bdim, sdim = _dims(batch, seq, symbolic)
+    ids = b.input("input_ids", _I64, [bdim, sdim])
+    int_max = 2**63 - 1
+
+    with b.scope("embed_in"):
+        x = b.op("Gather", [b.param("embed_in.weight", [vocab, hidden], std=0.02), ids], axis=0)
+    with b.scope("rotary_emb"):
+        cos, sin = rope_cache(max_pos, rot)
+        _, seqlen, bu, su = _batch_seq(b, ids)
+        pos = b.op("Unsqueeze", [b.op("Range", [b.const(0), seqlen, b.const(1)]), b.const([0])])
+        full = [b.tensor(f"rotary_emb.{n}_cached", np.concatenate([c, c], axis=1))
+                for n, c in (("cos", cos), ("sin", sin))]
+        cos, sin = (b.op("Unsqueeze", [b.op("Gather", [c, pos], axis=0), b.const([1])])
+                    for c in full)
+    with b.scope("causal_mask"):
+        one = helper.make_tensor("value", _F32, [1], [1.0])
+        ones = b.op("ConstantOfShape", [b.op("Concat", [su, su], axis=0)], value=one)
+        lower = b.op("Cast", [b.op("Trilu", [ones], upper=0)], to=TensorProto.BOOL)
+        causal = b.op("Where", [lower, b.const(0.0, np.float32),
+                                b.const(np.finfo(np.float32).min, np.float32)])
+
+    def part(t: str, start: int, end: int) -> str:
+        return b.op("Slice", [t, b.const([start]), b.const([end]), b.const([-1])])
+
+    for i in range(layers):
+        p = f"layers.{i}"
+        with b.scope(p):
+            with b.scope("attention"):
+                h = _layer_norm(b, x, hidden, f"{p}.input_layernorm", eps)
+                qkv = _linear(b, h, hidden, 3 * hidden, f"{p}.attention.query_key_value")
+                _, _, hb, hs = _batch_seq(b, qkv)
+                qkv = b.op("Reshape", [qkv, b.op("Concat", [hb, hs, b.const([heads]),
+                                                            b.const([3 * d])], axis=0)])
+                q, k, v = (b.op("Transpose", [part(qkv, j * d, (j + 1) * d)], perm=[0, 2, 1, 3])
+                           for j in range(3))
+                q, k = (b.op("Concat", [_rotate_written(b, part(t, 0, rot), cos, sin, rot),
+                                        part(t, rot, int_max)], axis=-1) for t in (q, k))
+                a = _attention_written(b, q, k, v, causal, 1, d)
+                a = _merge_heads(b, a, h, hidden)
+                a = _linear(b, a, hidden, hidden, f"{p}.attention.dense")
+            with b.scope("mlp"):
+                h = _layer_norm(b, x, hidden, f"{p}.post_attention_layernorm", eps)
+                h = _linear(b, h, hidden, 4 * hidden, f"{p}.mlp.dense_h_to_4h")
+                h = b.op("Gelu", [h])
+                h = _linear(b, h, 4 * hidden, hidden, f"{p}.mlp.dense_4h_to_h")
+                x = b.op("Add", [b.op("Add", [h, a]), x])
+
+    with b.scope("embed_out"):
+        x = _layer_norm(b, x, hidden, "final_layer_norm", eps)
+        logits = b.op("MatMul", [x, b.param("embed_out.weight", [hidden, vocab], std=0.02)])
+    b.output(logits, "logits", _F32, [bdim, sdim, vocab])
+    return b.model("GPT-NeoX style decoder test model")
+
+
 MODELS: dict[str, Callable[..., onnx.ModelProto]] = {
     "mlp": mlp,
     "gpt2": gpt2,
     "bert": bert,
     "resnet": resnet,
     "llama": llama,
+    "neox": neox,
 }
 
 

@@ -363,7 +363,8 @@ def test_unsupported_kernels_are_named(tmp_path):
 
 @pytest.mark.parametrize("model_name,dtype", [("mlp", "f32"), ("gpt2", "f32"), ("bert", "f32"),
                                               ("llama", "f32"), ("resnet", "f32"),
-                                              ("gpt2", "bf16"), ("llama", "bf16"),
+                                              ("neox", "f32"), ("gpt2", "bf16"),
+                                              ("llama", "bf16"), ("neox", "bf16"),
                                               ("resnet", "bf16")])
 def test_zoo_cuda_programs_match_onnxruntime(model_name, dtype, tmp_path):
     """The whole CUDA program of each zoo model: attention raised, the rest

@@ -39,7 +39,7 @@ def random_inputs(model: onnx.ModelProto, rng: np.random.Generator) -> dict:
     return inputs
 
 
-@pytest.mark.parametrize("name", ["mlp", "gpt2", "bert", "resnet", "llama"])
+@pytest.mark.parametrize("name", ["mlp", "gpt2", "bert", "resnet", "llama", "neox"])
 @pytest.mark.parametrize("external", [False, True], ids=["embedded", "external"])
 def test_zoo_matches_onnxruntime(tmp_path, name, external):
     model = getattr(models, name)()

@@ -61,6 +61,8 @@ CASES = [
     ("llama", {}, [(2, 8, 128)]),
     ("llama", {"layout": "3d"}, [(2, 8, 128)]),
     ("llama", {"position_ids_input": True, "symbolic": True}, [(2, 8, 128)]),
+    ("neox", {}, [(2, 8, 128)]),
+    ("neox", {"symbolic": True, "rotary_pct": 0.5}, [(2, 8, 128)]),
 ]
 
 
@@ -94,6 +96,8 @@ def test_expected_ops():
             "Add", "Relu"} <= ops["resnet"]
     assert {"RMSNormalization", "RotaryEmbedding", "Attention", "Sigmoid", "Mul",
             "Range", "Expand"} <= ops["llama"]
+    assert {"LayerNormalization", "Reshape", "Slice", "Concat", "Neg", "Trilu", "Where",
+            "Softmax", "Gelu"} <= ops["neox"]
     gelu = [n for n in models.gpt2().graph.node if n.op_type == "Gelu"]
     assert all(helper.get_attribute_value(a) == b"tanh" for n in gelu for a in n.attribute)
     convs = [n for n in models.resnet().graph.node if n.op_type == "Conv"]

@@ -349,6 +349,11 @@ PRESETS += [
     ("gpt2", {}, ["--mesh", "dp=2,tp=2", "--strategy", "megatron", "--shard",
                   "input_ids=_,tp"]),
     ("resnet", {"batch": 2}, ["--mesh", "dp=2", "--strategy", "dp"]),
+    # GPT-NeoX as Hugging Face exports it: the fused QKV projection viewed
+    # per head and sliced, partial rotary, the parallel block.
+    ("neox", {}, ["--mesh", "dp=2,tp=2", "--strategy", "megatron"]),
+    ("neox", {}, ["--mesh", "dp=2,tp=2", "--strategy", "megatron-sp"]),
+    ("neox", {}, ["--mesh", "tp=4", "--strategy", "megatron"]),
     # Parallel residual blocks: the attention and MLP partial sums meet in
     # one add and are reduced together (scaled biases on the way).
     ("gpt2", {"parallel_residual": True}, ["--mesh", "dp=2,tp=2", "--strategy", "megatron"]),

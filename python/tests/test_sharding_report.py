@@ -29,7 +29,7 @@ def compile_sharded(tmp_path, name, strategy, mesh):
     return model, model_path, artifact, out.stderr
 
 
-@pytest.mark.parametrize("name", ["gpt2", "llama", "bert"])
+@pytest.mark.parametrize("name", ["gpt2", "llama", "bert", "neox"])
 def test_each_rank_holds_one_tp_th_of_attention_and_mlp(tmp_path, name):
     """The report's split-weight line: every attention and MLP weight is split,
     and the split weights' bytes per rank are exactly 1/tp of theirs."""

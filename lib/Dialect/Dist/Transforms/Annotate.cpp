@@ -320,7 +320,7 @@ bool keepsColumnsApart(Operation *op) {
              nn::RotateHalfOp,
              nn::SoftmaxOp, nn::MatMulOp, nn::DropoutOp, nn::IdentityOp,
              nn::LeakyReluOp, nn::ExpOp, nn::NegOp, nn::WhereOp, nn::SplitOp,
-             nn::SqueezeOp, nn::UnsqueezeOp>(op);
+             nn::SqueezeOp, nn::UnsqueezeOp, nn::SliceOp, nn::ConcatOp>(op);
 }
 
 LogicalResult Annotator::seedMegatron(bool sequence) {
