@@ -104,6 +104,21 @@ func.func @constraint(%x: tensor<8x4xf32>) -> tensor<8x4xf32> {
 // -----
 
 dist.mesh @m ["dp"=2, "tp"=2]
+// A constraint's open dimension takes what propagation gives it (the batch
+// split over dp); its closed one stays whole.
+// CHECK-LABEL: func.func @constraint_open
+// CHECK: dist.constraint %arg0 <@m, [{"dp"}, {}]>
+// CHECK: nn.sigmoid {{.*}}dist.shardings = [#dist.sharding<@m, [{"dp"}, {}]>]
+func.func @constraint_open(%x: tensor<8x4xf32> {dist.sharding = #dist.sharding<@m, [{"dp"}, {"tp"}]>})
+    -> tensor<8x4xf32> {
+  %0 = dist.constraint %x <@m, [{?}, {}]> : tensor<8x4xf32>
+  %1 = nn.sigmoid %0 : (tensor<8x4xf32>) -> tensor<8x4xf32>
+  return %1 : tensor<8x4xf32>
+}
+
+// -----
+
+dist.mesh @m ["dp"=2, "tp"=2]
 // An open dimension grows: x's {"dp", ?} is extended to y's {"dp", "tp"};
 // a closed {"dp"} is not.
 // CHECK-LABEL: func.func @open_extends

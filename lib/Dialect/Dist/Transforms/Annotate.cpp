@@ -400,8 +400,41 @@ LogicalResult Annotator::seedMegatron(bool sequence) {
     seed(v, makeSeed(ctx, mesh, dims), kSequencePriority,
          "--strategy megatron-sp (sequence)");
   };
+  auto isNorm = [](Operation *op) {
+    return isa<nn::LayerNormalizationOp, nn::RMSNormalizationOp>(op);
+  };
+  // Norms that read the same value (a parallel block's two, GPT-NeoX's)
+  // run on all tokens: a constraint gathers the value once for them, where
+  // each norm's result would be gathered on its own.
+  SmallVector<Value> shared;
   module.walk([&](Operation *op) {
-    if (!isa<nn::LayerNormalizationOp, nn::RMSNormalizationOp, nn::DropoutOp>(op))
+    if (isNorm(op) && llvm::count_if(op->getOperand(0).getUsers(), isNorm) > 1 &&
+        !llvm::is_contained(shared, op->getOperand(0)))
+      shared.push_back(op->getOperand(0));
+  });
+  for (Value v : shared) {
+    auto type = dyn_cast<RankedTensorType>(v.getType());
+    if (!type || type.getRank() < 2 || type.getRank() > 3)
+      continue;
+    int64_t tokens = type.getRank() == 3 ? 1 : 0;
+    SmallVector<DimShardingAttr> dims;
+    for (int64_t d = 0; d < type.getRank(); ++d)
+      dims.push_back(DimShardingAttr::get(ctx, {}, /*open=*/d != tokens));
+    OpBuilder b(ctx);
+    b.setInsertionPointAfterValue(v);
+    auto whole = ConstraintOp::create(
+        b, v.getLoc(), type, v, ShardingAttr::get(ctx, FlatSymbolRefAttr::get(mesh.getSymNameAttr()),
+                                            dims, {}, {}));
+    whole->setAttr("dist.priority", b.getI64IntegerAttr(kSequencePriority));
+    whole->setAttr("dist.origin",
+                   b.getStringAttr("--strategy megatron-sp (norms sharing their input)"));
+    v.replaceUsesWithIf(whole.getResult(),
+                        [&](OpOperand &use) { return isNorm(use.getOwner()); });
+  }
+  module.walk([&](Operation *op) {
+    if (!isNorm(op) && !isa<nn::DropoutOp>(op))
+      return;
+    if (op->getOperand(0).getDefiningOp<ConstraintOp>())
       return;
     seedTokens(op->getOperand(0));
     seedTokens(op->getResult(0));

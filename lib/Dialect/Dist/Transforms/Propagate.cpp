@@ -404,6 +404,9 @@ void Propagator::finalize(bool explain) {
           fn.setResultAttr(i, kShardingAttr, shardingOf(v));
         continue;
       }
+      // A constraint's open dimensions take what propagation gave them.
+      if (auto c = dyn_cast<ConstraintOp>(op))
+        c.setShardingAttr(shardingOf(c.getResult()));
       if (op.getNumResults() == 0 || isa<ConstraintOp, ReshardOp>(op))
         continue;
       SmallVector<Attribute> list;
