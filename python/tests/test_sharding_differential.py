@@ -459,6 +459,65 @@ def test_vocabulary_parallel_embedding_takes_global_ids(vocab, target, tmp_path)
         assert f"of size {vocab}" in message, message
 
 
+@needs_mpi
+@pytest.mark.parametrize("mesh", ["tp=2", "tp=4", "dp=2,tp=2"])
+def test_partial_sums_through_linear_ops(mesh, tmp_path):
+    """Two MLP branches whose row-parallel partial sums meet in an add after
+    linear ops (a product by a weight, a division by one, a negation, a
+    reshape and back, a bias and the residual added before the meeting):
+    one all_reduce for both, the whole operands added each scaled by 1/tp,
+    against onnxruntime."""
+    rng = np.random.default_rng(11)
+    t, d, f = 4, 32, 128
+
+    def w(name, *shape):
+        return numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32), name)
+
+    inits = [w("w1", d, f), w("w2", f, d), w("s2", d), w("w3", d, f), w("w4", f, d),
+             w("q4", d), w("b4", d),
+             numpy_helper.from_array(np.array([2, 2, 2, d], np.int64), "split"),
+             numpy_helper.from_array(np.array([2, t, d], np.int64), "back")]
+    nodes = [
+        helper.make_node("MatMul", ["x", "w1"], ["h1"]),
+        helper.make_node("Relu", ["h1"], ["g1"]),
+        helper.make_node("MatMul", ["g1", "w2"], ["o1"]),
+        helper.make_node("Mul", ["o1", "s2"], ["m1"]),
+        helper.make_node("Reshape", ["m1", "split"], ["r1"]),
+        helper.make_node("Reshape", ["r1", "back"], ["k1"]),
+        helper.make_node("Add", ["x", "k1"], ["a1"]),
+        helper.make_node("MatMul", ["x", "w3"], ["h3"]),
+        helper.make_node("Tanh", ["h3"], ["g3"]),
+        helper.make_node("MatMul", ["g3", "w4"], ["o3"]),
+        helper.make_node("Div", ["o3", "q4"], ["d3"]),
+        helper.make_node("Add", ["d3", "b4"], ["e3"]),
+        helper.make_node("Neg", ["e3"], ["n3"]),
+        helper.make_node("Sub", ["a1", "n3"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes, "branches", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, t, d])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, t, d])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)])
+    model.ir_version = 10
+    path = tmp_path / "branches.onnx"
+    # Weights in a data file, as nn.weight ops (the preset pairs linears by them).
+    onnx.save(model, path, save_as_external_data=True, location="branches.data",
+              size_threshold=1024)
+    artifact = tmp_path / "branches.shard"
+    cmd = [tool("shard-opt"), str(path), "--mesh", mesh, "--strategy", "megatron",
+           "--target", "cpu", "--report", "-o", str(artifact)]
+    out = run_tool(cmd)
+    assert out.returncode == 0, f"{' '.join(cmd)}\n{errors_of(out.stderr)}"
+    steps = re.findall(r"step \d+: rt\.(\w+) ", out.stdout + out.stderr)
+    assert steps.count("all_reduce") == 1, steps
+    world = math.prod(int(p.split("=")[1]) for p in mesh.split(","))
+    feeds = {"x": rng.standard_normal((2, t, d)).astype(np.float32)}
+    ours = pipeline.run_artifact(artifact, feeds,
+                                 launcher=[MPIRUN, "-np", str(world), "--oversubscribe"])
+    ref = pipeline.run_onnxruntime(path, feeds)
+    err = pipeline.relative_error(ours["y"], ref["y"])
+    assert err <= 1e-5, f"relative L2 error {err:.3e}"
+
+
 # --------------------------------------------------------------------------
 # Wrong seeds: shard-opt refuses them with a clear message
 # --------------------------------------------------------------------------

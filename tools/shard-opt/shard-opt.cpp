@@ -169,7 +169,8 @@ static cl::opt<std::string> tpAxisName(
 static cl::opt<bool> explainSharding(
     "explain-sharding",
     cl::desc("Print, for every value, its sharding and where each split came "
-             "from (a seed, or the value and op it propagated through)"),
+             "from (a seed, or the value and op it propagated through), and "
+             "where partial sums meet, whether they are reduced together"),
     cl::init(false), cl::cat(shardCategory));
 
 static cl::opt<bool> printReport(
@@ -343,7 +344,9 @@ static LogicalResult buildShardingPipeline(ModuleOp module, PassManager &pm) {
   shardflow::dist::DistPropagateOptions propagate;
   propagate.explain = explainSharding;
   pm.addPass(shardflow::dist::createDistPropagate(propagate));
-  pm.addPass(shardflow::dist::createDistInsertReshards());
+  shardflow::dist::DistInsertReshardsOptions reshards;
+  reshards.explain = explainSharding;
+  pm.addPass(shardflow::dist::createDistInsertReshards(reshards));
   pm.addPass(shardflow::dist::createDistPartition());
   return success();
 }

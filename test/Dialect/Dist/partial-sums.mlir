@@ -4,6 +4,9 @@
 // RUN: shard-opt %t/parallel.mlir --mesh tp=2 --strategy megatron --target cpu -o - | FileCheck %s --check-prefix=RT
 // RUN: shard-opt %t/order.mlir --mesh tp=2 --strategy megatron | FileCheck %s --check-prefix=ORDER
 // RUN: shard-opt %t/reused.mlir --mesh tp=2 --strategy megatron | FileCheck %s --check-prefix=REUSED
+// RUN: shard-opt %t/linear.mlir --mesh tp=2 --strategy megatron | FileCheck %s --check-prefix=LINEAR
+// RUN: shard-opt %t/product.mlir --mesh tp=2 --strategy megatron | FileCheck %s --check-prefix=PRODUCT
+// RUN: shard-opt %t/parallel.mlir --mesh tp=2 --strategy megatron --explain-sharding -o /dev/null 2>&1 | FileCheck %s --check-prefix=EXPLAIN
 
 // Partial sums that meet in an add are reduced once (dist-insert-reshards):
 // a parallel residual block's two row-parallel outputs stay partial up to
@@ -57,6 +60,33 @@
 // REUSED-NOT: dist.all_reduce
 // REUSED-NOT: nn.mul
 // REUSED: return
+
+// Ops linear in a partial sum pass it on: a product by a whole value (not
+// scaled: it multiplies), a dropout, a negation.
+// LINEAR-LABEL: func.func @linear
+// LINEAR-NOT: dist.all_reduce
+// LINEAR-NOT: nn.constant
+// LINEAR: nn.mul %{{.*}}, %{{.*}} : (tensor<2x4x8xf32>, tensor<8xf32>)
+// LINEAR: nn.dropout
+// LINEAR-NEXT: nn.neg
+// LINEAR-NEXT: %[[S:.*]] = nn.add
+// LINEAR-NEXT: dist.all_reduce %[[S]] on @mesh ["tp"]
+// LINEAR-NOT: dist.all_reduce
+// LINEAR: return
+
+// A product of two partial sums is not their sum's: both are reduced first.
+// PRODUCT-LABEL: func.func @product
+// PRODUCT: dist.all_reduce
+// PRODUCT: dist.all_reduce
+// PRODUCT: nn.mul %{{.*}}, %{{.*}} : (tensor<2x4x8xf32>, tensor<2x4x8xf32>)
+// PRODUCT-NOT: dist.all_reduce
+// PRODUCT: return
+
+// --explain-sharding says where partial sums meet and what was chosen: one
+// all_reduce of 256 bytes sent per rank instead of two.
+// EXPLAIN: parallel.mlir:16:8: remark: partial sums over ["tp"] of 2 ops meet at nn.add loc({{.*}}parallel.mlir":16:8): reduced together after it (256 bytes sent per rank instead of 512)
+// EXPLAIN-DAG: parallel.mlir:10:9: note: partial sum made by nn.matmul
+// EXPLAIN-DAG: parallel.mlir:14:9: note: partial sum made by nn.matmul
 
 //--- parallel.mlir
 func.func @main(%x: tensor<2x4x8xf32> {nn.name = "x"}) -> tensor<2x4x8xf32> {
@@ -119,4 +149,46 @@ func.func @reused(%x: tensor<2x4x8xf32> {nn.name = "x"}) -> (tensor<2x4x8xf32>, 
   %s = nn.add %a1, %a3 : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
   %y = nn.add %x, %s : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
   return %y, %a1 : tensor<2x4x8xf32>, tensor<2x4x8xf32>
+}
+
+//--- linear.mlir
+func.func @linear(%x: tensor<2x4x8xf32> {nn.name = "x"}) -> tensor<2x4x8xf32> {
+  %w1 = nn.weight "w1" {storage = "external", file = "m.data", offset = 0 : i64} : tensor<8x32xf32>
+  %w2 = nn.weight "w2" {storage = "external", file = "m.data", offset = 1024 : i64} : tensor<32x8xf32>
+  %s2 = nn.weight "s2" {storage = "external", file = "m.data", offset = 2048 : i64} : tensor<8xf32>
+  %w3 = nn.weight "w3" {storage = "external", file = "m.data", offset = 3072 : i64} : tensor<8x32xf32>
+  %w4 = nn.weight "w4" {storage = "external", file = "m.data", offset = 4096 : i64} : tensor<32x8xf32>
+  %h1 = nn.matmul %x, %w1 : (tensor<2x4x8xf32>, tensor<8x32xf32>) -> tensor<2x4x32xf32>
+  %g1 = nn.relu %h1 : (tensor<2x4x32xf32>) -> tensor<2x4x32xf32>
+  %o1 = nn.matmul %g1, %w2 : (tensor<2x4x32xf32>, tensor<32x8xf32>) -> tensor<2x4x8xf32>
+  %m1 = nn.mul %o1, %s2 : (tensor<2x4x8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
+  %h3 = nn.matmul %x, %w3 : (tensor<2x4x8xf32>, tensor<8x32xf32>) -> tensor<2x4x32xf32>
+  %g3 = nn.relu %h3 : (tensor<2x4x32xf32>) -> tensor<2x4x32xf32>
+  %o3 = nn.matmul %g3, %w4 : (tensor<2x4x32xf32>, tensor<32x8xf32>) -> tensor<2x4x8xf32>
+  %d3 = nn.dropout %o3 {ratio = 0.1 : f32} : (tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  %n3 = nn.neg %d3 : (tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  %s = nn.add %m1, %n3 : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  %y = nn.add %x, %s : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  return %y : tensor<2x4x8xf32>
+}
+
+//--- product.mlir
+func.func @product(%x: tensor<2x4x8xf32> {nn.name = "x"}) -> tensor<2x4x8xf32> {
+  %w1 = nn.weight "w1" {storage = "external", file = "m.data", offset = 0 : i64} : tensor<8x32xf32>
+  %w2 = nn.weight "w2" {storage = "external", file = "m.data", offset = 1024 : i64} : tensor<32x8xf32>
+  %s2 = nn.weight "s2" {storage = "external", file = "m.data", offset = 2048 : i64} : tensor<8xf32>
+  %w3 = nn.weight "w3" {storage = "external", file = "m.data", offset = 3072 : i64} : tensor<8x32xf32>
+  %w4 = nn.weight "w4" {storage = "external", file = "m.data", offset = 4096 : i64} : tensor<32x8xf32>
+  %h1 = nn.matmul %x, %w1 : (tensor<2x4x8xf32>, tensor<8x32xf32>) -> tensor<2x4x32xf32>
+  %g1 = nn.relu %h1 : (tensor<2x4x32xf32>) -> tensor<2x4x32xf32>
+  %o1 = nn.matmul %g1, %w2 : (tensor<2x4x32xf32>, tensor<32x8xf32>) -> tensor<2x4x8xf32>
+  %m1 = nn.mul %o1, %s2 : (tensor<2x4x8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
+  %h3 = nn.matmul %x, %w3 : (tensor<2x4x8xf32>, tensor<8x32xf32>) -> tensor<2x4x32xf32>
+  %g3 = nn.relu %h3 : (tensor<2x4x32xf32>) -> tensor<2x4x32xf32>
+  %o3 = nn.matmul %g3, %w4 : (tensor<2x4x32xf32>, tensor<32x8xf32>) -> tensor<2x4x8xf32>
+  %d3 = nn.dropout %o3 {ratio = 0.1 : f32} : (tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  %n3 = nn.neg %d3 : (tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  %s = nn.mul %m1, %n3 : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  %y = nn.add %x, %s : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  return %y : tensor<2x4x8xf32>
 }

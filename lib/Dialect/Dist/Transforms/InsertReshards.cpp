@@ -10,9 +10,10 @@
 //
 // Partial sums that meet in an add (a parallel residual block: attention and
 // MLP outputs, both row-parallel, added together) stay partial until they
-// meet when that moves fewer bytes, so one collective reduces both: adds and
-// subs on their way run on the partial pieces, and each whole operand they
-// add is scaled by 1/n so that the n ranks' pieces still sum to it.
+// meet when that moves fewer bytes, so one collective reduces both: the ops
+// on their way that are linear in them (adds, subs, products by whole
+// values, reshapes...) run on the partial pieces, and each whole operand
+// added is scaled by 1/n so that the n ranks' pieces still sum to it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -40,15 +41,31 @@ bool producesReplicated(Operation *op) {
   return isa<nn::ConstantOp, nn::RangeOp>(op);
 }
 
+/// Ops through which a partial sum stays one: linear in it (adds and subs,
+/// whose whole operands are then scaled; products and quotients by whole
+/// values; moves and copies).
+bool passesPartialSums(Operation *op) {
+  return isa<nn::AddOp, nn::SubOp, nn::MulOp, nn::DivOp, nn::NegOp, nn::IdentityOp,
+             nn::DropoutOp, nn::ReshapeOp, nn::TransposeOp, nn::SqueezeOp, nn::UnsqueezeOp>(
+      op);
+}
+
+/// Whether the op adds its whole operands to the partial one: the ranks'
+/// pieces must then each add 1/n of them.
+bool scalesWhole(Operation *op) { return isa<nn::AddOp, nn::SubOp>(op); }
+
 struct Inserter {
   ModuleOp module;
   MeshOp mesh;
   FlatSymbolRefAttr meshRef;
+  /// Remarks on the partial sums' meetings.
+  bool explain = false;
   /// One reshard per (value, target sharding).
   DenseMap<std::pair<Value, Attribute>, Value> cache;
 
-  /// An add or sub that runs on partial sums: the axes they are unreduced
-  /// over, and the op's factor assignment (those axes left out).
+  /// An op that runs on partial sums (an add or sub, or a linear op of one
+  /// partial operand): the axes they are unreduced over, and the op's
+  /// factor assignment (those axes left out).
   struct PartialSum {
     AxisList unreduced;
     FactorAxes assignment;
@@ -183,8 +200,8 @@ FactorAxes Inserter::choose(Operation *op, const ShardingRule &r,
 /// Finds the partial sums worth keeping partial. A source is an op that
 /// can leave its result partial where its users want it reduced (by its
 /// own choice, or running where its operands are); its value flows through
-/// adds and subs whose other operands are whole over those axes, each value
-/// used once. Where two flows with the same unreduced axes meet in an add
+/// ops linear in it (`passesPartialSums`) whose other operands are whole
+/// over those axes, each value used once. Where two flows with the same unreduced axes meet in an add
 /// or sub, keeping them partial up to it costs the sources' operand
 /// reshards and one reduction after the meeting, against what the sources
 /// cost on their own choice (each reduced where it is made): the cheaper
@@ -216,7 +233,7 @@ void Inserter::findPartialSums(func::FuncOp fn) {
     const ShardingRule &r = *rule;
     SmallVector<Layout> operandLayouts = layoutsOf(op.getOperands());
     SmallVector<Layout> resultLayouts = layoutsOf(op.getResults());
-    if (isa<nn::AddOp, nn::SubOp>(op)) {
+    if (passesPartialSums(&op)) {
       AxisList unreduced;
       int64_t partial = 0;
       bool ok = true;
@@ -228,6 +245,10 @@ void Inserter::findPartialSums(func::FuncOp fn) {
         if (partial++ == 0)
           unreduced = it->second.unreduced;
         ok &= it->second.unreduced == unreduced && v.hasOneUse();
+        // A product or quotient is linear in one partial operand only
+        // (the numerator's).
+        if (isa<nn::MulOp, nn::DivOp>(op))
+          ok &= partial == 1 && (isa<nn::MulOp>(op) || i == 0);
         pieces[i] = it->second.layout;
         pieces[i].unreduced.clear();
       }
@@ -239,8 +260,8 @@ void Inserter::findPartialSums(func::FuncOp fn) {
             ok &= flows.find(v)->second.layout.dims == want.dims;
             continue;
           }
-          // A whole operand is scaled, on the ranks' pieces: it must be
-          // whole over the unreduced axes.
+          // A whole operand (scaled where it is added): it must be whole
+          // over the unreduced axes.
           Layout have = getValueLayout(v);
           ok &= have.unreduced.empty();
           for (const AxisList &axes : have.dims)
@@ -252,7 +273,7 @@ void Inserter::findPartialSums(func::FuncOp fn) {
           made.unreduced = unreduced;
           flows[op.getResult(0)] = {unreduced, made, &op};
           sumAssignments[&op] = a;
-          if (partial >= 2)
+          if (partial >= 2 && scalesWhole(&op))
             meetings.push_back(&op);
           continue;
         }
@@ -312,6 +333,22 @@ void Inserter::findPartialSums(func::FuncOp fn) {
       keptCost += sources.find(op)->second.kept;
       aloneCost += sources.find(op)->second.alone;
     }
+    if (explain) {
+      // Locations in the text too: an ONNX node's is its name.
+      auto remark = meeting->emitRemark();
+      remark << "partial sums over " << axesText(flows.find(result)->second.unreduced)
+             << " of " << made.size() << " ops meet at " << meeting->getName() << " "
+             << meeting->getLoc() << ": ";
+      if (keptCost < aloneCost)
+        remark << "reduced together after it (" << int64_t(keptCost)
+               << " bytes sent per rank instead of " << int64_t(aloneCost) << ")";
+      else
+        remark << "reduced where they are made (" << int64_t(aloneCost)
+               << " bytes sent per rank; together: " << int64_t(keptCost) << ")";
+      for (Operation *op : made)
+        remark.attachNote(op->getLoc())
+            << "partial sum made by " << op->getName() << " " << op->getLoc();
+    }
     if (keptCost >= aloneCost)
       continue;
     for (Operation *op : sums)
@@ -367,7 +404,7 @@ LogicalResult Inserter::rewriteOp(Operation *op) {
     Value operand = v;
     if (operandLayouts[i] != want)
       operand = reshard(b, op->getLoc(), v, want);
-    if (sum != partialSums.end())
+    if (sum != partialSums.end() && scalesWhole(op))
       operand = scaleWhole(b, op->getLoc(), operand, want,
                            mesh.groupSize(sum->second.unreduced));
     if (operand != v)
@@ -433,6 +470,7 @@ LogicalResult Inserter::run() {
 
 struct DistInsertReshardsPass
     : public shardflow::dist::impl::DistInsertReshardsBase<DistInsertReshardsPass> {
+  using DistInsertReshardsBase::DistInsertReshardsBase;
   void runOnOperation() override {
     ModuleOp module = getOperation();
     MeshOp mesh = getModuleMesh(module);
@@ -442,6 +480,7 @@ struct DistInsertReshardsPass
     inserter.module = module;
     inserter.mesh = mesh;
     inserter.meshRef = FlatSymbolRefAttr::get(mesh.getSymNameAttr());
+    inserter.explain = explain;
     if (failed(inserter.run()))
       return signalPassFailure();
   }

@@ -71,7 +71,18 @@ def DistInsertReshards : Pass<"dist-insert-reshards", "::mlir::ModuleOp"> {
     operand is laid out differently from what the factors require, or where
     the op's result (including partial sums from sharded reduction factors)
     differs from the result's assigned sharding.
+
+    Partial sums that meet in an add or sub (a parallel residual block's
+    attention and MLP outputs) stay partial up to it, through ops linear in
+    them, when one reduction after the meeting moves fewer bytes than
+    reducing each where it is made; whole operands added on the way are
+    scaled by 1/n. With `explain`, each meeting gets a remark with both
+    byte counts and the choice.
   }];
+  let options = [
+    Option<"explain", "explain", "bool", /*default=*/"false",
+           "Emit a remark per meeting of partial sums: reduced together or apart, and why">,
+  ];
 }
 
 def DistPartition : Pass<"dist-partition", "::mlir::ModuleOp"> {
