@@ -1,10 +1,12 @@
 //===- Artifact.cpp - reading and writing .shard artifacts -----------------===//
 
 #include "shardflow/Runtime/Artifact.h"
+#include "shardflow/Runtime/FloatConversion.h"
 #include "shardflow/Runtime/NpyIO.h"
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iomanip>
@@ -194,6 +196,11 @@ void shardflow::runtime::writeArtifact(const Artifact &a, std::ostream &os) {
         os << " source-dtype=" << dtypeName(*b.sourceDType);
       if (!b.permutation.empty())
         os << " permutation=" << join(b.permutation);
+      if (b.scale) {
+        char text[32];
+        std::snprintf(text, sizeof(text), "%.17g", *b.scale);
+        os << " scale=" << text;
+      }
       if (!b.globalShape.empty() || !b.starts.empty()) {
         os << " global=" << shapeText(b.globalShape) << " starts=";
         for (size_t r = 0; r < b.starts.size(); ++r)
@@ -390,6 +397,9 @@ void Reader::checkWeight(const BufferDesc &b, int worldSize) const {
       fail(what + ": permutation " + join(b.permutation) + " is not a permutation of its " +
            std::to_string(b.shape.size()) + " dimensions");
   }
+  if (b.scale && !canConvertElements(b.fileDType(), DType::F64))
+    fail(what + " has a scale but holds " + dtypeName(b.dtype) +
+         " elements (only float weights are scaled)");
   const std::vector<int64_t> shape = b.storedShape();
   if (b.globalShape.empty() != b.starts.empty())
     fail(what + " needs both global= and starts= to be sliced");
@@ -593,6 +603,17 @@ Artifact Reader::read() {
               start.push_back(toInt(d, "slice start"));
             b.starts.push_back(std::move(start));
           }
+        } else if (k == "scale") {
+          size_t used = 0;
+          double x = 0;
+          try {
+            x = std::stod(v, &used);
+          } catch (...) {
+            used = 0;
+          }
+          if (v.empty() || used != v.size() || !std::isfinite(x) || x == 0)
+            fail("bad scale '" + v + "' (a finite, nonzero number)");
+          b.scale = x;
         } else if (k == "padded") {
           if (v != "zeros")
             fail("padded must be 'zeros', got '" + v + "'");
@@ -632,6 +653,8 @@ Artifact Reader::read() {
         fail("only weights have a source-dtype");
       if (!b.permutation.empty() && b.kind != BufferDesc::Kind::Weight)
         fail("only weights have a permutation");
+      if (b.scale && b.kind != BufferDesc::Kind::Weight)
+        fail("only weights have a scale");
       if (b.kind == BufferDesc::Kind::Weight)
         checkWeight(b, a.worldSize);
       if (b.kind == BufferDesc::Kind::View &&

@@ -157,7 +157,7 @@ WeightBytes WeightLoader::load(size_t index, WeightStaging *staging) {
 
   WeightBytes out;
   bool gathers = runs.size() != 1 || runs[0].first == kZeroRun,
-       converts = b.fileDType() != b.dtype, permutes = !b.permutation.empty();
+       converts = b.fileDType() != b.dtype || b.scale, permutes = !b.permutation.empty();
   if (uint8_t *block = staging && b.bytes() ? staging->acquire(b.bytes()) : nullptr)
     out.staged = std::unique_ptr<uint8_t, StagedRelease>(block, StagedRelease{staging});
   // Each step below writes a new copy: the last one into the staging
@@ -199,7 +199,19 @@ WeightBytes WeightLoader::load(size_t index, WeightStaging *staging) {
                          "or pass --no-verify-weights to use it anyway)");
     }
   }
-  if (converts) {
+  if (converts && b.scale) {
+    // A weight-only product folded by the compiler: multiplied in f64, then
+    // rounded once to the buffer's type (converted here too).
+    std::string what = "weight '" + b.name + "' (scale)";
+    std::vector<double> wide(size_t(b.numel()));
+    convertElements(fileBytes, b.fileDType(), wide.data(), DType::F64, wide.size(), what);
+    for (double &x : wide)
+      x *= *b.scale;
+    uint8_t *dst = output(!permutes, b.bytes());
+    convertElements(wide.data(), DType::F64, dst, b.dtype, wide.size(), what);
+    keep();
+    fileBytes = dst;
+  } else if (converts) {
     // Mixed precision: converted once, here.
     uint8_t *dst = output(!permutes, b.bytes());
     convertElements(fileBytes, b.fileDType(), dst, b.dtype, size_t(b.numel()),

@@ -247,6 +247,8 @@ FailureOr<rtm::Artifact> shardflow::exportArtifact(ModuleOp module,
       if (auto perm = w.getPermutationAttr())
         b.permutation.assign(perm.asArrayRef().begin(), perm.asArrayRef().end());
       b.zeroPadded = w.getZeroPadded();
+      if (auto scale = w.getScaleAttr())
+        b.scale = scale.getValueAsDouble();
       if (auto global = w.getGlobalShapeAttr()) {
         b.globalShape.assign(global.asArrayRef().begin(), global.asArrayRef().end());
         for (Attribute start : w.getStartsAttr()) {

@@ -869,6 +869,9 @@ def _host_step(op: Op, env: dict, shapes: dict, kernels: dict, weights, rank: in
             if "zero_padded" in op.props:  # the slice's part past the tensor
                 value = np.pad(value, [(0, n - k) for n, k in zip(stored, value.shape)])
         value = np.transpose(value.reshape(stored), perm)
+        scale = re.search(r"\bscale = ([-+0-9.eEinf]+) : f64", op.props)
+        if scale:  # a folded product, applied at load in float64
+            value = value.astype(np.float64) * float(scale.group(1))
         env[op.results[0]] = np.ascontiguousarray(value, _DTYPES[elem]).reshape(-1)
         shapes[op.results[0]] = shape
     elif op.name == "rt.kernel":

@@ -511,7 +511,8 @@ def test_fused_projection_einsum_becomes_matmul(tmp_path):
                                rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("model_name", ["gpt2", "llama", "gpt2-weights", "gpt2-padded"])
+@pytest.mark.parametrize("model_name", ["gpt2", "llama", "gpt2-weights", "gpt2-padded",
+                                        "neox-weights"])
 @pytest.mark.parametrize("strategy", ["megatron", "megatron-sp"])
 @pytest.mark.parametrize("dtype", ["f32", "bf16"])
 def test_sharded_cuda_programs_on_four_ranks(model_name, strategy, dtype, tmp_path):
@@ -523,7 +524,9 @@ def test_sharded_cuda_programs_on_four_ranks(model_name, strategy, dtype, tmp_pa
     onnxruntime: relative L2 under 1e-5 (f32) and 2e-2 (bf16). "-weights":
     every initializer loaded as a weight (biases too), not embedded.
     "-padded": a vocabulary of 131, zero-padded to 144 for the
-    vocabulary-parallel embedding and projection."""
+    vocabulary-parallel embedding and projection. GPT-NeoX's parallel
+    block: the attention and MLP partial sums reduced together, each rank
+    adding half of both biases, halved at load (scale=0.5)."""
     import onnx
     from onnx import numpy_helper
 
@@ -544,6 +547,10 @@ def test_sharded_cuda_programs_on_four_ranks(model_name, strategy, dtype, tmp_pa
     assert "world-size 4" in text
     if variant == "padded":
         assert len(re.findall(r"^buffer .* global=\S*131\S* .*padded=zeros", text, re.M)) == 2
+    if model_name == "neox":
+        scaled = re.findall(r"^buffer \d+ weight \S+ \S+ name=(\S+) .* scale=0\.5 ", text, re.M)
+        assert sorted(scaled) == sorted(f"layers.{i}.{n}.bias" for i in range(2)
+                                        for n in ("attention.dense", "mlp.dense_4h_to_h")), scaled
     kinds = set(re.findall(r"^collective (\w+)", text, re.M))
     assert kinds >= ({"all_reduce"} if strategy == "megatron" else
                      {"all_gather", "reduce_scatter"}), kinds

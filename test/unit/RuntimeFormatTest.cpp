@@ -302,6 +302,28 @@ TEST(Artifact, DeviceModulesAndSourceTypesRoundTrip) {
                  "weight size 4 does not match its type");
 }
 
+TEST(Artifact, ScaleRoundTripsAndIsChecked) {
+  std::string head = "shardflow-artifact 4\ntarget cpu\nworld-size 1\narena 0\n";
+  std::string weight = "buffer 0 weight bf16 8 name=b storage=external file=m offset=0 size=32 "
+                       "source-dtype=f32";
+  Artifact a = parseArtifact(head + weight + " scale=0.5\nend\n", "t.shard");
+  ASSERT_TRUE(a.buffers[0].scale);
+  EXPECT_EQ(*a.buffers[0].scale, 0.5);
+  a.buffers[0].scale = 1.0 / 3.0;
+  std::ostringstream os;
+  writeArtifact(a, os);
+  EXPECT_NE(os.str().find("source-dtype=f32 scale=0.33333333333333331"), std::string::npos)
+      << os.str();
+  EXPECT_EQ(*parseArtifact(os.str(), "t.shard").buffers[0].scale, 1.0 / 3.0);
+  expectRejected(head + weight + " scale=0\nend\n", "bad scale '0'");
+  expectRejected(head + weight + " scale=half\nend\n", "bad scale 'half'");
+  expectRejected(head + "buffer 0 weight i64 4 name=b storage=external file=m offset=0 "
+                        "size=32 scale=2\nend\n",
+                 "has a scale but holds i64 elements");
+  expectRejected(head + "buffer 0 arena f32 4 offset=0 scale=2\nend\n",
+                 "only weights have a scale");
+}
+
 TEST(Artifact, PermutationRoundTripsAndIsChecked) {
   std::string head = "shardflow-artifact 4\ntarget cuda\nworld-size 2\narena 0\n";
   Artifact a = parseArtifact(head + "buffer 0 weight f32 5x16 name=w storage=external file=m "

@@ -258,6 +258,37 @@ TEST(WeightLoader, ZeroPaddedBlocksReadZerosPastTheTensor) {
     EXPECT_EQ(f.loadWith(threads), one) << threads << " threads";
 }
 
+TEST(WeightLoader, ScaledWeightsAreMultipliedBeforeRounding) {
+  // A weight-only product the compiler folded (scale=): the file's values
+  // times the factor, in f64, rounded once to the buffer's type; sliced
+  // and converted weights too; the checksums stay those of the file.
+  Fixture f(8);
+  f.art.buffers[0].scale = 0.5;   // [8, 24] f32, else read in place
+  f.art.buffers[1].scale = 0.25;  // [12, 24] f32 in the file, bf16 buffer
+  f.art.buffers[4].scale = -3.0;  // [24, 8]: stored columns 16..23 of 24
+  auto one = f.loadWith(1);
+  auto f32At = [&](size_t w, size_t i) {
+    float x;
+    std::memcpy(&x, one.at(w).data() + 4 * i, 4);
+    return x;
+  };
+  for (size_t i = 0; i < 8 * 24; ++i)
+    ASSERT_EQ(f32At(0, i), f.values[i] * 0.5f) << i;
+  size_t w1 = 8 * 24;
+  for (size_t i = 0; i < 12 * 24; ++i) {
+    uint16_t got;
+    std::memcpy(&got, one.at(1).data() + 2 * i, 2);
+    ASSERT_EQ(got, floatToBf16Bits(f.values[w1 + i] * 0.25f)) << i;
+  }
+  size_t w4 = (8 + 12 + 16 + 20) * 24;
+  for (size_t r = 0; r < 24; ++r)
+    for (size_t c = 0; c < 8; ++c)
+      ASSERT_EQ(f32At(4, r * 8 + c), float(double(f.values[w4 + r * 24 + 16 + c]) * -3.0))
+          << r << ", " << c;
+  for (int threads : {2, 4})
+    EXPECT_EQ(f.loadWith(threads), one) << threads << " threads";
+}
+
 TEST(WeightLoader, StagedWeightsAreTheBytesOfTheHeapLoad) {
   // Every form (in place, converted, gathered, permuted and their mixes)
   // ends in its staging block with the bytes of the load without staging.

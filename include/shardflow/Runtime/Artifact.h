@@ -128,6 +128,10 @@ struct BufferDesc {
   /// permutation[i] (a layout chosen at compile time, applied at load);
   /// empty when the buffer keeps the stored order.
   std::vector<int64_t> permutation;
+  /// Weight: a factor its elements are multiplied by at load, in f64
+  /// before they are rounded to the buffer's type (a weight-only product
+  /// folded by the compiler). Text: `scale=`.
+  std::optional<double> scale;
   std::vector<uint8_t> data; // Constant: little-endian bytes (bool: 1 byte)
 
   int64_t numel() const;

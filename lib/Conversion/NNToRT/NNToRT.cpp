@@ -10,7 +10,9 @@
 // which then records the file's element type (`source_type`): the runtime
 // converts the weight once at load instead of a kernel on every run. Likewise
 // an nn.transpose of a weight (or of such a cast) becomes the rt.weight
-// loaded with its dimensions permuted (`permutation`).
+// loaded with its dimensions permuted (`permutation`), and an nn.mul of a
+// weight (or of such a cast) by a scalar constant the rt.weight scaled at
+// load (`scale`).
 //
 // A partitioned program (per-rank tensors, `dist` collectives over a
 // dist.mesh) becomes an SPMD rt program: each collective turns into the rt
@@ -28,6 +30,9 @@
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/TypeSwitch.h"
+
+#include <cmath>
+#include <optional>
 
 namespace shardflow {
 #define GEN_PASS_DEF_CONVERTNNTORT
@@ -72,9 +77,35 @@ bool isFoldedWeightTranspose(Operation *op) {
 
 /// A weight, or a folded cast of one, whose every reader folds it: it needs
 /// no buffer of its own.
+/// An nn.mul of a float weight (or of its folded cast) by a splat scalar
+/// constant, typed as the weight (no broadcast): the weight, and the
+/// factor the runtime multiplies its elements by at load.
+std::optional<std::pair<Value, double>> foldedWeightScale(Operation *op) {
+  auto m = dyn_cast<nn::MulOp>(op);
+  if (!m)
+    return std::nullopt;
+  for (auto [source, factor] : {std::pair(m.getLhs(), m.getRhs()),
+                                std::pair(m.getRhs(), m.getLhs())}) {
+    Operation *s = source.getDefiningOp();
+    if (!s || !(isa<nn::WeightOp>(s) || isFoldedWeightCast(s)) ||
+        source.getType() != m.getType() ||
+        !isa<FloatType>(cast<RankedTensorType>(m.getType()).getElementType()))
+      continue;
+    auto c = factor.getDefiningOp<nn::ConstantOp>();
+    auto dense = c ? dyn_cast<DenseFPElementsAttr>(c.getValue()) : DenseFPElementsAttr();
+    if (!dense || !dense.isSplat())
+      continue;
+    double x = dense.getSplatValue<APFloat>().convertToDouble();
+    if (std::isfinite(x) && x != 0)
+      return std::pair(source, x);
+  }
+  return std::nullopt;
+}
+bool isFoldedWeightScale(Operation *op) { return foldedWeightScale(op).has_value(); }
 bool onlyFoldedReaders(Operation *op) {
   return !op->use_empty() && llvm::all_of(op->getUsers(), [](Operation *user) {
-           return isFoldedWeightCast(user) || isFoldedWeightTranspose(user);
+           return isFoldedWeightCast(user) || isFoldedWeightTranspose(user) ||
+                  isFoldedWeightScale(user);
          });
 }
 
@@ -280,7 +311,7 @@ LogicalResult convertFunction(func::FuncOp fn, std::optional<int64_t> world) {
                                      w.getFileAttr(), w.getOffsetAttr(),
                                      w.getSizeAttr(), w.getGlobalShapeAttr(),
                                      w.getStartsAttr(), TypeAttr(), DenseI64ArrayAttr(),
-                                     zeroPadded(b, w));
+                                     zeroPadded(b, w), FloatAttr());
       map.map(w.getResult(), nw.getResult());
       continue;
     }
@@ -299,7 +330,7 @@ LogicalResult convertFunction(func::FuncOp fn, std::optional<int64_t> world) {
                                      w.getSizeAttr(), w.getGlobalShapeAttr(),
                                      w.getStartsAttr(), source,
                                      identity ? DenseI64ArrayAttr() : t.getPermAttr(),
-                                     zeroPadded(b, w));
+                                     zeroPadded(b, w), FloatAttr());
       map.map(t.getResult(), nw.getResult());
       continue;
     }
@@ -314,11 +345,29 @@ LogicalResult convertFunction(func::FuncOp fn, std::optional<int64_t> world) {
           b, loc, toBuffer(c.getType()), w.getNameAttr(), w.getStorageAttr(),
           w.getFileAttr(), w.getOffsetAttr(), w.getSizeAttr(),
           w.getGlobalShapeAttr(), w.getStartsAttr(),
-          TypeAttr::get(w.getType().getElementType()), DenseI64ArrayAttr(), zeroPadded(b, w));
+          TypeAttr::get(w.getType().getElementType()), DenseI64ArrayAttr(), zeroPadded(b, w),
+          FloatAttr());
       map.map(c.getResult(), nw.getResult());
       continue;
     }
+    if (auto folded = foldedWeightScale(&op)) {
+      // The product's type is the buffer's; the runtime multiplies the
+      // file's elements (converted, with source_type) once, at load.
+      auto [source, factor] = *folded;
+      auto c = source.getDefiningOp<nn::CastOp>();
+      auto w = (c ? c.getInput() : source).getDefiningOp<nn::WeightOp>();
+      auto nw = rt::WeightOp::create(
+          b, loc, toBuffer(op.getResult(0).getType()), w.getNameAttr(), w.getStorageAttr(),
+          w.getFileAttr(), w.getOffsetAttr(), w.getSizeAttr(), w.getGlobalShapeAttr(),
+          w.getStartsAttr(), c ? TypeAttr::get(w.getType().getElementType()) : TypeAttr(),
+          DenseI64ArrayAttr(), zeroPadded(b, w), b.getF64FloatAttr(factor));
+      map.map(op.getResult(0), nw.getResult());
+      continue;
+    }
     if (auto c = dyn_cast<nn::ConstantOp>(op)) {
+      // A factor that only folded products read lives in their rt.weight.
+      if (!c->use_empty() && llvm::all_of(c->getUsers(), isFoldedWeightScale))
+        continue;
       auto nc = rt::ConstantOp::create(b, loc, toBuffer(c.getType()),
                                        c.getValue());
       map.map(c.getResult(), nc.getResult());

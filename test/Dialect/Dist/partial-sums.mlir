@@ -37,6 +37,11 @@
 // TP4-NOT: dist.all_reduce
 // TP4: return
 
+// In the artifact the products fold into the biases' loads (scale=): no
+// kernel multiplies.
+// RT: buffer {{[0-9]+}} weight f32 8 name=b2 {{.*}} scale=0.5
+// RT: buffer {{[0-9]+}} weight f32 8 name=b4 {{.*}} scale=0.5
+// RT-NOT: kernel mul
 // RT-COUNT-1: collective all_reduce
 // RT-NOT: collective all_reduce
 

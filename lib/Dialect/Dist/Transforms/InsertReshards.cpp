@@ -362,11 +362,30 @@ void Inserter::findPartialSums(func::FuncOp fn) {
 
 /// `v` (laid out as `layout`, whole over the unreduced axes) times 1/n:
 /// what each of the n ranks adds to a partial sum so that the pieces still
-/// sum to `v`.
+/// sum to `v`. A constant is scaled here; otherwise an nn.mul by a scalar
+/// constant, which convert-nn-to-rt folds into a weight's load.
 Value Inserter::scaleWhole(OpBuilder &b, Location loc, Value v, const Layout &layout,
                            int64_t n) {
   MLIRContext *ctx = module.getContext();
   Type element = cast<RankedTensorType>(v.getType()).getElementType();
+  if (auto c = v.getDefiningOp<nn::ConstantOp>()) {
+    // A small bias held in the IR: scaled here.
+    if (auto dense = dyn_cast<DenseFPElementsAttr>(c.getValue())) {
+      auto semantics = &cast<FloatType>(element).getFloatSemantics();
+      SmallVector<APFloat> values;
+      for (APFloat x : dense.getValues<APFloat>()) {
+        bool lost = false;
+        APFloat wide(x.convertToDouble() / double(n));
+        wide.convert(*semantics, APFloat::rmNearestTiesToEven, &lost);
+        values.push_back(wide);
+      }
+      Value scaled = nn::ConstantOp::create(
+          b, loc, DenseElementsAttr::get(cast<ShapedType>(v.getType()), values));
+      scaled.getDefiningOp()->setAttr(
+          kShardingsAttr, b.getArrayAttr({Attribute(layout.toAttr(ctx, meshRef))}));
+      return scaled;
+    }
+  }
   auto scalar = RankedTensorType::get({}, element);
   Value factor = nn::ConstantOp::create(
       b, loc, DenseElementsAttr::get(scalar, b.getFloatAttr(element, 1.0 / double(n))));

@@ -7,6 +7,8 @@
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "llvm/ADT/DenseSet.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace shardflow::rt;
 
@@ -154,6 +156,14 @@ LogicalResult WeightOp::verify() {
       return emitOpError("source_type ")
              << source.getValue() << " must be a float type other than the buffer's "
              << elem;
+  }
+  if (auto scale = getScaleAttr()) {
+    double x = scale.getValueAsDouble();
+    if (!isa<FloatType>(getResult().getType().getElementType()))
+      return emitOpError("scale needs a float buffer, not ")
+             << getResult().getType().getElementType();
+    if (!std::isfinite(x) || x == 0)
+      return emitOpError("scale must be finite and nonzero, got ") << x;
   }
   // The shape of the elements in the file (the slice's, when sliced):
   // the result's with the permutation undone.

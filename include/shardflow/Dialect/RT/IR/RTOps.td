@@ -91,6 +91,10 @@ def RT_WeightOp : RT_Op<"weight", [Pure]> {
     once at load (`convert-rt-to-gpu` stores a GEMM's weight transposed
     when that aligns its rows).
 
+    With `scale` the runtime multiplies the elements by it at load (in f64,
+    rounded once to the buffer's type): an nn.mul of a float weight by a
+    scalar constant, folded (a bias that each of n ranks adds 1/n of).
+
     ```mlir
     %w = rt.weight "fc.weight" {storage = "external", file = "m.data",
         offset = 0 : i64, global_shape = array<i64: 64, 32>,
@@ -107,7 +111,7 @@ def RT_WeightOp : RT_Op<"weight", [Pure]> {
                        OptionalAttr<RT_RankLists>:$starts,
                        OptionalAttr<TypeAttr>:$source_type,
                        OptionalAttr<DenseI64ArrayAttr>:$permutation,
-                       UnitAttr:$zero_padded);
+                       UnitAttr:$zero_padded, OptionalAttr<F64Attr>:$scale);
   let results = (outs RT_Buffer:$result);
   let assemblyFormat = "$name attr-dict `:` type($result)";
   let hasVerifier = 1;
