@@ -166,3 +166,24 @@ def test_parallel_residual_blocks_reduce_once_per_layer(tmp_path, strategy, mesh
         found.append(collective_counts(out.stdout + out.stderr))
     for want, got in zip(PARALLEL_RESIDUAL[(strategy, mesh, seq)], found):
         assert {k: got.get(k, 0) for k in want} == want, found
+
+
+@pytest.mark.parametrize("mesh,strategy", [("tp=4", "megatron-sp"), ("dp=2,tp=2", "megatron-sp"),
+                                           ("tp=4", "megatron")])
+def test_report_counts_the_bytes_each_rank_sends(tmp_path, mesh, strategy):
+    """Each collective's line gives its buffer's bytes and what a rank sends
+    for it with ring algorithms (all_reduce 2(n-1)/n of the buffer,
+    reduce_scatter and all_to_all (n-1)/n, all_gather its piece n-1
+    times); the total line sums them."""
+    _, _, _, report = compile_sharded(tmp_path, "gpt2", strategy, mesh)
+    steps = re.findall(r"step \d+: rt\.(\w+) \S+, (\d+) bytes per rank, groups of (\d+), "
+                       r"sends (\d+) ", report)
+    assert steps, report
+    factor = {"all_reduce": lambda n: 2 * (n - 1) / n, "reduce_scatter": lambda n: (n - 1) / n,
+              "all_to_all": lambda n: (n - 1) / n, "all_gather": lambda n: n - 1}
+    total = 0
+    for kind, buffer, n, sent in steps:
+        assert int(sent) == int(int(buffer) * factor[kind](int(n))), (kind, buffer, n, sent)
+        total += int(sent)
+    assert f"each rank sends {total} (ring algorithms)" in report, report
+    assert any(int(n) == 4 for _, _, n, _ in steps) == (mesh == "tp=4")

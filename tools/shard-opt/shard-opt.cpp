@@ -176,7 +176,8 @@ static cl::opt<bool> explainSharding(
 static cl::opt<bool> printReport(
     "report",
     cl::desc("With --target: print per rank the parameter bytes and peak "
-             "activation bytes, and each collective with the bytes it moves"),
+             "activation bytes, and each collective with its buffer's bytes and "
+             "the bytes a rank sends for it (ring algorithms)"),
     cl::init(false), cl::cat(shardCategory));
 
 //===----------------------------------------------------------------------===//
@@ -379,7 +380,7 @@ static void reportRanks(ModuleOp module, llvm::raw_ostream &os) {
     // whole tensor's bytes.
     llvm::MapVector<StringRef, std::pair<int64_t, int64_t>> byName;
     SmallVector<std::string> steps;
-    int64_t moved = 0;
+    int64_t moved = 0, sent = 0;
     fn.walk([&](Operation *op) {
       if (auto w = dyn_cast<shardflow::rt::WeightOp>(op)) {
         auto m = cast<MemRefType>(w.getType());
@@ -406,15 +407,29 @@ static void reportRanks(ModuleOp module, llvm::raw_ostream &os) {
       int64_t groupSize = 0;
       if (auto groups = op->getAttrOfType<ArrayAttr>("groups"); groups && !groups.empty())
         groupSize = cast<DenseI64ArrayAttr>(groups[0]).size();
+      // What a rank sends with ring algorithms (the cost model's count):
+      // an all_reduce 2(n-1)/n of its buffer, a reduce_scatter and an
+      // all_to_all (n-1)/n, an all_gather its piece to n-1 others, a
+      // send or permute its buffer.
+      int64_t n = std::max<int64_t>(groupSize, 1), out = b;
+      if (name == "rt.all_reduce")
+        out = 2 * (n - 1) * b / n;
+      else if (name == "rt.reduce_scatter" || name == "rt.all_to_all")
+        out = (n - 1) * b / n;
+      else if (name == "rt.all_gather")
+        out = (n - 1) * b;
+      else if (name == "rt.recv")
+        out = 0;
       std::string line;
       llvm::raw_string_ostream ls(line);
       ls << "  step " << steps.size() + 1 << ": " << name << " " << op->getOperand(0).getType()
          << ", " << b << " bytes per rank";
       if (groupSize)
         ls << ", groups of " << groupSize;
-      ls << " (" << op->getLoc() << ")";
+      ls << ", sends " << out << " (" << op->getLoc() << ")";
       steps.push_back(line);
       moved += b;
+      sent += out;
     });
     int64_t local = 0, global = 0, slicedLocal = 0, slicedGlobal = 0;
     int weights = int(byName.size()), sliced = 0;
@@ -445,7 +460,8 @@ static void reportRanks(ModuleOp module, llvm::raw_ostream &os) {
                           local - slicedLocal);
     os << "  peak activation bytes per rank: " << peak << "\n";
     os << "  collectives: " << steps.size() << ", " << moved
-       << " bytes per rank in total\n";
+       << " bytes per rank in total; each rank sends " << sent
+       << " (ring algorithms)\n";
     for (const std::string &line : steps)
       os << line << "\n";
   });
