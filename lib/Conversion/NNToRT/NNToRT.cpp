@@ -75,8 +75,6 @@ bool isFoldedWeightTranspose(Operation *op) {
   return source && (isa<nn::WeightOp>(source) || isFoldedWeightCast(source));
 }
 
-/// A weight, or a folded cast of one, whose every reader folds it: it needs
-/// no buffer of its own.
 /// An nn.mul of a float weight (or of its folded cast) by a splat scalar
 /// constant, typed as the weight (no broadcast): the weight, and the
 /// factor the runtime multiplies its elements by at load.
@@ -102,6 +100,8 @@ std::optional<std::pair<Value, double>> foldedWeightScale(Operation *op) {
   return std::nullopt;
 }
 bool isFoldedWeightScale(Operation *op) { return foldedWeightScale(op).has_value(); }
+/// A weight, or a folded cast of one, whose every reader folds it: it needs
+/// no buffer of its own.
 bool onlyFoldedReaders(Operation *op) {
   return !op->use_empty() && llvm::all_of(op->getUsers(), [](Operation *user) {
            return isFoldedWeightCast(user) || isFoldedWeightTranspose(user) ||

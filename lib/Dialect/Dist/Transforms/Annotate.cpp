@@ -422,9 +422,9 @@ LogicalResult Annotator::seedMegatron(bool sequence) {
       dims.push_back(DimShardingAttr::get(ctx, {}, /*open=*/d != tokens));
     OpBuilder b(ctx);
     b.setInsertionPointAfterValue(v);
-    auto whole = ConstraintOp::create(
-        b, v.getLoc(), type, v, ShardingAttr::get(ctx, FlatSymbolRefAttr::get(mesh.getSymNameAttr()),
-                                            dims, {}, {}));
+    auto meshRef = FlatSymbolRefAttr::get(mesh.getSymNameAttr());
+    auto whole = ConstraintOp::create(b, v.getLoc(), type, v,
+                                      ShardingAttr::get(ctx, meshRef, dims, {}, {}));
     whole->setAttr("dist.priority", b.getI64IntegerAttr(kSequencePriority));
     whole->setAttr("dist.origin",
                    b.getStringAttr("--strategy megatron-sp (norms sharing their input)"));

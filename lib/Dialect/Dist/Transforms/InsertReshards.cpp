@@ -201,11 +201,12 @@ FactorAxes Inserter::choose(Operation *op, const ShardingRule &r,
 /// can leave its result partial where its users want it reduced (by its
 /// own choice, or running where its operands are); its value flows through
 /// ops linear in it (`passesPartialSums`) whose other operands are whole
-/// over those axes, each value used once. Where two flows with the same unreduced axes meet in an add
-/// or sub, keeping them partial up to it costs the sources' operand
-/// reshards and one reduction after the meeting, against what the sources
-/// cost on their own choice (each reduced where it is made): the cheaper
-/// wins. A meeting that flows into a later one is decided with it.
+/// over those axes, each value used once. Where two flows with the same
+/// unreduced axes meet in an add or sub, keeping them partial up to it
+/// costs the sources' operand reshards and one reduction after the
+/// meeting, against what the sources cost on their own choice (each
+/// reduced where it is made): the cheaper wins. A meeting that flows into
+/// a later one is decided with it.
 void Inserter::findPartialSums(func::FuncOp fn) {
   struct Flow {
     AxisList unreduced;
