@@ -17,8 +17,9 @@ important figures first): `shard-run --profile` (GPU time per kind of
 operation: GEMMs by epilogue, attention, each generated kernel; the
 slowest operations); the two-tile attention kernel (`--attention-kernel
 mma2`) against the default one-tile kernel; cuBLASLt algorithms chosen by
-timing at load (`--gemm-autotune`) against the heuristic's first; one CUDA
-graph (`--cuda-graph`) against one launch per operation; each code
+timing at load (`--gemm-autotune`) against the heuristic's first; one
+launch per operation (`--no-cuda-graph`) against the default CUDA graph
+(captured at the second run); each code
 generation feature turned off (`shard-opt --cuda-disable`: vector
 accesses, the fused QKV GEMM read in place, cuBLASLt epilogues, residual
 adds as the GEMM's C) against the default, whether each pays; loading and
@@ -26,8 +27,8 @@ a run's wall time (input upload and logits download included) with
 page-locked host memory (`--pinned-memory always`) against pageable
 memory (`never`); a small shape (batch 1, sequence 128: an artifact
 compiled from the same model with `--input-shape`), where launch overhead
-rather than the GEMMs decides the time, ours with and without
-`--cuda-graph` against PyTorch eager and torch.compile again; and last,
+rather than the GEMMs decides the time, ours with and without a CUDA
+graph against PyTorch eager and torch.compile again; and last,
 bf16 logits on both sides.
 
 Two steps, because the GPU machines have no LLVM/MLIR (so no shard-opt):
@@ -61,7 +62,8 @@ sys.path.insert(0, str(REPO / "python"))
 
 # Artifacts compiled with one feature off (shard-opt --cuda-disable), timed
 # against the default one.
-ABLATIONS = ("vector-accesses", "packed-qkv", "gemm-epilogues", "gemm-residuals")
+ABLATIONS = ("vector-accesses", "packed-qkv", "gemm-epilogues", "gemm-residuals",
+             "gemm-padding")
 # Compiled with --outputs-in-dtype: the logits returned in bf16, as PyTorch's
 # bf16 forward returns them.
 HALF_LOGITS = "gpt2s.bf16-logits.shard"
@@ -313,10 +315,10 @@ PARTS = {
     "profile": "shard-run --profile of the default artifact: where our time goes",
     "attention": "--attention-kernel mma2 against the default kernel",
     "autotune": "--gemm-autotune against cuBLASLt's heuristic",
-    "graph": "--cuda-graph against one launch per operation",
+    "graph": "--no-cuda-graph (one launch per operation) against the default graph",
     "ablations": "each --cuda-disable feature against the default artifact",
     "host": "--pinned-memory always against never: load and run wall time",
-    "small": "batch 1 x 128 (launch-bound): ours, --cuda-graph, eager, torch.compile",
+    "small": "batch 1 x 128 (launch-bound): ours, --no-cuda-graph, eager, torch.compile",
     "half": "bf16 logits on both sides (--outputs-in-dtype)",
 }
 
@@ -410,24 +412,31 @@ def run(args, torch_side=None) -> int:
         say(f"torch.compile  {compile_s * 1e3:9.2f} ms  {flops / compile_s / 1e12:7.1f} TFLOP/s")
         say(f"ratio ours/compile {seconds / compile_s:.3f}  (f32 logits)")
 
-    def part_profile():
+    def profile_report() -> str:
         # Events around every operation; a run of its own, not the timed one.
-        proc = subprocess.run([str(args.shard_run), str(out / "gpt2s.shard"), "--weights",
-                               str(out), "--input", f"input_ids={ids_path}", "--repeat", "5",
-                               "--profile"], capture_output=True, text=True)
-        report = proc.stderr[proc.stderr.find("shard-run: profile:"):]
-        if proc.returncode or "profile:" not in report:
-            sys.stderr.write(proc.stderr)
-            raise RunFailed(f"shard-run --profile failed ({proc.returncode})")
-        for line in report.splitlines():
+        if "profile" not in cache:
+            proc = subprocess.run([str(args.shard_run), str(out / "gpt2s.shard"), "--weights",
+                                   str(out), "--input", f"input_ids={ids_path}", "--repeat",
+                                   "5", "--profile"], capture_output=True, text=True)
+            report = proc.stderr[proc.stderr.find("shard-run: profile:"):]
+            if proc.returncode or "profile:" not in report:
+                sys.stderr.write(proc.stderr)
+                raise RunFailed(f"shard-run --profile failed ({proc.returncode})")
+            cache["profile"] = report
+            # "attention  COUNT  MS-PER-RUN  SHARE": our attention kernels' time.
+            m = re.search(r"^\s*attention\s+(\d+)\s+([0-9.]+)\s", report, re.M)
+            if m:
+                cache["attention"] = (int(m.group(1)), float(m.group(2)) / 1e3)
+        return cache["profile"]
+
+    def part_profile():
+        for line in profile_report().splitlines():
             say("profile: " + line.removeprefix("shard-run: profile: ").strip())
-        # "attention  COUNT  MS-PER-RUN  SHARE": our attention kernels' time.
-        m = re.search(r"^\s*attention\s+(\d+)\s+([0-9.]+)\s", report, re.M)
-        if m:
-            cache["attention"] = (int(m.group(1)), float(m.group(2)) / 1e3)
 
     def part_attention():
         compare("shardflow with --attention-kernel mma2", ("--attention-kernel", "mma2"))
+        # The profile part may have run in another invocation (--parts).
+        profile_report()
         if "attention" in cache:
             # Our default kernel's share of the forward (from the profile)
             # against PyTorch's SDPA on the same shapes.
@@ -444,7 +453,7 @@ def run(args, torch_side=None) -> int:
         compare("shardflow with --gemm-autotune", ("--gemm-autotune",))
 
     def part_graph():
-        compare("shardflow with --cuda-graph", ("--cuda-graph",))
+        compare("shardflow with --no-cuda-graph", ("--no-cuda-graph",))
 
     def part_half():
         if not (out / HALF_LOGITS).exists():
@@ -474,11 +483,11 @@ def run(args, torch_side=None) -> int:
             f"(logits error {error(logits, small_ref):.2e})")
         say(f"small shape ratio ours/eager {seconds / eager_s:.3f}  "
             f"ours/compile {seconds / compile_s:.3f}")
-        graphed, logits = _time_shard_run(args, out, small_path, SMALL_ARTIFACT,
-                                          extra=("--cuda-graph",), repeat=reps)
-        say(f"small shape with --cuda-graph {graphed * 1e3:8.3f} ms  "
-            f"{graphed / seconds:.3f} of the default's time  "
-            f"ours/eager {graphed / eager_s:.3f}  ours/compile {graphed / compile_s:.3f}  "
+        ungraphed, logits = _time_shard_run(args, out, small_path, SMALL_ARTIFACT,
+                                            extra=("--no-cuda-graph",), repeat=reps)
+        say(f"small shape with --no-cuda-graph {ungraphed * 1e3:8.3f} ms  "
+            f"{ungraphed / seconds:.3f} of the default's time  "
+            f"ours/eager {ungraphed / eager_s:.3f}  ours/compile {ungraphed / compile_s:.3f}  "
             f"(logits error {error(logits, small_ref):.2e})")
 
     def part_host():

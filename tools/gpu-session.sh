@@ -20,7 +20,7 @@
 #          cases (python -m shardflow.cuda_zoo), and the GPT-2-small bench's
 #          artifacts and graph (bench/gpt2_gpu_bench.py prepare; its weights
 #          are regenerated from their seed on the GPU machine, in seconds,
-#          so DIR stays small), and the Llama --group-gemms bench's
+#          so DIR stays small), and the Llama grouped-GEMMs bench's
 #          artifacts (bench/llama_group_gemms_bench.py prepare, likewise).
 #          Carry DIR to the GPU machine's checkout.
 # all      within $SHARDFLOW_GPU_BUDGET seconds (default 540), in this
@@ -31,7 +31,8 @@
 #          bench's core (ours against PyTorch eager and torch.compile) and
 #          profile; cuda-kernel-check and its attention timings; the rest
 #          of the GPT-2 bench; the bf16 zoo under --cuda-graph,
-#          --pinned-memory always and --group-gemms; the Llama bench;
+#          --pinned-memory always, three runs of the defaults (a graph
+#          captured at the second) and --no-group-gemms; the Llama bench;
 #          compute-sanitizer's memcheck on the smoke cases and the f32 zoo.
 #          summary.txt says what ran, what it found and what was skipped.
 # build    a runtime-only shard-run with CUDA and tools/cuda-kernel-check,
@@ -43,13 +44,14 @@
 #          1e-4, TF32 off) and bf16 (rtol 2e-2), bf16 again captured into
 #          a CUDA graph (--cuda-graph, two runs), bf16 again through
 #          page-locked host memory (--pinned-memory always, two runs), bf16
-#          again with sibling GEMMs batched (--group-gemms), and the
-#          expected-error cases.
+#          again over three runs (the default CUDA graph, captured at the
+#          second), bf16 again with sibling GEMMs one by one
+#          (--no-group-gemms), and the expected-error cases.
 # bench    builds when needed, then the GPT-2-small bench (bf16, batch 8,
 #          sequence 1024) against PyTorch eager and torch.compile, and our
 #          artifacts against each other (bench/gpt2_gpu_bench.py's parts).
 # bench-llama  builds when needed, then a Llama-shaped model (multi-head
-#          attention, bf16) with sibling GEMMs batched (--group-gemms)
+#          attention, bf16) with sibling GEMMs batched (the default)
 #          against one by one, at batch 8 x 512 and 1 x 128, and compiled
 #          without sibling fusion against the default.
 # sanitize builds when needed, then gpu-check.sh --sanitize TOOL on the
@@ -106,7 +108,7 @@ if [ "$step" = prepare ]; then
     "${@:3}" || exit 1
   mkdir -p "$dir/bench"
   cp "$bench_out"/gpt2s*.shard "$bench_out/gpt2s.onnx" "$bench_out/config.json" "$dir/bench/"
-  echo "== the Llama --group-gemms bench"
+  echo "== the Llama grouped-GEMMs bench"
   llama_out="${SHARDFLOW_LLAMA_BENCH_OUT:-$root/bench/out/llama}"
   "$python" bench/llama_group_gemms_bench.py prepare --out "$llama_out" --shard-opt "$shard_opt" ||
     exit 1
@@ -183,7 +185,7 @@ build_all() {
     cmake --build "$builds/rt" --target shard-run cuda-kernel-check -j "$(nproc)"; } \
     >>"$log" 2>&1 || { tail -30 "$log"; note "build: FAILED (log: build.log)"; return 1; }
   note "build: shard-run and cuda-kernel-check in $builds/rt in $((SECONDS - t0)) s" \
-       "(kernels for ${arch:+sm_$arch}${arch:-the default architectures})"
+       "(kernels for $([ -n "$arch" ] && echo "sm_$arch" || echo "the default architectures"))"
 }
 
 # The last `N passed, M failed` of a log's last part (after its last
@@ -226,7 +228,8 @@ zoo_variants() {
   gpu_check " --cuda-graph" 20 --rtol 2e-2 --flags "--cuda-graph --repeat 2" zoo/bf16
   gpu_check " --pinned-memory always" 20 --rtol 2e-2 --flags "--pinned-memory always --repeat 2" \
     zoo/bf16
-  gpu_check " --group-gemms" 20 --rtol 2e-2 --flags "--group-gemms" zoo/bf16
+  gpu_check " --repeat 3" 20 --rtol 2e-2 --flags "--repeat 3" zoo/bf16
+  gpu_check " --no-group-gemms" 20 --rtol 2e-2 --flags "--no-group-gemms" zoo/bf16
 }
 
 # The benches work in folders of their own next to the build (DIR may be
@@ -252,7 +255,8 @@ run_bench() {
   [ -n "$deadline" ] && [ "$script" = bench/gpt2_gpu_bench.py ] &&
     budget_args=(--budget "$((rest > 31 ? rest - 30 : 1))")
   local mark
-  mark=$(wc -l <"$log" 2>/dev/null || echo 0)
+  mark=0
+  [ -f "$log" ] && mark=$(wc -l <"$log")
   timed "$name" "$min" "$python" "$script" run --dir "$work" \
     --shard-run "$builds/rt/bin/shard-run" "${budget_args[@]}" "$@" 2>&1 | tee -a "$log"
   local rc=${PIPESTATUS[0]}

@@ -41,6 +41,7 @@ void shardflow::buildLowerToRTPipeline(OpPassManager &pm, StringRef target,
     gpu.vectorize = cuda.vectorAccesses;
     gpu.gemmEpilogues = cuda.gemmEpilogues;
     gpu.gemmResiduals = cuda.gemmResiduals;
+    gpu.gemmPadding = cuda.gemmPadding;
     gpu.siblingFusion = cuda.siblingFusion;
     pm.addPass(createConvertRTToGPU(gpu));
   } else {

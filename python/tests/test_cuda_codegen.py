@@ -399,9 +399,11 @@ def test_zoo_cuda_programs_match_onnxruntime(model_name, dtype, tmp_path):
     _emulate_against_onnxruntime(path, ir, dtype)
 
 
-def _zoo_cuda_program(model_name, dtype, tmp_path, *model_flags):
+def _zoo_cuda_program(model_name, dtype, tmp_path, *model_flags,
+                      rt_to_gpu="--convert-rt-to-gpu"):
     """A zoo model's file and its --target cuda program (generic form,
     before memory planning)."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
     path = tmp_path / f"{model_name}.onnx"
     subprocess.run([str(Path(os.sys.executable)), "-m", "shardflow.models", model_name,
                     "--out", str(path), *model_flags], check=True, capture_output=True,
@@ -410,7 +412,7 @@ def _zoo_cuda_program(model_name, dtype, tmp_path, *model_flags):
                            "--raise-normalization",
                            "--dtype", dtype,
                            "--nn-fold-attention-layout", "--nn-split-fused-projections",
-                           "--convert-nn-to-rt", "--convert-rt-to-gpu",
+                           "--convert-nn-to-rt", rt_to_gpu,
                            "--mlir-print-op-generic"],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
@@ -480,18 +482,31 @@ def _emulate_against_onnxruntime(path, ir, dtype):
 def test_misaligned_vocabulary_projection_is_stored_transposed(dtype, tmp_path):
     """A vocabulary of 101 (GPT-2's 50257 is odd too): the [hidden, vocab]
     projection's rows are not 16-byte aligned, so its weight is loaded
-    transposed and the GEMM reads it with trans_b; the program still
+    transposed and the GEMM reads it with trans_b; the logits' rows are not
+    aligned either, so the GEMM writes 104 columns (the weight zero-padded
+    at load) and a slice copies the 101 real ones out. The program still
     matches onnxruntime. The aligned weights of the same model keep their
-    layout."""
+    layout. With --cuda-disable gemm-padding the GEMM writes the logits
+    itself."""
     path, ir = _zoo_cuda_program("gpt2", dtype, tmp_path, "--vocab", "101")
     elem = "f32" if dtype == "f32" else "bf16"
     head = re.search(r'"rt.weight"\(\) <\{[^\n]*name = "lm_head.weight"[^\n]*', ir)
     assert head, ir
     assert "permutation = array<i64: 1, 0>" in head.group(0)
-    assert re.search(rf": \(\) -> memref<101x64x{elem}>", head.group(0)), head.group(0)
+    assert "zero_padded" in head.group(0)
+    assert re.search(rf": \(\) -> memref<104x64x{elem}>", head.group(0)), head.group(0)
     assert ir.count("permutation = array<i64") == 1
     transposed = r'kernel = "matmul"[^{]*params = \{trans_b = true\}'
     assert len(re.findall(transposed, ir)) == 1, ir
+    assert re.search(r'kernel = "slice"[^\n]*ends = array<i64: 101>', ir), ir
+    _emulate_against_onnxruntime(path, ir, dtype)
+
+    path, ir = _zoo_cuda_program("gpt2", dtype, tmp_path / "unpadded", "--vocab", "101",
+                                 rt_to_gpu="--convert-rt-to-gpu=gemm-padding=false")
+    head = re.search(r'"rt.weight"\(\) <\{[^\n]*name = "lm_head.weight"[^\n]*', ir)
+    assert "zero_padded" not in head.group(0)
+    assert re.search(rf": \(\) -> memref<101x64x{elem}>", head.group(0)), head.group(0)
+    assert 'kernel = "slice"' not in ir
     _emulate_against_onnxruntime(path, ir, dtype)
 
 
@@ -884,7 +899,8 @@ def test_gpu_session_all_keeps_to_its_budget(tmp_path):
                        "gpu-check zoo/bf16", "bench", "cuda-kernel-check",
                        "cuda-kernel-check --time", "bench", "gpu-check zoo/bf16 --cuda-graph",
                        "gpu-check zoo/bf16 --pinned-memory always",
-                       "gpu-check zoo/bf16 --group-gemms", "bench-llama",
+                       "gpu-check zoo/bf16 --repeat 3", "gpu-check zoo/bf16 --no-group-gemms",
+                       "bench-llama",
                        "sanitize memcheck smoke", "sanitize memcheck zoo/f32"], summary
     assert summary.startswith("all: a budget of 1 s")
     assert re.search(r"^all: done in \d+ s \(budget 1 s\)$", summary, re.M), summary
@@ -920,9 +936,9 @@ def test_gpu_check_under_compute_sanitizer(tmp_path):
     (build / "bin" / "shard-run").symlink_to(BIN / "shard-run")
     seen = tmp_path / "seen.txt"
     clean = tmp_path / "clean-sanitizer"
-    clean.write_text(f'#!/bin/bash\necho "$@" >> {seen}\nshift 8\nexec "$@"\n')
+    clean.write_text(f'#!/bin/bash\necho "$@" >> {seen}\nshift 10\nexec "$@"\n')
     dirty = tmp_path / "dirty-sanitizer"
-    dirty.write_text('#!/bin/bash\nshift 8\n"$@" >/dev/null\n'
+    dirty.write_text('#!/bin/bash\nshift 10\n"$@" >/dev/null\n'
                      'echo "========= Invalid __global__ read of size 4 bytes"\nexit 97\n')
     for f in (clean, dirty):
         f.chmod(0o755)
@@ -936,7 +952,8 @@ def test_gpu_check_under_compute_sanitizer(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "== 1 passed, 0 failed" in proc.stdout
     assert seen.read_text().startswith(
-        f"--tool memcheck --error-exitcode 97 --print-limit 20 --target-processes all "
+        f"--tool memcheck --error-exitcode 97 --print-limit 20 --report-api-errors no "
+        f"--target-processes all "
         f"{build}/bin/shard-run {cases}/relu.shard")
     proc = run(dirty)
     assert proc.returncode != 0

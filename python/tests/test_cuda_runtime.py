@@ -150,7 +150,8 @@ def test_help_documents_the_cuda_flags():
     rc, out, _ = shard_run("--help")
     assert rc == 0
     for phrase in ("--device N", "--allow-tf32", "--collective-timeout SECONDS", "--load-threads N",
-                   "--cuda-graph", "--pinned-memory auto|always|never", "--group-gemms", "--gemm-autotune",
+                   "--cuda-graph", "--no-cuda-graph", "--pinned-memory auto|always|never",
+                   "--group-gemms", "--no-group-gemms", "--gemm-autotune",
                    "`target cuda` one needs an NVIDIA GPU", "libcuda.so.1", "default 600"):
         assert phrase in out, phrase
 

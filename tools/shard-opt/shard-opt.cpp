@@ -119,7 +119,10 @@ static cl::list<std::string> cudaDisable(
              "place), gemm-epilogues (bias adds and the gelu or relu after "
              "them run as generated kernels instead of in the cuBLASLt "
              "GEMM), gemm-residuals (a residual add after a GEMM runs in a "
-             "generated kernel instead of as the GEMM's C), sibling-fusion "
+             "generated kernel instead of as the GEMM's C), gemm-padding (a "
+             "GEMM whose result rows are not 16-byte aligned, such as GPT-2's "
+             "50257-wide logits, writes them as they are instead of into "
+             "aligned rows that a copy then packs), sibling-fusion "
              "(independent neighbouring elementwise kernels, such as the "
              "query's and the key's rotary embedding, are launched one by "
              "one instead of as one launch)"),
@@ -655,11 +658,13 @@ static int compileToArtifact(ModuleOp module, StringRef inputFile,
       codegen.gemmEpilogues = false;
     else if (feature == "gemm-residuals")
       codegen.gemmResiduals = false;
+    else if (feature == "gemm-padding")
+      codegen.gemmPadding = false;
     else if (feature == "sibling-fusion")
       codegen.siblingFusion = false;
     else {
       llvm::errs() << "shard-opt: --cuda-disable takes vector-accesses, packed-qkv, "
-                      "gemm-epilogues, gemm-residuals and sibling-fusion, got '"
+                      "gemm-epilogues, gemm-residuals, gemm-padding and sibling-fusion, got '"
                    << feature << "'\n";
       return 1;
     }

@@ -88,15 +88,20 @@ CUDA artifacts:
                      and launch that graph at every run: one launch per run
                      instead of one per operation, which matters when the
                      operations are short (small batches); the first run
-                     pays for the capture (see --repeat). Not with --profile
+                     pays for the capture (see --repeat). Not with
+                     --profile. Default: captured at the second run, for
+                     programs without collectives, when not profiling (a
+                     single run pays nothing; where capturing fails the
+                     program runs as it is, and --verbose says why)
+  --no-cuda-graph    never capture a CUDA graph
   --group-gemms      run consecutive GEMMs that read one activation with the
                      same shapes and no bias (separate query, key and value
                      projections of equal width, an MLP's gate and up) as
                      one cuBLASLt call in pointer-array batch mode: fewer
                      launches, and small GEMMs fill more of the GPU
-                     together. Off by default until timed on a GPU; where
-                     cuBLASLt has no such algorithm they run one by one
-                     (--verbose says which)
+                     together. On by default; where cuBLASLt has no such
+                     algorithm they run one by one (--verbose says which)
+  --no-group-gemms   run every GEMM as a call of its own
   --gemm-autotune    at load, time the best 8 algorithms cuBLASLt's
                      heuristic offers for each distinct GEMM (one warm-up
                      and 5 calls each, on the GEMM's own buffers) and keep
@@ -104,7 +109,8 @@ CUDA artifacts:
                      load time, and results may differ in the last bits
                      from the default's (--verbose prints every time
                      measured and the sum for one call of each GEMM).
-                     Off by default until timed on a GPU
+                     Off by default: the algorithm kept depends on timings,
+                     so results may change from one load to the next
   --pinned-memory auto|always|never
                      page-locked host memory, which the GPU reads and
                      writes directly (pageable memory is copied through the
@@ -113,7 +119,7 @@ CUDA artifacts:
                      buffer of 256 MiB to 1 GiB, freed after loading) and
                      the outputs' download. Locking pages costs time too:
                      auto (default) stages the weights when the rank's come
-                     to 2 GiB or more, and pins the outputs from the second
+                     to 256 MiB or more, and pins the outputs from the second
                      run on; always does both from the start; never does
                      neither. Where the driver refuses, pageable memory is
                      used (--verbose says so)
@@ -235,9 +241,13 @@ int main(int argc, char **argv) {
           throw RuntimeError("--device must be a GPU number (0, 1, ...), got '" + v + "'");
         cudaOptions.device = int(d);
       } else if (arg == "--cuda-graph") {
-        cudaOptions.cudaGraph = true;
+        cudaOptions.cudaGraph = CudaOptions::CudaGraph::Always;
+      } else if (arg == "--no-cuda-graph") {
+        cudaOptions.cudaGraph = CudaOptions::CudaGraph::Never;
       } else if (arg == "--group-gemms") {
         cudaOptions.groupGemms = true;
+      } else if (arg == "--no-group-gemms") {
+        cudaOptions.groupGemms = false;
       } else if (arg == "--gemm-autotune") {
         cudaOptions.gemmAutotune = true;
       } else if (is("--pinned-memory")) {

@@ -82,7 +82,13 @@ def ConvertRTToGPU : Pass<"convert-rt-to-gpu", "::mlir::ModuleOp"> {
     not 16-byte aligned while its columns would be (GPT-2's [768, 50257]
     vocabulary projection), is loaded transposed (`permutation` on
     rt.weight) and read with the matmul's `trans_b`, so cuBLASLt can pick
-    its kernels for aligned operands. An einsum
+    its kernels for aligned operands. With `gemm-padding`, a plain matmul
+    of a 2-D weight (of at least 64 columns) whose result rows are not
+    16-byte aligned (GPT-2's f32 or bf16 logits, 50257 wide) writes a
+    result padded to a multiple of 64 columns (8 below 1024), whose rows
+    are, and a `slice` copies the real columns into the result; the weight
+    is read with the padded width at load (`zero_padded`, a slice of the
+    stored tensor that may reach past it). An einsum
     that contracts the last dimension of its first operand with the first
     of its second ("...a,abc->...bc") becomes a matmul of views; any other
     two-operand float einsum with an explicit output, no ellipsis and no
@@ -124,6 +130,10 @@ def ConvertRTToGPU : Pass<"convert-rt-to-gpu", "::mlir::ModuleOp"> {
     Option<"gemmResiduals", "gemm-residuals", "bool", /*default=*/"true",
            "Let a matmul of a 2-D weight (plain or with a bias epilogue) add the "
            "residual that its only reader adds, as cuBLASLt's C">,
+    Option<"gemmPadding", "gemm-padding", "bool", /*default=*/"true",
+           "Let a plain matmul of a 2-D weight whose result rows are not 16-byte "
+           "aligned write a result padded to aligned rows (the weight zero-padded "
+           "at load), and copy the real columns out with a slice">,
     Option<"vectorize", "vectorize", "bool", /*default=*/"true",
            "Let each thread of an elementwise kernel or row reduction take up "
            "to 16 bytes of consecutive elements, loaded and stored as vectors">,

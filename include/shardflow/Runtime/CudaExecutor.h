@@ -68,14 +68,18 @@ struct CudaOptions {
   bool profile = false;
   /// Which attention kernel runs (Auto: tensor cores where they apply).
   cuda::AttentionPath attentionKernel = cuda::AttentionPath::Auto;
-  /// Capture the program into a CUDA graph at the first run and launch
-  /// the graph at every run: one launch instead of one per operation.
-  /// Not with `profile`, whose events a graph cannot time.
-  bool cudaGraph = false;
+  /// Capture the program into a CUDA graph and launch the graph: one
+  /// launch a run instead of one per operation. Always: captured at the
+  /// first run (not with `profile`, whose events a graph cannot time).
+  /// Auto: captured at the second run, for a program without collectives
+  /// and without `profile`, and run as it is where capturing fails (a
+  /// single run pays nothing for the capture; NCCL inside a graph is not
+  /// yet checked on GPUs). Never: no graph.
+  enum class CudaGraph { Auto, Always, Never } cudaGraph = CudaGraph::Auto;
   /// Run consecutive GEMMs that read one activation with the same shapes
   /// (separate query, key and value projections; gate and up) as one
   /// cuBLASLt call in pointer-array batch mode.
-  bool groupGemms = false;
+  bool groupGemms = true;
   /// At load, time the heuristic's best kAutotuneCandidates cuBLASLt
   /// algorithms of every distinct GEMM problem and keep the fastest.
   bool gemmAutotune = false;
@@ -92,7 +96,7 @@ struct CudaOptions {
   /// downloads them once, from pageable memory). Always: both from the
   /// start; Never: neither.
   enum class PinnedMemory { Auto, Always, Never } pinnedMemory = PinnedMemory::Auto;
-  static constexpr size_t kPinnedStagingFrom = size_t(2) << 30;
+  static constexpr size_t kPinnedStagingFrom = size_t(256) << 20;
 };
 
 /// True when this shard-run was built with CUDA support (it may still lack

@@ -23,6 +23,7 @@ struct CudaCodegenOptions {
   bool packedQkv = true;      // nn-split-fused-projections' attention-in-place
   bool gemmEpilogues = true;  // convert-rt-to-gpu's gemm-epilogues
   bool gemmResiduals = true;  // convert-rt-to-gpu's gemm-residuals
+  bool gemmPadding = true;    // convert-rt-to-gpu's gemm-padding
   bool siblingFusion = true;  // convert-rt-to-gpu's sibling-fusion
 };
 

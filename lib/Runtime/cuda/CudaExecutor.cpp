@@ -24,6 +24,7 @@
 #include "shardflow/Runtime/DeviceKernels.h"
 #endif
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <set>
@@ -279,6 +280,10 @@ private:
   void enqueueProgram();
   /// Captures enqueueProgram into `graph` (options.cudaGraph).
   void captureProgram();
+  /// Whether this run launches a CUDA graph (captured now when there is
+  /// none yet): options.cudaGraph, the runs so far, the program's
+  /// collectives and profiling.
+  bool wantsGraph() const;
   /// Fails the run when a kernel reported bad data (an index out of range,
   /// an integer division by zero), naming the first such kernel in program
   /// order and its ONNX node.
@@ -329,6 +334,7 @@ private:
   // communication stream into the capture and back.
   CUgraphExec graph = nullptr;
   CUevent fork = nullptr, join = nullptr;
+  bool graphRefused = false; // CudaGraph::Auto: the capture failed once
   // With options.profile: around each instruction on its stream.
   std::vector<CUevent> began, ended;
 
@@ -391,7 +397,7 @@ CudaExecutor::Impl::Impl(Artifact artifact, const std::string &weightsDir, Commu
   if (art.target != "cuda")
     throw RuntimeError("artifact targets '" + art.target +
                        "'; the CUDA executor runs cuda artifacts only");
-  if (options.cudaGraph && options.profile)
+  if (options.cudaGraph == CudaOptions::CudaGraph::Always && options.profile)
     throw RuntimeError("--cuda-graph and --profile do not go together: the profile times each "
                        "operation with events around it, which a CUDA graph's operations do "
                        "not have; profile without the graph");
@@ -545,7 +551,7 @@ void CudaExecutor::Impl::openDevice() {
   // These three time the program (lastDeviceSeconds).
   for (CUevent *e : {&uploaded, &finished[0], &finished[1]})
     CU_CALL(cuEventCreate, e, CU_EVENT_DEFAULT);
-  if (options.cudaGraph)
+  if (options.cudaGraph != CudaOptions::CudaGraph::Never)
     for (CUevent *e : {&fork, &join})
       CU_CALL(cuEventCreate, e, CU_EVENT_DISABLE_TIMING);
   if (options.profile) {
@@ -1734,6 +1740,19 @@ void CudaExecutor::Impl::enqueueProgram() {
   }
 }
 
+bool CudaExecutor::Impl::wantsGraph() const {
+  using Graph = CudaOptions::CudaGraph;
+  if (options.cudaGraph == Graph::Always)
+    return true;
+  if (options.cudaGraph == Graph::Never || options.profile || graphRefused || runs < 2)
+    return false;
+  // Collectives inside a graph (NCCL's capture support) are not yet
+  // checked on GPUs: Auto leaves such programs as they are.
+  return std::none_of(art.program.begin(), art.program.end(), [](const Instruction &inst) {
+    return inst.collective && inst.kernel != "local_slice";
+  });
+}
+
 void CudaExecutor::Impl::captureProgram() {
   const CudaDriver &d = driver();
   CUstream compute = streams[ComputeStream], communication = streams[CommStream];
@@ -1830,12 +1849,24 @@ CudaExecutor::Impl::run(const std::map<std::string, HostTensor> &inputs) {
     if (!t->bytes.empty())
       CU_CALL(cuMemcpyHtoDAsync, pointers[i], t->bytes.data(), art.buffers[i].bytes(), compute);
   CU_CALL(cuEventRecord, uploaded, compute);
-  if (options.cudaGraph) {
+  if (!graph && wantsGraph()) {
+    if (options.cudaGraph == CudaOptions::CudaGraph::Always) {
+      captureProgram();
+    } else {
+      try {
+        captureProgram();
+      } catch (const RuntimeError &e) {
+        graphRefused = true; // run as it is from now on
+        if (options.verbose)
+          std::fprintf(stderr, "shard-run: rank %d runs the program without a CUDA graph: %s\n",
+                       rank, e.what());
+      }
+    }
+  }
+  if (graph) {
     // The graph starts after the uploads on the compute stream, and its
     // communication operations after a fork from there; it ends when both
     // have joined back, so the compute stream's end is the program's.
-    if (!graph)
-      captureProgram();
     CU_CALL(cuGraphLaunch, graph, compute);
     for (CUevent &e : finished)
       CU_CALL(cuEventRecord, e, compute);
