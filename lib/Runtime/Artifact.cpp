@@ -167,6 +167,17 @@ std::string shardflow::runtime::describeInstruction(const Instruction &inst, siz
          std::to_string(n) + ")";
 }
 
+int64_t shardflow::runtime::outputColumnsOf(const Artifact &a, size_t o) {
+  return o < a.outputColumns.size() ? a.outputColumns[o] : 0;
+}
+
+std::vector<int64_t> shardflow::runtime::outputShape(const Artifact &a, size_t o) {
+  std::vector<int64_t> shape = a.buffers.at(size_t(a.outputs.at(o).second)).shape;
+  if (int64_t columns = outputColumnsOf(a, o))
+    shape.back() = columns;
+  return shape;
+}
+
 void shardflow::runtime::writeArtifact(const Artifact &a, std::ostream &os) {
   os << "shardflow-artifact " << Artifact::kVersion << "\n";
   os << "target " << a.target << "\n";
@@ -237,8 +248,12 @@ void shardflow::runtime::writeArtifact(const Artifact &a, std::ostream &os) {
       os << " " << encode(name) << "=" << paramText(value);
     os << "\n";
   }
-  for (const auto &[name, buffer] : a.outputs)
-    os << "output " << encode(name) << " " << buffer << "\n";
+  for (size_t o = 0; o < a.outputs.size(); ++o) {
+    os << "output " << encode(a.outputs[o].first) << " " << a.outputs[o].second;
+    if (int64_t columns = outputColumnsOf(a, o))
+      os << " columns=" << columns;
+    os << "\n";
+  }
   os << "end\n";
 }
 
@@ -725,6 +740,20 @@ Artifact Reader::read() {
       if (idx < 0 || idx >= int(a.buffers.size()))
         fail("output of an unknown buffer");
       a.outputs.emplace_back(decode(tok[1]), idx);
+      int64_t columns = 0;
+      for (size_t t = 3; t < tok.size(); ++t) {
+        if (tok[t].rfind("columns=", 0) != 0)
+          fail("unknown output field '" + tok[t] + "'");
+        columns = toInt(tok[t].substr(8), "columns");
+        const BufferDesc &b = a.buffers[size_t(idx)];
+        if (a.target != "cuda")
+          fail("output columns= needs target cuda (the CPU executor returns whole buffers)");
+        if (b.shape.empty() || columns <= 0 || columns >= b.shape.back())
+          fail("output columns=" + std::to_string(columns) +
+               " must be positive and below the buffer's last dimension");
+      }
+      a.outputColumns.resize(a.outputs.size(), 0);
+      a.outputColumns.back() = columns;
     } else if (key == "end") {
       sawEnd = true;
     } else {

@@ -321,6 +321,10 @@ FailureOr<rtm::Artifact> shardflow::exportArtifact(ModuleOp module,
         auto name = fn.getResultAttrOfType<StringAttr>(i, "nn.name");
         art.outputs.emplace_back(name ? name.str() : "output" + std::to_string(i),
                                  index.lookup(v));
+        // A padded GEMM result returned as it is (convert-rt-to-gpu).
+        auto columns = fn.getResultAttrOfType<IntegerAttr>(i, "rt.columns");
+        art.outputColumns.resize(art.outputs.size(), 0);
+        art.outputColumns.back() = columns ? columns.getInt() : 0;
       }
     } else {
       return op.emitOpError("cannot be exported to an artifact");

@@ -788,6 +788,37 @@ def _params_text(op: Op, key: str) -> str | None:
     return None if v is None else v.split(" : ")[0].strip('"')
 
 
+def _result_columns(func_attrs: str, count: int) -> list[int]:
+    """Per result of a function, its `rt.columns` (a padded GEMM result
+    returned as it is: the leading elements of each row that are the
+    output), 0 where it has none."""
+    columns = [0] * count
+    start = func_attrs.find("res_attrs = [")
+    if start < 0:
+        return columns
+    depth, i, current, entries = 0, start + len("res_attrs = ["), "", []
+    while i < len(func_attrs):
+        ch = func_attrs[i]
+        if ch in "[{":
+            depth += 1
+        elif ch in "]}":
+            if depth == 0:
+                break
+            depth -= 1
+            if depth == 0 and ch == "}":
+                entries.append(current + ch)
+                current = ""
+                i += 1
+                continue
+        if depth > 0:
+            current += ch
+        i += 1
+    for r, entry in enumerate(entries[:count]):
+        m = re.search(r"rt\.columns = (\d+)", entry)
+        columns[r] = int(m.group(1)) if m else 0
+    return columns
+
+
 def run_program(mlir_generic: str, inputs: list[np.ndarray],
                 weights: dict[str, np.ndarray] | None = None,
                 all_ranks: bool = False) -> list:
@@ -827,7 +858,9 @@ def run_program(mlir_generic: str, inputs: list[np.ndarray],
             _collective(op, envs, shapes)
             continue
         if op.name == "func.return":
-            outs = [[env[o].reshape(shapes[o]) for o in op.operands] for env in envs]
+            columns = _result_columns(main.props + main.attrs, len(op.operands))
+            outs = [[env[o].reshape(shapes[o])[..., :c] if c else env[o].reshape(shapes[o])
+                     for o, c in zip(op.operands, columns)] for env in envs]
             return outs if all_ranks else outs[0]
         for rank, env in enumerate(envs):
             _host_step(op, env, shapes, kernels, weights, rank)

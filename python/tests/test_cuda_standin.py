@@ -186,12 +186,60 @@ def test_compiled_model_matches_onnxruntime(block, dtype, order, tmp_path):
     # Q, K and V from one GEMM of the fused weight, read in place by the
     # attention (no split copy), the epilogues, and the vocabulary
     # projection (101 columns) loaded transposed, writing rows of 104
-    # (gemm-padding) that one strided copy packs into the logits.
+    # (gemm-padding) whose first 101 elements one 2-D copy downloads.
     assert ran.count(" bias\n") == 1 + 1 and " gelu_bias\n" in ran and " relu_bias\n" in ran, ran
-    assert "copy 2D" not in ran and ran.count("launch sf_strided_copy") == 1, ran
+    assert not re.search(r"copy 2D \d+ x", ran) and "sf_strided_copy" not in ran, ran
+    rows = 2 * shape["seq"]
+    width = 101 * 4  # the logits are f32 whatever the dtype
+    assert ran.count(f"copy 2D device to host {rows} x {width} B") == 1, ran
     vocab_gemm = re.search(r"gemm \S+ m=104 n=\d+ k=\d+ (\w+)", ran)
     assert vocab_gemm and vocab_gemm.group(1) == "transA", ran
     assert "nccl all_reduce" in ran  # the health check
+
+
+def test_padded_logits_download_into_page_locked_memory(tmp_path):
+    """The block model's padded logits (104-wide rows, 101 of them output)
+    come down with one 2-D copy into page-locked memory too (from the
+    second run under auto, from the first under always), with the bits of
+    the pageable download; unpadded (--cuda-disable gemm-padding) the same
+    bits come from a plain copy."""
+    model = block_model(tmp_path / "block.onnx")
+    artifact = compile_cuda(model, "f32")
+    text = artifact.read_text()
+    assert re.search(r"^output logits \d+ columns=101$", text, re.M), text
+    unpadded = tmp_path / "unpadded.shard"
+    out = subprocess.run([str(pipeline.tool("shard-opt")), str(model), "--target", "cuda",
+                          "-o", str(unpadded), "--cuda-disable", "gemm-padding"],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "columns=" not in unpadded.read_text()
+    ids = np.random.default_rng(2).integers(0, 37, (2, 16)).astype(np.int64)
+    np.savez(tmp_path / "in.npz", ids=ids)
+    logits = {}
+    for mode, shard, extra in (("never", artifact, ["--pinned-memory", "never"]),
+                               ("auto", artifact, []),
+                               ("always", artifact, ["--pinned-memory", "always"]),
+                               ("unpadded", unpadded, [])):
+        trace = tmp_path / f"{mode}.trace"
+        rc, err = run_standin(shard, "--weights", tmp_path, "--inputs", tmp_path / "in.npz",
+                              "--output", tmp_path / f"{mode}.npz", "--repeat", "2", *extra,
+                              env={"SHARDFLOW_STANDIN_TRACE": str(trace)})
+        assert rc == 0, (mode, err)
+        downloads = re.findall(r"copy (2D device to host 32 x 404 B|device to host \d+ B)"
+                               r"( \(pinned\))?", trace.read_text())
+        logit_downloads = [d for d in downloads if d[0].startswith("2D") or d[0].endswith(
+            f" {32 * 101 * 4} B")]
+        pinned = [bool(p) for _, p in logit_downloads]
+        assert pinned == {"never": [False, False], "auto": [False, True],
+                          "always": [True, True], "unpadded": [False, True]}[mode], (mode, downloads)
+        assert all(d.startswith("2D") == (mode != "unpadded") for d, _ in logit_downloads)
+        with np.load(tmp_path / f"{mode}.npz") as f:
+            logits[mode] = f["logits"]
+    assert logits["never"].shape == (2, 16, 101)
+    for mode in ("auto", "always", "unpadded"):
+        assert np.array_equal(logits[mode], logits["never"]), mode
+    want = onnxruntime_logits(model, ids)
+    assert np.abs(logits["never"] - want).max() / np.abs(want).max() < 1e-4
 
 
 def relu_artifact(tmp_path):

@@ -324,6 +324,28 @@ TEST(Artifact, ScaleRoundTripsAndIsChecked) {
                  "only weights have a scale");
 }
 
+TEST(Artifact, OutputColumnsRoundTripAndAreChecked) {
+  // A padded GEMM result returned as it is: 5 of each row's 8 elements.
+  std::string head = "shardflow-artifact 4\ntarget cuda\nworld-size 1\narena 256\n"
+                     "buffer 0 arena f32 2x3x8 offset=0\nbuffer 1 arena f32 4 offset=192\n";
+  Artifact a = parseArtifact(head + "output y 0 columns=5\noutput z 1\nend\n", "t.shard");
+  EXPECT_EQ(outputColumnsOf(a, 0), 5);
+  EXPECT_EQ(outputColumnsOf(a, 1), 0);
+  EXPECT_EQ(outputShape(a, 0), (std::vector<int64_t>{2, 3, 5}));
+  EXPECT_EQ(outputShape(a, 1), (std::vector<int64_t>{4}));
+  std::ostringstream os;
+  writeArtifact(a, os);
+  EXPECT_NE(os.str().find("output y 0 columns=5\noutput z 1\n"), std::string::npos) << os.str();
+  EXPECT_EQ(parseArtifact(os.str(), "t.shard").outputColumns, a.outputColumns);
+  expectRejected(head + "output y 0 columns=8\nend\n",
+                 "must be positive and below the buffer's last dimension");
+  expectRejected(head + "output y 0 columns=0\nend\n", "must be positive");
+  expectRejected(head + "output y 0 rows=5\nend\n", "unknown output field 'rows=5'");
+  expectRejected("shardflow-artifact 4\ntarget cpu\nworld-size 1\narena 256\n"
+                 "buffer 0 arena f32 2x3x8 offset=0\noutput y 0 columns=5\nend\n",
+                 "needs target cuda");
+}
+
 TEST(Artifact, PermutationRoundTripsAndIsChecked) {
   std::string head = "shardflow-artifact 4\ntarget cuda\nworld-size 2\narena 0\n";
   Artifact a = parseArtifact(head + "buffer 0 weight f32 5x16 name=w storage=external file=m "

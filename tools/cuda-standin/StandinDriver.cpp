@@ -862,8 +862,10 @@ CUresult CUDAAPI cuMemcpy2DAsync(const CUDA_MEMCPY2D *pCopy, CUstream hStream) {
   if (!pCopy)
     return CUDA_ERROR_INVALID_VALUE;
   CUDA_MEMCPY2D c = *pCopy;
-  if (c.srcMemoryType != CU_MEMORYTYPE_DEVICE || c.dstMemoryType != CU_MEMORYTYPE_DEVICE)
-    return invalid("cuMemcpy2DAsync: the stand-in copies device to device only");
+  bool toHost = c.dstMemoryType == CU_MEMORYTYPE_HOST;
+  if (c.srcMemoryType != CU_MEMORYTYPE_DEVICE ||
+      (c.dstMemoryType != CU_MEMORYTYPE_DEVICE && !toHost))
+    return invalid("cuMemcpy2DAsync: the stand-in copies device to device or to host only");
   const size_t maxPitch = 2147483647; // CU_DEVICE_ATTRIBUTE_MAX_PITCH
   if (c.srcPitch > maxPitch || c.dstPitch > maxPitch)
     return invalid("cuMemcpy2DAsync: a pitch above the device's maximum (2^31 - 1)");
@@ -872,11 +874,26 @@ CUresult CUDAAPI cuMemcpy2DAsync(const CUDA_MEMCPY2D *pCopy, CUstream hStream) {
   if (!c.WidthInBytes || !c.Height)
     return CUDA_SUCCESS;
   uintptr_t src = c.srcDevice + c.srcY * c.srcPitch + c.srcXInBytes;
-  uintptr_t dst = c.dstDevice + c.dstY * c.dstPitch + c.dstXInBytes;
+  uintptr_t dst = (toHost ? reinterpret_cast<uintptr_t>(c.dstHost) : c.dstDevice) +
+                  c.dstY * c.dstPitch + c.dstXInBytes;
   size_t srcSpan = (c.Height - 1) * c.srcPitch + c.WidthInBytes;
   size_t dstSpan = (c.Height - 1) * c.dstPitch + c.WidthInBytes;
   if (CUresult r = checkDevice(src, srcSpan, "cuMemcpy2DAsync source"))
     return r;
+  if (toHost) {
+    // Written when the copy runs; the caller waits for the stream.
+    standin::enqueue(hStream,
+                     "copy 2D device to host " + std::to_string(c.Height) + " x " +
+                         std::to_string(c.WidthInBytes) + " B" +
+                         (isPinned(reinterpret_cast<void *>(dst), dstSpan) ? " (pinned)" : ""),
+                     [=] {
+                       for (size_t row = 0; row < c.Height; ++row)
+                         std::memcpy(reinterpret_cast<void *>(dst + row * c.dstPitch),
+                                     reinterpret_cast<const void *>(src + row * c.srcPitch),
+                                     c.WidthInBytes);
+                     });
+    return CUDA_SUCCESS;
+  }
   if (CUresult r = checkDevice(dst, dstSpan, "cuMemcpy2DAsync destination"))
     return r;
   if (src < dst + dstSpan && dst < src + srcSpan &&

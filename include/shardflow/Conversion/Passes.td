@@ -86,9 +86,12 @@ def ConvertRTToGPU : Pass<"convert-rt-to-gpu", "::mlir::ModuleOp"> {
     of a 2-D weight (of at least 64 columns) whose result rows are not
     16-byte aligned (GPT-2's f32 or bf16 logits, 50257 wide) writes a
     result padded to a multiple of 64 columns (8 below 1024), whose rows
-    are, and a `slice` copies the real columns into the result; the weight
-    is read with the padded width at load (`zero_padded`, a slice of the
-    stored tensor that may reach past it). An einsum
+    are; the weight is read with the padded width at load (`zero_padded`, a
+    slice of the stored tensor that may reach past it). A padded result
+    that only the function returns is returned as it is, its result
+    attribute `rt.columns` giving the real columns (the artifact's output
+    `columns=`: the runtime downloads them with one 2-D copy); any other
+    gets a `slice` that copies the real columns into the result. An einsum
     that contracts the last dimension of its first operand with the first
     of its second ("...a,abc->...bc") becomes a matmul of views; any other
     two-operand float einsum with an explicit output, no ellipsis and no
@@ -133,7 +136,7 @@ def ConvertRTToGPU : Pass<"convert-rt-to-gpu", "::mlir::ModuleOp"> {
     Option<"gemmPadding", "gemm-padding", "bool", /*default=*/"true",
            "Let a plain matmul of a 2-D weight whose result rows are not 16-byte "
            "aligned write a result padded to aligned rows (the weight zero-padded "
-           "at load), and copy the real columns out with a slice">,
+           "at load): returned as it is, or its real columns copied out by a slice">,
     Option<"vectorize", "vectorize", "bool", /*default=*/"true",
            "Let each thread of an elementwise kernel or row reduction take up "
            "to 16 bytes of consecutive elements, loaded and stored as vectors">,

@@ -61,6 +61,11 @@
 // compiler pads a vocabulary that the tensor-parallel size does not divide.
 // (An optional field, as `permutation`.)
 //
+// Padded outputs (target cuda): `output logits 7 columns=50257` returns the
+// leading 50257 elements of each row of buffer 7, whose last dimension is
+// the row pitch (a GEMM's result padded to 16-byte aligned rows); the
+// runtime downloads them with one 2-D copy. (An optional field.)
+//
 // Shapes are `AxBxC` or `scalar`; names and strings are percent-encoded;
 // parameters are typed: i: (integer, also booleans), f: (float), s:
 // (string), is: / fs: (lists), t: (element type).
@@ -176,6 +181,12 @@ struct Artifact {
   std::vector<DeviceModule> modules; // target cuda: device code
   std::vector<Instruction> program;
   std::vector<std::pair<std::string, int>> outputs; // name, buffer
+  /// Per output, parallel to `outputs` (shorter, or 0: the whole buffer):
+  /// how many leading elements of each row (the buffer's last dimension)
+  /// are the output. The buffer's last dimension is then the row pitch: a
+  /// GEMM's result padded to aligned rows (target cuda), downloaded with
+  /// one 2-D copy. See outputShape().
+  std::vector<int64_t> outputColumns;
   /// Not serialized: the folder the artifact was read from, where weights
   /// with storage "artifact" (converted at compile time) live.
   std::string artifactDir;
@@ -191,6 +202,11 @@ struct Artifact {
 constexpr size_t kZeroRun = ~size_t(0);
 void forEachWeightRun(const BufferDesc &b, int rank,
                       const std::function<void(size_t offset, size_t length)> &fn);
+
+/// Output `o`'s columns (0: the whole buffer) and shape: its buffer's,
+/// with the last dimension cut to the columns when they are set.
+int64_t outputColumnsOf(const Artifact &a, size_t o);
+std::vector<int64_t> outputShape(const Artifact &a, size_t o);
 
 /// Writes the text form.
 void writeArtifact(const Artifact &artifact, std::ostream &os);

@@ -2452,6 +2452,12 @@ void transposeMisalignedGemmWeights(func::FuncOp fn) {
 /// with `zero_padded` (what lies past the tensor reads as zeros). Its
 /// extra columns only make the result columns the slice leaves out, so
 /// a sharded weight's slice may read its neighbour's columns there.
+///
+/// A result that only the function returns needs no slice: the padded
+/// buffer is returned, its result attribute `rt.columns` saying how many
+/// leading elements of each row are the output (the runtime downloads them
+/// with one 2-D copy), so neither the copy nor a second buffer of the
+/// result's size is needed.
 void padMisalignedGemmResults(func::FuncOp fn) {
   auto worldAttr = fn->getAttrOfType<IntegerAttr>("rt.world_size");
   int64_t world = worldAttr ? worldAttr.getInt() : 1;
@@ -2500,6 +2506,17 @@ void padMisalignedGemmResults(func::FuncOp fn) {
     Value product = rt::AllocOp::create(b, mm.getLoc(), MemRefType::get(pShape, elemOf(y)),
                                         IntegerAttr());
     mm.getOutputsMutable().assign(product);
+    if (y.hasOneUse() && isa<func::ReturnOp>(*y.getUsers().begin())) {
+      OpOperand &use = *y.getUses().begin();
+      unsigned result = use.getOperandNumber();
+      use.set(product);
+      y.getDefiningOp()->erase();
+      SmallVector<Type> results(fn.getFunctionType().getResults());
+      results[result] = product.getType();
+      fn.setType(FunctionType::get(fn.getContext(), fn.getFunctionType().getInputs(), results));
+      fn.setResultAttr(result, "rt.columns", b.getI64IntegerAttr(n));
+      continue;
+    }
     b.setInsertionPointAfter(mm);
     int64_t axis = int64_t(ys.size()) - 1;
     NamedAttribute params[] = {

@@ -689,7 +689,12 @@ void CudaExecutor::Impl::allocate(const std::string &weightsDir) {
 
   hostOutputs.resize(art.outputs.size());
   for (size_t o = 0; o < art.outputs.size(); ++o) {
-    hostOutputs[o].bytes = art.buffers.at(size_t(art.outputs[o].second)).bytes();
+    // An output with columns holds fewer bytes than its (padded) buffer.
+    const BufferDesc &b = art.buffers.at(size_t(art.outputs[o].second));
+    size_t elements = 1;
+    for (int64_t d : outputShape(art, o))
+      elements *= size_t(d);
+    hostOutputs[o].bytes = elements * dtypeSize(b.dtype);
     outputBytes += hostOutputs[o].bytes;
   }
   if (options.pinnedMemory == CudaOptions::PinnedMemory::Always) {
@@ -1898,8 +1903,25 @@ CudaExecutor::Impl::run(const std::map<std::string, HostTensor> &inputs) {
   downloadPinned = true;
   for (size_t o = 0; o < art.outputs.size(); ++o)
     if (hostOutputs[o].bytes) {
-      CU_CALL(cuMemcpyDtoH, hostOutputs[o].data, pointers[size_t(art.outputs[o].second)],
-              hostOutputs[o].bytes);
+      CUdeviceptr source = pointers[size_t(art.outputs[o].second)];
+      if (int64_t columns = outputColumnsOf(art, o)) {
+        // The leading `columns` elements of each padded row, packed.
+        const BufferDesc &b = art.buffers[size_t(art.outputs[o].second)];
+        size_t elem = dtypeSize(b.dtype), width = size_t(columns) * elem;
+        CUDA_MEMCPY2D m{};
+        m.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+        m.srcDevice = source;
+        m.srcPitch = size_t(b.shape.back()) * elem;
+        m.dstMemoryType = CU_MEMORYTYPE_HOST;
+        m.dstHost = hostOutputs[o].data;
+        m.dstPitch = width;
+        m.WidthInBytes = width;
+        m.Height = hostOutputs[o].bytes / width;
+        CU_CALL(cuMemcpy2DAsync, &m, streams[ComputeStream]);
+        CU_CALL(cuStreamSynchronize, streams[ComputeStream]);
+      } else {
+        CU_CALL(cuMemcpyDtoH, hostOutputs[o].data, source, hostOutputs[o].bytes);
+      }
       downloadPinned = downloadPinned && hostOutputs[o].pageable.empty();
     }
   downloadSeconds =
@@ -1910,7 +1932,8 @@ CudaExecutor::Impl::run(const std::map<std::string, HostTensor> &inputs) {
   std::vector<std::pair<std::string, Tensor>> outputs;
   for (size_t o = 0; o < art.outputs.size(); ++o) {
     const BufferDesc &b = art.buffers[size_t(art.outputs[o].second)];
-    outputs.emplace_back(art.outputs[o].first, Tensor{hostOutputs[o].data, b.dtype, b.shape});
+    outputs.emplace_back(art.outputs[o].first,
+                         Tensor{hostOutputs[o].data, b.dtype, outputShape(art, o)});
   }
   return outputs;
 }
