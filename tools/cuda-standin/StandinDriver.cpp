@@ -880,18 +880,18 @@ CUresult CUDAAPI cuMemcpy2DAsync(const CUDA_MEMCPY2D *pCopy, CUstream hStream) {
   size_t dstSpan = (c.Height - 1) * c.dstPitch + c.WidthInBytes;
   if (CUresult r = checkDevice(src, srcSpan, "cuMemcpy2DAsync source"))
     return r;
+  // Runs when the copy does; to host, the caller waits for the stream.
+  auto rows = [=] {
+    for (size_t row = 0; row < c.Height; ++row)
+      std::memcpy(reinterpret_cast<void *>(dst + row * c.dstPitch),
+                  reinterpret_cast<const void *>(src + row * c.srcPitch), c.WidthInBytes);
+  };
+  std::string size = std::to_string(c.Height) + " x " + std::to_string(c.WidthInBytes) + " B";
   if (toHost) {
-    // Written when the copy runs; the caller waits for the stream.
     standin::enqueue(hStream,
-                     "copy 2D device to host " + std::to_string(c.Height) + " x " +
-                         std::to_string(c.WidthInBytes) + " B" +
+                     "copy 2D device to host " + size +
                          (isPinned(reinterpret_cast<void *>(dst), dstSpan) ? " (pinned)" : ""),
-                     [=] {
-                       for (size_t row = 0; row < c.Height; ++row)
-                         std::memcpy(reinterpret_cast<void *>(dst + row * c.dstPitch),
-                                     reinterpret_cast<const void *>(src + row * c.srcPitch),
-                                     c.WidthInBytes);
-                     });
+                     rows);
     return CUDA_SUCCESS;
   }
   if (CUresult r = checkDevice(dst, dstSpan, "cuMemcpy2DAsync destination"))
@@ -899,15 +899,7 @@ CUresult CUDAAPI cuMemcpy2DAsync(const CUDA_MEMCPY2D *pCopy, CUstream hStream) {
   if (src < dst + dstSpan && dst < src + srcSpan &&
       rowsOverlap(src, c.srcPitch, dst, c.dstPitch, c.WidthInBytes, c.Height))
     return invalid("cuMemcpy2DAsync: source and destination overlap (undefined on a GPU)");
-  standin::enqueue(hStream,
-                   "copy 2D " + std::to_string(c.Height) + " x " +
-                       std::to_string(c.WidthInBytes) + " B",
-                   [=] {
-                     for (size_t row = 0; row < c.Height; ++row)
-                       std::memcpy(reinterpret_cast<void *>(dst + row * c.dstPitch),
-                                   reinterpret_cast<const void *>(src + row * c.srcPitch),
-                                   c.WidthInBytes);
-                   });
+  standin::enqueue(hStream, "copy 2D " + size, rows);
   return CUDA_SUCCESS;
 }
 
