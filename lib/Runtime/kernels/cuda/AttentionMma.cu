@@ -193,6 +193,7 @@ __device__ __forceinline__ void attentionMma(const AttentionArgs &a) {
   float rowMax[R][2], rowSum[R][2];
   constexpr float kLog2e = 1.4426950408889634f;
   const float scaleLog2 = a.scale * kLog2e;
+  const bool simple = a.maskKind == kMaskNone && a.softcap == 0.f && a.scale > 0.f;
 #pragma unroll
   for (int rt = 0; rt < R; ++rt) {
 #pragma unroll
@@ -259,41 +260,61 @@ __device__ __forceinline__ void attentionMma(const AttentionArgs &a) {
 #pragma unroll
       for (int rt = 0; rt < R; ++rt) {
         const int tRow0 = wRow0 + 16 * rt;
-        // Interior tiles without mask or softcap need no per-score checks:
-        // their raw products stay as they are (the scale is positive, so
-        // their maximum is that of the scaled scores) and their exponent
-        // is one fma with the scale in log2 units. Other tiles turn each
-        // score into log2 units here. Either way the row maximum and the
-        // base are in log2 units, and p = 2^(score * scaleLog2 - base)
-        // is e^(scaled score - maximum).
-        const bool plain = a.maskKind == kMaskNone && a.softcap == 0.f && a.scale > 0.f &&
-                           k0 + kMmaKeys <= a.skv &&
+        // Without mask or softcap (and with a positive scale) the raw
+        // products stay as they are: their maximum is that of the scaled
+        // scores, and a score's exponent is one fma with the scale in log2
+        // units. Interior tiles need nothing more; the causal diagonal and
+        // the sequence's last tile set the keys a row cannot see to -inf
+        // (one compare per score; in the one-tile kernel only: the
+        // two-tile one has no registers left for it and takes the general
+        // rule there). A mask or a softcap takes the general rule
+        // (scoreOf), which turns each score into log2 units. Each case is
+        // one block of code that a tile branches to once: a branch per
+        // score around the general rule spread the loop over 57 KB of
+        // instructions (docs/cuda.md). Rows at or past sq keep what they
+        // have in the -inf case: they are never stored, and each row's
+        // softmax is its own.
+        const bool plain = simple && k0 + kMmaKeys <= a.skv &&
                            (!a.causal || k0 + kMmaKeys - 1 <= tRow0) && tRow0 + 16 <= a.sq;
-        float mx[2] = {kNegInf, kNegInf};
+        const bool raw = plain || (R == 1 && simple); // s holds raw products
+        if (plain) {
+        } else if (raw) {
+          // The last key each of this thread's two rows sees, counted from
+          // the thread's first column in the tile.
+          int last[2];
 #pragma unroll
-        for (int j = 0; j < kKeyTiles; ++j)
+          for (int r = 0; r < 2; ++r)
+            last[r] = (a.causal ? min(a.skv - 1, tRow0 + g + 8 * r) : a.skv - 1) - k0 - tig * 2;
 #pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int r = e >> 1;
-            float x = s[rt][j][e];
-            if (!plain) {
-              x *= a.scale;
-              const int row = tRow0 + g + 8 * r, col = k0 + j * 8 + tig * 2 + (e & 1);
+          for (int j = 0; j < kKeyTiles; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+              if (j * 8 + (e & 1) > last[e >> 1])
+                s[rt][j][e] = kNegInf;
+        } else {
+#pragma unroll
+          for (int j = 0; j < kKeyTiles; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              const int row = tRow0 + g + 8 * (e >> 1), col = k0 + j * 8 + tig * 2 + (e & 1);
+              float x = kNegInf;
               if (row < a.sq && col < a.skv) {
                 const int64_t off = maskBase + int64_t(row) * a.maskStride[2];
                 const bool masked = a.maskKind != kMaskNone;
                 x = scoreOf<T>(a, masked ? static_cast<const uint8_t *>(a.mask) + off : nullptr,
                                masked ? static_cast<const T *>(a.mask) + off : nullptr, row,
-                               col, x);
-              } else {
-                x = kNegInf;
+                               col, s[rt][j][e] * a.scale);
               }
-              x *= kLog2e;
+              s[rt][j][e] = x * kLog2e;
             }
-            s[rt][j][e] = x;
-            mx[r] = fmaxf(mx[r], x);
-          }
-        const float toLog2 = plain ? scaleLog2 : 1.f; // of what s holds
+        }
+        float mx[2] = {kNegInf, kNegInf};
+#pragma unroll
+        for (int j = 0; j < kKeyTiles; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e)
+            mx[e >> 1] = fmaxf(mx[e >> 1], s[rt][j][e]);
+        const float toLog2 = raw ? scaleLog2 : 1.f; // of what s holds
         float base[2], alpha[2];
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
