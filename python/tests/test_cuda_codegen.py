@@ -1053,6 +1053,31 @@ def test_report_on_cuda_programs(tmp_path):
     assert re.search(r"collectives: 7, ", sharded.stderr), sharded.stderr
     assert "global=" in (tmp_path / "b.shard").read_text()  # QKV loaded as slices
     assert "10 of 11 weights" in sharded.stderr
+    assert "zero padding" not in single.stderr + sharded.stderr
+
+
+def test_report_counts_zero_padding(tmp_path):
+    """A vocabulary of 101: gemm-padding loads the [101, 64] projection as
+    104 rows (f32), 3 x 64 x 4 bytes past the tensor, which --report names
+    apart from the parameters; with gemm-padding off nothing is padded."""
+    path = tmp_path / "gpt2.onnx"
+    subprocess.run([str(Path(os.sys.executable)), "-m", "shardflow.models", "gpt2",
+                    "--vocab", "101", "--out", str(path)], check=True, capture_output=True,
+                   env={**os.environ, "PYTHONPATH": str(REPO / "python")})
+    padded = subprocess.run([str(SHARD_OPT), str(path), "--target", "cuda", "--report",
+                             "-o", str(tmp_path / "a.shard")], capture_output=True, text=True)
+    assert padded.returncode == 0, padded.stderr
+    m = re.search(r"parameters per rank: (\d+) bytes in 11 weights \(0 sliced\); "
+                  r"the whole model has (\d+) bytes", padded.stderr)
+    assert m and int(m.group(1)) - int(m.group(2)) == 768, padded.stderr
+    assert "zero padding: 768 of those bytes per rank in 1 weight slice that reach" \
+        in padded.stderr, padded.stderr
+    plain = subprocess.run([str(SHARD_OPT), str(path), "--target", "cuda", "--report",
+                            "--cuda-disable", "gemm-padding", "-o", str(tmp_path / "b.shard")],
+                           capture_output=True, text=True)
+    assert plain.returncode == 0, plain.stderr
+    assert "zero padding" not in plain.stderr
+    assert re.search(r"the whole model has (\d+) bytes: 1.000 per rank", plain.stderr)
 
 
 #

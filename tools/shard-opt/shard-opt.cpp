@@ -382,6 +382,8 @@ static void reportRanks(ModuleOp module, llvm::raw_ostream &os) {
     // several slices, e.g. a fused projection's column blocks) and the
     // whole tensor's bytes.
     llvm::MapVector<StringRef, std::pair<int64_t, int64_t>> byName;
+    SmallVector<int64_t> padding; // per rank: zero-padded bytes of weights
+    int paddedWeights = 0;
     SmallVector<std::string> steps;
     int64_t moved = 0, sent = 0;
     fn.walk([&](Operation *op) {
@@ -395,7 +397,27 @@ static void reportRanks(ModuleOp module, llvm::raw_ostream &os) {
         }
         auto &entry = byName[w.getName()];
         entry.first += bytesOf(w.getType());
-        entry.second = n * ((m.getElementTypeBitWidth() + 7) / 8);
+        int64_t elementBytes = (m.getElementTypeBitWidth() + 7) / 8;
+        entry.second = n * elementBytes;
+        // A zero-padded slice reaches past the stored tensor: count, per
+        // rank, the buffer's elements outside it (the slice's shape in
+        // stored order is the buffer's with the permutation undone).
+        if (auto g = w.getGlobalShapeAttr(); g && w.getZeroPadded() && w.getStartsAttr()) {
+          SmallVector<int64_t> shape(m.getShape());
+          if (auto perm = w.getPermutationAttr())
+            for (auto [i, d] : llvm::enumerate(perm.asArrayRef()))
+              shape[d] = m.getShape()[i];
+          ArrayAttr starts = w.getStartsAttr();
+          padding.resize(std::max<size_t>(padding.size(), starts.size()), 0);
+          for (auto [r, startsAttr] : llvm::enumerate(starts)) {
+            ArrayRef<int64_t> start = cast<DenseI64ArrayAttr>(startsAttr).asArrayRef();
+            int64_t inside = 1;
+            for (auto [d, size] : llvm::enumerate(shape))
+              inside *= std::clamp<int64_t>(g[d] - start[d], 0, size);
+            padding[r] += (m.getNumElements() - inside) * elementBytes;
+          }
+          ++paddedWeights;
+        }
         return;
       }
       StringRef name = op->getName().getStringRef();
@@ -461,6 +483,14 @@ static void reportRanks(ModuleOp module, llvm::raw_ostream &os) {
                           sliced, weights, slicedLocal, slicedGlobal,
                           double(slicedLocal) / double(slicedGlobal), weights - sliced,
                           local - slicedLocal);
+    if (paddedWeights) {
+      int64_t most = *llvm::max_element(padding);
+      os << llvm::formatv("  zero padding: {0} of those bytes per rank{1} in {2} weight "
+                          "slice{3} that reach past the stored tensor (a GEMM's result rows "
+                          "aligned, or a vocabulary padded to the tensor-parallel size)\n",
+                          most, llvm::all_equal(padding) ? "" : " at most", paddedWeights,
+                          paddedWeights == 1 ? "" : "s");
+    }
     os << "  peak activation bytes per rank: " << peak << "\n";
     os << "  collectives: " << steps.size() << ", " << moved
        << " bytes per rank in total; each rank sends " << sent
