@@ -1307,6 +1307,33 @@ def test_row_epilogues_of_softmax_and_layer_norm(tmp_path):
     _assert_matches_onnxruntime(model, feeds, ours, 1e-3)  # p is float16
 
 
+def test_unrolled_row_steps_match_onnxruntime(tmp_path):
+    """Rows that every lane of a warp crosses in the same few steps (a
+    multiple of 32 x the vector width, at most 8 steps) have their passes
+    unrolled, with no loop: a residual add, layer norm and relu over rows
+    of 512 (4 steps of 4 floats), a softmax over 256 with a cast after it
+    (2 steps), a reduce-mean over 128 (1 step), and an RMS norm over 160
+    (not a multiple of 128: its loop stays). Each against onnxruntime."""
+    model = _graph_model(
+        "g (float[16,512] x, float[16,512] r, float[512] s, float[512] b, float[3,5,256] a,"
+        " float[6,128] m, float[6,160] v, float[160] w)"
+        " => (float[16,512] z, float16[3,5,256] p, float[6,1] u, float[6,160] n) {"
+        " t = Add(x, r) l = LayerNormalization(t, s, b) z = Relu(l)"
+        " q = Softmax <axis = -1> (a) p = Cast <to = 10> (q)"
+        " u = ReduceMean <keepdims = 1> (m, ax) n = RMSNormalization(v, w) }",
+        opset=23, inits="<int64[1] ax = {1}>")
+    feeds = {"x": _f(16, 512), "r": _f(16, 512), "s": _f(512), "b": _f(512),
+             "a": _f(3, 5, 256), "m": _f(6, 128), "v": _f(6, 160), "w": _f(160)}
+    ir, ours = _run(model, feeds, tmp_path)
+    names = _launch_names(ir)
+    assert names == ["k0_add_layer_normalization_relu", "k1_softmax_cast", "k2_reduce_mean",
+                     "k3_rms_normalization"], names
+    # Only the RMS norm's two passes (sum of squares, then the scaled row)
+    # loop; with every loop kept there would be 3 + 3 + 1 + 2.
+    assert ir.count('"scf.for"') == 2, ir.count('"scf.for"')
+    _assert_matches_onnxruntime(model, feeds, ours, 1e-5)
+
+
 def test_row_epilogue_never_reads_the_prologue_or_a_reduction(tmp_path):
     """An epilogue runs where only the row's result is in registers: a
     consumer that also reads the prologue's value (the residual stream

@@ -122,7 +122,8 @@ static cl::list<std::string> cudaDisable(
              "generated kernel instead of as the GEMM's C), gemm-padding (a "
              "GEMM whose result rows are not 16-byte aligned, such as GPT-2's "
              "50257-wide logits, writes them as they are instead of into "
-             "aligned rows that a copy then packs), sibling-fusion "
+             "aligned rows, which the program returns as they are or a "
+             "copy packs for the kernels that read them), sibling-fusion "
              "(independent neighbouring elementwise kernels, such as the "
              "query's and the key's rotary embedding, are launched one by "
              "one instead of as one launch)"),

@@ -72,6 +72,7 @@ constexpr int64_t kLoopBlock = 256; // threads per block, elementwise kernels
 constexpr int64_t kRowBlock = 256;  // threads per block (one row), reductions
 constexpr int64_t kMaxCachedRow = 8192; // rows up to this many elements stay in shared memory
 constexpr int64_t kWarpRowMax = 1024;   // contiguous rows up to this long: one warp per row
+constexpr int64_t kUnrolledRowSteps = 8; // a warp's row loop of at most this many steps: unrolled
 constexpr int64_t kWarpsPerBlock = 8;   // rows per block in that layout
 
 /// Kernels the CUDA runtime implements itself (cuBLASLt, its attention
@@ -1672,11 +1673,29 @@ FailureOr<Value> ConvertRTToGPU::emitRowBody(KernelEmitter &e, Group &g,
     return values.lookup(rootOf(x));
   };
   // A strided loop of the row's threads over the row, `width` elements a
-  // step, folding `fn`.
+  // step, folding `fn`. A warp whose lanes all take the same few steps
+  // (the row a multiple of 32 x width, at most kUnrolledRowSteps of them)
+  // gets them unrolled: their loads are independent and the backend can
+  // issue them together, where a loop waits for each load before the next
+  // (a layer norm of 768 bf16 elements: 3 steps). The folds happen in the
+  // same order either way.
   auto rowLoop = [&](Value init,
                      function_ref<FailureOr<Value>(Value acc, Value flat, Value j)> fn)
       -> FailureOr<Value> {
     Value from = width == 1 ? tid : arith::MulIOp::create(b, loc, tid, e.index(width)).getResult();
+    if (int64_t perStep = 32 * width;
+        warps && length % perStep == 0 && length / perStep <= kUnrolledRowSteps) {
+      Value acc = init;
+      for (int64_t i = 0; i < length / perStep; ++i) {
+        Value j = i == 0 ? from
+                         : arith::AddIOp::create(b, loc, from, e.index(i * perStep)).getResult();
+        FailureOr<Value> next = fn(acc, elementIndex(b, j), j);
+        if (failed(next))
+          return failure();
+        acc = *next;
+      }
+      return acc;
+    }
     Value by = step;
     if (width > 1)
       by = warps ? e.index(32 * width)

@@ -142,9 +142,17 @@ func.func @layouts(%x: tensor<3x2048xf32>, %y: tensor<12x96xf32>, %s: tensor<96x
 // CHECK: rt.launch @shardflow_kernels::@k{{[0-9]+}}_add_rms_normalization grid
 // CHECK-NEXT: rt.alloc
 // CHECK-NEXT: rt.launch @shardflow_kernels::@k{{[0-9]+}}_add grid
+// Rows of 64 elements, one per lane and step: each pass is 2 unrolled
+// steps (the first one's loads issue before the second one's), no loop.
 // CHECK: gpu.func @k{{[0-9]+}}_add_rms_normalization_mul_cast
+// CHECK-NOT: scf.for
 // CHECK-COUNT-5: gpu.shuffle xor
-// CHECK: scf.for
+// CHECK-NOT: scf.for
+// CHECK: arith.mulf
+// CHECK: arith.mulf
+// CHECK: arith.mulf
+// CHECK: arith.truncf {{.*}} : f32 to bf16
+// CHECK: memref.store
 // CHECK: arith.mulf
 // CHECK: arith.mulf
 // CHECK: arith.mulf

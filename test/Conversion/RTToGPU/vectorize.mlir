@@ -142,6 +142,30 @@ func.func @residual_norm(%x: tensor<4x64xbf16>, %r: tensor<4x64xbf16>, %s: tenso
 
 // -----
 
+// GPT-2 small's rows (768 bf16): 8 elements a lane and step, 256 a warp
+// step, so every lane takes 3 steps: each pass is unrolled, the first
+// pass's 6 vector loads come before its first shuffle, and there is no
+// loop. (Rows of 64, above, keep the loop: only 8 lanes have a step.)
+// CHECK-LABEL: func.func @gpt2_norm
+// CHECK: gpu.func @k0_add_layer_normalization
+// CHECK-NOT: scf.for
+// CHECK-COUNT-6: vector.load %arg{{[01]}}{{.*}} : memref<6144xbf16>, vector<8xbf16>
+// CHECK-NOT: scf.for
+// CHECK: gpu.shuffle xor
+// CHECK-COUNT-3: vector.load %arg2{{.*}} : memref<768xbf16>, vector<8xbf16>
+// CHECK-NOT: scf.for
+// CHECK: gpu.return
+// SCALAR-LABEL: func.func @gpt2_norm
+// SCALAR: gpu.func @k0_add_layer_normalization
+// SCALAR: scf.for
+func.func @gpt2_norm(%x: tensor<8x768xbf16>, %r: tensor<8x768xbf16>, %s: tensor<768xbf16>, %b: tensor<768xbf16>) -> tensor<8x768xbf16> {
+  %a = nn.add %x, %r : (tensor<8x768xbf16>, tensor<8x768xbf16>) -> tensor<8x768xbf16>
+  %n = nn.layer_normalization %a, %s, %b {axis = -1 : i64, epsilon = 1.0e-5 : f32} : (tensor<8x768xbf16>, tensor<768xbf16>, tensor<768xbf16>) -> tensor<8x768xbf16>
+  return %n : tensor<8x768xbf16>
+}
+
+// -----
+
 // Rows reduced over a strided axis (inner > 1) keep one element a step.
 // CHECK-LABEL: func.func @strided_rows
 // CHECK: gpu.func @k0_softmax
