@@ -31,8 +31,12 @@ def test_device_kernels_match_the_cpu_kernels_under_emulation():
     assert out.returncode == 0 and summary.group(2) == "0", "\n".join(failures)
     # Every case ran: tensor-core and SIMT attention, and data movement.
     assert int(summary.group(1)) >= 270, out.stdout[-2000:]
-    for kernel in ("sf_attention_mma_bf16_d64", "sf_attention_mma_f16_d128",
-                   "sf_attention_mma2_bf16_d64", "sf_attention_mma2_f16_d64",
+    # Each tensor-core kernel with the general score rule (masks, softcaps)
+    # and without it (_plain).
+    for kernel in ("sf_attention_mma_bf16_d64]", "sf_attention_mma_f16_d128]",
+                   "sf_attention_mma2_bf16_d64]", "sf_attention_mma2_f16_d64]",
+                   "sf_attention_mma_bf16_d64_plain]", "sf_attention_mma_f16_d128_plain]",
+                   "sf_attention_mma2_bf16_d64_plain]", "sf_attention_mma2_f16_d64_plain]",
                    "sf_attention_simt_f32_dv256", "sf_strided_copy_e16_i32", "sf_gather_",
                    "sf_pad_"):
         assert kernel in out.stdout, kernel

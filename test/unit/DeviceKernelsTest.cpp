@@ -329,7 +329,8 @@ TEST(DeviceKernels, AttentionTensorCorePath) {
   p.set("is_causal", int64_t(1));
   auto ls = planDeviceKernel("attention", {q, k, v}, {y}, p, 0);
   ASSERT_EQ(ls.size(), 1u);
-  EXPECT_EQ(ls[0].function, "sf_attention_mma_bf16_d64");
+  // No mask, no softcap: the kernel without the general score rule.
+  EXPECT_EQ(ls[0].function, "sf_attention_mma_bf16_d64_plain");
   EXPECT_EQ(ls[0].grid[0], 2u * 8u * 4u); // ceil(200 / 64) query blocks
   EXPECT_EQ(ls[0].block[0], unsigned(kMmaThreads));
   EXPECT_EQ(ls[0].sharedBytes, 5u * 64u * 72u * 2u);
@@ -349,13 +350,25 @@ TEST(DeviceKernels, AttentionTensorCorePath) {
   // D = 128 needs more than the default 48 KiB of shared memory.
   Tensor q2 = t4(0x100000, DType::F16, 1, 4, 64, 128), y2 = t4(0x400000, DType::F16, 1, 4, 64, 128);
   ls = planDeviceKernel("attention", {q2, q2, q2}, {y2}, Params{}, 0);
-  EXPECT_EQ(ls[0].function, "sf_attention_mma_f16_d128");
+  EXPECT_EQ(ls[0].function, "sf_attention_mma_f16_d128_plain");
   EXPECT_EQ(ls[0].sharedBytes, 5u * 64u * 136u * 2u);
+  // A softcap, a mask or a scale that is not positive: the general kernel.
+  Params capped;
+  capped.set("softcap", 30.0);
+  ls = planDeviceKernel("attention", {q2, q2, q2}, {y2}, capped, 0);
+  EXPECT_EQ(ls[0].function, "sf_attention_mma_f16_d128");
+  Tensor m = t4(0x500000, DType::I1, 1, 1, 64, 64);
+  ls = planDeviceKernel("attention", {q2, q2, q2, m}, {y2}, Params{}, 0);
+  EXPECT_EQ(ls[0].function, "sf_attention_mma_f16_d128");
+  Params negative;
+  negative.set("scale", -0.5);
+  ls = planDeviceKernel("attention", {q2, q2, q2}, {y2}, negative, 0);
+  EXPECT_EQ(ls[0].function, "sf_attention_mma_f16_d128");
 
   // Two query tiles per warp, when asked for: 128 rows per block, Q's
   // tile twice as tall; D = 64 only.
   ls = planAttention("attention", {q, k, v}, {y}, p, AttentionPath::Mma2);
-  EXPECT_EQ(ls[0].function, "sf_attention_mma2_bf16_d64");
+  EXPECT_EQ(ls[0].function, "sf_attention_mma2_bf16_d64_plain");
   EXPECT_EQ(ls[0].grid[0], 2u * 8u * 2u); // ceil(200 / 128) query blocks
   EXPECT_EQ(argsOf<AttentionArgs>(ls[0]).qBlocks, 2);
   EXPECT_EQ(ls[0].sharedBytes, 6u * 64u * 72u * 2u);
@@ -477,9 +490,12 @@ TEST(DeviceKernelsFatbin, HoldsSassAndPtx) {
     for (int dv : {64, 128, 256})
       names.push_back(std::string("sf_attention_simt_") + t + "_dv" + std::to_string(dv));
   for (const char *t : {"f16", "bf16"}) {
-    for (int d : {64, 128})
-      names.push_back(std::string("sf_attention_mma_") + t + "_d" + std::to_string(d));
-    names.push_back(std::string("sf_attention_mma2_") + t + "_d64");
+    for (const char *variant : {"", "_plain"}) {
+      for (int d : {64, 128})
+        names.push_back(std::string("sf_attention_mma_") + t + "_d" + std::to_string(d) +
+                        variant);
+      names.push_back(std::string("sf_attention_mma2_") + t + "_d64" + variant);
+    }
   }
   for (const char *k : {"sf_strided_copy_e", "sf_pad_e", "sf_gather_e"})
     for (int e : {1, 2, 4, 8, 16})
@@ -512,8 +528,9 @@ TEST(DeviceKernelsFatbin, AttentionHasNoSpills) {
     std::printf("  %-32s %s %3s registers\n", m[1].str().c_str(), m[2].str().c_str(),
                 m[5].str().c_str());
   }
-  // 9 SIMT + 4 tensor-core + 2 two-tile tensor-core kernels, two architectures.
-  EXPECT_EQ(attention, 2 * 15);
+  // 9 SIMT + 4 tensor-core + 2 two-tile tensor-core kernels and the last
+  // 6 again without the general score rule (_plain), two architectures.
+  EXPECT_EQ(attention, 2 * 21);
 }
 
 #endif // SHARDFLOW_HAVE_CUDA_KERNELS

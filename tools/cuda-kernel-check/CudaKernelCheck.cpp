@@ -822,7 +822,11 @@ std::vector<Case> dataMovementCases() {
 // Timing
 //===----------------------------------------------------------------------===//
 
-void timeAttention(AttentionPath path, bool causal) {
+/// Times the attention kernel `path` plans for GPT-2 small's shape (bf16,
+/// 8 x 12 heads x 1024 x 64); with `general`, the same launch on the
+/// tensor-core kernel that has the general score rule (masks, softcaps)
+/// instead of the `_plain` one the planner picks: what the split buys.
+void timeAttention(AttentionPath path, bool causal, bool general = false) {
   const int64_t B = 8, H = 12, S = 1024, D = 64;
   const DType t = DType::BF16;
   size_t bytes = size_t(B * H * S * D) * 2;
@@ -838,6 +842,12 @@ void timeAttention(AttentionPath path, bool causal) {
   if (causal)
     p.set("is_causal", int64_t(1));
   std::vector<DeviceLaunch> launches = planAttention("attention", ins, outs, p, path);
+  if (general) {
+    std::string &f = launches[0].function;
+    if (f.size() < 6 || f.compare(f.size() - 6, 6, "_plain") != 0)
+      throw RuntimeError("expected a _plain kernel, got " + f);
+    f.resize(f.size() - 6);
+  }
   for (int i = 0; i < 3; ++i)
     runLaunches(launches);
   const int iters = 20;
@@ -852,9 +862,10 @@ void timeAttention(AttentionPath path, bool causal) {
   std::printf("attention bf16 B=%lld H=%lld S=%lld D=%lld %-10s %-7s %8.3f ms  %7.2f TFLOP/s\n",
               (long long)B, (long long)H, (long long)S, (long long)D,
               causal ? "causal" : "non-causal",
-              launches[0].function.find("mma2") != std::string::npos  ? "mma2"
-              : launches[0].function.find("mma") != std::string::npos ? "mma"
-                                                                      : "simt",
+              general ? (path == AttentionPath::Mma2 ? "mma2-gen" : "mma-gen")
+              : launches[0].function.find("mma2") != std::string::npos ? "mma2"
+              : launches[0].function.find("mma") != std::string::npos  ? "mma"
+                                                                       : "simt",
               secs * 1e3, flops / secs / 1e12);
 }
 
@@ -890,7 +901,9 @@ int main(int argc, char **argv) {
     try {
       for (bool causal : {true, false}) {
         timeAttention(AttentionPath::Auto, causal);
+        timeAttention(AttentionPath::Auto, causal, /*general=*/true);
         timeAttention(AttentionPath::Mma2, causal);
+        timeAttention(AttentionPath::Mma2, causal, /*general=*/true);
         timeAttention(AttentionPath::Simt, causal);
       }
     } catch (const std::exception &e) {

@@ -17,6 +17,12 @@
 // y = score x log2(e), one fma and one ex2 per score in interior tiles.
 // A warp whose rows all lie above a causal tile skips its math.
 //
+// Each kernel comes twice: with the general score rule (a mask, a softcap,
+// a scale that is not positive: each score through scoreOf), and `_plain`,
+// for attention with none of them, which only sets keys past the causal
+// bound or the sequence's end to -inf and has none of the general rule's
+// code or registers (sm_90, D = 64: 130 registers against 159).
+//
 // The `mma2` variant (D = 64) gives each warp two 16-row tiles (128 rows
 // per block): every K and V fragment loaded from shared memory feeds two
 // mma. It is planned only when asked for (AttentionPath::Mma2): which of
@@ -134,7 +140,11 @@ template <> __device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi
 /// each K and V fragment a warp loads from shared memory feeds two mma
 /// instead of one, halving shared-memory reads per FLOP, at the cost of
 /// twice the accumulator registers (so only for D = 64).
-template <typename T, int D, int R>
+/// General: the kernel for a mask, a softcap or a scale that is not
+/// positive, each score through the general rule (scoreOf); otherwise
+/// (the `_plain` kernels) only the causal bound and the sequence's end,
+/// and none of the general rule's code or registers.
+template <typename T, int D, int R, bool General>
 __device__ __forceinline__ void attentionMma(const AttentionArgs &a) {
   constexpr int kPitch = D + 8;               // elements per shared row
   constexpr int kTile = kMmaKeys * kPitch;    // elements of one K or V tile
@@ -185,7 +195,7 @@ __device__ __forceinline__ void attentionMma(const AttentionArgs &a) {
   // The mask of this (batch, head); a row's is found where it is needed
   // (pointers held per row would cost registers the two-tile kernel lacks).
   const int64_t maskBase =
-      a.maskKind != kMaskNone ? b * a.maskStride[0] + h * a.maskStride[1] : 0;
+      General && a.maskKind != kMaskNone ? b * a.maskStride[0] + h * a.maskStride[1] : 0;
 
   float o[R][kDimTiles][4];
   // rowMax in log2 units (scaled score x log2(e)); rowSum: this thread's
@@ -193,7 +203,6 @@ __device__ __forceinline__ void attentionMma(const AttentionArgs &a) {
   float rowMax[R][2], rowSum[R][2];
   constexpr float kLog2e = 1.4426950408889634f;
   const float scaleLog2 = a.scale * kLog2e;
-  const bool simple = a.maskKind == kMaskNone && a.softcap == 0.f && a.scale > 0.f;
 #pragma unroll
   for (int rt = 0; rt < R; ++rt) {
 #pragma unroll
@@ -260,37 +269,47 @@ __device__ __forceinline__ void attentionMma(const AttentionArgs &a) {
 #pragma unroll
       for (int rt = 0; rt < R; ++rt) {
         const int tRow0 = wRow0 + 16 * rt;
-        // Without mask or softcap (and with a positive scale) the raw
-        // products stay as they are: their maximum is that of the scaled
-        // scores, and a score's exponent is one fma with the scale in log2
-        // units. Interior tiles need nothing more; the causal diagonal and
-        // the sequence's last tile set the keys a row cannot see to -inf
-        // (one compare per score; in the one-tile kernel only: the
-        // two-tile one has no registers left for it and takes the general
-        // rule there). A mask or a softcap takes the general rule
-        // (scoreOf), which turns each score into log2 units. Each case is
-        // one block of code that a tile branches to once: a branch per
-        // score around the general rule spread the loop over 57 KB of
-        // instructions (docs/cuda.md). Rows at or past sq keep what they
-        // have in the -inf case: they are never stored, and each row's
-        // softmax is its own.
-        const bool plain = simple && k0 + kMmaKeys <= a.skv &&
-                           (!a.causal || k0 + kMmaKeys - 1 <= tRow0) && tRow0 + 16 <= a.sq;
-        const bool raw = plain || (R == 1 && simple); // s holds raw products
-        if (plain) {
-        } else if (raw) {
-          // The last key each of this thread's two rows sees, counted from
-          // the thread's first column in the tile.
-          int last[2];
+        // The plain kernel keeps the raw products: their maximum is that of
+        // the scaled scores (the scale is positive), and a score's
+        // exponent is one fma with the scale in log2 units. Interior tiles
+        // need nothing more; the causal diagonal and the sequence's last
+        // tile set the keys a row cannot see to -inf (one compare per
+        // score). Rows at or past sq keep what they have: they are never
+        // stored, and each row's softmax is its own. The general kernel
+        // takes each score through scoreOf, which turns it into log2
+        // units. Either way the code is one block a tile runs through: a
+        // branch per score around the general rule spread the loop over
+        // 57 KB of instructions (docs/cuda.md).
+        if constexpr (!General) {
+          if (k0 + kMmaKeys > a.skv || (a.causal && k0 + kMmaKeys - 1 > tRow0)) {
+            if constexpr (R == 1) {
+              // The last key each of this thread's two rows sees, counted
+              // from the thread's first column in the tile.
+              int last[2];
 #pragma unroll
-          for (int r = 0; r < 2; ++r)
-            last[r] = (a.causal ? min(a.skv - 1, tRow0 + g + 8 * r) : a.skv - 1) - k0 - tig * 2;
+              for (int r = 0; r < 2; ++r)
+                last[r] =
+                    (a.causal ? min(a.skv - 1, tRow0 + g + 8 * r) : a.skv - 1) - k0 - tig * 2;
 #pragma unroll
-          for (int j = 0; j < kKeyTiles; ++j)
+              for (int j = 0; j < kKeyTiles; ++j)
 #pragma unroll
-            for (int e = 0; e < 4; ++e)
-              if (j * 8 + (e & 1) > last[e >> 1])
-                s[rt][j][e] = kNegInf;
+                for (int e = 0; e < 4; ++e)
+                  if (j * 8 + (e & 1) > last[e >> 1])
+                    s[rt][j][e] = kNegInf;
+            } else {
+              // The same test score by score: the two-tile kernel has no
+              // registers for the bounds (ptxas spilled with them).
+#pragma unroll
+              for (int j = 0; j < kKeyTiles; ++j)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                  const int row = tRow0 + g + 8 * (e >> 1),
+                            col = k0 + j * 8 + tig * 2 + (e & 1);
+                  if (col >= a.skv || (a.causal && col > row))
+                    s[rt][j][e] = kNegInf;
+                }
+            }
+          }
         } else {
 #pragma unroll
           for (int j = 0; j < kKeyTiles; ++j)
@@ -314,7 +333,7 @@ __device__ __forceinline__ void attentionMma(const AttentionArgs &a) {
 #pragma unroll
           for (int e = 0; e < 4; ++e)
             mx[e >> 1] = fmaxf(mx[e >> 1], s[rt][j][e]);
-        const float toLog2 = raw ? scaleLog2 : 1.f; // of what s holds
+        const float toLog2 = General ? 1.f : scaleLog2; // of what s holds
         float base[2], alpha[2];
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
@@ -393,16 +412,26 @@ __device__ __forceinline__ void attentionMma(const AttentionArgs &a) {
 
 } // namespace
 
+// Each in two kernels: the general one, and `_plain` for no mask, no
+// softcap and a positive scale (the planner picks).
 #define SF_ATTENTION_MMA(NAME, T, D)                                           \
   extern "C" __global__ void __launch_bounds__(kMmaThreads)                    \
       sf_attention_mma_##NAME##_d##D(const AttentionArgs a) {                  \
-    attentionMma<T, D, 1>(a);                                                  \
+    attentionMma<T, D, 1, true>(a);                                            \
+  }                                                                            \
+  extern "C" __global__ void __launch_bounds__(kMmaThreads)                    \
+      sf_attention_mma_##NAME##_d##D##_plain(const AttentionArgs a) {          \
+    attentionMma<T, D, 1, false>(a);                                           \
   }
 // Two query tiles per warp (128 rows per block), D = 64 only.
 #define SF_ATTENTION_MMA2(NAME, T)                                             \
   extern "C" __global__ void __launch_bounds__(kMmaThreads)                    \
       sf_attention_mma2_##NAME##_d64(const AttentionArgs a) {                  \
-    attentionMma<T, 64, 2>(a);                                                 \
+    attentionMma<T, 64, 2, true>(a);                                           \
+  }                                                                            \
+  extern "C" __global__ void __launch_bounds__(kMmaThreads)                    \
+      sf_attention_mma2_##NAME##_d64_plain(const AttentionArgs a) {            \
+    attentionMma<T, 64, 2, false>(a);                                          \
   }
 
 SF_ATTENTION_MMA(f16, __half, 64)

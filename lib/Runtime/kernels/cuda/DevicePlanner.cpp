@@ -688,8 +688,11 @@ std::vector<DeviceLaunch> shardflow::runtime::cuda::planAttention(
     fail(kernel, "too many query blocks (" + std::to_string(blocks) + ")");
   a.qBlocks = int32_t(qBlocks);
   if (mma) {
+    // No mask, no softcap, a positive scale: the kernel without the
+    // general score rule (AttentionMma.cu).
+    bool plain = a.maskKind == kMaskNone && a.softcap == 0.f && a.scale > 0.f;
     l.function = std::string(rowTiles == 2 ? "sf_attention_mma2_" : "sf_attention_mma_") +
-                 typeSuffix(qt.dtype) + "_d" + std::to_string(D);
+                 typeSuffix(qt.dtype) + "_d" + std::to_string(D) + (plain ? "_plain" : "");
     l.block[0] = kMmaThreads;
     l.sharedBytes = unsigned(mmaSharedBytes(D, rowTiles));
   } else {

@@ -55,6 +55,12 @@ const std::map<std::string, Entry> &kernels() {
     SF_ENTRY(sf_attention_mma_bf16_d128, AttentionArgs)
     SF_ENTRY(sf_attention_mma2_f16_d64, AttentionArgs)
     SF_ENTRY(sf_attention_mma2_bf16_d64, AttentionArgs)
+    SF_ENTRY(sf_attention_mma_f16_d64_plain, AttentionArgs)
+    SF_ENTRY(sf_attention_mma_f16_d128_plain, AttentionArgs)
+    SF_ENTRY(sf_attention_mma_bf16_d64_plain, AttentionArgs)
+    SF_ENTRY(sf_attention_mma_bf16_d128_plain, AttentionArgs)
+    SF_ENTRY(sf_attention_mma2_f16_d64_plain, AttentionArgs)
+    SF_ENTRY(sf_attention_mma2_bf16_d64_plain, AttentionArgs)
 #undef SF_ENTRIES_OF_SIZE
 #undef SF_ENTRY
     return t;
