@@ -1017,6 +1017,29 @@ def test_a_device_that_does_not_exist_is_refused(small_artifact):
     assert rc == 1 and "--device 3 does not exist: this machine has 1 GPU(s)" in err, err
 
 
+def test_a_program_larger_than_the_gpu_memory_is_refused(small_artifact):
+    """A program whose activations, weights and inputs exceed the GPU's free
+    memory fails before allocating anything, naming what it needs and what
+    the GPU has; with just enough memory it runs."""
+    artifact, tmp = small_artifact
+    np.savez(tmp / "in.npz", ids=np.zeros((2, 16), np.int64))
+    args = (artifact, "--weights", tmp, "--inputs", tmp / "in.npz", "--output", tmp / "out.npz")
+    rc, err = run_standin(*args, env={"SHARDFLOW_STANDIN_MEMORY": "4096"})
+    assert rc == 1, err
+    m = re.search(r"the program needs ([\d.]+) GiB \(activations (\d+) bytes, weights (\d+) "
+                  r"bytes, inputs (\d+) bytes, cuBLASLt workspace 0.03 GiB\) of GPU memory on "
+                  r"rank 0, and Shardflow CUDA stand-in \(host emulation, sm_90\) has 4096 "
+                  r"bytes free of 4096 bytes: more ranks", err)
+    assert m, err
+    needed = sum(int(m.group(i)) for i in (2, 3, 4)) + (32 << 20)
+    assert m.group(1) == f"{needed / 2 ** 30:.2f}", err
+    # With that much and some to spare (the stand-in's allocator rounds each
+    # allocation to 256 bytes; the NCCL health check and the GEMMs' pointer
+    # arrays take a little more) it runs.
+    rc, err = run_standin(*args, env={"SHARDFLOW_STANDIN_MEMORY": str(needed + 64 * 1024)})
+    assert rc == 0, err
+
+
 def test_kernel_check_gpu_path_runs_on_the_standin():
     # tools/cuda-kernel-check without --emulate drives the kernels through
     # the driver API (module from the fatbin, shared-memory opt-in, launch

@@ -35,7 +35,8 @@
 // SHARDFLOW_STANDIN_GPUS (how many devices there are, default 1; a process
 // uses one of them, as shard-run does), SHARDFLOW_STANDIN_PINNED_LIMIT (the
 // bytes of page-locked host memory cuMemHostAlloc grants in all, default no
-// limit; beyond it, CUDA_ERROR_OUT_OF_MEMORY).
+// limit; beyond it, CUDA_ERROR_OUT_OF_MEMORY), SHARDFLOW_STANDIN_MEMORY (the
+// device's bytes, default 80 GiB; cuMemAlloc past them fails the same way).
 //
 // Page-locked host memory (cuMemHostAlloc) is what the GPU's copy engines
 // read directly: an asynchronous copy from it reads the host bytes when it
@@ -152,6 +153,7 @@ struct State {
   size_t allocated = 0;
   std::map<uintptr_t, size_t> pinned; // cuMemHostAlloc: base -> bytes
   size_t pinnedBytes = 0, pinnedLimit = SIZE_MAX;
+  size_t totalMemory = size_t(80) << 30; // SHARDFLOW_STANDIN_MEMORY
   CUctx_st primary;
 
   State() {
@@ -169,6 +171,8 @@ struct State {
       devices = std::max(1, std::atoi(gpus));
     if (const char *limit = std::getenv("SHARDFLOW_STANDIN_PINNED_LIMIT"))
       pinnedLimit = size_t(std::strtoull(limit, nullptr, 10));
+    if (const char *memory = std::getenv("SHARDFLOW_STANDIN_MEMORY"))
+      totalMemory = size_t(std::strtoull(memory, nullptr, 10));
   }
 };
 
@@ -177,7 +181,6 @@ State &state() {
   return s;
 }
 
-constexpr size_t kTotalMemory = size_t(80) << 30;
 
 /// The stream a handle names; 0 and the legacy/per-thread handles are the
 /// one default stream.
@@ -703,8 +706,8 @@ CUresult CUDAAPI cuMemGetInfo(size_t *free, size_t *total) {
   STANDIN_ENTER();
   if (!free || !total)
     return CUDA_ERROR_INVALID_VALUE;
-  *total = kTotalMemory;
-  *free = kTotalMemory - std::min(kTotalMemory, state().allocated);
+  *total = state().totalMemory;
+  *free = state().totalMemory - std::min(state().totalMemory, state().allocated);
   return CUDA_SUCCESS;
 }
 
@@ -713,7 +716,7 @@ CUresult CUDAAPI cuMemAlloc(CUdeviceptr *dptr, size_t bytesize) {
   if (!dptr || bytesize == 0)
     return CUDA_ERROR_INVALID_VALUE;
   State &st = state();
-  if (bytesize > kTotalMemory - std::min(kTotalMemory, st.allocated))
+  if (bytesize > st.totalMemory - std::min(st.totalMemory, st.allocated))
     return CUDA_ERROR_OUT_OF_MEMORY;
   size_t rounded = (bytesize + 255) / 256 * 256;
   void *p = std::aligned_alloc(256, rounded);

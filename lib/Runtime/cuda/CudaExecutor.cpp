@@ -568,6 +568,21 @@ void CudaExecutor::Impl::openDevice() {
                  cublasLt().library.c_str(), cublasLt().cublasLtGetVersion(), nccl().version);
 }
 
+namespace {
+/// The cuBLASLt workspace of a program with GEMMs: what cuBLASLt recommends
+/// for Hopper.
+constexpr size_t kGemmWorkspaceBytes = size_t(32) << 20;
+
+/// Bytes as GiB with two decimals, or as bytes below 1 MiB.
+std::string formatGiB(size_t bytes) {
+  if (bytes < (size_t(1) << 20))
+    return std::to_string(bytes) + " bytes";
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.2f GiB", double(bytes) / double(size_t(1) << 30));
+  return text;
+}
+} // namespace
+
 void CudaExecutor::Impl::allocate(const std::string &weightsDir) {
   const size_t kAlign = 256; // cuBLASLt's preferred alignment
   size_t inputBytes = 0, weightTotal = 0;
@@ -582,11 +597,32 @@ void CudaExecutor::Impl::allocate(const std::string &weightsDir) {
       weightTotal += alignUp(std::max<size_t>(b.bytes(), 1), kAlign);
     }
   }
+  // What the program needs, against what the GPU has free: a program that
+  // cannot fit fails here, naming both, before any allocation.
+  size_t freeBytes = 0, totalBytes = 0;
+  bool known = driver().cuMemGetInfo(&freeBytes, &totalBytes) == CUDA_SUCCESS;
+  size_t workspace = 0;
+  for (const Instruction &inst : art.program)
+    if (inst.kernel == "matmul" || inst.kernel == "gemm")
+      workspace = kGemmWorkspaceBytes;
+  size_t total = size_t(art.arenaBytes) + weightTotal + inputBytes + workspace;
+  auto gib = [](size_t b) { return formatGiB(b); };
+  std::string needs = gib(total) + " (activations " + gib(size_t(art.arenaBytes)) +
+                      ", weights " + gib(weightTotal) + ", inputs " + gib(inputBytes) +
+                      (workspace ? ", cuBLASLt workspace " + gib(workspace) : "") + ")";
+  std::string has = known ? gib(freeBytes) + " free of " + gib(totalBytes) : "";
+  if (known && total > freeBytes)
+    throw RuntimeError("the program needs " + needs + " of GPU memory on rank " +
+                       std::to_string(rank) + ", and " + deviceName + " has " + has +
+                       ": more ranks (tensor or pipeline parallel), a smaller batch or "
+                       "--dtype bf16 at compile time would fit it");
   auto alloc = [&](CUdeviceptr &p, size_t bytes, const char *what) {
     CUresult r = driver().cuMemAlloc(&p, std::max<size_t>(bytes, kAlign));
     if (r != CUDA_SUCCESS)
       throw RuntimeError("cannot allocate " + std::to_string(bytes) + " bytes of GPU memory for " +
-                         what + ": " + describe(r));
+                         what + ": " + describe(r) + " (the program needs " + needs +
+                         (known ? "; " + deviceName + " had " + has + " at the start" : "") +
+                         ")");
   };
   alloc(arena, size_t(art.arenaBytes), "the activation arena");
   alloc(inputMemory, inputBytes, "the inputs");
@@ -1071,7 +1107,7 @@ void CudaExecutor::Impl::prepareKernel(size_t n, Step &step) {
   }
   if (inst.kernel == "matmul" || inst.kernel == "gemm") {
     if (!gemm) {
-      workspaceBytes = 32u << 20; // what cuBLASLt recommends for Hopper
+      workspaceBytes = kGemmWorkspaceBytes;
       CUresult r = driver().cuMemAlloc(&workspace, workspaceBytes);
       if (r != CUDA_SUCCESS)
         throw RuntimeError("cannot allocate the cuBLASLt workspace: " + describe(r));
