@@ -6,7 +6,10 @@
 // matrix never leaves registers.
 //
 // One block of four warps takes 64 query rows of one (batch, query head);
-// warp w owns rows 16w..16w+15. Q is loaded once into A fragments. Keys go
+// warp w owns rows 16w..16w+15. Q stays in shared memory, each k-step of
+// Q K^T reading its A fragment with ldmatrix (as FlashAttention-2 does by
+// default): 4 blocks fit an SM at head size 64 (at most 128 registers,
+// 46 KB of shared memory; 3 on an A100 by shared memory). Keys go
 // by tiles of 64: K and V tiles are double-buffered in shared memory with
 // cp.async, so the next tile loads while this one computes. Per tile a warp
 // computes S = Q K^T (16 x 64, f32 accumulators), applies scale, softcap,
@@ -21,7 +24,7 @@
 // a scale that is not positive: each score through scoreOf), and `_plain`,
 // for attention with none of them, which only sets keys past the causal
 // bound or the sequence's end to -inf and has none of the general rule's
-// code or registers (sm_90, D = 64: 130 registers against 159).
+// code or registers (sm_90, D = 64: 123 registers against 127).
 //
 // The `mma2` variant (D = 64) gives each warp two 16-row tiles (128 rows
 // per block): every K and V fragment loaded from shared memory feeds two
@@ -171,13 +174,15 @@ __device__ __forceinline__ void attentionMma(const AttentionArgs &a) {
   const T *V = static_cast<const T *>(a.v) + b * a.vStride[0] + kvh * a.vStride[1];
 
   // 64 rows from `first` of a [seq, D] operand (row stride `stride`) into
-  // shared memory; rows at or past `limit` become zeros.
+  // shared memory; rows at or past `limit` become zeros. Offsets within a
+  // (batch, head) fit in 32 bits (the planner checks seq x stride), and
+  // 32-bit ones keep the loop's addresses in half the registers.
   auto loadRows = [&](T *dst, const T *src, int64_t stride, int first, int limit) {
 #pragma unroll
     for (int i = tid; i < 64 * kChunks; i += kMmaThreads) {
       const int r = i / kChunks, c = i % kChunks, s = first + r;
       const bool ok = s < limit;
-      cpAsync16(dst + r * kPitch + c * 8, src + int64_t(ok ? s : 0) * stride + c * 8, ok);
+      cpAsync16(dst + r * kPitch + c * 8, src + ((ok ? s : 0) * int(stride) + c * 8), ok);
     }
   };
 
@@ -213,7 +218,6 @@ __device__ __forceinline__ void attentionMma(const AttentionArgs &a) {
     rowMax[rt][0] = rowMax[rt][1] = kNegInf;
     rowSum[rt][0] = rowSum[rt][1] = 0.f;
   }
-  uint32_t qf[R][D / 16][4];
 
   for (int t = 0; t < nTiles; ++t) {
     const int stage = t & 1;
@@ -226,15 +230,6 @@ __device__ __forceinline__ void attentionMma(const AttentionArgs &a) {
     cpAsyncCommit();
     cpAsyncWait<1>();
     __syncthreads();
-    if (t == 0) {
-#pragma unroll
-      for (int rt = 0; rt < R; ++rt)
-#pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk)
-          ldmatrixX4(qf[rt][kk], Qs + (16 * (R * warp + rt) + (lane & 7) +
-                                       ((lane >> 3) & 1) * 8) * kPitch +
-                                     kk * 16 + (lane >> 4) * 8);
-    }
     const int k0 = t * kMmaKeys;
     // Warp-uniform: some row of this warp exists and sees a key of the tile.
     const bool active = wRow0 < a.sq && (!a.causal || k0 <= wRow0 + 16 * R - 1);
@@ -249,7 +244,16 @@ __device__ __forceinline__ void attentionMma(const AttentionArgs &a) {
           for (int e = 0; e < 4; ++e)
             s[rt][j][e] = 0.f;
 #pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk)
+      for (int kk = 0; kk < D / 16; ++kk) {
+        // Q's A fragment of this k-step, from shared memory: held for the
+        // whole loop it cost 16 registers per row tile (4 blocks per SM
+        // at head size 64 need at most 128).
+        uint32_t qf[R][4];
+#pragma unroll
+        for (int rt = 0; rt < R; ++rt)
+          ldmatrixX4(qf[rt], Qs + (16 * (R * warp + rt) + (lane & 7) +
+                                   ((lane >> 3) & 1) * 8) * kPitch +
+                                 kk * 16 + (lane >> 4) * 8);
 #pragma unroll
         for (int jp = 0; jp < kKeyTiles / 2; ++jp) {
           uint32_t kf[4];
@@ -257,10 +261,11 @@ __device__ __forceinline__ void attentionMma(const AttentionArgs &a) {
                              ((lane >> 3) & 1) * 8);
 #pragma unroll
           for (int rt = 0; rt < R; ++rt) {
-            mma<T>(s[rt][2 * jp], qf[rt][kk], kf[0], kf[1]);
-            mma<T>(s[rt][2 * jp + 1], qf[rt][kk], kf[2], kf[3]);
+            mma<T>(s[rt][2 * jp], qf[rt], kf[0], kf[1]);
+            mma<T>(s[rt][2 * jp + 1], qf[rt], kf[2], kf[3]);
           }
         }
+      }
 
       // P as A fragments (S's n-tiles 2kk and 2kk+1 are the fragment of
       // keys 16kk..16kk+15), packed as soon as a row tile's softmax is done:
