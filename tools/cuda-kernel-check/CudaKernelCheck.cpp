@@ -822,12 +822,20 @@ std::vector<Case> dataMovementCases() {
 // Timing
 //===----------------------------------------------------------------------===//
 
-/// Times the attention kernel `path` plans for GPT-2 small's shape (bf16,
-/// 8 x 12 heads x 1024 x 64); with `general`, the same launch on the
-/// tensor-core kernel that has the general score rule (masks, softcaps)
-/// instead of the `_plain` one the planner picks: what the split buys.
-void timeAttention(AttentionPath path, bool causal, bool general = false) {
-  const int64_t B = 8, H = 12, S = 1024, D = 64;
+/// The attention shapes --time runs (bf16): GPT-2 small's, and the Llama
+/// bench's (2048 wide, 16 heads of 128).
+struct AttentionShape {
+  int64_t B, H, S, D;
+};
+constexpr AttentionShape kGpt2Attention{8, 12, 1024, 64}, kLlamaAttention{8, 16, 512, 128};
+
+/// Times the attention kernel `path` plans for `shape`; with `general`, the
+/// same launch on the tensor-core kernel that has the general score rule
+/// (masks, softcaps) instead of the `_plain` one the planner picks: what
+/// the split buys.
+void timeAttention(AttentionPath path, bool causal, bool general = false,
+                   AttentionShape shape = kGpt2Attention) {
+  const int64_t B = shape.B, H = shape.H, S = shape.S, D = shape.D;
   const DType t = DType::BF16;
   size_t bytes = size_t(B * H * S * D) * 2;
   DeviceBuffer q(bytes), k(bytes), v(bytes), y(bytes);
@@ -906,6 +914,8 @@ int main(int argc, char **argv) {
         timeAttention(AttentionPath::Mma2, causal, /*general=*/true);
         timeAttention(AttentionPath::Simt, causal);
       }
+      timeAttention(AttentionPath::Auto, true, false, kLlamaAttention);
+      timeAttention(AttentionPath::Auto, true, true, kLlamaAttention);
     } catch (const std::exception &e) {
       std::printf("timing failed: %s\n", e.what());
       return 1;
