@@ -1308,28 +1308,36 @@ def test_row_epilogues_of_softmax_and_layer_norm(tmp_path):
 
 
 def test_unrolled_row_steps_match_onnxruntime(tmp_path):
-    """Rows that every lane of a warp crosses in the same few steps (a
-    multiple of 32 x the vector width, at most 8 steps) have their passes
-    unrolled, with no loop: a residual add, layer norm and relu over rows
-    of 512 (4 steps of 4 floats), a softmax over 256 with a cast after it
-    (2 steps), a reduce-mean over 128 (1 step), and an RMS norm over 160
-    (not a multiple of 128: its loop stays). Each against onnxruntime."""
+    """Rows that all their threads (a warp, or a block for rows over 1024)
+    cross in the same few steps (a multiple of the threads x the vector
+    width, at most 8 steps) have their passes unrolled, with no loop: a
+    residual add, layer norm and relu over rows of 512 (a warp, 4 steps of
+    4 floats), a softmax over 256 with a cast after it (2 steps), a
+    reduce-mean over 128 (1 step), a layer norm over 2048 (a block of 256
+    threads: 2 steps), and an RMS norm over 160 (not a multiple of 128: its
+    loop stays). Each against onnxruntime."""
     model = _graph_model(
         "g (float[16,512] x, float[16,512] r, float[512] s, float[512] b, float[3,5,256] a,"
-        " float[6,128] m, float[6,160] v, float[160] w)"
-        " => (float[16,512] z, float16[3,5,256] p, float[6,1] u, float[6,160] n) {"
+        " float[6,128] m, float[6,160] v, float[160] w, float[3,2048] h, float[2048] hs)"
+        " => (float[16,512] z, float16[3,5,256] p, float[6,1] u, float[6,160] n,"
+        " float[3,2048] hn) {"
         " t = Add(x, r) l = LayerNormalization(t, s, b) z = Relu(l)"
         " q = Softmax <axis = -1> (a) p = Cast <to = 10> (q)"
-        " u = ReduceMean <keepdims = 1> (m, ax) n = RMSNormalization(v, w) }",
+        " u = ReduceMean <keepdims = 1> (m, ax) n = RMSNormalization(v, w)"
+        " hn = LayerNormalization(h, hs) }",
         opset=23, inits="<int64[1] ax = {1}>")
     feeds = {"x": _f(16, 512), "r": _f(16, 512), "s": _f(512), "b": _f(512),
-             "a": _f(3, 5, 256), "m": _f(6, 128), "v": _f(6, 160), "w": _f(160)}
+             "a": _f(3, 5, 256), "m": _f(6, 128), "v": _f(6, 160), "w": _f(160),
+             "h": _f(3, 2048), "hs": _f(2048)}
     ir, ours = _run(model, feeds, tmp_path)
     names = _launch_names(ir)
     assert names == ["k0_add_layer_normalization_relu", "k1_softmax_cast", "k2_reduce_mean",
-                     "k3_rms_normalization"], names
+                     "k3_rms_normalization", "k4_layer_normalization"], names
+    # The 2048-wide norm runs a block of 256 threads per row (3 rows).
+    assert "known_block_size = array<i32: 256, 1, 1>, known_grid_size = array<i32: 3, 1, 1>" \
+        in ir, ir
     # Only the RMS norm's two passes (sum of squares, then the scaled row)
-    # loop; with every loop kept there would be 3 + 3 + 1 + 2.
+    # loop; with every loop kept there would be 3 + 3 + 1 + 2 + 3.
     assert ir.count('"scf.for"') == 2, ir.count('"scf.for"')
     _assert_matches_onnxruntime(model, feeds, ours, 1e-5)
 

@@ -1673,18 +1673,26 @@ FailureOr<Value> ConvertRTToGPU::emitRowBody(KernelEmitter &e, Group &g,
     return values.lookup(rootOf(x));
   };
   // A strided loop of the row's threads over the row, `width` elements a
-  // step, folding `fn`. A warp whose lanes all take the same few steps
-  // (the row a multiple of 32 x width, at most kUnrolledRowSteps of them)
-  // gets them unrolled: their loads are independent and the backend can
+  // step, folding `fn`. When all of the row's threads (a warp, or the
+  // block of the launch's known size) take the same few steps (the row a
+  // multiple of threads x width, at most kUnrolledRowSteps of them), the
+  // steps are unrolled: their loads are independent and the backend can
   // issue them together, where a loop waits for each load before the next
-  // (a layer norm of 768 bf16 elements: 3 steps). The folds happen in the
-  // same order either way.
+  // (GPT-2's layer norm of 768 bf16 elements, a warp: 3 steps; Llama's
+  // RMS norm of 4096, a block of 256: 2). The folds happen in the same
+  // order either way.
+  int64_t rowThreads = 32;
+  if (!warps) {
+    auto fn = b.getBlock()->getParent()->getParentOfType<gpu::GPUFuncOp>();
+    auto known = fn ? fn.getKnownBlockSizeAttr() : DenseI32ArrayAttr();
+    rowThreads = known ? known[0] : 0;
+  }
   auto rowLoop = [&](Value init,
                      function_ref<FailureOr<Value>(Value acc, Value flat, Value j)> fn)
       -> FailureOr<Value> {
     Value from = width == 1 ? tid : arith::MulIOp::create(b, loc, tid, e.index(width)).getResult();
-    if (int64_t perStep = 32 * width;
-        warps && length % perStep == 0 && length / perStep <= kUnrolledRowSteps) {
+    if (int64_t perStep = rowThreads * width;
+        perStep > 0 && length % perStep == 0 && length / perStep <= kUnrolledRowSteps) {
       Value acc = init;
       for (int64_t i = 0; i < length / perStep; ++i) {
         Value j = i == 0 ? from

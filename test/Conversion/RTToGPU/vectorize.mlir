@@ -175,3 +175,25 @@ func.func @strided_rows(%x: tensor<8x4xf32>) -> tensor<8x4xf32> {
   %s = nn.softmax %x {axis = 0 : i64} : (tensor<8x4xf32>) -> tensor<8x4xf32>
   return %s : tensor<8x4xf32>
 }
+
+// -----
+
+// Llama's RMS norm (4096 bf16) runs a block of 256 threads per row, 8
+// elements a thread and step, so each pass is 2 unrolled steps: the first
+// pass's two vector loads come before the block reduction, with no loop.
+// CHECK-LABEL: func.func @llama_norm
+// CHECK: rt.launch @shardflow_kernels::@k0_rms_normalization grid [2, 1, 1] block [256, 1, 1]
+// CHECK: gpu.func @k0_rms_normalization
+// CHECK-NOT: scf.for
+// CHECK-COUNT-2: vector.load %arg0{{.*}} : memref<8192xbf16>, vector<8xbf16>
+// CHECK-NOT: scf.for
+// CHECK: gpu.all_reduce
+// CHECK-NOT: scf.for
+// CHECK: gpu.return
+// SCALAR-LABEL: func.func @llama_norm
+// SCALAR: gpu.func @k0_rms_normalization
+// SCALAR: scf.for
+func.func @llama_norm(%x: tensor<2x4096xbf16>, %s: tensor<4096xbf16>) -> tensor<2x4096xbf16> {
+  %n = nn.rms_normalization %x, %s {axis = -1 : i64, epsilon = 1.0e-5 : f32} : (tensor<2x4096xbf16>, tensor<4096xbf16>) -> tensor<2x4096xbf16>
+  return %n : tensor<2x4096xbf16>
+}
