@@ -287,33 +287,14 @@ __device__ __forceinline__ void attentionMma(const AttentionArgs &a) {
         // 57 KB of instructions (docs/cuda.md).
         if constexpr (!General) {
           if (k0 + kMmaKeys > a.skv || (a.causal && k0 + kMmaKeys - 1 > tRow0)) {
-            if constexpr (R == 1) {
-              // The last key each of this thread's two rows sees, counted
-              // from the thread's first column in the tile.
-              int last[2];
 #pragma unroll
-              for (int r = 0; r < 2; ++r)
-                last[r] =
-                    (a.causal ? min(a.skv - 1, tRow0 + g + 8 * r) : a.skv - 1) - k0 - tig * 2;
+            for (int j = 0; j < kKeyTiles; ++j)
 #pragma unroll
-              for (int j = 0; j < kKeyTiles; ++j)
-#pragma unroll
-                for (int e = 0; e < 4; ++e)
-                  if (j * 8 + (e & 1) > last[e >> 1])
-                    s[rt][j][e] = kNegInf;
-            } else {
-              // The same test score by score: the two-tile kernel has no
-              // registers for the bounds (ptxas spilled with them).
-#pragma unroll
-              for (int j = 0; j < kKeyTiles; ++j)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                  const int row = tRow0 + g + 8 * (e >> 1),
-                            col = k0 + j * 8 + tig * 2 + (e & 1);
-                  if (col >= a.skv || (a.causal && col > row))
-                    s[rt][j][e] = kNegInf;
-                }
-            }
+              for (int e = 0; e < 4; ++e) {
+                const int row = tRow0 + g + 8 * (e >> 1), col = k0 + j * 8 + tig * 2 + (e & 1);
+                if (col >= a.skv || (a.causal && col > row))
+                  s[rt][j][e] = kNegInf;
+              }
           }
         } else {
 #pragma unroll
