@@ -1018,9 +1018,9 @@ def test_a_device_that_does_not_exist_is_refused(small_artifact):
 
 
 def test_a_program_larger_than_the_gpu_memory_is_refused(small_artifact):
-    """A program whose activations, weights and inputs exceed the GPU's free
-    memory fails before allocating anything, naming what it needs and what
-    the GPU has; with just enough memory it runs."""
+    """A program whose activations, weights, inputs and cuBLASLt workspace
+    exceed the GPU's free memory fails before allocating anything, naming
+    what it needs and what the GPU has; with just enough memory it runs."""
     artifact, tmp = small_artifact
     np.savez(tmp / "in.npz", ids=np.zeros((2, 16), np.int64))
     args = (artifact, "--weights", tmp, "--inputs", tmp / "in.npz", "--output", tmp / "out.npz")

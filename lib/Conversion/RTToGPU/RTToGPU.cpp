@@ -72,7 +72,7 @@ constexpr int64_t kLoopBlock = 256; // threads per block, elementwise kernels
 constexpr int64_t kRowBlock = 256;  // threads per block (one row), reductions
 constexpr int64_t kMaxCachedRow = 8192; // rows up to this many elements stay in shared memory
 constexpr int64_t kWarpRowMax = 1024;   // contiguous rows up to this long: one warp per row
-constexpr int64_t kUnrolledRowSteps = 8; // a warp's row loop of at most this many steps: unrolled
+constexpr int64_t kUnrolledRowSteps = 8; // a row loop of at most this many steps: unrolled
 constexpr int64_t kWarpsPerBlock = 8;   // rows per block in that layout
 
 /// Kernels the CUDA runtime implements itself (cuBLASLt, its attention

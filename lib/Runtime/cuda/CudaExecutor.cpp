@@ -606,11 +606,11 @@ void CudaExecutor::Impl::allocate(const std::string &weightsDir) {
     if (inst.kernel == "matmul" || inst.kernel == "gemm")
       workspace = kGemmWorkspaceBytes;
   size_t total = size_t(art.arenaBytes) + weightTotal + inputBytes + workspace;
-  auto gib = [](size_t b) { return formatGiB(b); };
-  std::string needs = gib(total) + " (activations " + gib(size_t(art.arenaBytes)) +
-                      ", weights " + gib(weightTotal) + ", inputs " + gib(inputBytes) +
-                      (workspace ? ", cuBLASLt workspace " + gib(workspace) : "") + ")";
-  std::string has = known ? gib(freeBytes) + " free of " + gib(totalBytes) : "";
+  std::string needs = formatGiB(total) + " (activations " + formatGiB(size_t(art.arenaBytes)) +
+                      ", weights " + formatGiB(weightTotal) + ", inputs " +
+                      formatGiB(inputBytes) +
+                      (workspace ? ", cuBLASLt workspace " + formatGiB(workspace) : "") + ")";
+  std::string has = known ? formatGiB(freeBytes) + " free of " + formatGiB(totalBytes) : "";
   if (known && total > freeBytes)
     throw RuntimeError("the program needs " + needs + " of GPU memory on rank " +
                        std::to_string(rank) + ", and " + deviceName + " has " + has +
