@@ -33,7 +33,9 @@
 #          of the GPT-2 bench; the bf16 zoo under --cuda-graph,
 #          --pinned-memory always, three runs of the defaults (a graph
 #          captured at the second) and --no-group-gemms; the Llama bench;
-#          compute-sanitizer's memcheck on the smoke cases and the f32 zoo.
+#          compute-sanitizer's memcheck on the smoke cases and the f32 zoo
+#          (each folder's cases in a random order, so that short leases
+#          cover different ones).
 #          summary.txt says what ran, what it found and what was skipped.
 # build    a runtime-only shard-run with CUDA and tools/cuda-kernel-check,
 #          from one build (one nvcc run, for this machine's GPU alone), in
@@ -75,7 +77,7 @@ step="${1:-}"
 dir="${2:-gpu-session}"
 case "$step" in
   prepare|all|build|check|bench|bench-llama|sanitize) ;;
-  -h|--help) sed -n '2,67p' "$0"; exit 0 ;;
+  -h|--help) sed -n '2,69p' "$0"; exit 0 ;;
   *) echo "usage: bash tools/gpu-session.sh prepare|all|build|check|bench|bench-llama|sanitize [DIR] (see --help)" >&2
      exit 2 ;;
 esac
@@ -137,6 +139,13 @@ fi
 left() { [ -n "$deadline" ] && echo $((deadline - SECONDS)) || echo 0; }
 # timed NAME MIN-SECONDS COMMAND...: COMMAND under `timeout` with the time
 # left; returns 125 (and notes it) when fewer than MIN-SECONDS are left.
+# The artifacts of a case folder in a random order: under the sanitizer
+# a case takes about 30 s, so a lease gets through a few of them, and
+# the folder's own (alphabetical) order would check the same few each time.
+shuffled_cases() {
+  ls "$1"/*.shard 2>/dev/null | shuf
+}
+
 timed() {
   local name="$1" min="$2"
   shift 2
@@ -298,8 +307,8 @@ case "$step" in
     : >"$log"
     for part in smoke zoo/f32; do
       echo "==== memcheck $part" >>"$log"
-      timed "sanitize memcheck $part" 60 "${check[@]}" --sanitize memcheck "$dir/$part" \
-        >>"$log" 2>&1
+      timed "sanitize memcheck $part" 60 "${check[@]}" --sanitize memcheck \
+        $(shuffled_cases "$dir/$part") >>"$log" 2>&1
       tally "sanitize memcheck $part" "$log" $?
     done
     note "all: done in $SECONDS s (budget ${budget} s)"
@@ -321,7 +330,7 @@ case "$step" in
       for part in smoke zoo/f32; do
         echo "==== $tool $part" >>"$log"
         timeout "${SHARDFLOW_SANITIZE_TIMEOUT:-120}" "${check[@]}" --sanitize "$tool" \
-          "$dir/$part" >>"$log" 2>&1
+          $(shuffled_cases "$dir/$part") >>"$log" 2>&1
         tally "sanitize $tool $part" "$log" $?
       done
     done
