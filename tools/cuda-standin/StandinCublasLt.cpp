@@ -516,12 +516,13 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmulAlgoGetHeuristic(
   // Ask for some workspace when allowed, so that passing it on is checked.
   algo.workspace = std::min<uint64_t>(pr.workspace, uint64_t(1) << 20);
   // SHARDFLOW_STANDIN_CUBLASLT_ALGOS=N: N algorithms (as many as asked
-  // for at most), all computing the same; algorithm i waits 5 (N - 1 - i)
-  // ms a call, so that timing them finds the last one fastest.
+  // for at most), all computing the same; algorithm i waits 20 (N - 1 - i)
+  // ms a call, so that timing them finds the last one fastest (with 5 ms a
+  // busy 2-core machine's jitter once made the second look faster).
   const char *algos = std::getenv("SHARDFLOW_STANDIN_CUBLASLT_ALGOS");
   int count = std::clamp(algos ? std::atoi(algos) : 1, 1, requestedAlgoCount);
   for (int i = 0; i < count; ++i) {
-    algo.delayMicroseconds = uint64_t(count - 1 - i) * 5000;
+    algo.delayMicroseconds = uint64_t(count - 1 - i) * 20000;
     cublasLtMatmulHeuristicResult_t &r = heuristicResultsArray[i];
     std::memset(&r, 0, sizeof(r));
     std::memcpy(&r.algo, &algo, sizeof(algo));
