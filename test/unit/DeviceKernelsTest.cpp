@@ -449,6 +449,14 @@ TEST(DeviceKernels, AttentionErrors) {
   } catch (const RuntimeError &err) {
     EXPECT_NE(std::string(err.what()).find("tensor-core"), std::string::npos);
   }
+  // A mask is indexed in 32 bits within a (batch, head): 50000 x 50000
+  // keys per head do not fit (sequence offsets of the operands do).
+  Tensor lq = t4(0x100000, DType::BF16, 1, 1, 50000, 16), ly = t4(0x400000, DType::BF16, 1, 1, 50000, 16);
+  Tensor lm{addr(0x500000), DType::I1, {50000, 50000}};
+  EXPECT_NE(errorOf("attention", {lq, lq, lq, lm}, {ly}, Params{}).find("mask too large"),
+            std::string::npos);
+  Tensor rowMask{addr(0x500000), DType::I1, {1, 1, 1, 50000}};
+  EXPECT_EQ(errorOf("attention", {lq, lq, lq, rowMask}, {ly}, Params{}), "");
   // An empty result plans nothing.
   Tensor e0 = t4(0x100000, DType::F32, 1, 4, 0, 16), e0y = t4(0x400000, DType::F32, 1, 4, 0, 16);
   EXPECT_TRUE(planDeviceKernel("attention", {e0, f, f}, {e0y}, Params{}, 0).empty());

@@ -40,6 +40,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <type_traits>
@@ -486,7 +487,7 @@ struct AttnSpec {
   bool causal = false, threeD = false;
   bool packed = false; // 3-D, Sq = Skv: query, key and value in one buffer
   double softcap = 0, scale = 0; // 0: default
-  std::string mask;              // "", "bool", "float", "boolhead", "float2d"
+  std::string mask; // "", "bool", "float", "boolhead", "float2d", "boolrow", "floatkeys"
   AttentionPath path = AttentionPath::Auto;
 };
 
@@ -526,20 +527,24 @@ Case attentionCase(const AttnSpec &s) {
     c.inputs.push_back(randomFloat(s.t, {s.B, s.Hkv, s.Skv, Dv}));
     c.outputs.push_back(make(s.t, {s.B, s.Hq, s.Sq, Dv}));
   }
-  if (s.mask == "bool" || s.mask == "boolhead") {
-    // [Sq, Skv] (or [1, Hq, 1, Skv]) with about a third masked, and every
-    // fourth query row fully masked (its output must be zeros).
-    std::vector<int64_t> shape =
-        s.mask == "bool" ? std::vector<int64_t>{s.Sq, s.Skv} : std::vector<int64_t>{1, s.Hq, 1, s.Skv};
+  if (s.mask == "bool" || s.mask == "boolhead" || s.mask == "boolrow") {
+    // [Sq, Skv] (or [1, Hq, 1, Skv], or [Sq, 1]: one flag for all of a
+    // row's keys) with about a third masked, and every fourth query row
+    // fully masked (its output must be zeros).
+    std::vector<int64_t> shape = s.mask == "bool"       ? std::vector<int64_t>{s.Sq, s.Skv}
+                                 : s.mask == "boolhead" ? std::vector<int64_t>{1, s.Hq, 1, s.Skv}
+                                                        : std::vector<int64_t>{s.Sq, 1};
     HostTensor m = make(DType::I1, shape);
     for (int64_t i = 0; i < m.numel(); ++i) {
-      int64_t row = s.mask == "bool" ? i / s.Skv : -1;
+      int64_t row = s.mask == "bool" ? i / s.Skv : s.mask == "boolrow" ? i : -1;
       m.bytes[size_t(i)] = (row >= 0 && row % 4 == 3) ? 0 : (rng() % 3 != 0);
     }
     c.inputs.push_back(std::move(m));
-  } else if (s.mask == "float" || s.mask == "float2d") {
-    std::vector<int64_t> shape = s.mask == "float" ? std::vector<int64_t>{s.B, 1, s.Sq, s.Skv}
-                                                   : std::vector<int64_t>{s.Sq, s.Skv};
+  } else if (s.mask == "float" || s.mask == "float2d" || s.mask == "floatkeys") {
+    // floatkeys: [B, 1, 1, Skv], a padding mask over the keys.
+    std::vector<int64_t> shape = s.mask == "float"      ? std::vector<int64_t>{s.B, 1, s.Sq, s.Skv}
+                                 : s.mask == "floatkeys" ? std::vector<int64_t>{s.B, 1, 1, s.Skv}
+                                                        : std::vector<int64_t>{s.Sq, s.Skv};
     HostTensor m = randomFloat(s.t, shape, -2, 2);
     for (int64_t i = 0; i < m.numel(); ++i)
       if (rng() % 4 == 0)
@@ -588,11 +593,17 @@ std::vector<Case> attentionCases() {
     }
     s = AttnSpec{};
     s.t = t;
-    for (const char *m : {"bool", "float", "boolhead", "float2d"}) {
+    for (const char *m : {"bool", "float", "boolhead", "float2d", "boolrow", "floatkeys"}) {
       s.mask = m, s.Sq = 96, s.Skv = 160;
       s.causal = false;
       add(s);
       s.causal = true;
+      add(s);
+    }
+    // An odd number of keys: the tensor-core kernel reads the mask a key
+    // at a time, not in pairs.
+    for (const char *m : {"bool", "float"}) {
+      s.mask = m, s.Sq = 96, s.Skv = 161, s.causal = false;
       add(s);
     }
     s = AttnSpec{};
@@ -655,7 +666,11 @@ std::vector<Case> attentionCases() {
     for (const char *m : {"bool", "float"}) {
       s.mask = m, s.Sq = 150, s.Skv = 160, s.causal = true, s.softcap = 3;
       add(s);
+      s.Skv = 161, s.causal = false, s.softcap = 0;
+      add(s);
     }
+    s.mask = "boolrow", s.Skv = 160;
+    add(s);
     s = AttnSpec{};
     s.t = t, s.path = AttentionPath::Mma2;
     s.threeD = true, s.Hq = 6, s.Hkv = 3, s.Sq = 170, s.Skv = 90, s.causal = true;
@@ -832,9 +847,11 @@ constexpr AttentionShape kGpt2Attention{8, 12, 1024, 64}, kLlamaAttention{8, 16,
 /// Times the attention kernel `path` plans for `shape`; with `general`, the
 /// same launch on the tensor-core kernel that has the general score rule
 /// (masks, softcaps) instead of the `_plain` one the planner picks: what
-/// the split buys.
+/// the split buys; with `padding`, with a BERT-style bool padding mask
+/// [B, 1, 1, S] (each sequence's last eighth of keys masked), which the
+/// general kernel reads two keys at a time.
 void timeAttention(AttentionPath path, bool causal, bool general = false,
-                   AttentionShape shape = kGpt2Attention) {
+                   AttentionShape shape = kGpt2Attention, bool padding = false) {
   const int64_t B = shape.B, H = shape.H, S = shape.S, D = shape.D;
   const DType t = DType::BF16;
   size_t bytes = size_t(B * H * S * D) * 2;
@@ -846,11 +863,20 @@ void timeAttention(AttentionPath path, bool causal, bool general = false,
   std::vector<Tensor> ins = {{q.ptr(), t, {B, H, S, D}}, {k.ptr(), t, {B, H, S, D}},
                              {v.ptr(), t, {B, H, S, D}}};
   std::vector<Tensor> outs = {{y.ptr(), t, {B, H, S, D}}};
+  std::optional<DeviceBuffer> mask;
+  if (padding) {
+    std::vector<uint8_t> keep(size_t(B * S));
+    for (int64_t i = 0; i < B * S; ++i)
+      keep[size_t(i)] = i % S < S - S / 8;
+    mask.emplace(keep.size());
+    check(drv.memcpyHtoD(mask->base, keep.data(), keep.size()), "cuMemcpyHtoD");
+    ins.push_back({mask->ptr(), DType::I1, {B, 1, 1, S}});
+  }
   Params p;
   if (causal)
     p.set("is_causal", int64_t(1));
   std::vector<DeviceLaunch> launches = planAttention("attention", ins, outs, p, path);
-  if (general) {
+  if (general && !padding) {
     std::string &f = launches[0].function;
     if (f.size() < 6 || f.compare(f.size() - 6, 6, "_plain") != 0)
       throw RuntimeError("expected a _plain kernel, got " + f);
@@ -870,7 +896,8 @@ void timeAttention(AttentionPath path, bool causal, bool general = false,
   std::printf("attention bf16 B=%lld H=%lld S=%lld D=%lld %-10s %-7s %8.3f ms  %7.2f TFLOP/s\n",
               (long long)B, (long long)H, (long long)S, (long long)D,
               causal ? "causal" : "non-causal",
-              general ? (path == AttentionPath::Mma2 ? "mma2-gen" : "mma-gen")
+              padding   ? (path == AttentionPath::Mma2 ? "mma2-pad" : "mma-pad")
+              : general ? (path == AttentionPath::Mma2 ? "mma2-gen" : "mma-gen")
               : launches[0].function.find("mma2") != std::string::npos ? "mma2"
               : launches[0].function.find("mma") != std::string::npos  ? "mma"
                                                                        : "simt",
@@ -916,6 +943,9 @@ int main(int argc, char **argv) {
       }
       timeAttention(AttentionPath::Auto, true, false, kLlamaAttention);
       timeAttention(AttentionPath::Auto, true, true, kLlamaAttention);
+      // BERT-style: non-causal with a padding mask.
+      timeAttention(AttentionPath::Auto, false, true, kGpt2Attention, /*padding=*/true);
+      timeAttention(AttentionPath::Mma2, false, true, kGpt2Attention, /*padding=*/true);
     } catch (const std::exception &e) {
       std::printf("timing failed: %s\n", e.what());
       return 1;

@@ -21,15 +21,17 @@
 // A warp whose rows all lie above a causal tile skips its math.
 //
 // Each kernel comes twice: with the general score rule (a mask, a softcap,
-// a scale that is not positive: each score through scoreOf), and `_plain`,
+// a scale that is not positive: the rule of AttentionCommon.cuh's scoreOf,
+// a step at a time over the tile), and `_plain`,
 // for attention with none of them, which only sets keys past the causal
 // bound or the sequence's end to -inf and has none of the general rule's
 // code or registers (sm_90, D = 64: 123 registers against 127).
 //
 // The `mma2` variant (D = 64) gives each warp two 16-row tiles (128 rows
 // per block): every K and V fragment loaded from shared memory feeds two
-// mma. It is planned only when asked for (AttentionPath::Mma2): which of
-// the two is faster is to be measured on a GPU (cuda-kernel-check --time).
+// mma. It is planned only when asked for (AttentionPath::Mma2): on an H100
+// it ran 7% faster than the one-tile kernel without causality and 2.5%
+// slower with it (docs/benchmarks.md).
 //
 // Shared rows are padded by 16 bytes so that ldmatrix's eight row
 // addresses fall in distinct bank groups.
@@ -139,12 +141,17 @@ template <> __device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi
   return *reinterpret_cast<uint32_t *>(&v);
 }
 
+/// Two consecutive mask elements, read as one.
+template <typename E> struct alignas(2 * sizeof(E)) Two {
+  E x, y;
+};
+
 /// R: 16-row query tiles per warp (64 R query rows per block). With R = 2
 /// each K and V fragment a warp loads from shared memory feeds two mma
 /// instead of one, halving shared-memory reads per FLOP, at the cost of
 /// twice the accumulator registers (so only for D = 64).
 /// General: the kernel for a mask, a softcap or a scale that is not
-/// positive, each score through the general rule (scoreOf); otherwise
+/// positive, the general rule applied to the whole tile; otherwise
 /// (the `_plain` kernels) only the causal bound and the sequence's end,
 /// and none of the general rule's code or registers.
 template <typename T, int D, int R, bool General>
@@ -201,6 +208,13 @@ __device__ __forceinline__ void attentionMma(const AttentionArgs &a) {
   // (pointers held per row would cost registers the two-tile kernel lacks).
   const int64_t maskBase =
       General && a.maskKind != kMaskNone ? b * a.maskStride[0] + h * a.maskStride[1] : 0;
+  // Pairs of keys are read together from a key-contiguous mask whose rows
+  // start at even elements, over an even number of keys (a pair's first
+  // key is even, so both keys of a pair are in the sequence or neither).
+  const bool pairsAligned =
+      General && a.maskKind != kMaskNone && a.maskStride[3] == 1 && a.skv % 2 == 0 &&
+      a.maskStride[2] % 2 == 0 && maskBase % 2 == 0 &&
+      reinterpret_cast<uintptr_t>(a.mask) % (a.maskKind == kMaskBool ? 2 : 2 * sizeof(T)) == 0;
 
   float o[R][kDimTiles][4];
   // rowMax in log2 units (scaled score x log2(e)); rowSum: this thread's
@@ -276,41 +290,91 @@ __device__ __forceinline__ void attentionMma(const AttentionArgs &a) {
         const int tRow0 = wRow0 + 16 * rt;
         // The plain kernel keeps the raw products: their maximum is that of
         // the scaled scores (the scale is positive), and a score's
-        // exponent is one fma with the scale in log2 units. Interior tiles
-        // need nothing more; the causal diagonal and the sequence's last
-        // tile set the keys a row cannot see to -inf (one compare per
-        // score). Rows at or past sq keep what they have: they are never
-        // stored, and each row's softmax is its own. The general kernel
-        // takes each score through scoreOf, which turns it into log2
-        // units. Either way the code is one block a tile runs through: a
-        // branch per score around the general rule spread the loop over
-        // 57 KB of instructions (docs/cuda.md).
-        if constexpr (!General) {
-          if (k0 + kMmaKeys > a.skv || (a.causal && k0 + kMmaKeys - 1 > tRow0)) {
+        // exponent is one fma with the scale in log2 units. The general
+        // kernel turns them into the final scores first: scale and
+        // softcap, then the mask, each a loop over the tile's scores under
+        // a branch the whole block takes the same way (scoreOf for each
+        // score, its branches on softcap and the mask taken per score, ran
+        // at a third of the plain kernel's rate on an H100, docs/cuda.md;
+        // before that, a branch per score around it had spread the loop
+        // over 57 KB of instructions). Then,
+        // in both, the causal diagonal and the sequence's last tile set
+        // the keys a row cannot see to -inf (one compare per score);
+        // interior tiles need nothing more. Rows at or past sq keep what
+        // they have: they are never stored, and each row's softmax is its
+        // own (the mask is read at the last row and key for them).
+        if constexpr (General) {
+          if (a.softcap > 0.f) {
+            const float cap = a.softcap, toCap = a.scale / a.softcap;
 #pragma unroll
             for (int j = 0; j < kKeyTiles; ++j)
 #pragma unroll
-              for (int e = 0; e < 4; ++e) {
-                const int row = tRow0 + g + 8 * (e >> 1), col = k0 + j * 8 + tig * 2 + (e & 1);
-                if (col >= a.skv || (a.causal && col > row))
-                  s[rt][j][e] = kNegInf;
-              }
+              for (int e = 0; e < 4; ++e)
+                s[rt][j][e] = cap * tanhf(s[rt][j][e] * toCap);
+          } else {
+#pragma unroll
+            for (int j = 0; j < kKeyTiles; ++j)
+#pragma unroll
+              for (int e = 0; e < 4; ++e)
+                s[rt][j][e] *= a.scale;
           }
-        } else {
+          if (a.maskKind != kMaskNone) {
+            // Offsets within this (batch, head)'s mask fit in 32 bits (the
+            // planner checks). A key-contiguous mask whose rows start at
+            // even elements is read a pair of keys at a time (a thread's two
+            // scores of an n-tile row: half the loads, and half the
+            // registers for loads in flight); else each score's key times
+            // its stride. Either way keys are clamped to the sequence: the
+            // tail tile's columns past it become -inf below.
+            int rowOff[2];
+#pragma unroll
+            for (int r = 0; r < 2; ++r)
+              rowOff[r] = min(tRow0 + g + 8 * r, a.sq - 1) * int(a.maskStride[2]);
+            // A pair's first key, even, clamped to the sequence's last pair
+            // (the sequence's length is even when pairs are read).
+            auto pairAt = [&](int j) { return min(k0 + j * 8 + tig * 2, a.skv - 2); };
+            // Each score through apply(score, its mask element).
+            auto overMask = [&](const auto *m, auto apply) {
+              using E = std::remove_cv_t<std::remove_pointer_t<decltype(m)>>;
+              if (pairsAligned) {
+#pragma unroll
+                for (int j = 0; j < kKeyTiles; ++j)
+#pragma unroll
+                  for (int r = 0; r < 2; ++r) {
+                    const Two<E> two = *reinterpret_cast<const Two<E> *>(m + rowOff[r] + pairAt(j));
+                    s[rt][j][2 * r] = apply(s[rt][j][2 * r], two.x);
+                    s[rt][j][2 * r + 1] = apply(s[rt][j][2 * r + 1], two.y);
+                  }
+              } else {
+                const int colStride = int(a.maskStride[3]);
+#pragma unroll
+                for (int j = 0; j < kKeyTiles; ++j)
+#pragma unroll
+                  for (int e = 0; e < 4; ++e) {
+                    const int col = min(k0 + j * 8 + tig * 2 + (e & 1), a.skv - 1);
+                    s[rt][j][e] = apply(s[rt][j][e], m[rowOff[e >> 1] + col * colStride]);
+                  }
+              }
+            };
+            if (a.maskKind == kMaskBool)
+              overMask(static_cast<const uint8_t *>(a.mask) + maskBase,
+                       [](float x, uint8_t keep) { return keep ? x : kNegInf; });
+            else // additive; -inf masks the key even where the score is +inf
+                 // (the CPU kernel's rule)
+              overMask(static_cast<const T *>(a.mask) + maskBase, [](float x, T bias) {
+                const float add = toFloat(bias);
+                return add == kNegInf ? kNegInf : x + add;
+              });
+          }
+        }
+        if (k0 + kMmaKeys > a.skv || (a.causal && k0 + kMmaKeys - 1 > tRow0)) {
 #pragma unroll
           for (int j = 0; j < kKeyTiles; ++j)
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
               const int row = tRow0 + g + 8 * (e >> 1), col = k0 + j * 8 + tig * 2 + (e & 1);
-              float x = kNegInf;
-              if (row < a.sq && col < a.skv) {
-                const int64_t off = maskBase + int64_t(row) * a.maskStride[2];
-                const bool masked = a.maskKind != kMaskNone;
-                x = scoreOf<T>(a, masked ? static_cast<const uint8_t *>(a.mask) + off : nullptr,
-                               masked ? static_cast<const T *>(a.mask) + off : nullptr, row,
-                               col, s[rt][j][e] * a.scale);
-              }
-              s[rt][j][e] = x * kLog2e;
+              if (col >= a.skv || (a.causal && col > row))
+                s[rt][j][e] = kNegInf;
             }
         }
         float mx[2] = {kNegInf, kNegInf};
@@ -319,7 +383,7 @@ __device__ __forceinline__ void attentionMma(const AttentionArgs &a) {
 #pragma unroll
           for (int e = 0; e < 4; ++e)
             mx[e >> 1] = fmaxf(mx[e >> 1], s[rt][j][e]);
-        const float toLog2 = General ? 1.f : scaleLog2; // of what s holds
+        const float toLog2 = General ? kLog2e : scaleLog2; // of what s holds
         float base[2], alpha[2];
 #pragma unroll
         for (int r = 0; r < 2; ++r) {

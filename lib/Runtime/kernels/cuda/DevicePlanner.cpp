@@ -663,6 +663,11 @@ std::vector<DeviceLaunch> shardflow::runtime::cuda::planAttention(
       a.maskStride[f] = n == 1 ? 0 : acc;
       acc *= n;
     }
+    // Like the sequence offsets: a (batch, head)'s mask is indexed in 32
+    // bits (AttentionMma.cu).
+    if (!fitsInt32((Sq - 1) * a.maskStride[2] + (Skv - 1) * a.maskStride[3] + 1))
+      fail(kernel, "mask too large for 32-bit offsets within one head (" +
+                       std::to_string(Sq) + " x " + std::to_string(Skv) + " per head)");
     a.mask = mask->data;
   }
 
