@@ -25,7 +25,7 @@
 // a step at a time over the tile), and `_plain`,
 // for attention with none of them, which only sets keys past the causal
 // bound or the sequence's end to -inf and has none of the general rule's
-// code or registers (sm_90, D = 64: 123 registers against 127).
+// code or registers (sm_90, D = 64: 123 registers against 143).
 //
 // The `mma2` variant (D = 64) gives each warp two 16-row tiles (128 rows
 // per block): every K and V fragment loaded from shared memory feeds two
