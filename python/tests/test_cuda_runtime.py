@@ -152,6 +152,7 @@ def test_help_documents_the_cuda_flags():
     for phrase in ("--device N", "--allow-tf32", "--collective-timeout SECONDS", "--load-threads N",
                    "--cuda-graph", "--no-cuda-graph", "--pinned-memory auto|always|never",
                    "--group-gemms", "--no-group-gemms", "--gemm-autotune",
+                   "--gemm-autotune-file FILE",
                    "`target cuda` one needs an NVIDIA GPU", "libcuda.so.1", "default 600"):
         assert phrase in out, phrase
 

@@ -692,6 +692,56 @@ def test_gemm_autotune_keeps_the_fastest_algorithm(zoo, tmp_path):
     check_zoo_outputs(base, outputs["tuned"], ZOO_TOLERANCE["f32"])
 
 
+def test_gemm_autotune_file_replays_the_choices(zoo, tmp_path):
+    """--gemm-autotune-file FILE: the first load times every GEMM problem
+    and writes its choices; the next takes them from FILE without timing
+    any, with the same outputs bit for bit. Choices recorded for another
+    GPU are timed again and replaced; a file that is not ours is refused,
+    naming it."""
+    base = zoo / "f32" / "llama"
+    choices = tmp_path / "choices.txt"
+    env = {"SHARDFLOW_STANDIN_SM": "86", "SHARDFLOW_STANDIN_CUBLASLT_ALGOS": "3"}
+
+    def load(name, *extra):
+        out = tmp_path / f"{name}.npz"
+        rc, err = run_standin(f"{base}.shard", "--inputs", f"{base}.inputs.npz", "--output", out,
+                              "--verbose", "--gemm-autotune-file", choices, *extra, env=env)
+        return rc, err, out
+
+    rc, err, first = load("first")
+    assert rc == 0, err
+    timed = re.findall(r"GEMM m=\d+ n=\d+ k=\d+[^\n]*: algorithm (\d) of (\d) kept", err)
+    assert timed and all(t == ("3", "3") for t in timed), err
+    assert f"took 0 GEMM choices from {choices}" in err, err
+    lines = choices.read_text().splitlines()
+    assert lines[0] == "shardflow-gemm-autotune 1", lines
+    assert lines[1].startswith("gpu ") and lines[2].startswith("cublaslt "), lines
+    records = [line.split() for line in lines if line.startswith("gemm ")]
+    assert len(records) == len(timed) and all(r[2:] == ["2", "3"] for r in records), lines
+
+    rc, err, second = load("second")
+    assert rc == 0, err
+    assert not re.search(r"algorithm \d of \d kept", err), err
+    assert f"took {len(records)} GEMM choices from {choices}" in err, err
+    assert_same_bits(first, [second], "llama")
+    assert choices.read_text().splitlines() == lines
+
+    # Choices for another GPU: timed again, and the file says this one.
+    choices.write_text("\n".join(["shardflow-gemm-autotune 1", "gpu Another GPU"] + lines[2:])
+                       + "\n")
+    rc, err, third = load("third")
+    assert rc == 0, err
+    assert "holds choices for Another GPU" in err and "timing the GEMMs again" in err, err
+    assert len(re.findall(r"algorithm 3 of 3 kept", err)) == len(records), err
+    assert choices.read_text().splitlines() == lines
+    assert_same_bits(first, [third], "llama")
+
+    choices.write_text("not ours\n")
+    rc, err, _ = load("refused")
+    assert rc != 0
+    assert f"--gemm-autotune-file {choices}, line 1: not a file of GEMM choices" in err, err
+
+
 def test_grouped_gemms_on_four_ranks(zoo, tmp_path):
     """--group-gemms in each rank's megatron program (dp=2,tp=2): the ranks'
     key/value and gate/up column blocks are grouped too; onnxruntime's

@@ -111,6 +111,14 @@ CUDA artifacts:
                      measured and the sum for one call of each GEMM).
                      Off by default: the algorithm kept depends on timings,
                      so results may change from one load to the next
+  --gemm-autotune-file FILE
+                     --gemm-autotune, remembering its choices in FILE: a
+                     GEMM problem FILE has a choice for (on the same GPU
+                     model, cuBLASLt version and candidate count) takes it
+                     without timing, so every load after the first makes
+                     the same choices and loads faster; the others are
+                     timed and rank 0 writes FILE with them added (choices
+                     for another GPU or cuBLASLt are replaced)
   --pinned-memory auto|always|never
                      page-locked host memory, which the GPU reads and
                      writes directly (pageable memory is copied through the
@@ -250,6 +258,11 @@ int main(int argc, char **argv) {
         cudaOptions.groupGemms = false;
       } else if (arg == "--gemm-autotune") {
         cudaOptions.gemmAutotune = true;
+      } else if (is("--gemm-autotune-file")) {
+        cudaOptions.gemmAutotune = true;
+        cudaOptions.gemmAutotuneFile = value("--gemm-autotune-file");
+        if (cudaOptions.gemmAutotuneFile.empty())
+          throw RuntimeError("--gemm-autotune-file needs a file name");
       } else if (is("--pinned-memory")) {
         std::string v = value("--pinned-memory");
         using Pinned = CudaOptions::PinnedMemory;

@@ -84,6 +84,11 @@ struct CudaOptions {
   /// algorithms of every distinct GEMM problem and keep the fastest.
   bool gemmAutotune = false;
   static constexpr int kAutotuneCandidates = 8;
+  /// With gemmAutotune: a file of earlier choices (problem, GPU, cuBLASLt
+  /// version, the heuristic's algorithm count) that are taken instead of
+  /// timed, so that loads after the first make the same choices; problems
+  /// not in it are timed and rank 0 writes the file with them added.
+  std::string gemmAutotuneFile;
   /// Host threads that read, check and convert the weights before their
   /// upload (0: defaultLoadThreads() in WeightLoader.h).
   int loadThreads = 0;

@@ -24,10 +24,13 @@
 #include "shardflow/Runtime/DeviceKernels.h"
 #endif
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <array>
 #include <chrono>
 #include <set>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -1343,23 +1346,135 @@ void CudaExecutor::Impl::groupGemms() {
                  "(--group-gemms)\n", rank, grouped, calls);
 }
 
+namespace {
+/// --gemm-autotune-file: the choices of earlier loads, for one GPU model
+/// and cuBLASLt version. A text file:
+///   shardflow-gemm-autotune 1
+///   gpu NAME
+///   cublaslt VERSION
+///   gemm KEY CHOSEN CANDIDATES      (one line per problem)
+struct AutotuneRecords {
+  std::string gpu, cublasLtVersion;
+  /// Problem key -> (index chosen, how many candidates there were).
+  std::map<std::string, std::pair<size_t, size_t>> choices;
+};
+constexpr const char *kAutotuneMagic = "shardflow-gemm-autotune 1";
+
+/// The file's records; none when it does not exist. Throws on a file that
+/// is not one of ours or is damaged, naming it and the line.
+AutotuneRecords readAutotuneFile(const std::string &path) {
+  AutotuneRecords r;
+  std::FILE *f = std::fopen(path.c_str(), "r");
+  if (!f)
+    return r;
+  std::vector<std::string> lines;
+  char buf[4096];
+  while (std::fgets(buf, sizeof buf, f)) {
+    std::string line(buf);
+    while (!line.empty() && (line.back() == '\n' || line.back() == '\r'))
+      line.pop_back();
+    lines.push_back(line);
+  }
+  std::fclose(f);
+  auto bad = [&](size_t n, const std::string &why) {
+    return RuntimeError("--gemm-autotune-file " + path + ", line " + std::to_string(n + 1) +
+                        ": " + why + " (delete the file to time the GEMMs again)");
+  };
+  if (lines.empty() || lines[0] != kAutotuneMagic)
+    throw bad(0, std::string("not a file of GEMM choices (it starts with '") + kAutotuneMagic +
+                     "')");
+  for (size_t n = 1; n < lines.size(); ++n) {
+    const std::string &l = lines[n];
+    if (l.rfind("gpu ", 0) == 0) {
+      r.gpu = l.substr(4);
+    } else if (l.rfind("cublaslt ", 0) == 0) {
+      r.cublasLtVersion = l.substr(9);
+    } else if (l.rfind("gemm ", 0) == 0) {
+      char key[2048];
+      unsigned long long chosen = 0, count = 0;
+      if (std::sscanf(l.c_str() + 5, "%2047s %llu %llu", key, &chosen, &count) != 3 ||
+          chosen >= count)
+        throw bad(n, "expected 'gemm KEY CHOSEN CANDIDATES' with CHOSEN < CANDIDATES");
+      r.choices[key] = {size_t(chosen), size_t(count)};
+    } else if (!l.empty()) {
+      throw bad(n, "unknown line '" + l + "'");
+    }
+  }
+  return r;
+}
+
+/// Writes `r` to `path` through a temporary file renamed over it, so that
+/// a rank reading it meanwhile sees the old file or the new one.
+void writeAutotuneFile(const std::string &path, const AutotuneRecords &r) {
+  std::string tmp = path + ".tmp" + std::to_string(long(getpid()));
+  std::FILE *f = std::fopen(tmp.c_str(), "w");
+  if (!f)
+    throw RuntimeError("--gemm-autotune-file: cannot write " + tmp + ": " +
+                       std::strerror(errno));
+  std::fprintf(f, "%s\ngpu %s\ncublaslt %s\n", kAutotuneMagic, r.gpu.c_str(),
+               r.cublasLtVersion.c_str());
+  for (const auto &[key, c] : r.choices)
+    std::fprintf(f, "gemm %s %zu %zu\n", key.c_str(), c.first, c.second);
+  bool ok = std::fflush(f) == 0;
+  ok = std::fclose(f) == 0 && ok;
+  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    throw RuntimeError("--gemm-autotune-file: cannot write " + path + ": " +
+                       std::strerror(errno));
+  }
+}
+} // namespace
+
 void CudaExecutor::Impl::autotuneGemms() {
   if (!gemm)
     return;
   auto started = std::chrono::steady_clock::now();
+  const std::string &file = options.gemmAutotuneFile;
+  AutotuneRecords records;
+  const std::string version = std::to_string(cublasLt().cublasLtGetVersion());
+  bool rewrite = false;
+  if (!file.empty()) {
+    records = readAutotuneFile(file);
+    if (!records.choices.empty() &&
+        (records.gpu != deviceName || records.cublasLtVersion != version)) {
+      std::fprintf(stderr,
+                   "shard-run: rank %d: %s holds choices for %s with cuBLASLt %s, not %s with "
+                   "%s: timing the GEMMs again%s\n",
+                   rank, file.c_str(), records.gpu.c_str(), records.cublasLtVersion.c_str(),
+                   deviceName.c_str(), version.c_str(), rank == 0 ? " and replacing them" : "");
+      records.choices.clear();
+    }
+    rewrite = records.gpu != deviceName || records.cublasLtVersion != version;
+    records.gpu = deviceName;
+    records.cublasLtVersion = version;
+  }
   std::set<const GemmRunner::Prepared *> tuned;
-  size_t problems = 0, changed = 0;
+  size_t problems = 0, changed = 0, fromFile = 0;
   double firstTotal = 0, bestTotal = 0; // ms, one call of each problem
   for (size_t n = 0; n < steps.size(); ++n)
     for (const GemmCall &g : steps[n].gemms) {
       if (!tuned.insert(g.prepared).second)
         continue;
+      const size_t count = GemmRunner::candidateCount(*g.prepared);
+      if (count < 2)
+        continue;
+      const std::string key = GemmRunner::problemOf(*g.prepared).key();
+      if (auto it = records.choices.find(key);
+          it != records.choices.end() && it->second.second == count) {
+        gemm->choose(*g.prepared, it->second.first);
+        ++fromFile;
+        continue;
+      }
       // The call writes D: only where nothing lives yet (the arena, or the
       // device arrays of grouped GEMMs, which point into it).
       GemmRunner::Tuning t = gemm->tune(*g.prepared, g.alpha, g.a, g.b, g.beta, g.c, g.d,
                                         g.bias, streams[ComputeStream]);
       if (t.milliseconds.empty())
         continue;
+      if (!file.empty()) {
+        records.choices[key] = {t.chosen, t.milliseconds.size()};
+        rewrite = true;
+      }
       ++problems;
       float first = t.milliseconds[0], best = t.milliseconds[t.chosen];
       changed += t.chosen != 0;
@@ -1391,6 +1506,11 @@ void CudaExecutor::Impl::autotuneGemms() {
                                                            started)
                      .count(),
                  changed, bestTotal, firstTotal);
+  if (!file.empty() && options.verbose)
+    std::fprintf(stderr, "shard-run: rank %d took %zu GEMM choices from %s\n", rank, fromFile,
+                 file.c_str());
+  if (rewrite && rank == 0)
+    writeAutotuneFile(file, records);
 }
 
 void CudaExecutor::Impl::createCommunicators() {

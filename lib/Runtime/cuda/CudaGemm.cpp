@@ -190,6 +190,22 @@ const GemmRunner::Prepared *GemmRunner::prepare(const GemmProblem &p) {
 
 const GemmProblem &GemmRunner::problemOf(const Prepared &prepared) { return prepared.problem; }
 
+size_t GemmRunner::candidateCount(const Prepared &prepared) {
+  return prepared.candidates.size();
+}
+
+void GemmRunner::choose(const Prepared &prepared, size_t index) {
+  auto owned = cache.find(prepared.problem.key());
+  if (owned == cache.end() || owned->second.get() != &prepared)
+    throw RuntimeError("GemmRunner::choose: a problem this runner did not prepare");
+  Prepared &p = *owned->second;
+  if (index >= p.candidates.size())
+    throw RuntimeError("GemmRunner::choose: algorithm " + std::to_string(index) + " of " +
+                       std::to_string(p.candidates.size()));
+  p.algo = p.candidates[index].first;
+  p.workspaceBytes = p.candidates[index].second;
+}
+
 GemmRunner::Tuning GemmRunner::tune(const Prepared &prepared, float alpha, CUdeviceptr a,
                                      CUdeviceptr b, float beta, CUdeviceptr c, CUdeviceptr d,
                                      CUdeviceptr bias, CUstream stream, int calls) {

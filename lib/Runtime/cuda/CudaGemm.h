@@ -94,6 +94,12 @@ public:
   Tuning tune(const Prepared &prepared, float alpha, CUdeviceptr a, CUdeviceptr b, float beta,
               CUdeviceptr c, CUdeviceptr d, CUdeviceptr bias, CUstream stream, int calls = 5);
 
+  /// How many algorithms `prepared` keeps to choose from (tune()'s).
+  static size_t candidateCount(const Prepared &prepared);
+  /// Keeps candidate `index` of `prepared` for every later run(), as if
+  /// tune() had chosen it (an --gemm-autotune-file record).
+  void choose(const Prepared &prepared, size_t index);
+
 private:
   cublasLtHandle_t handle = nullptr;
   CUdeviceptr workspace;
