@@ -17,7 +17,9 @@ important figures first): `shard-run --profile` (GPU time per kind of
 operation: GEMMs by epilogue, attention, each generated kernel; the
 slowest operations); the two-tile attention kernel (`--attention-kernel
 mma2`) against the default one-tile kernel; cuBLASLt algorithms chosen by
-timing at load (`--gemm-autotune`) against the heuristic's first; one
+timing at load (`--gemm-autotune`, its choices written to a file and
+replayed by a second load with `--gemm-autotune-file`) against the
+heuristic's first; one
 launch per operation (`--no-cuda-graph`) against the default CUDA graph
 (captured at the second run); each code
 generation feature turned off (`shard-opt --cuda-disable`: vector
@@ -314,7 +316,8 @@ PARTS = {
             "MFU; the logits' error",
     "profile": "shard-run --profile of the default artifact: where our time goes",
     "attention": "--attention-kernel mma2 against the default kernel",
-    "autotune": "--gemm-autotune against cuBLASLt's heuristic",
+    "autotune": "--gemm-autotune (timed, then replayed from its file) against cuBLASLt's "
+                "heuristic",
     "graph": "--no-cuda-graph (one launch per operation) against the default graph",
     "ablations": "each --cuda-disable feature against the default artifact",
     "host": "--pinned-memory always against never: load and run wall time",
@@ -450,7 +453,13 @@ def run(args, torch_side=None) -> int:
                 f"({per / (seconds / count) / 1e12:.1f} against {per / sdpa / 1e12:.1f} TFLOP/s)")
 
     def part_autotune():
-        compare("shardflow with --gemm-autotune", ("--gemm-autotune",))
+        # The first load times the algorithms and writes the file, the
+        # second takes its choices without timing: the same GEMMs.
+        choices = out / "gemm-choices.txt"
+        choices.unlink(missing_ok=True)
+        compare("shardflow with --gemm-autotune", ("--gemm-autotune-file", str(choices)))
+        compare("shardflow with --gemm-autotune-file, replayed",
+                ("--gemm-autotune-file", str(choices)))
 
     def part_graph():
         compare("shardflow with --no-cuda-graph", ("--no-cuda-graph",))

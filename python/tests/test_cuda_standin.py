@@ -1224,8 +1224,11 @@ def test_gpt2_bench_runs_on_the_standins(tmp_path, monkeypatch, capsys):
     assert re.search(r"^ratio ours/compile [0-9.]+ ", printed, re.M), printed
     errors = [float(e) for e in re.findall(r"(?:logits error|error vs torch f32: ours) "
                                            r"([0-9.e+-]+)", printed)]
-    # core, mma2, autotune, graph, 5 ablations, small twice, half.
-    assert len(errors) == 12 and max(errors) < 2e-2, printed
+    # core, mma2, autotune twice (timed, replayed), graph, 5 ablations,
+    # small twice, half.
+    assert len(errors) == 13 and max(errors) < 2e-2, printed
+    assert re.search(r"^shardflow with --gemm-autotune-file, replayed +[0-9.]+ ms", printed,
+                     re.M), printed
     assert "profile: " in printed and "matmul" in printed
     # The profile's attention time (one layer) against the stand-in SDPA's.
     assert re.search(r"^attention per layer: ours [0-9.]+ ms, torch SDPA 0.100 ms", printed,
