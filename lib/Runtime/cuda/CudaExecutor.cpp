@@ -28,9 +28,8 @@
 
 #include <algorithm>
 #include <array>
-#include <chrono>
-#include <set>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -39,6 +38,7 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <set>
 #include <utility>
 
 using namespace shardflow::runtime;
