@@ -22,6 +22,7 @@
 
 #ifdef SHARDFLOW_HAVE_DEVICE_KERNELS
 #include "shardflow/Runtime/DeviceKernels.h"
+#include "shardflow/Runtime/GemmAutotuneFile.h"
 #endif
 
 #include <unistd.h>
@@ -1346,84 +1347,6 @@ void CudaExecutor::Impl::groupGemms() {
                  "(--group-gemms)\n", rank, grouped, calls);
 }
 
-namespace {
-/// --gemm-autotune-file: the choices of earlier loads, for one GPU model
-/// and cuBLASLt version. A text file:
-///   shardflow-gemm-autotune 1
-///   gpu NAME
-///   cublaslt VERSION
-///   gemm KEY CHOSEN CANDIDATES      (one line per problem)
-struct AutotuneRecords {
-  std::string gpu, cublasLtVersion;
-  /// Problem key -> (index chosen, how many candidates there were).
-  std::map<std::string, std::pair<size_t, size_t>> choices;
-};
-constexpr const char *kAutotuneMagic = "shardflow-gemm-autotune 1";
-
-/// The file's records; none when it does not exist. Throws on a file that
-/// is not one of ours or is damaged, naming it and the line.
-AutotuneRecords readAutotuneFile(const std::string &path) {
-  AutotuneRecords r;
-  std::FILE *f = std::fopen(path.c_str(), "r");
-  if (!f)
-    return r;
-  std::vector<std::string> lines;
-  char buf[4096];
-  while (std::fgets(buf, sizeof buf, f)) {
-    std::string line(buf);
-    while (!line.empty() && (line.back() == '\n' || line.back() == '\r'))
-      line.pop_back();
-    lines.push_back(line);
-  }
-  std::fclose(f);
-  auto bad = [&](size_t n, const std::string &why) {
-    return RuntimeError("--gemm-autotune-file " + path + ", line " + std::to_string(n + 1) +
-                        ": " + why + " (delete the file to time the GEMMs again)");
-  };
-  if (lines.empty() || lines[0] != kAutotuneMagic)
-    throw bad(0, std::string("not a file of GEMM choices (it starts with '") + kAutotuneMagic +
-                     "')");
-  for (size_t n = 1; n < lines.size(); ++n) {
-    const std::string &l = lines[n];
-    if (l.rfind("gpu ", 0) == 0) {
-      r.gpu = l.substr(4);
-    } else if (l.rfind("cublaslt ", 0) == 0) {
-      r.cublasLtVersion = l.substr(9);
-    } else if (l.rfind("gemm ", 0) == 0) {
-      char key[2048];
-      unsigned long long chosen = 0, count = 0;
-      if (std::sscanf(l.c_str() + 5, "%2047s %llu %llu", key, &chosen, &count) != 3 ||
-          chosen >= count)
-        throw bad(n, "expected 'gemm KEY CHOSEN CANDIDATES' with CHOSEN < CANDIDATES");
-      r.choices[key] = {size_t(chosen), size_t(count)};
-    } else if (!l.empty()) {
-      throw bad(n, "unknown line '" + l + "'");
-    }
-  }
-  return r;
-}
-
-/// Writes `r` to `path` through a temporary file renamed over it, so that
-/// a rank reading it meanwhile sees the old file or the new one.
-void writeAutotuneFile(const std::string &path, const AutotuneRecords &r) {
-  std::string tmp = path + ".tmp" + std::to_string(long(getpid()));
-  std::FILE *f = std::fopen(tmp.c_str(), "w");
-  if (!f)
-    throw RuntimeError("--gemm-autotune-file: cannot write " + tmp + ": " +
-                       std::strerror(errno));
-  std::fprintf(f, "%s\ngpu %s\ncublaslt %s\n", kAutotuneMagic, r.gpu.c_str(),
-               r.cublasLtVersion.c_str());
-  for (const auto &[key, c] : r.choices)
-    std::fprintf(f, "gemm %s %zu %zu\n", key.c_str(), c.first, c.second);
-  bool ok = std::fflush(f) == 0;
-  ok = std::fclose(f) == 0 && ok;
-  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    throw RuntimeError("--gemm-autotune-file: cannot write " + path + ": " +
-                       std::strerror(errno));
-  }
-}
-} // namespace
 
 void CudaExecutor::Impl::autotuneGemms() {
   if (!gemm)
