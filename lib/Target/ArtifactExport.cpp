@@ -10,11 +10,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "shardflow/Target/ArtifactExport.h"
-#include "shardflow/Conversion/Passes.h"
 #include "shardflow/Dialect/NN/IR/NNOps.h"
-#include "shardflow/Dialect/NN/Transforms/Passes.h"
 #include "shardflow/Dialect/RT/IR/RTOps.h"
-#include "shardflow/Dialect/RT/Transforms/Passes.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/DenseMap.h"
@@ -22,35 +19,6 @@
 using namespace mlir;
 using namespace shardflow;
 namespace rtm = shardflow::runtime;
-
-void shardflow::buildLowerToRTPipeline(OpPassManager &pm, StringRef target,
-                                       const CudaCodegenOptions &cuda) {
-  // On CUDA the attention kernel reads heads in place ([B, S, H*D]), which
-  // saves the transposes around it.
-  // A fused projection's pieces become GEMMs of their own (no split copy),
-  // or stay one GEMM whose pieces the attention reads in place.
-  if (target == "cuda") {
-    pm.addNestedPass<func::FuncOp>(nn::createNNFoldAttentionLayout());
-    nn::NNSplitFusedProjectionsOptions split;
-    split.attentionInPlace = cuda.packedQkv;
-    pm.addNestedPass<func::FuncOp>(nn::createNNSplitFusedProjections(split));
-  }
-  pm.addPass(createConvertNNToRT());
-  if (target == "cuda") {
-    ConvertRTToGPUOptions gpu;
-    gpu.vectorize = cuda.vectorAccesses;
-    gpu.gemmEpilogues = cuda.gemmEpilogues;
-    gpu.gemmResiduals = cuda.gemmResiduals;
-    gpu.gemmPadding = cuda.gemmPadding;
-    gpu.siblingFusion = cuda.siblingFusion;
-    pm.addPass(createConvertRTToGPU(gpu));
-  } else {
-    // Einsums that are matmuls run on the GEMM (convert-rt-to-gpu does
-    // this itself first).
-    pm.addNestedPass<func::FuncOp>(rt::createRTEinsumToMatmul());
-  }
-  pm.addNestedPass<func::FuncOp>(rt::createRTPlanMemory());
-}
 
 static FailureOr<rtm::DType> dtypeOf(Type t, Operation *op) {
   std::string name;
@@ -119,8 +87,6 @@ static LogicalResult addParam(rtm::Params &params, NamedAttribute attr,
 }
 
 /// Rank lists flattened, with their common length.
-/// The first ONNX node name in `loc` (a NameLoc, possibly fused), or "".
-
 static std::pair<std::vector<int64_t>, int64_t> flatten(ArrayAttr lists) {
   std::vector<int64_t> flat;
   int64_t size = 0;

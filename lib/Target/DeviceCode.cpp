@@ -24,6 +24,7 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/InitAllExtensions.h"
 #include "mlir/Pass/PassManager.h"
@@ -45,7 +46,7 @@ using namespace shardflow;
 void shardflow::registerDeviceCodeDialects(DialectRegistry &registry) {
   registry.insert<arith::ArithDialect, cf::ControlFlowDialect, func::FuncDialect,
                   gpu::GPUDialect, LLVM::LLVMDialect, NVVM::NVVMDialect, math::MathDialect,
-                  memref::MemRefDialect, scf::SCFDialect>();
+                  memref::MemRefDialect, scf::SCFDialect, vector::VectorDialect>();
   // The *-to-LLVM conversion interfaces that convert-gpu-to-nvvm consults.
   registerAllExtensions(registry);
   NVVM::registerNVVMTargetInterfaceExternalModels(registry);

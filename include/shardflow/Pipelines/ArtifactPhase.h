@@ -1,0 +1,38 @@
+//===- ArtifactPhase.h - the last phase: the .shard file -------*- C++ -*-===//
+//
+// The artifact phase is not a pass: it reads the compiled rt program and
+// writes files. It exports the program (Target/ArtifactExport.h), compiles
+// the generated GPU kernels for CUDA (Target/DeviceCode.h), writes the
+// weights that cannot be mapped in place next to the artifact and records
+// the weights' checksums (Target/WeightFiles.h), then writes the artifact.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SHARDFLOW_PIPELINES_ARTIFACTPHASE_H
+#define SHARDFLOW_PIPELINES_ARTIFACTPHASE_H
+
+#include "shardflow/Pipelines/CompileOptions.h"
+
+#include <string>
+
+namespace shardflow {
+
+/// Where the program came from and where the artifact goes.
+struct ArtifactPaths {
+  /// The model (or MLIR) file compiled, "-" for stdin: weight files are
+  /// found next to it unless shard-run is told otherwise (--weights).
+  std::string inputFile;
+  /// Whether inputFile is an ONNX model, which side weights are read from.
+  bool fromONNX = false;
+  /// The artifact, "-" for stdout (then without side weights or checksums).
+  std::string outputFile = "-";
+};
+
+/// Writes the artifact of `module`, compiled through the rt (CPU) or gpu
+/// (CUDA) phase for `options.target`. Errors are diagnostics.
+mlir::LogicalResult emitArtifact(mlir::ModuleOp module, const CompileOptions &options,
+                                 const ArtifactPaths &paths);
+
+} // namespace shardflow
+
+#endif // SHARDFLOW_PIPELINES_ARTIFACTPHASE_H

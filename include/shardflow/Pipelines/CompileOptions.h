@@ -1,0 +1,139 @@
+//===- CompileOptions.h - what one compile is asked to do -----*- C++ -*-===//
+//
+// Everything that decides the compile pipeline, in one struct: the target,
+// the raising passes, the compute type, the sharding seeds and presets, the
+// CUDA code generation features, and the phase to stop after. shard-opt
+// fills it from its command line (CommandLine.h), the registered pass
+// pipelines from their options (Pipelines.h), and the planner will fill it
+// from its search; Pipelines.cpp builds the passes from it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SHARDFLOW_PIPELINES_COMPILEOPTIONS_H
+#define SHARDFLOW_PIPELINES_COMPILEOPTIONS_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace shardflow {
+
+/// The phases of a compile, in order. Each leaves the program in a form of
+/// its own (docs/architecture.md "The compile pipeline"); `--compile-to`
+/// stops after one of them.
+enum class CompilePhase {
+  Import,      ///< nn as imported (or as parsed, for MLIR input)
+  NN,          ///< after raising exporter idioms to first-class nn ops
+  Train,       ///< reserved: autodiff, loss and optimizer update (no passes yet)
+  Sharded,     ///< every value's sharding decided (global program, dist attributes)
+  Partitioned, ///< per-rank nn program with collectives, in the compute type
+  Stages,      ///< reserved: pipeline stages and their schedule (no passes yet)
+  RT,          ///< bufferized rt program (memory planned on the CPU target)
+  GPU,         ///< CUDA only: generated kernels, GEMM rewrites, memory planned
+  Artifact,    ///< the .shard file (not IR)
+};
+
+/// "import", "nn", ...; the names `--compile-to` takes.
+llvm::StringRef getPhaseName(CompilePhase phase);
+std::optional<CompilePhase> parsePhase(llvm::StringRef name);
+/// Every phase name, comma-separated, for messages and --help.
+std::string listPhaseNames();
+
+/// CUDA code generation features, each on by default; `--cuda-disable`
+/// turns one off to measure what it buys.
+struct CudaCodegenOptions {
+  /// Generated kernels load and store up to 16 bytes per thread
+  /// (convert-rt-to-gpu's vectorize).
+  bool vectorAccesses = true;
+  /// A fused QKV projection stays one GEMM whose pieces the attention reads
+  /// in place (nn-split-fused-projections' attention-in-place).
+  bool packedQkv = true;
+  /// Bias adds and a following gelu or relu in the cuBLASLt GEMM.
+  bool gemmEpilogues = true;
+  /// A residual add after a GEMM as the GEMM's C.
+  bool gemmResiduals = true;
+  /// GEMM results with misaligned rows written into aligned, padded rows.
+  bool gemmPadding = true;
+  /// Independent neighbouring elementwise kernels as one launch.
+  bool siblingFusion = true;
+
+  bool allEnabled() const {
+    return vectorAccesses && packedQkv && gemmEpilogues && gemmResiduals && gemmPadding &&
+           siblingFusion;
+  }
+};
+
+struct CompileOptions {
+  /// "" (print IR), "cpu" or "cuda".
+  std::string target;
+  /// The last phase to run; Artifact when a target is given, else the
+  /// phases requested by the other options (see defaultPhase()).
+  std::optional<CompilePhase> compileTo;
+
+  // Raising (phase nn). Unset: on with a target (attention: with cuda only,
+  // where it is a fused kernel; on the CPU the materialized form's GEMMs
+  // are faster), off when printing IR.
+  std::optional<bool> raiseAttention, raiseNormalization, raiseGelu, raiseRotateHalf;
+
+  // Sharding (phases sharded and partitioned).
+  std::string mesh;               ///< "dp=2,tp=4"
+  std::vector<std::string> shard; ///< seeds "NAME=SPEC"
+  std::string strategy;           ///< "", "dp", "megatron", "megatron-sp"
+  std::string dpAxis = "dp", tpAxis = "tp";
+  bool explainSharding = false;
+  /// Run the sharding passes: set by resolveForModule() (asked for by
+  /// mesh/shard/strategy, or the program carries a dist.mesh and is not
+  /// partitioned yet); the registered pipelines set it from their options.
+  bool sharding = false;
+
+  // Precision (end of phase partitioned: weights are cast once sliced).
+  std::string computeType = "f32"; ///< f32, bf16, f16
+  bool outputsInDtype = false;
+
+  // CUDA (phases rt, gpu, artifact).
+  CudaCodegenOptions cuda;
+  std::vector<std::string> cudaArchs; ///< empty: sm_80,sm_90
+  std::string cudaPath;               ///< empty: $CUDA_PATH, $CUDA_HOME, /usr/local/cuda
+
+  // Artifact.
+  bool weightChecksums = true;
+  /// With cuda: also write the generated kernels' PTX here ("-": stdout).
+  std::string dumpPTX;
+
+  bool raises(const std::optional<bool> &flag) const {
+    return flag ? *flag : !target.empty();
+  }
+  bool raisesAttention() const { return raiseAttention ? *raiseAttention : target == "cuda"; }
+  /// Whether any option asks for sharding.
+  bool shardingRequested() const {
+    return !mesh.empty() || !shard.empty() || !strategy.empty();
+  }
+  /// The phase to stop after when compileTo is unset: Artifact with a
+  /// target; else Partitioned when sharding or the compute type asks for
+  /// it, NN when a raising pass is asked for, Import otherwise.
+  CompilePhase lastPhase() const;
+
+  /// Checks the options against each other; the message says what is
+  /// wrong, naming the flag as shard-opt spells it ("--dtype must be f32,
+  /// bf16 or f16, got 'x'").
+  llvm::Error verify() const;
+};
+
+/// Applies the module-dependent decisions to `options`: whether the
+/// sharding passes run (requested, or the program has a dist.mesh and is
+/// not partitioned yet); an error when sharding is requested for a program
+/// that is already partitioned.
+llvm::Error resolveForModule(CompileOptions &options, mlir::ModuleOp module);
+
+/// `--cuda-disable` feature names: vector-accesses, packed-qkv,
+/// gemm-epilogues, gemm-residuals, gemm-padding, sibling-fusion. Fails on
+/// an unknown one.
+llvm::Error disableCudaFeature(CudaCodegenOptions &cuda, llvm::StringRef feature);
+
+} // namespace shardflow
+
+#endif // SHARDFLOW_PIPELINES_COMPILEOPTIONS_H

@@ -1,0 +1,244 @@
+//===- CommandLine.cpp - the compiler's command-line options ---------------===//
+//
+// The flags live in one struct created when registerCompilerCLOptions() is
+// called (as MLIR's own pass-manager flags are), so that a tool that links
+// the Pipelines library without calling it gets none of them.
+//
+//===----------------------------------------------------------------------===//
+
+#include "shardflow/Pipelines/CommandLine.h"
+
+#include "llvm/Support/ManagedStatic.h"
+
+using namespace shardflow;
+namespace cl = llvm::cl;
+
+namespace {
+struct CompilerCLOptions {
+  cl::OptionCategory importCategory{
+      "Shardflow ONNX import options (for .onnx and .onnxtxt inputs)"};
+  cl::OptionCategory compileCategory{"Shardflow compilation options"};
+  cl::OptionCategory shardCategory{"Shardflow sharding options"};
+
+  cl::list<std::string> inputShapes{"input-shape",
+    cl::desc("Pin the shape of a graph input: NAME=D0,D1,... (or D0xD1). "
+             "Needed for symbolic dims; repeat for several inputs"),
+    cl::value_desc("name=dims"), cl::cat(importCategory)};
+  cl::list<std::string> inputValues{"input-value",
+    cl::desc("Pin a graph input to the value in a .npy or TensorProto .pb "
+             "file: NAME=FILE. The input becomes a constant, so inputs that "
+             "decide shapes (axes, k, split sizes) fold; repeatable"),
+    cl::value_desc("name=file"), cl::cat(importCategory)};
+  cl::opt<int64_t> embedLimitBytes{"embed-limit-bytes",
+    cl::desc("Initializers up to this many bytes are embedded as nn.constant; "
+             "larger ones become nn.weight references (default 1024)"),
+    cl::init(1024), cl::cat(importCategory)};
+  cl::opt<bool> printSummary{"summary",
+    cl::desc("After import, print a one-line summary of the model to stderr "
+             "(ops, weights, inputs, outputs, import time)"),
+    cl::init(false), cl::cat(importCategory)};
+  cl::opt<std::string> inputFormat{"input-format",
+    cl::desc("How to read the input: auto (by extension), mlir, onnx"),
+    cl::init("auto"), cl::cat(importCategory)};
+  cl::opt<std::string> target{"target",
+    cl::desc("Compile for a target and write the .shard artifact to -o "
+             "instead of printing IR: lower nn to rt, plan memory, export. "
+             "Targets: cpu (runtime kernels, MPI), cuda (generated fused "
+             "kernels as cubin for --cuda-arch and PTX, cuBLASLt GEMMs, "
+             "NCCL; needs the CUDA toolkit at compile time)"),
+    cl::value_desc("target"), cl::init(""), cl::cat(compileCategory)};
+  cl::list<std::string> cudaArchs{"cuda-arch",
+    cl::desc("With --target cuda: GPU architectures to build cubins for, "
+             "oldest first; the oldest one's PTX is stored too, for newer "
+             "GPUs (default sm_80,sm_90)"),
+    cl::CommaSeparated, cl::value_desc("sm_XY"), cl::cat(compileCategory)};
+  cl::opt<std::string> cudaPath{"cuda-path",
+    cl::desc("With --target cuda: the CUDA toolkit holding bin/ptxas and "
+             "nvvm/libdevice (default $CUDA_PATH, $CUDA_HOME, /usr/local/cuda)"),
+    cl::value_desc("dir"), cl::init(""), cl::cat(compileCategory)};
+  cl::opt<std::string> dumpPTX{"dump-ptx",
+    cl::desc("With --target cuda: also write the generated kernels' PTX (for "
+             "the oldest --cuda-arch) to this file ('-' for stdout)"),
+    cl::value_desc("file"), cl::init(""), cl::cat(compileCategory)};
+  cl::list<std::string> cudaDisable{"cuda-disable",
+    cl::desc("With --target cuda: turn code generation features off, to "
+             "measure what each buys (comma-separated): vector-accesses "
+             "(generated kernels load one element per thread instead of up "
+             "to 16 bytes), packed-qkv (a fused QKV projection becomes three "
+             "GEMMs instead of one whose result the attention reads in "
+             "place), gemm-epilogues (bias adds and the gelu or relu after "
+             "them run as generated kernels instead of in the cuBLASLt "
+             "GEMM), gemm-residuals (a residual add after a GEMM runs in a "
+             "generated kernel instead of as the GEMM's C), gemm-padding (a "
+             "GEMM whose result rows are not 16-byte aligned, such as GPT-2's "
+             "50257-wide logits, writes them as they are instead of into "
+             "aligned rows, which the program returns as they are or a "
+             "copy packs for the kernels that read them), sibling-fusion "
+             "(independent neighbouring elementwise kernels, such as the "
+             "query's and the key's rotary embedding, are launched one by "
+             "one instead of as one launch)"),
+    cl::CommaSeparated, cl::value_desc("feature"), cl::cat(compileCategory)};
+  cl::opt<bool> weightChecksums{"weight-checksums",
+    cl::desc("With --target: record the CRC-32C of the bytes each rank loads "
+             "of every weight, which shard-run checks (reads every weight "
+             "once at compile time; default on)"),
+    cl::init(true), cl::cat(compileCategory)};
+  cl::opt<std::string> meshSpec{"mesh",
+    cl::desc("Distribute the program over a mesh of ranks with named axes, "
+             "e.g. dp=2,tp=4 (8 ranks, rank = dp_index * 4 + tp_index). "
+             "Partitions the program into the per-rank program"),
+    cl::value_desc("axis=size,..."), cl::init(""), cl::cat(shardCategory)};
+  cl::list<std::string> shardSpecs{"shard",
+    cl::desc("Seed the sharding of a graph input or weight: NAME=SPEC, one "
+             "SPEC entry per dimension: _ (not split), an axis, or axes "
+             "joined by + (e.g. ids=dp,_ or fc.weight=_,tp); repeatable. "
+             "These seeds outrank --strategy's"),
+    cl::value_desc("name=spec"), cl::cat(shardCategory)};
+  cl::opt<std::string> strategyName{"strategy",
+    cl::desc("Sharding preset: dp (batch over the dp axis), megatron "
+             "(column/row-parallel linear layers and attention heads over the "
+             "tp axis; the token embedding and the vocabulary projection split by "
+             "vocabulary entries, a vocabulary tp does not divide zero-padded at "
+             "load; plus dp when the mesh has it), megatron-sp (megatron plus "
+             "sequence parallelism in the norm and dropout regions)"),
+    cl::value_desc("preset"), cl::init(""), cl::cat(shardCategory)};
+  cl::opt<std::string> dpAxisName{"dp-axis",
+                                       cl::desc("Mesh axis of data parallelism (default dp)"),
+                                       cl::init("dp"), cl::cat(shardCategory)};
+  cl::opt<std::string> tpAxisName{"tp-axis", cl::desc("Mesh axis of tensor and sequence parallelism (default tp)"),
+    cl::init("tp"), cl::cat(shardCategory)};
+  cl::opt<bool> explainSharding{"explain-sharding",
+    cl::desc("Print, for every value, its sharding and where each split came "
+             "from (a seed, or the value and op it propagated through), and "
+             "where partial sums meet, whether they are reduced together"),
+    cl::init(false), cl::cat(shardCategory)};
+  cl::opt<bool> printReport{"report",
+    cl::desc("With --target: print per rank the parameter bytes and peak "
+             "activation bytes, and each collective with its buffer's bytes and "
+             "the bytes a rank sends for it (ring algorithms)"),
+    cl::init(false), cl::cat(shardCategory)};
+  cl::opt<bool> raiseAttention{"raise-attention",
+    cl::desc("Raise materialized attention (matmul, scale, mask, softmax, "
+             "matmul) to nn.attention before sharding (nn-raise-attention). "
+             "Default: on for --target cuda; off for --target cpu, whose "
+             "attention kernel is slower than OpenBLAS matmuls for "
+             "bidirectional attention, and when printing IR"),
+    cl::cat(compileCategory)};
+  cl::opt<bool> raiseNormalization{"raise-normalization",
+    cl::desc("Raise written-out layer and RMS norms (means, a square root, "
+             "a division or reciprocal; older exporters' LayerNorm, "
+             "Llama's RMSNorm) to nn.layer_normalization and "
+             "nn.rms_normalization before sharding (nn-raise-normalization): "
+             "one kernel per row instead of three or four. Default: on with "
+             "--target; off when printing IR"),
+    cl::cat(compileCategory)};
+  cl::opt<bool> raiseGelu{"raise-gelu",
+    cl::desc("Raise written-out GELU (0.5 x (1 + tanh(...)) or 0.5 x (1 + "
+             "erf(x / sqrt 2)), as exporters before opset 20 write GPT-2's "
+             "and BERT's) to nn.gelu before sharding (nn-raise-gelu): one "
+             "pass instead of seven or eight, and on CUDA the GEMM's gelu "
+             "epilogue. Default: on with --target; off when printing IR"),
+    cl::cat(compileCategory)};
+  cl::opt<bool> raiseRotateHalf{"raise-rotate-half",
+    cl::desc("Raise rotary embeddings' written-out rotate_half (two slices "
+             "or a split of the last dimension's halves, a negation and a "
+             "concat: Concat(-x2, x1), as Hugging Face's Llama and others "
+             "export it) to nn.rotate_half before sharding "
+             "(nn-raise-rotate-half): one pass instead of four copies and "
+             "passes, and on CUDA one launch with the products by cos and sin. "
+             "Default: on with --target; off when printing IR"),
+    cl::cat(compileCategory)};
+  cl::opt<std::string> computeType{"dtype",
+    cl::desc("Element type the program computes in: f32 (default), bf16 or "
+             "f16. Weights stay f32 in their files and are converted at load; "
+             "inputs and outputs keep their types (nn-convert-float-type, "
+             "after partitioning)"),
+    cl::value_desc("f32|bf16|f16"), cl::init("f32"), cl::cat(compileCategory)};
+  cl::opt<bool> outputsInDtype{"outputs-in-dtype",
+    cl::desc("With --dtype bf16|f16: return the graph's f32 outputs in that "
+             "type instead of casting them back to f32 (half their memory "
+             "and traffic: GPT-2 small's logits at batch 8 and sequence "
+             "1024 are 0.82 GB instead of 1.65 GB). shard-run writes bf16 "
+             "outputs to .npy/.npz as float32 (exact), or as bf16 to .pb"),
+    cl::cat(compileCategory)};
+  cl::opt<std::string> compileTo{"compile-to",
+    cl::desc("Stop after a phase of the compile and print its IR (the "
+             "artifact phase, the default with --target, writes the .shard "
+             "file): import (nn as imported), nn (exporter idioms raised), "
+             "train (reserved for training), sharded (every value's "
+             "sharding decided), partitioned (the per-rank program with its "
+             "collectives, in the --dtype), stages (reserved for pipeline "
+             "parallelism), rt (bufferized kernels and collectives; needs "
+             "--target), gpu (generated GPU kernels; needs --target cuda), "
+             "artifact"),
+    cl::value_desc("phase"), cl::init(""), cl::cat(compileCategory)};
+};
+
+llvm::ManagedStatic<CompilerCLOptions> clOptions;
+
+llvm::Error fail(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+/// A flag given on the command line, or unset: the compile's default.
+std::optional<bool> given(const cl::opt<bool> &flag) {
+  return flag.getNumOccurrences() ? std::optional<bool>(flag) : std::nullopt;
+}
+} // namespace
+
+void shardflow::registerCompilerCLOptions() { *clOptions; }
+
+bool shardflow::isCompilerOptionCategory(const cl::OptionCategory *category) {
+  return category == &clOptions->importCategory || category == &clOptions->compileCategory ||
+         category == &clOptions->shardCategory;
+}
+
+llvm::Error shardflow::getCompilerCLOptions(DriverOptions &driver, CompileOptions &compile) {
+  const CompilerCLOptions &o = *clOptions;
+  driver.inputFormat = o.inputFormat;
+  if (driver.inputFormat != "auto" && driver.inputFormat != "mlir" &&
+      driver.inputFormat != "onnx")
+    return fail("--input-format must be auto, mlir or onnx, got '" + driver.inputFormat + "'");
+  if (o.embedLimitBytes < 0)
+    return fail("--embed-limit-bytes must be >= 0, got " + llvm::Twine(int64_t(o.embedLimitBytes)));
+  driver.import.embedLimitBytes = o.embedLimitBytes;
+  for (const std::string &spec : o.inputValues)
+    if (std::string message = parseInputValueSpec(spec, driver.import); !message.empty())
+      return fail(message);
+  for (const std::string &spec : o.inputShapes)
+    if (std::string message = parseInputShapeSpec(spec, driver.import); !message.empty())
+      return fail(message);
+  driver.summary = o.printSummary;
+  driver.report = o.printReport;
+
+  compile.target = o.target;
+  if (!o.compileTo.empty()) {
+    compile.compileTo = parsePhase(o.compileTo);
+    if (!compile.compileTo)
+      return fail("--compile-to takes " + listPhaseNames() + ", got '" + o.compileTo + "'");
+  }
+  compile.raiseAttention = given(o.raiseAttention);
+  compile.raiseNormalization = given(o.raiseNormalization);
+  compile.raiseGelu = given(o.raiseGelu);
+  compile.raiseRotateHalf = given(o.raiseRotateHalf);
+  compile.mesh = o.meshSpec;
+  compile.shard.assign(o.shardSpecs.begin(), o.shardSpecs.end());
+  compile.strategy = o.strategyName;
+  compile.dpAxis = o.dpAxisName;
+  compile.tpAxis = o.tpAxisName;
+  compile.explainSharding = o.explainSharding;
+  compile.computeType = o.computeType;
+  compile.outputsInDtype = o.outputsInDtype;
+  compile.cudaArchs.assign(o.cudaArchs.begin(), o.cudaArchs.end());
+  compile.cudaPath = o.cudaPath;
+  compile.dumpPTX = o.dumpPTX;
+  compile.weightChecksums = o.weightChecksums;
+  if (compile.target != "cuda" && !o.cudaDisable.empty())
+    return fail("--cuda-arch, --cuda-path, --cuda-disable and --dump-ptx need --target cuda");
+  for (const std::string &feature : o.cudaDisable)
+    if (llvm::Error e = disableCudaFeature(compile.cuda, feature))
+      return e;
+  if (driver.report && compile.target.empty())
+    return fail("--report needs --target (it reports on the compiled per-rank program)");
+  return compile.verify();
+}

@@ -1,0 +1,142 @@
+//===- CompileOptions.cpp - the options of one compile ---------------------===//
+//
+// Phase names, the checks of options against each other, and the
+// decisions that depend on the module (whether it is sharded here).
+//
+//===----------------------------------------------------------------------===//
+
+#include "shardflow/Pipelines/CompileOptions.h"
+#include "shardflow/Dialect/Dist/IR/DistOps.h"
+#include "shardflow/Dialect/NN/IR/NNOps.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/Error.h"
+
+using namespace mlir;
+using namespace shardflow;
+
+namespace {
+struct PhaseName {
+  CompilePhase phase;
+  const char *name;
+};
+constexpr PhaseName kPhases[] = {
+    {CompilePhase::Import, "import"}, {CompilePhase::NN, "nn"},
+    {CompilePhase::Train, "train"},   {CompilePhase::Sharded, "sharded"},
+    {CompilePhase::Partitioned, "partitioned"}, {CompilePhase::Stages, "stages"},
+    {CompilePhase::RT, "rt"},         {CompilePhase::GPU, "gpu"},
+    {CompilePhase::Artifact, "artifact"},
+};
+
+llvm::Error fail(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+} // namespace
+
+StringRef shardflow::getPhaseName(CompilePhase phase) {
+  for (const PhaseName &p : kPhases)
+    if (p.phase == phase)
+      return p.name;
+  llvm_unreachable("every phase has a name");
+}
+
+std::optional<CompilePhase> shardflow::parsePhase(StringRef name) {
+  for (const PhaseName &p : kPhases)
+    if (name == p.name)
+      return p.phase;
+  return std::nullopt;
+}
+
+std::string shardflow::listPhaseNames() {
+  return llvm::join(llvm::map_range(kPhases, [](const PhaseName &p) { return p.name; }), ", ");
+}
+
+CompilePhase CompileOptions::lastPhase() const {
+  if (compileTo)
+    return *compileTo;
+  if (!target.empty())
+    return CompilePhase::Artifact;
+  if (shardingRequested() || computeType != "f32")
+    return CompilePhase::Partitioned;
+  // Printing IR raises only what was asked for by name.
+  auto asked = [](const std::optional<bool> &flag) { return flag && *flag; };
+  if (asked(raiseAttention) || asked(raiseNormalization) || asked(raiseGelu) ||
+      asked(raiseRotateHalf))
+    return CompilePhase::NN;
+  return CompilePhase::Import;
+}
+
+llvm::Error CompileOptions::verify() const {
+  if (!target.empty() && target != "cpu" && target != "cuda")
+    return fail("--target must be cpu or cuda, got '" + target + "'");
+  if (target != "cuda" &&
+      (!cudaArchs.empty() || !cudaPath.empty() || !dumpPTX.empty() ||
+       !cuda.allEnabled()))
+    return fail("--cuda-arch, --cuda-path, --cuda-disable and --dump-ptx need --target cuda");
+  for (const std::string &arch : cudaArchs) {
+    StringRef digits = StringRef(arch).drop_front(3);
+    unsigned number = 0;
+    if (!StringRef(arch).starts_with("sm_") || digits.empty() ||
+        !llvm::all_of(digits, llvm::isDigit) || digits.getAsInteger(10, number) ||
+        number < 80)
+      return fail("--cuda-arch takes sm_80 or newer (sm_XY), got '" + arch + "'");
+  }
+  if (computeType == "f32" && outputsInDtype)
+    return fail("--outputs-in-dtype needs --dtype bf16 or f16 (the program computes in f32)");
+  if (computeType != "f32" && computeType != "bf16" && computeType != "f16")
+    return fail("--dtype must be f32, bf16 or f16, got '" + computeType + "'");
+  CompilePhase last = lastPhase();
+  if (last >= CompilePhase::RT && target.empty())
+    return fail("--compile-to " + getPhaseName(last) + " needs --target cpu or cuda");
+  if (last == CompilePhase::GPU && target != "cuda")
+    return fail("--compile-to gpu needs --target cuda (the CPU target generates no GPU code)");
+  return llvm::Error::success();
+}
+
+/// Whether `module` is already a per-rank program (it has collectives or
+/// sliced weights), as hand-written lowering tests are.
+static bool isPartitioned(ModuleOp module) {
+  bool partitioned = false;
+  module.walk([&](Operation *op) {
+    if (isa<dist::AllReduceOp, dist::AllGatherOp, dist::ReduceScatterOp, dist::AllToAllOp,
+            dist::AllSliceOp, dist::CollectivePermuteOp, dist::SendOp, dist::RecvOp>(op))
+      partitioned = true;
+    if (auto w = dyn_cast<nn::WeightOp>(op); w && w.getGlobalShape())
+      partitioned = true;
+  });
+  return partitioned;
+}
+
+llvm::Error shardflow::resolveForModule(CompileOptions &options, ModuleOp module) {
+  options.sharding = false;
+  if (!options.shardingRequested() && module.getOps<dist::MeshOp>().empty())
+    return llvm::Error::success();
+  if (isPartitioned(module)) {
+    if (options.shardingRequested())
+      return fail("the program is already partitioned (it has dist collectives or sliced "
+                  "weights); --mesh, --shard and --strategy apply to global programs");
+    return llvm::Error::success();
+  }
+  options.sharding = true;
+  return llvm::Error::success();
+}
+
+llvm::Error shardflow::disableCudaFeature(CudaCodegenOptions &cuda, StringRef feature) {
+  if (feature == "vector-accesses")
+    cuda.vectorAccesses = false;
+  else if (feature == "packed-qkv")
+    cuda.packedQkv = false;
+  else if (feature == "gemm-epilogues")
+    cuda.gemmEpilogues = false;
+  else if (feature == "gemm-residuals")
+    cuda.gemmResiduals = false;
+  else if (feature == "gemm-padding")
+    cuda.gemmPadding = false;
+  else if (feature == "sibling-fusion")
+    cuda.siblingFusion = false;
+  else
+    return fail("--cuda-disable takes vector-accesses, packed-qkv, gemm-epilogues, "
+                "gemm-residuals, gemm-padding and sibling-fusion, got '" + feature + "'");
+  return llvm::Error::success();
+}
