@@ -17,6 +17,7 @@
 #include "shardflow/Dialect/NN/IR/NNOps.h"
 #include "shardflow/Import/ONNX/ProtobufOffsets.h"
 #include "shardflow/Runtime/NpyIO.h"
+#include "shardflow/Support/ONNXLocation.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Traits.h"
@@ -2624,8 +2625,7 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &n, int index) {
   node = &n;
   nodeName = n.name().empty() ? n.op_type() + "_" + std::to_string(index)
                               : n.name();
-  loc = NameLoc::get(b.getStringAttr(nodeName),
-                     FileLineColLoc::get(ctx, path, 0, 0));
+  loc = getONNXNodeLoc(ctx, nodeName, n.op_type(), opset, path);
   attrFailed = false;
 
   // Collect what goes wrong while converting the node into one error.

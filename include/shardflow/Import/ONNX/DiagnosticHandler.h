@@ -2,7 +2,10 @@
 //
 // A model file has no line numbers: diagnostics of a compile that started
 // from an ONNX model are printed as `model.onnx: error: MESSAGE`, with the
-// notes after them, whatever pass emitted them.
+// notes after them, and a diagnostic at an op imported from a node names
+// that node as the importer's errors do, whatever pass emitted it:
+//
+//   model.onnx: error: node 'sum' (ReduceSum, opset 17): 'rt.kernel' op ...
 //
 //===----------------------------------------------------------------------===//
 

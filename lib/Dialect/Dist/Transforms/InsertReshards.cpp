@@ -20,6 +20,7 @@
 #include "ShardingUtils.h"
 #include "shardflow/Dialect/Dist/Transforms/Passes.h"
 #include "shardflow/Dialect/NN/IR/NNOps.h"
+#include "shardflow/Support/ONNXLocation.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/SmallSet.h"
@@ -335,11 +336,11 @@ void Inserter::findPartialSums(func::FuncOp fn) {
       aloneCost += sources.find(op)->second.alone;
     }
     if (explain) {
-      // Locations in the text too: an ONNX node's is its name.
+      // Locations in the text too: an ONNX node by its name and op type.
       auto remark = meeting->emitRemark();
       remark << "partial sums over " << axesText(flows.find(result)->second.unreduced)
              << " of " << made.size() << " ops meet at " << meeting->getName() << " "
-             << meeting->getLoc() << ": ";
+             << describeLocation(meeting->getLoc()) << ": ";
       if (keptCost < aloneCost)
         remark << "reduced together after it (" << int64_t(keptCost)
                << " bytes sent per rank instead of " << int64_t(aloneCost) << ")";
@@ -348,7 +349,7 @@ void Inserter::findPartialSums(func::FuncOp fn) {
                << " bytes sent per rank; together: " << int64_t(keptCost) << ")";
       for (Operation *op : made)
         remark.attachNote(op->getLoc())
-            << "partial sum made by " << op->getName() << " " << op->getLoc();
+            << "partial sum made by " << op->getName() << " " << describeLocation(op->getLoc());
     }
     if (keptCost >= aloneCost)
       continue;

@@ -12,6 +12,7 @@
 #include "ShardingUtils.h"
 #include "shardflow/Dialect/Dist/Transforms/Passes.h"
 #include "shardflow/Dialect/NN/IR/NNOps.h"
+#include "shardflow/Support/ONNXLocation.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseMap.h"
@@ -68,7 +69,7 @@ std::string describe(Value v) {
     return s;
   }
   os << "result " << cast<OpResult>(v).getResultNumber() << " of "
-     << op->getName() << " at " << op->getLoc();
+     << op->getName() << " at " << describeLocation(op->getLoc());
   return s;
 }
 

@@ -8,6 +8,7 @@
 
 #include "shardflow/Dialect/RT/Analysis/RankReport.h"
 #include "shardflow/Dialect/RT/IR/RTOps.h"
+#include "shardflow/Support/ONNXLocation.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/MapVector.h"
@@ -101,7 +102,7 @@ void shardflow::rt::printRankReport(ModuleOp module, llvm::raw_ostream &os) {
          << ", " << b << " bytes per rank";
       if (groupSize)
         ls << ", groups of " << groupSize;
-      ls << ", sends " << out << " (" << op->getLoc() << ")";
+      ls << ", sends " << out << " (" << describeLocation(op->getLoc()) << ")";
       steps.push_back(line);
       moved += b;
       sent += out;

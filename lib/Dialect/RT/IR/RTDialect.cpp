@@ -2,6 +2,7 @@
 
 #include "shardflow/Dialect/RT/IR/RTDialect.h"
 #include "shardflow/Dialect/RT/IR/RTOps.h"
+#include "shardflow/Support/ONNXLocation.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -79,15 +80,7 @@ LogicalResult LaunchOp::verify() {
   return success();
 }
 
-std::string shardflow::rt::onnxNodeName(Location loc) {
-  std::string node;
-  loc->walk([&](Location l) {
-    if (auto named = dyn_cast<NameLoc>(l); named && node.empty())
-      node = named.getName().str();
-    return WalkResult::advance();
-  });
-  return node;
-}
+std::string shardflow::rt::onnxNodeName(Location loc) { return getONNXNodeName(loc); }
 
 LogicalResult LaunchOp::verifySymbolUses(SymbolTableCollection &symbols) {
   auto fn = symbols.lookupNearestSymbolFrom<gpu::GPUFuncOp>(*this, getKernel());
