@@ -20,7 +20,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "ShardingUtils.h"
+#include "shardflow/Dialect/Dist/IR/Layout.h"
 #include "shardflow/Dialect/Dist/Transforms/Passes.h"
 #include "shardflow/Dialect/NN/IR/NNOps.h"
 

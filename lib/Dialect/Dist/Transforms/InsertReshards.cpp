@@ -17,8 +17,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "ShardingUtils.h"
 #include "shardflow/Dialect/Dist/Transforms/Passes.h"
+#include "shardflow/Dialect/Dist/Transforms/ReshardPlanner.h"
 #include "shardflow/Dialect/NN/IR/NNOps.h"
 #include "shardflow/Support/ONNXLocation.h"
 
@@ -176,12 +176,12 @@ double Inserter::cost(Operation *op, const ShardingRule &r, ArrayRef<Layout> ope
                       bool withResults) {
   double total = 0;
   for (auto [i, v] : llvm::enumerate(op->getOperands()))
-    total += reshardCost(operandLayouts[i], project(r.operands[i], assignment),
-                         cast<RankedTensorType>(v.getType()), mesh);
+    total += ReshardPlanner(mesh).cost(operandLayouts[i], project(r.operands[i], assignment),
+                                       cast<RankedTensorType>(v.getType()));
   if (withResults)
     for (auto [i, v] : llvm::enumerate(op->getResults()))
-      total += reshardCost(producedLayout(r, assignment, i), resultLayouts[i],
-                           cast<RankedTensorType>(v.getType()), mesh);
+      total += ReshardPlanner(mesh).cost(producedLayout(r, assignment, i), resultLayouts[i],
+                                         cast<RankedTensorType>(v.getType()));
   return total;
 }
 
@@ -328,8 +328,9 @@ void Inserter::findPartialSums(func::FuncOp fn) {
       }
     }
     Value result = meeting->getResult(0);
-    double keptCost = reshardCost(flows.find(result)->second.layout, getValueLayout(result),
-                                  cast<RankedTensorType>(result.getType()), mesh);
+    double keptCost = ReshardPlanner(mesh).cost(flows.find(result)->second.layout,
+                                                getValueLayout(result),
+                                                cast<RankedTensorType>(result.getType()));
     double aloneCost = 0;
     for (Operation *op : made) {
       keptCost += sources.find(op)->second.kept;

@@ -9,8 +9,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "ShardingUtils.h"
 #include "shardflow/Dialect/Dist/Transforms/Passes.h"
+#include "shardflow/Dialect/Dist/Transforms/ReshardPlanner.h"
 #include "shardflow/Dialect/NN/IR/NNOps.h"
 
 #include "mlir/IR/Builders.h"
@@ -163,8 +163,8 @@ LogicalResult Partitioner::partitionFunction(func::FuncOp fn) {
     fn.removeArgAttr(arg.getArgNumber(), kShardingAttr);
     if (llvm::all_of(layout.dims, [](const AxisList &a) { return a.empty(); }))
       continue;
-    auto piece = emitReshard(b, fn.getLoc(), arg,
-                             Layout::replicated(layout.dims.size()), layout, mesh);
+    auto piece = ReshardPlanner(mesh).emit(b, fn.getLoc(), arg,
+                                           Layout::replicated(layout.dims.size()), layout);
     if (failed(piece))
       return failure();
     Operation *first = piece->getDefiningOp();
@@ -179,8 +179,8 @@ LogicalResult Partitioner::partitionFunction(func::FuncOp fn) {
   for (Operation *op : ops) {
     if (auto r = dyn_cast<ReshardOp>(op)) {
       OpBuilder rb(op);
-      auto out = emitReshard(rb, r.getLoc(), r.getInput(), layoutOf(r.getInput()),
-                             layoutOf(r.getResult()), mesh);
+      auto out = ReshardPlanner(mesh).emit(rb, r.getLoc(), r.getInput(),
+                                           layoutOf(r.getInput()), layoutOf(r.getResult()));
       if (failed(out))
         return failure();
       layouts[*out] = layoutOf(r.getResult());
@@ -194,8 +194,8 @@ LogicalResult Partitioner::partitionFunction(func::FuncOp fn) {
         if (auto s = fn.getResultAttrOfType<ShardingAttr>(i, kShardingAttr))
           layout = Layout::of(s);
         fn.removeResultAttr(i, StringAttr::get(fn.getContext(), kShardingAttr));
-        auto whole = emitReshard(rb, ret.getLoc(), v, layout,
-                                 Layout::replicated(layout.dims.size()), mesh);
+        auto whole = ReshardPlanner(mesh).emit(rb, ret.getLoc(), v, layout,
+                                               Layout::replicated(layout.dims.size()));
         if (failed(whole))
           return failure();
         ret->setOperand(i, *whole);

@@ -1,120 +1,19 @@
-//===- ShardingUtils.cpp - shared helpers of the dist passes ---------------===//
+//===- ReshardPlanner.cpp - the collectives between two layouts ------------===//
 //
-// Also holds the reshard algorithm: how one layout of a value becomes
-// another with the least data moved (see docs/sharding.md).
+// See ReshardPlanner.h and docs/sharding.md: partial sums are reduced
+// first, where a reduce_scatter can also make the target's split; splits
+// move between dimensions with all_to_all; what the target does not split
+// is gathered; what it splits anew is sliced locally, which costs nothing.
 //
 //===----------------------------------------------------------------------===//
 
-#include "ShardingUtils.h"
+#include "shardflow/Dialect/Dist/Transforms/ReshardPlanner.h"
 
-#include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 
 using namespace mlir;
 using namespace shardflow;
 using namespace shardflow::dist;
-
-Layout Layout::of(ShardingAttr sharding) {
-  Layout l;
-  for (DimShardingAttr d : sharding.getDims())
-    l.dims.emplace_back(d.getAxes().begin(), d.getAxes().end());
-  l.unreduced.assign(sharding.getUnreduced().begin(), sharding.getUnreduced().end());
-  return l;
-}
-
-ShardingAttr Layout::toAttr(MLIRContext *ctx, FlatSymbolRefAttr mesh) const {
-  SmallVector<DimShardingAttr> d;
-  for (const AxisList &axes : dims)
-    d.push_back(DimShardingAttr::get(ctx, axes, false));
-  return ShardingAttr::get(ctx, mesh, d, {}, unreduced);
-}
-
-MeshOp dist::getModuleMesh(ModuleOp module) {
-  auto meshes = llvm::to_vector(module.getOps<MeshOp>());
-  if (meshes.size() == 1)
-    return meshes.front();
-  if (meshes.empty())
-    module.emitError("the program has no dist.mesh (give shard-opt --mesh, e.g. "
-                     "--mesh dp=2,tp=2)");
-  else
-    meshes[1].emitError("only one dist.mesh per program is supported");
-  return {};
-}
-
-ShardingAttr dist::getValueSharding(Value v) {
-  if (auto arg = dyn_cast<BlockArgument>(v)) {
-    auto fn = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
-    if (!fn)
-      return {};
-    return fn.getArgAttrOfType<ShardingAttr>(arg.getArgNumber(), kShardingAttr);
-  }
-  Operation *op = v.getDefiningOp();
-  if (auto r = dyn_cast<ReshardOp>(op))
-    return r.getSharding();
-  if (auto c = dyn_cast<ConstraintOp>(op))
-    return c.getSharding();
-  auto list = op->getAttrOfType<ArrayAttr>(kShardingsAttr);
-  if (!list)
-    return {};
-  return dyn_cast<ShardingAttr>(list[cast<OpResult>(v).getResultNumber()]);
-}
-
-Layout dist::getValueLayout(Value v) {
-  if (ShardingAttr s = getValueSharding(v))
-    return Layout::of(s);
-  return Layout::replicated(cast<RankedTensorType>(v.getType()).getRank());
-}
-
-void dist::setValueSharding(Value v, ShardingAttr sharding) {
-  if (auto arg = dyn_cast<BlockArgument>(v)) {
-    auto fn = cast<func::FuncOp>(arg.getOwner()->getParentOp());
-    fn.setArgAttr(arg.getArgNumber(), kShardingAttr, sharding);
-    return;
-  }
-  Operation *op = v.getDefiningOp();
-  SmallVector<Attribute> list;
-  if (auto old = op->getAttrOfType<ArrayAttr>(kShardingsAttr))
-    list.assign(old.begin(), old.end());
-  else
-    for (Value r : op->getResults())
-      list.push_back(ShardingAttr::getReplicated(
-          op->getContext(), sharding.getMesh(),
-          cast<RankedTensorType>(r.getType()).getRank()));
-  list[cast<OpResult>(v).getResultNumber()] = sharding;
-  op->setAttr(kShardingsAttr, ArrayAttr::get(op->getContext(), list));
-}
-
-bool dist::isShardableFactor(const ShardingRule &rule, int64_t f) {
-  if (rule.factorKinds[f] == FactorKind::NeedReplication)
-    return false;
-  auto minorSomewhere = [&](ArrayRef<TensorFactors> tensors) {
-    for (const TensorFactors &t : tensors)
-      for (const auto &dim : t)
-        for (size_t i = 1; i < dim.size(); ++i)
-          if (dim[i] == f)
-            return true;
-    return false;
-  };
-  return !minorSomewhere(rule.operands) && !minorSomewhere(rule.results);
-}
-
-Layout dist::project(const TensorFactors &factors, const FactorAxes &assignment) {
-  Layout l;
-  for (const auto &dim : factors)
-    l.dims.push_back(dim.empty() ? AxisList() : assignment[dim.front()]);
-  return l;
-}
-
-int64_t dist::axesSize(MeshOp mesh, ArrayRef<StringAttr> axes) {
-  return mesh.groupSize(axes);
-}
-
-std::string dist::axesText(ArrayRef<StringAttr> axes) {
-  std::string s = "[";
-  for (auto [i, a] : llvm::enumerate(axes))
-    s += (i ? ", \"" : "\"") + a.getValue().str() + "\"";
-  return s + "]";
-}
 
 namespace {
 
@@ -141,9 +40,8 @@ size_t commonPrefix(ArrayRef<StringAttr> a, ArrayRef<StringAttr> b) {
 
 } // namespace
 
-FailureOr<SmallVector<ReshardStep>> dist::planReshard(const Layout &from,
-                                                     const Layout &to,
-                                                     MeshOp mesh) {
+FailureOr<SmallVector<ReshardStep>> ReshardPlanner::plan(const Layout &from,
+                                                         const Layout &to) const {
   SmallVector<ReshardStep> steps;
   Layout cur = from;
   int64_t rank = cur.dims.size();
@@ -239,9 +137,9 @@ FailureOr<SmallVector<ReshardStep>> dist::planReshard(const Layout &from,
   return steps;
 }
 
-double dist::reshardCost(const Layout &from, const Layout &to, RankedTensorType global,
-                         MeshOp mesh) {
-  auto steps = planReshard(from, to, mesh);
+double ReshardPlanner::cost(const Layout &from, const Layout &to,
+                            RankedTensorType global) const {
+  auto steps = plan(from, to);
   if (failed(steps))
     return 1e30;
   double bytes = double(global.getNumElements()) *
@@ -274,10 +172,9 @@ double dist::reshardCost(const Layout &from, const Layout &to, RankedTensorType 
   return cost;
 }
 
-FailureOr<Value> dist::emitReshard(OpBuilder &b, Location loc, Value local,
-                                   const Layout &from, const Layout &to,
-                                   MeshOp mesh) {
-  auto steps = planReshard(from, to, mesh);
+FailureOr<Value> ReshardPlanner::emit(OpBuilder &b, Location loc, Value local,
+                                      const Layout &from, const Layout &to) const {
+  auto steps = plan(from, to);
   if (failed(steps))
     return emitError(loc) << "cannot reshard a value to a sharding with unreduced "
                              "axes that it does not have";

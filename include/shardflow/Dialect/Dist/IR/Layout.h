@@ -1,12 +1,15 @@
-//===- ShardingUtils.h - shared helpers of the dist passes -----*- C++ -*-===//
+//===- Layout.h - a sharding as per-dimension axis lists -------*- C++ -*-===//
 //
-// Reading and writing the shardings attached to values, and turning a
-// factor assignment of an op's sharding rule into tensor shardings.
+// The passes reason about a value's sharding as a Layout: for each
+// dimension the mesh axes it is split over, and the axes it is unreduced
+// over (a partial sum). This header reads and writes the shardings
+// attached to values, and turns a factor assignment of an op's sharding
+// rule into tensor layouts.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef SHARDFLOW_LIB_DIALECT_DIST_TRANSFORMS_SHARDINGUTILS_H
-#define SHARDFLOW_LIB_DIALECT_DIST_TRANSFORMS_SHARDINGUTILS_H
+#ifndef SHARDFLOW_DIALECT_DIST_IR_LAYOUT_H
+#define SHARDFLOW_DIALECT_DIST_IR_LAYOUT_H
 
 #include "shardflow/Dialect/Dist/IR/DistOps.h"
 #include "shardflow/Dialect/Dist/IR/ShardingRule.h"
@@ -68,38 +71,6 @@ int64_t axesSize(MeshOp mesh, llvm::ArrayRef<mlir::StringAttr> axes);
 /// Prints axes as ["a", "b"].
 std::string axesText(llvm::ArrayRef<mlir::StringAttr> axes);
 
-/// One collective of a reshard. `dim` is the dimension gathered, sliced or
-/// scattered (for all_to_all: the one split), `otherDim` all_to_all's
-/// concatenated dimension.
-struct ReshardStep {
-  enum Kind { AllReduce, ReduceScatter, AllToAll, AllGather, AllSlice } kind;
-  AxisList axes;
-  int64_t dim;
-  int64_t otherDim;
-};
-
-/// The collectives that turn layout `from` into `to`, in order: partial
-/// sums first (reduce_scatter where the target splits the reduced axis
-/// next, else all_reduce), then splits moved between dimensions
-/// (all_to_all; a destination holding an unwanted split has it gathered
-/// first), then splits removed (all_gather), then splits added (all_slice).
-/// Fails when `to` has unreduced axes that `from` lacks.
-mlir::FailureOr<llvm::SmallVector<ReshardStep>>
-planReshard(const Layout &from, const Layout &to, MeshOp mesh);
-
-/// Bytes a rank sends for the reshard of a tensor of type `global` (ring
-/// algorithms: all_reduce 2(n-1)/n of the buffer, the others (n-1)/n);
-/// all_slice is free. Huge when the reshard is impossible.
-double reshardCost(const Layout &from, const Layout &to,
-                   mlir::RankedTensorType global, MeshOp mesh);
-
-/// Emits the collectives that turn `local` (this rank's piece of a value
-/// laid out as `from`) into its piece under `to`. Fails with a diagnostic
-/// at `loc` for reshards that cannot be done (making a value partial).
-mlir::FailureOr<mlir::Value> emitReshard(mlir::OpBuilder &b, mlir::Location loc,
-                                         mlir::Value local, const Layout &from,
-                                         const Layout &to, MeshOp mesh);
-
 } // namespace shardflow::dist
 
-#endif // SHARDFLOW_LIB_DIALECT_DIST_TRANSFORMS_SHARDINGUTILS_H
+#endif // SHARDFLOW_DIALECT_DIST_IR_LAYOUT_H
