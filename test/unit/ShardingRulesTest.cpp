@@ -1,6 +1,6 @@
 //===- ShardingRulesTest.cpp - the nn sharding-rule registry ---------------===//
 
-#include "shardflow/Dialect/Dist/IR/ShardingRule.h"
+#include "shardflow/Dialect/Dist/IR/OpRegistry.h"
 #include "shardflow/Dialect/NN/IR/NNOps.h"
 
 #include "mlir/IR/Builders.h"
@@ -34,10 +34,17 @@ struct Parsed {
     return found;
   }
 };
+
+/// A localization context of a rule and its local factor sizes alone (the
+/// head-count localizers read nothing else).
+dist::LocalizationContext context(const dist::ShardingRule &rule, ArrayRef<int64_t> local) {
+  return {rule, local, dist::MeshOp(), {}, {}};
+}
 } // namespace
 
-// Every op of the nn dialect has a rule: an op added to NNOps.td without
-// one fails here.
+// Every op of the nn dialect has an entry in the op registry that states
+// every fact (rule, localization, partition hook, cost): an op added to
+// NNOps.td without one, or with a fact left out, fails here.
 TEST(ShardingRules, EveryNNOpHasARule) {
   MLIRContext context;
   context.loadDialect<nn::NNDialect>();
@@ -46,13 +53,14 @@ TEST(ShardingRules, EveryNNOpHasARule) {
     if (name.getDialectNamespace() != "nn")
       continue;
     ++nnOps;
-    EXPECT_TRUE(dist::hasShardingRule(name.getStringRef()))
-        << name.getStringRef().str() << " has no sharding rule";
+    std::string missing;
+    EXPECT_TRUE(dist::hasCompleteOpFacts(name.getStringRef(), missing))
+        << name.getStringRef().str() << "'s entry in the op registry lacks " << missing;
   }
   // Guards against a filter that matches nothing.
   EXPECT_GE(nnOps, 69);
-  EXPECT_FALSE(dist::hasShardingRule("func.return"));
-  EXPECT_FALSE(dist::hasShardingRule("nn.no_such_op"));
+  EXPECT_FALSE(dist::hasOpFacts("func.return"));
+  EXPECT_FALSE(dist::hasOpFacts("nn.no_such_op"));
 }
 
 TEST(ShardingRules, NonNNOpHasNoRule) {
@@ -103,7 +111,7 @@ TEST(ShardingRules, LocalizesThreeDimensionalAttention) {
   EXPECT_EQ(rule->operands[1][2].front(), heads);
   SmallVector<int64_t> local(rule->factorSizes);
   local[heads] /= 2;
-  ASSERT_TRUE(succeeded(dist::localizeAttributes(attention, *rule, local)));
+  ASSERT_TRUE(succeeded(dist::localizeAttributes(attention, context(*rule, local))));
   EXPECT_EQ(attention.getQNumHeads(), 4u);
   EXPECT_EQ(attention.getKvNumHeads(), 2u);
 }
@@ -124,7 +132,7 @@ TEST(ShardingRules, LocalizesThreeDimensionalRotaryEmbedding) {
   EXPECT_EQ(rule->factorSizes[heads], 4);
   SmallVector<int64_t> local(rule->factorSizes);
   local[heads] = 1;
-  ASSERT_TRUE(succeeded(dist::localizeAttributes(rotary, *rule, local)));
+  ASSERT_TRUE(succeeded(dist::localizeAttributes(rotary, context(*rule, local))));
   EXPECT_EQ(rotary.getNumHeads(), 1u);
 }
 
@@ -141,7 +149,7 @@ TEST(ShardingRules, LocalizeLeavesOtherOpsAlone) {
   DictionaryAttr before = softmax->getAttrDictionary();
   SmallVector<int64_t> local(rule->factorSizes);
   local[0] /= 2;
-  ASSERT_TRUE(succeeded(dist::localizeAttributes(softmax, *rule, local)));
+  ASSERT_TRUE(succeeded(dist::localizeAttributes(softmax, context(*rule, local))));
   EXPECT_EQ(softmax->getAttrDictionary(), before);
 }
 

@@ -49,12 +49,6 @@ MemRefType toBuffer(Type t) {
   return MemRefType::get(tensor.getShape(), tensor.getElementType());
 }
 
-/// Ops whose result is the operand's bytes under another static shape.
-bool isView(Operation *op) {
-  return isa<nn::ReshapeOp, nn::FlattenOp, nn::SqueezeOp, nn::UnsqueezeOp,
-             nn::IdentityOp, nn::DropoutOp>(op);
-}
-
 /// An nn.cast from one float type to another of an nn.weight: it becomes
 /// that weight's rt.weight, loaded in the cast's type (mixed precision).
 bool isFoldedWeightCast(Operation *op) {
@@ -380,7 +374,7 @@ LogicalResult convertFunction(func::FuncOp fn, std::optional<int64_t> world) {
     }
     if (op.getDialect() != op.getContext()->getLoadedDialect<nn::NNDialect>())
       return op.emitOpError("cannot be converted to rt");
-    if (isView(&op)) {
+    if (nn::isViewLike(&op)) {
       auto view = rt::ViewOp::create(b, loc, toBuffer(op.getResult(0).getType()),
                                      map.lookup(op.getOperand(0)));
       map.map(op.getResult(0), view.getResult());

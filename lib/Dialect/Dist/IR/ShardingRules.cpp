@@ -1,8 +1,8 @@
 //===- ShardingRules.cpp - the sharding rule of every nn op ----------------===//
 //
-// One registry maps each nn op name to the code that builds its rule, so
-// getShardingRule and hasShardingRule cannot disagree. Rules are built on
-// verified ops: the builders rely on the shapes the op verifiers guarantee.
+// The rule builders the op registry (OpRegistry.cpp) names in each op's
+// entry. Rules are built on verified ops: the builders rely on the shapes
+// the op verifiers guarantee.
 //
 // The guiding principle for the rules below: a factor is Parallel only when
 // every rank computes a correct slice of every result from the slices of
@@ -16,17 +16,13 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "shardflow/Dialect/Dist/IR/ShardingRule.h"
-
-#include "shardflow/Dialect/NN/IR/NNOps.h"
+#include "OpFactBuilders.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallSet.h"
-#include "llvm/ADT/StringMap.h"
 
-#include <functional>
 #include <map>
 #include <numeric>
 
@@ -146,90 +142,10 @@ void ShardingRule::print(llvm::raw_ostream &os) const {
 }
 
 //===----------------------------------------------------------------------===//
-// Rule construction
+// Rules
 //===----------------------------------------------------------------------===//
 
-namespace {
-constexpr FactorKind kParallel = FactorKind::Parallel;
-constexpr FactorKind kReduction = FactorKind::Reduction;
-constexpr FactorKind kNeedReplication = FactorKind::NeedReplication;
-
-/// Builds the rule of one op. Every dim starts factor-less (replicated); the
-/// op's rule adds factors and appends them to dims, major to minor.
-class RuleBuilder {
-public:
-  explicit RuleBuilder(Operation *op) : op(op) {
-    for (Type t : op->getOperandTypes())
-      rule.operands.emplace_back(cast<RankedTensorType>(t).getRank());
-    for (Type t : op->getResultTypes())
-      rule.results.emplace_back(cast<RankedTensorType>(t).getRank());
-  }
-
-  ArrayRef<int64_t> operandShape(unsigned i) const {
-    return cast<RankedTensorType>(op->getOperand(i).getType()).getShape();
-  }
-  ArrayRef<int64_t> resultShape(unsigned i) const {
-    return cast<RankedTensorType>(op->getResult(i).getType()).getShape();
-  }
-  unsigned numOperands() const { return op->getNumOperands(); }
-  unsigned numResults() const { return op->getNumResults(); }
-
-  int64_t factor(int64_t size, FactorKind kind = kParallel) {
-    return rule.addFactor(size, kind);
-  }
-  /// Appends `f` to operand `i`'s dim `d` as its minor-most factor so far.
-  void operand(unsigned i, int64_t d, int64_t f) {
-    rule.operands[i][d].push_back(f);
-  }
-  void result(unsigned i, int64_t d, int64_t f) {
-    rule.results[i][d].push_back(f);
-  }
-  void operand(unsigned i, int64_t d, ArrayRef<int64_t> fs) {
-    for (int64_t f : fs)
-      operand(i, d, f);
-  }
-  void result(unsigned i, int64_t d, ArrayRef<int64_t> fs) {
-    for (int64_t f : fs)
-      result(i, d, f);
-  }
-  /// Sets every dim of operand / result `i` at once.
-  void operand(unsigned i, ArrayRef<SmallVector<int64_t, 2>> dims) {
-    for (auto [d, fs] : llvm::enumerate(dims))
-      operand(i, d, fs);
-  }
-  void result(unsigned i, ArrayRef<SmallVector<int64_t, 2>> dims) {
-    for (auto [d, fs] : llvm::enumerate(dims))
-      result(i, d, fs);
-  }
-
-  /// The rule with factors renumbered by first use (operands in order, then
-  /// results) and unused ones dropped, so that the printed names follow the
-  /// reading order whatever order the factors were added in.
-  ShardingRule finish() && {
-    SmallVector<int64_t> newIndex(rule.numFactors(), -1);
-    ShardingRule out;
-    auto renumber = [&](SmallVector<TensorFactors> &tensors) {
-      for (TensorFactors &tensor : tensors)
-        for (auto &factors : tensor)
-          for (int64_t &f : factors) {
-            if (newIndex[f] < 0)
-              newIndex[f] =
-                  out.addFactor(rule.factorSizes[f], rule.factorKinds[f]);
-            f = newIndex[f];
-          }
-    };
-    renumber(rule.operands);
-    renumber(rule.results);
-    out.operands = std::move(rule.operands);
-    out.results = std::move(rule.results);
-    return out;
-  }
-
-private:
-  Operation *op;
-  ShardingRule rule;
-};
-} // namespace
+namespace shardflow::dist {
 
 /// Normalizes an axis that the op verifier has already range-checked.
 static int64_t normalizeAxis(int64_t axis, int64_t rank) {
@@ -238,7 +154,7 @@ static int64_t normalizeAxis(int64_t axis, int64_t rank) {
 
 /// Operands and results of one shape: dim d of all of them shares one
 /// factor of kind `kinds(d)`.
-static void sameShapeRule(RuleBuilder &b,
+void sameShapeRule(RuleBuilder &b,
                           llvm::function_ref<FactorKind(int64_t)> kinds) {
   ArrayRef<int64_t> shape = b.resultShape(0);
   for (auto [d, size] : llvm::enumerate(shape)) {
@@ -250,7 +166,7 @@ static void sameShapeRule(RuleBuilder &b,
   }
 }
 
-static void elementwiseRule(RuleBuilder &b) {
+void elementwiseRule(RuleBuilder &b) {
   sameShapeRule(b, [](int64_t) { return kParallel; });
 }
 
@@ -272,7 +188,7 @@ static void assignBroadcast(RuleBuilder &b, unsigned operand,
 }
 
 /// ONNX multidirectional broadcasting: one Parallel factor per result dim.
-static void broadcastRule(RuleBuilder &b) {
+void broadcastRule(RuleBuilder &b) {
   ArrayRef<int64_t> shape = b.resultShape(0);
   SmallVector<SmallVector<int64_t, 2>> factors;
   for (auto [d, size] : llvm::enumerate(shape)) {
@@ -287,7 +203,7 @@ static void broadcastRule(RuleBuilder &b) {
 // Contractions
 //===----------------------------------------------------------------------===//
 
-static void matmulRule(RuleBuilder &b) {
+void matmulRule(RuleBuilder &b) {
   ArrayRef<int64_t> lhs = b.operandShape(0), rhs = b.operandShape(1),
                     res = b.resultShape(0);
   bool lhsVector = lhs.size() == 1, rhsVector = rhs.size() == 1;
@@ -328,7 +244,7 @@ static FactorKind contractionKind(bool addsBias) {
   return addsBias ? kNeedReplication : kReduction;
 }
 
-static void gemmRule(RuleBuilder &b, nn::GemmOp op) {
+void gemmRule(RuleBuilder &b, nn::GemmOp op) {
   ArrayRef<int64_t> a = b.operandShape(0);
   bool transA = op.getTransA(), transB = op.getTransB();
   bool addsC = op.getC() && !op.getBeta().isZero();
@@ -345,7 +261,7 @@ static void gemmRule(RuleBuilder &b, nn::GemmOp op) {
     assignBroadcast(b, 2, b.resultShape(0), {{m}, {n}});
 }
 
-static LogicalResult einsumRule(RuleBuilder &b, nn::EinsumOp op) {
+LogicalResult einsumRule(RuleBuilder &b, nn::EinsumOp op) {
   std::string why;
   FailureOr<nn::EinsumEquation> eq =
       nn::parseEinsumEquation(op.getEquation(), b.numOperands(), why);
@@ -438,7 +354,7 @@ static LogicalResult einsumRule(RuleBuilder &b, nn::EinsumOp op) {
 //===----------------------------------------------------------------------===//
 
 /// Softmax, log-softmax, cumsum: the axis stays whole.
-static void axisRule(RuleBuilder &b, int64_t axis) {
+void axisRule(RuleBuilder &b, int64_t axis) {
   int64_t rank = b.resultShape(0).size();
   if (rank == 0)
     return; // Softmax of a scalar: nothing to shard.
@@ -450,7 +366,7 @@ static void axisRule(RuleBuilder &b, int64_t axis) {
 
 /// Layer and RMS normalization over [axis, rank); the parameters broadcast
 /// right-aligned to the normalized shape.
-static void normalizationRule(RuleBuilder &b, int64_t axis) {
+void normalizationRule(RuleBuilder &b, int64_t axis) {
   ArrayRef<int64_t> shape = b.operandShape(0);
   axis = normalizeAxis(axis, shape.size());
   SmallVector<SmallVector<int64_t, 2>> factors;
@@ -464,7 +380,7 @@ static void normalizationRule(RuleBuilder &b, int64_t axis) {
     assignBroadcast(b, i, shape, factors);
 }
 
-static void batchNormalizationRule(RuleBuilder &b) {
+void batchNormalizationRule(RuleBuilder &b) {
   ArrayRef<int64_t> shape = b.operandShape(0);
   for (auto [d, size] : llvm::enumerate(shape)) {
     int64_t f = b.factor(size);
@@ -479,7 +395,7 @@ static void batchNormalizationRule(RuleBuilder &b) {
 /// reduce_sum: reduced axes are Reduction (partial sums add up). Means and
 /// maxima of parts are not sums of parts: reduce_mean and reduce_max keep
 /// their reduced axes whole. A kept size-1 dim has no factor.
-static void reduceRule(RuleBuilder &b, ArrayRef<int64_t> axesAttr,
+void reduceRule(RuleBuilder &b, ArrayRef<int64_t> axesAttr,
                        bool keepdims, FactorKind reducedKind) {
   ArrayRef<int64_t> shape = b.operandShape(0);
   llvm::SmallSet<int64_t, 4> axes;
@@ -499,7 +415,7 @@ static void reduceRule(RuleBuilder &b, ArrayRef<int64_t> axesAttr,
 
 /// The selected axis stays whole; the values and indices share a k-sized
 /// factor there, which has no counterpart in the input.
-static void topkRule(RuleBuilder &b, nn::TopKOp op) {
+void topkRule(RuleBuilder &b, nn::TopKOp op) {
   ArrayRef<int64_t> shape = b.operandShape(0);
   int64_t axis = normalizeAxis(op.getAxis(), shape.size());
   for (auto [d, size] : llvm::enumerate(shape)) {
@@ -525,7 +441,7 @@ static void topkRule(RuleBuilder &b, nn::TopKOp op) {
 /// added (see contractionKind). With groups, an output channel reads only its
 /// group's input channels, which a split of either channel dim would
 /// misplace, so the channels stay whole too.
-static void convRule(RuleBuilder &b, nn::ConvOp op) {
+void convRule(RuleBuilder &b, nn::ConvOp op) {
   ArrayRef<int64_t> x = b.operandShape(0), w = b.operandShape(1);
   int64_t n = b.factor(x[0]);
   b.operand(0, 0, n);
@@ -543,7 +459,7 @@ static void convRule(RuleBuilder &b, nn::ConvOp op) {
 }
 
 /// Batch and channels are independent; windows need whole spatial dims.
-static void poolRule(RuleBuilder &b) {
+void poolRule(RuleBuilder &b) {
   ArrayRef<int64_t> x = b.operandShape(0);
   for (int64_t d = 0; d < 2; ++d) {
     int64_t f = b.factor(x[d]);
@@ -561,7 +477,7 @@ static void poolRule(RuleBuilder &b) {
 /// the key positions and the scores sum over the feature dim, so both stay
 /// whole; so do the query positions under a causal mask, which compares
 /// global positions.
-static void attentionRule(RuleBuilder &b, nn::AttentionOp op) {
+void attentionRule(RuleBuilder &b, nn::AttentionOp op) {
   ArrayRef<int64_t> q = b.operandShape(0), k = b.operandShape(1),
                     v = b.operandShape(2);
   bool threeD = q.size() == 3;
@@ -608,7 +524,7 @@ static void attentionRule(RuleBuilder &b, nn::AttentionOp op) {
 /// The rotation mixes the two halves (or pairs) of a head's features, so
 /// the feature dim stays whole. Positions come from position_ids, which
 /// index whole caches, or from caches laid out like the input.
-static void rotaryEmbeddingRule(RuleBuilder &b, nn::RotaryEmbeddingOp op) {
+void rotaryEmbeddingRule(RuleBuilder &b, nn::RotaryEmbeddingOp op) {
   ArrayRef<int64_t> x = b.operandShape(0);
   bool threeD = x.size() == 3;
   int64_t heads = threeD ? static_cast<int64_t>(op.getNumHeads()) : x[1];
@@ -644,7 +560,7 @@ static void rotaryEmbeddingRule(RuleBuilder &b, nn::RotaryEmbeddingOp op) {
 /// after which the remainders are coprime and the rest of the run cannot be
 /// split the same way on both sides: each side's remaining dims there get
 /// their own NeedReplication factors. Size-1 dims get no factor.
-static void reshapeRule(RuleBuilder &b) {
+void reshapeRule(RuleBuilder &b) {
   ArrayRef<int64_t> in = b.operandShape(0), out = b.resultShape(0);
   // With no elements there is nothing to split.
   if (llvm::is_contained(in, 0) || llvm::is_contained(out, 0))
@@ -720,9 +636,9 @@ static void reshapeRule(RuleBuilder &b) {
 }
 
 /// A size-1 input dim broadcast against a larger result dim has no factor.
-static void expandRule(RuleBuilder &b) { broadcastRule(b); }
+void expandRule(RuleBuilder &b) { broadcastRule(b); }
 
-static void transposeRule(RuleBuilder &b, nn::TransposeOp op) {
+void transposeRule(RuleBuilder &b, nn::TransposeOp op) {
   ArrayRef<int64_t> in = b.operandShape(0);
   SmallVector<int64_t> factors;
   for (auto [d, size] : llvm::enumerate(in)) {
@@ -735,7 +651,7 @@ static void transposeRule(RuleBuilder &b, nn::TransposeOp op) {
 
 /// Every operand and result has one shape outside `axis`, which has no
 /// factor (its parts have different sizes, or the op reads it whole).
-static void allButAxisRule(RuleBuilder &b, int64_t axis) {
+void allButAxisRule(RuleBuilder &b, int64_t axis) {
   ArrayRef<int64_t> shape = b.operandShape(0);
   axis = normalizeAxis(axis, shape.size());
   for (auto [d, size] : llvm::enumerate(shape)) {
@@ -763,7 +679,7 @@ static void keepUnlessRule(RuleBuilder &b,
   }
 }
 
-static void sliceRule(RuleBuilder &b, nn::SliceOp op) {
+void sliceRule(RuleBuilder &b, nn::SliceOp op) {
   ArrayRef<int64_t> in = b.operandShape(0), out = b.resultShape(0);
   llvm::SmallSet<int64_t, 4> sliced;
   // An axis taken whole in order (step 1, all elements) is not sliced: its
@@ -776,7 +692,7 @@ static void sliceRule(RuleBuilder &b, nn::SliceOp op) {
   keepUnlessRule(b, [&](int64_t d) { return sliced.contains(d); });
 }
 
-static void padRule(RuleBuilder &b, nn::PadOp op) {
+void padRule(RuleBuilder &b, nn::PadOp op) {
   ArrayRef<int64_t> pads = op.getPads();
   int64_t rank = b.operandShape(0).size();
   keepUnlessRule(b, [&](int64_t d) {
@@ -785,7 +701,7 @@ static void padRule(RuleBuilder &b, nn::PadOp op) {
 }
 
 /// The triangle is cut by global row and column positions.
-static void triluRule(RuleBuilder &b) {
+void triluRule(RuleBuilder &b) {
   int64_t rank = b.resultShape(0).size();
   sameShapeRule(b, [&](int64_t d) {
     return d >= rank - 2 ? kNeedReplication : kParallel;
@@ -798,7 +714,7 @@ static void triluRule(RuleBuilder &b) {
 /// holds and zeros for the others, and the ranks' results sum to the
 /// gather: a reduction factor. Not for i1 tables, whose all_reduce has no
 /// sum; those keep the axis whole.
-static void gatherRule(RuleBuilder &b, nn::GatherOp op) {
+void gatherRule(RuleBuilder &b, nn::GatherOp op) {
   ArrayRef<int64_t> x = b.operandShape(0), idx = b.operandShape(1);
   int64_t axis = normalizeAxis(op.getAxis(), x.size());
   int64_t q = idx.size();
@@ -823,7 +739,7 @@ static void gatherRule(RuleBuilder &b, nn::GatherOp op) {
 /// Outside the axis, result (i, j, ...) reads input (i, j, ...) at the same
 /// global coordinates, so a dim splits alike only where input and indices
 /// have the same size.
-static void gatherElementsRule(RuleBuilder &b, nn::GatherElementsOp op) {
+void gatherElementsRule(RuleBuilder &b, nn::GatherElementsOp op) {
   ArrayRef<int64_t> x = b.operandShape(0), idx = b.operandShape(1);
   int64_t axis = normalizeAxis(op.getAxis(), x.size());
   for (auto [d, size] : llvm::enumerate(x)) {
@@ -839,7 +755,7 @@ static void gatherElementsRule(RuleBuilder &b, nn::GatherElementsOp op) {
 /// The indexed leading dims of the input are written at global positions,
 /// and the update rows may land anywhere, so only the trailing slice dims,
 /// copied whole per update, split.
-static void scatterNDRule(RuleBuilder &b) {
+void scatterNDRule(RuleBuilder &b) {
   ArrayRef<int64_t> x = b.operandShape(0), idx = b.operandShape(1);
   int64_t q = idx.back();
   int64_t updateOffset = static_cast<int64_t>(idx.size()) - 1 - q;
@@ -851,230 +767,4 @@ static void scatterNDRule(RuleBuilder &b) {
   }
 }
 
-//===----------------------------------------------------------------------===//
-// The registry
-//===----------------------------------------------------------------------===//
-
-namespace {
-using RuleFn = std::function<LogicalResult(RuleBuilder &, Operation *)>;
-
-class Registry {
-public:
-  Registry();
-
-  const RuleFn *lookup(StringRef name) const {
-    auto it = rules.find(name);
-    return it == rules.end() ? nullptr : &it->second;
-  }
-
-private:
-  /// Registers `fn(RuleBuilder &, OpTy)`, which returns void or
-  /// LogicalResult, for OpTy.
-  template <typename OpTy, typename Fn> void add(Fn fn) {
-    bool inserted =
-        rules
-            .try_emplace(OpTy::getOperationName(),
-                         [fn](RuleBuilder &b, Operation *op) -> LogicalResult {
-                           using R = decltype(fn(b, cast<OpTy>(op)));
-                           if constexpr (std::is_void_v<R>) {
-                             fn(b, cast<OpTy>(op));
-                             return success();
-                           } else {
-                             return fn(b, cast<OpTy>(op));
-                           }
-                         })
-            .second;
-    assert(inserted && "op registered twice");
-    (void)inserted;
-  }
-  /// Registers one op-independent `fn(RuleBuilder &)` for every OpTys.
-  template <typename... OpTys> void addAll(void (*fn)(RuleBuilder &)) {
-    (add<OpTys>([fn](RuleBuilder &b, OpTys) { fn(b); }), ...);
-  }
-
-  llvm::StringMap<RuleFn> rules;
-};
-} // namespace
-
-Registry::Registry() {
-  using namespace nn;
-  // Sources: a slice of a constant or weight is a slice of its value.
-  addAll<ConstantOp, WeightOp, ConstantOfShapeOp>(elementwiseRule);
-  // Range values are start + i * delta at global positions i; shape's
-  // values are the global dims.
-  addAll<RangeOp, ShapeOp>([](RuleBuilder &) {});
-
-  addAll<SqrtOp, ExpOp, LogOp, TanhOp, SigmoidOp, ErfOp, ReciprocalOp, ReluOp,
-         NegOp, AbsOp, NotOp, IdentityOp, LeakyReluOp, GeluOp, ClipOp,
-         DropoutOp, CastOp>(elementwiseRule);
-  addAll<AddOp, SubOp, MulOp, DivOp, PowOp, MinOp, MaxOp, EqualOp, LessOp,
-         GreaterOp, AndOp, WhereOp>(broadcastRule);
-  // The mask is drawn from one random stream in global row-major order.
-  add<TrainingDropoutOp>([](RuleBuilder &b, TrainingDropoutOp) {
-    sameShapeRule(b, [](int64_t) { return kNeedReplication; });
-  });
-
-  add<SoftmaxOp>([](RuleBuilder &b, SoftmaxOp op) { axisRule(b, op.getAxis()); });
-  // Each half of the last dimension reads the other.
-  add<RotateHalfOp>([](RuleBuilder &b, RotateHalfOp) { axisRule(b, -1); });
-  add<LogSoftmaxOp>(
-      [](RuleBuilder &b, LogSoftmaxOp op) { axisRule(b, op.getAxis()); });
-  add<CumSumOp>([](RuleBuilder &b, CumSumOp op) { axisRule(b, op.getAxis()); });
-  add<TopKOp>(topkRule);
-  add<LayerNormalizationOp>([](RuleBuilder &b, LayerNormalizationOp op) {
-    normalizationRule(b, op.getAxis());
-  });
-  add<RMSNormalizationOp>([](RuleBuilder &b, RMSNormalizationOp op) {
-    normalizationRule(b, op.getAxis());
-  });
-  addAll<BatchNormalizationOp>(batchNormalizationRule);
-  add<ReduceSumOp>([](RuleBuilder &b, ReduceSumOp op) {
-    reduceRule(b, op.getAxes(), op.getKeepdims(), kReduction);
-  });
-  add<ReduceMeanOp>([](RuleBuilder &b, ReduceMeanOp op) {
-    reduceRule(b, op.getAxes(), op.getKeepdims(), kNeedReplication);
-  });
-  add<ReduceMaxOp>([](RuleBuilder &b, ReduceMaxOp op) {
-    reduceRule(b, op.getAxes(), op.getKeepdims(), kNeedReplication);
-  });
-
-  addAll<MatMulOp>(matmulRule);
-  add<GemmOp>(gemmRule);
-  add<EinsumOp>(einsumRule);
-  add<ConvOp>(convRule);
-  addAll<MaxPoolOp, AveragePoolOp, GlobalAveragePoolOp>(poolRule);
-  // The indices are flat positions in the whole input (batch and channel
-  // included): a rank holding part of the input would compute local ones.
-  addAll<MaxPoolWithIndicesOp>([](RuleBuilder &) {});
-  add<AttentionOp>(attentionRule);
-  add<RotaryEmbeddingOp>(rotaryEmbeddingRule);
-
-  addAll<ReshapeOp, FlattenOp, SqueezeOp, UnsqueezeOp>(reshapeRule);
-  addAll<ExpandOp>(expandRule);
-  add<TransposeOp>(transposeRule);
-  add<ConcatOp>(
-      [](RuleBuilder &b, ConcatOp op) { allButAxisRule(b, op.getAxis()); });
-  add<SplitOp>(
-      [](RuleBuilder &b, SplitOp op) { allButAxisRule(b, op.getAxis()); });
-  add<SliceOp>(sliceRule);
-  add<PadOp>(padRule);
-  addAll<TriluOp>(triluRule);
-  add<GatherOp>(gatherRule);
-  add<GatherElementsOp>(gatherElementsRule);
-  addAll<ScatterNDOp>(scatterNDRule);
-}
-
-static const Registry &registry() {
-  static const Registry instance;
-  return instance;
-}
-
-FailureOr<ShardingRule> shardflow::dist::getShardingRule(Operation *op) {
-  const RuleFn *build = registry().lookup(op->getName().getStringRef());
-  if (!build || !op->isRegistered())
-    return op->emitOpError("has no sharding rule");
-  auto isStatic = [](Type t) {
-    auto ranked = dyn_cast<RankedTensorType>(t);
-    return ranked && ranked.hasStaticShape();
-  };
-  if (!llvm::all_of(op->getOperandTypes(), isStatic) ||
-      !llvm::all_of(op->getResultTypes(), isStatic))
-    return op->emitOpError(
-        "needs statically shaped tensor operands and results for a sharding "
-        "rule");
-  RuleBuilder builder(op);
-  if (failed((*build)(builder, op)))
-    return failure();
-  ShardingRule rule = std::move(builder).finish();
-  if (failed(rule.verify(op)))
-    return failure();
-  return rule;
-}
-
-bool shardflow::dist::hasShardingRule(StringRef opName) {
-  return registry().lookup(opName) != nullptr;
-}
-
-//===----------------------------------------------------------------------===//
-// Local attributes
-//===----------------------------------------------------------------------===//
-
-LogicalResult
-shardflow::dist::localizeAttributes(Operation *op,
-                                    const ShardingRule &globalRule,
-                                    ArrayRef<int64_t> localFactorSizes) {
-  if (static_cast<int64_t>(localFactorSizes.size()) != globalRule.numFactors())
-    return op->emitOpError("got ")
-           << localFactorSizes.size() << " local factor sizes for "
-           << globalRule.numFactors() << " factors";
-  // The local count of what a list of factors counts; fails on a factor
-  // index outside the rule or a local size below 1.
-  auto localCount = [&](ArrayRef<int64_t> factors) -> FailureOr<int64_t> {
-    int64_t count = 1;
-    for (int64_t f : factors) {
-      if (f < 0 || f >= globalRule.numFactors() || localFactorSizes[f] < 1)
-        return failure();
-      count *= localFactorSizes[f];
-    }
-    return count;
-  };
-  // The factors of `operand`'s dim `dim`, without the last `dropMinor`.
-  auto headFactors = [&](unsigned operand, int64_t dim,
-                         size_t dropMinor) -> FailureOr<ArrayRef<int64_t>> {
-    if (operand >= globalRule.operands.size() ||
-        dim >= static_cast<int64_t>(globalRule.operands[operand].size()))
-      return failure();
-    ArrayRef<int64_t> factors = globalRule.operands[operand][dim];
-    if (factors.size() <= dropMinor)
-      return failure();
-    return factors.drop_back(dropMinor);
-  };
-  Builder builder(op->getContext());
-
-  if (auto attention = dyn_cast<nn::AttentionOp>(op)) {
-    bool threeD =
-        cast<RankedTensorType>(attention.getQuery().getType()).getRank() == 3;
-    // A 4-D op may state its head counts too; they must then match the
-    // local shapes.
-    bool setQ = threeD || attention.getQNumHeads() != 0;
-    bool setKv = threeD || attention.getKvNumHeads() != 0;
-    if (!setQ && !setKv)
-      return success();
-    // 3-D: the hidden dim is (heads..., feature); 4-D: the head dim.
-    int64_t dim = threeD ? 2 : 1;
-    size_t drop = threeD ? 1 : 0;
-    auto qHeads = headFactors(0, dim, drop), kvHeads = headFactors(1, dim, drop);
-    FailureOr<int64_t> hq = failure(), hkv = failure();
-    if (succeeded(qHeads) && succeeded(kvHeads)) {
-      hq = localCount(*qHeads);
-      hkv = localCount(*kvHeads);
-    }
-    if (failed(hq) || failed(hkv))
-      return op->emitOpError(
-          "cannot localize the head counts: the sharding rule does not have "
-          "the shape of an attention rule");
-    if (setQ)
-      attention.setQNumHeadsAttr(builder.getI64IntegerAttr(*hq));
-    if (setKv)
-      attention.setKvNumHeadsAttr(builder.getI64IntegerAttr(*hkv));
-    return success();
-  }
-
-  if (auto rotary = dyn_cast<nn::RotaryEmbeddingOp>(op)) {
-    bool threeD =
-        cast<RankedTensorType>(rotary.getInput().getType()).getRank() == 3;
-    if (!threeD && rotary.getNumHeads() == 0)
-      return success();
-    auto heads = headFactors(0, threeD ? 2 : 1, threeD ? 1 : 0);
-    FailureOr<int64_t> h = failure();
-    if (succeeded(heads))
-      h = localCount(*heads);
-    if (failed(h))
-      return op->emitOpError(
-          "cannot localize num_heads: the sharding rule does not have the "
-          "shape of a rotary embedding rule");
-    rotary.setNumHeadsAttr(builder.getI64IntegerAttr(*h));
-    return success();
-  }
-  return success();
-}
+} // namespace shardflow::dist

@@ -8,7 +8,7 @@
 
 #include "shardflow/Dialect/Dist/IR/TestShardingRules.h"
 
-#include "shardflow/Dialect/Dist/IR/ShardingRule.h"
+#include "shardflow/Dialect/Dist/IR/OpRegistry.h"
 #include "shardflow/Dialect/NN/IR/NNOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"

@@ -20,7 +20,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "shardflow/Dialect/Dist/IR/Layout.h"
+#include "shardflow/Dialect/Dist/IR/OpRegistry.h"
 #include "shardflow/Dialect/Dist/Transforms/Passes.h"
 #include "shardflow/Dialect/NN/IR/NNOps.h"
 
@@ -312,17 +312,6 @@ std::optional<Linear> asLinear(Operation *op) {
   return std::nullopt;
 }
 
-/// Ops through which a column-parallel split stays useful.
-bool keepsColumnsApart(Operation *op) {
-  return isa<nn::AddOp, nn::SubOp, nn::MulOp, nn::DivOp, nn::GeluOp, nn::ReluOp,
-             nn::SigmoidOp, nn::TanhOp, nn::ErfOp, nn::PowOp, nn::SqrtOp, nn::CastOp,
-             nn::ReshapeOp, nn::TransposeOp, nn::AttentionOp, nn::RotaryEmbeddingOp,
-             nn::RotateHalfOp,
-             nn::SoftmaxOp, nn::MatMulOp, nn::DropoutOp, nn::IdentityOp,
-             nn::LeakyReluOp, nn::ExpOp, nn::NegOp, nn::WhereOp, nn::SplitOp,
-             nn::SqueezeOp, nn::UnsqueezeOp, nn::SliceOp, nn::ConcatOp>(op);
-}
-
 LogicalResult Annotator::seedMegatron(bool sequence) {
   MLIRContext *ctx = module.getContext();
   int64_t tp = mesh.axisSize(tpAxis);
@@ -354,7 +343,7 @@ LogicalResult Annotator::seedMegatron(bool sequence) {
             continue;
           }
         }
-        if (!keepsColumnsApart(user)) {
+        if (!nn::keepsColumnsApart(user)) {
           ok = false;
           break;
         }
@@ -562,7 +551,7 @@ void Annotator::seedVocabulary(ArrayRef<Linear> linears,
         }
         if (!seen.insert(user).second)
           continue;
-        if (asLinear(user) || !keepsColumnsApart(user)) {
+        if (asLinear(user) || !nn::keepsColumnsApart(user)) {
           ok = false;
           break;
         }

@@ -17,6 +17,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "shardflow/Dialect/Dist/IR/OpRegistry.h"
 #include "shardflow/Dialect/Dist/Transforms/Passes.h"
 #include "shardflow/Dialect/Dist/Transforms/ReshardPlanner.h"
 #include "shardflow/Dialect/NN/IR/NNOps.h"
@@ -36,24 +37,13 @@ using namespace shardflow::dist;
 
 namespace {
 
-/// Ops that produce whole tensors only: their results start replicated and
-/// any split is a reshard after them.
-bool producesReplicated(Operation *op) {
-  return isa<nn::ConstantOp, nn::RangeOp>(op);
-}
-
-/// Ops through which a partial sum stays one: linear in it (adds and subs,
-/// whose whole operands are then scaled; products and quotients by whole
-/// values; moves and copies).
+/// Ops through which a partial sum stays one: linear in some operand (adds
+/// and subs, whose whole operands are then scaled; products and quotients
+/// by whole values; moves and copies). The facts are the ops' traits.
 bool passesPartialSums(Operation *op) {
-  return isa<nn::AddOp, nn::SubOp, nn::MulOp, nn::DivOp, nn::NegOp, nn::IdentityOp,
-             nn::DropoutOp, nn::ReshapeOp, nn::TransposeOp, nn::SqueezeOp, nn::UnsqueezeOp>(
-      op);
+  return llvm::any_of(llvm::seq(op->getNumOperands()),
+                      [&](unsigned i) { return nn::isLinearIn(op, i); });
 }
-
-/// Whether the op adds its whole operands to the partial one: the ranks'
-/// pieces must then each add 1/n of them.
-bool scalesWhole(Operation *op) { return isa<nn::AddOp, nn::SubOp>(op); }
 
 struct Inserter {
   ModuleOp module;
@@ -138,7 +128,7 @@ FactorAxes Inserter::decide(Operation *op, const ShardingRule &r,
     }
   };
   auto offerResults = [&] {
-    if (!producesReplicated(op))
+    if (!nn::isMadeFromAttributes(op))
       for (auto [i, layout] : llvm::enumerate(resultLayouts))
         offer(r.results[i], layout);
   };
@@ -223,7 +213,7 @@ void Inserter::findPartialSums(func::FuncOp fn) {
   DenseMap<Operation *, Source> sources;
   SmallVector<Operation *> meetings;
   for (Operation &op : fn.getBody().front()) {
-    if (!op.getDialect() || op.getDialect()->getNamespace() != "nn" || producesReplicated(&op) ||
+    if (!op.getDialect() || op.getDialect()->getNamespace() != "nn" || nn::isMadeFromAttributes(&op) ||
         op.getNumResults() != 1)
       continue;
     auto type = dyn_cast<RankedTensorType>(op.getResult(0).getType());
@@ -247,10 +237,9 @@ void Inserter::findPartialSums(func::FuncOp fn) {
         if (partial++ == 0)
           unreduced = it->second.unreduced;
         ok &= it->second.unreduced == unreduced && v.hasOneUse();
-        // A product or quotient is linear in one partial operand only
-        // (the numerator's).
-        if (isa<nn::MulOp, nn::DivOp>(op))
-          ok &= partial == 1 && (isa<nn::MulOp>(op) || i == 0);
+        // Only a sum takes several partial operands; a product or quotient
+        // is linear in one (a quotient in its numerator).
+        ok &= nn::isLinearIn(&op, i) && (partial == 1 || nn::isAdditive(&op));
         pieces[i] = it->second.layout;
         pieces[i].unreduced.clear();
       }
@@ -275,7 +264,7 @@ void Inserter::findPartialSums(func::FuncOp fn) {
           made.unreduced = unreduced;
           flows[op.getResult(0)] = {unreduced, made, &op};
           sumAssignments[&op] = a;
-          if (partial >= 2 && scalesWhole(&op))
+          if (partial >= 2 && nn::isAdditive(&op))
             meetings.push_back(&op);
           continue;
         }
@@ -426,7 +415,7 @@ LogicalResult Inserter::rewriteOp(Operation *op) {
     Value operand = v;
     if (operandLayouts[i] != want)
       operand = reshard(b, op->getLoc(), v, want);
-    if (sum != partialSums.end() && scalesWhole(op))
+    if (sum != partialSums.end() && nn::isAdditive(op))
       operand = scaleWhole(b, op->getLoc(), operand, want,
                            mesh.groupSize(sum->second.unreduced));
     if (operand != v)

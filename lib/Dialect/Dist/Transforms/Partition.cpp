@@ -2,13 +2,15 @@
 //
 // After dist-insert-reshards every op's operands are laid out as its rule
 // needs, so each op runs unchanged on its local pieces: partitioning gives
-// every value its local type, slices weights, fixes the few attributes that
-// count elements of a split factor, and turns each dist.reshard into
-// collectives. The function keeps its global signature: each rank takes the
+// every value its local type, has the op registry localize the attributes
+// that describe the global op (weight slices, gather row blocks, head
+// counts), hands an op with a partition hook to it (an op that becomes an
+// algorithm on its pieces), and turns each dist.reshard into collectives. The function keeps its global signature: each rank takes the
 // whole inputs and keeps its piece, and results are gathered whole.
 //
 //===----------------------------------------------------------------------===//
 
+#include "shardflow/Dialect/Dist/IR/OpRegistry.h"
 #include "shardflow/Dialect/Dist/Transforms/Passes.h"
 #include "shardflow/Dialect/Dist/Transforms/ReshardPlanner.h"
 #include "shardflow/Dialect/NN/IR/NNOps.h"
@@ -50,86 +52,63 @@ struct Partitioner {
     return RankedTensorType::get(shape, t.getElementType());
   }
 
+  /// Ops a partition hook replaced, erased once the function is done.
+  llvm::SmallPtrSet<Operation *, 4> replaced;
+
   LogicalResult partitionFunction(func::FuncOp fn);
+  /// Gives `op` its local types and attributes, or hands it to its
+  /// partition hook.
   LogicalResult localizeOp(Operation *op);
 };
 
 LogicalResult Partitioner::localizeOp(Operation *op) {
   // The factors' local sizes, read from the layouts of the op's tensors
   // (consistent after dist-insert-reshards).
-  const ShardingRule *rule = &rules.find(op)->second;
-  SmallVector<Layout> resultLayouts;
+  const ShardingRule &rule = rules.find(op)->second;
+  SmallVector<Layout> operandLayouts, resultLayouts;
+  for (Value v : op->getOperands())
+    operandLayouts.push_back(layoutOf(v));
   for (Value r : op->getResults())
     resultLayouts.push_back(layoutOf(r));
-  SmallVector<int64_t> localSizes(rule->factorSizes);
+  SmallVector<int64_t> localSizes(rule.factorSizes);
   auto note = [&](const TensorFactors &factors, const Layout &layout) {
     for (auto [d, axes] : llvm::enumerate(layout.dims))
       if (!axes.empty() && !factors[d].empty())
         localSizes[factors[d].front()] =
-            rule->factorSizes[factors[d].front()] / mesh.groupSize(axes);
+            rule.factorSizes[factors[d].front()] / mesh.groupSize(axes);
   };
-  for (auto [i, v] : llvm::enumerate(op->getOperands()))
-    note(rule->operands[i], layoutOf(v));
+  for (auto [i, layout] : llvm::enumerate(operandLayouts))
+    note(rule.operands[i], layout);
   for (auto [i, layout] : llvm::enumerate(resultLayouts))
-    note(rule->results[i], layout);
+    note(rule.results[i], layout);
+  LocalizationContext context{rule, localSizes, mesh, operandLayouts, resultLayouts};
+
+  // An op that partitions into an algorithm builds it from its local
+  // operands; its results' users take the values it returns.
+  if (const PartitionHook *hook = getPartitionHook(op)) {
+    OpBuilder b(op);
+    auto replacements = (*hook)(b, op, op->getOperands(), context);
+    if (failed(replacements))
+      return failure();
+    if (replacements->size() != op->getNumResults())
+      return op->emitOpError("partition hook returned ")
+             << replacements->size() << " values for " << op->getNumResults() << " results";
+    for (auto [result, replacement, layout] :
+         llvm::zip(op->getResults(), *replacements, resultLayouts)) {
+      if (replacement.getType() != local(result, layout))
+        return op->emitOpError("partition hook returned ")
+               << replacement.getType() << " for a result whose local type is "
+               << local(result, layout);
+      layouts[replacement] = layout;
+      result.replaceAllUsesWith(replacement);
+    }
+    replaced.insert(op);
+    return success();
+  }
 
   for (auto [r, layout] : llvm::zip(op->getResults(), resultLayouts))
     r.setType(local(r, layout));
-
-  if (auto w = dyn_cast<nn::WeightOp>(op)) {
-    const Layout &layout = resultLayouts.front();
-    // The global shape is the product of local size and shard count; a
-    // zero-padded weight's is the stored tensor, which its slices may
-    // reach past (and it is described as sliced even when whole, so that
-    // the runtime reads only the stored bytes).
-    SmallVector<int64_t> globalShape;
-    auto localType = cast<RankedTensorType>(w.getType());
-    for (auto [d, axes] : llvm::enumerate(layout.dims))
-      globalShape.push_back(localType.getDimSize(d) * mesh.groupSize(axes));
-    if (auto stored = w.getStoredShapeAttr())
-      globalShape.assign(stored.asArrayRef().begin(), stored.asArrayRef().end());
-    bool split = llvm::any_of(layout.dims, [](const AxisList &a) { return !a.empty(); }) ||
-                 w.getStoredShapeAttr();
-    if (split) {
-      Builder b(op->getContext());
-      SmallVector<Attribute> starts;
-      for (int64_t rank = 0, n = mesh.getNumRanks(); rank < n; ++rank) {
-        SmallVector<int64_t> start;
-        for (auto [d, axes] : llvm::enumerate(layout.dims))
-          start.push_back(axes.empty() ? 0
-                                       : mesh.indexAlong(rank, axes) *
-                                             localType.getDimSize(d));
-        starts.push_back(b.getDenseI64ArrayAttr(start));
-      }
-      w.setGlobalShapeAttr(b.getDenseI64ArrayAttr(globalShape));
-      w.setStartsAttr(b.getArrayAttr(starts));
-    }
-  }
-  if (auto g = dyn_cast<nn::GatherOp>(op)) {
-    // A split table axis: the op learns where each rank's block starts
-    // (the operand is already local here; the rule has the global size).
-    int64_t rank0 = static_cast<int64_t>(rule->operands[0].size());
-    int64_t axis = static_cast<int64_t>(g.getAxis());
-    if (axis < 0)
-      axis += rank0;
-    const AxisList &axes = layoutOf(g.getInput()).dims[axis];
-    if (!axes.empty() && !rule->operands[0][axis].empty()) {
-      int64_t rows = rule->factorSizes[rule->operands[0][axis].front()];
-      int64_t block = rows / mesh.groupSize(axes);
-      // The rows the indices address: all of them, or fewer when the
-      // table is zero-padded (axis_size given before partitioning).
-      int64_t global = g.getAxisSize() ? static_cast<int64_t>(*g.getAxisSize()) : rows;
-      SmallVector<int64_t> starts;
-      for (int64_t rank = 0, n = mesh.getNumRanks(); rank < n; ++rank)
-        starts.push_back(mesh.indexAlong(rank, axes) * block);
-      Builder b(op->getContext());
-      g.setAxisSizeAttr(b.getI64IntegerAttr(global));
-      g.setAxisStartsAttr(b.getDenseI64ArrayAttr(starts));
-    }
-  }
-  if (failed(localizeAttributes(op, *rule, localSizes)))
-    return failure();
-  return success();
+  return localizeAttributes(op, context);
 }
 
 LogicalResult Partitioner::partitionFunction(func::FuncOp fn) {
@@ -209,7 +188,7 @@ LogicalResult Partitioner::partitionFunction(func::FuncOp fn) {
     }
   }
   for (Operation *op : llvm::reverse(ops)) {
-    if (isa<ReshardOp>(op))
+    if (isa<ReshardOp>(op) || replaced.contains(op))
       op->erase();
     else
       op->removeAttr(kShardingsAttr);

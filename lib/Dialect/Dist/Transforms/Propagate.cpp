@@ -9,7 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "shardflow/Dialect/Dist/IR/Layout.h"
+#include "shardflow/Dialect/Dist/IR/OpRegistry.h"
 #include "shardflow/Dialect/Dist/Transforms/Passes.h"
 #include "shardflow/Dialect/NN/IR/NNOps.h"
 #include "shardflow/Support/ONNXLocation.h"

@@ -20,7 +20,7 @@
 // A dimension with no factor (a broadcast size-1 dim, a dim the op reads
 // whole, such as a gather's table axis) is always replicated.
 //
-// One registry (ShardingRules.cpp) holds the rule of every nn op.
+// The op registry (OpRegistry.h) holds the rule of every nn op.
 //
 //===----------------------------------------------------------------------===//
 
@@ -61,24 +61,6 @@ struct ShardingRule {
   ///   ([i, j], [j, k]) -> ([i, k]) {i=4, j=8 reduction, k=2}
   void print(llvm::raw_ostream &os) const;
 };
-
-/// The sharding rule of `op`. Fails, with a diagnostic on `op`, for ops the
-/// registry does not know (any op outside the nn dialect).
-mlir::FailureOr<ShardingRule> getShardingRule(mlir::Operation *op);
-
-/// Whether the registry holds a rule for ops named `opName` ("nn.matmul").
-bool hasShardingRule(llvm::StringRef opName);
-
-/// After the partitioner gives `op` its per-rank operand and result types,
-/// rewrites the attributes that count elements of a sharded factor:
-/// `localFactorSizes[f]` is factor f's size on one rank (its global size
-/// divided by the number of shards). Examples: the head counts of a 3-D
-/// nn.attention, the num_heads of a 3-D nn.rotary_embedding. Ops with no
-/// such attribute are left alone. Fails with a diagnostic on `op` when an
-/// attribute cannot be made local.
-mlir::LogicalResult localizeAttributes(mlir::Operation *op,
-                                       const ShardingRule &globalRule,
-                                       llvm::ArrayRef<int64_t> localFactorSizes);
 
 } // namespace shardflow::dist
 

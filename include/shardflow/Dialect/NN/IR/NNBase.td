@@ -55,6 +55,57 @@ def NN_IndexTensor : StaticShapeTensorOf<[I32, I64]>;
 def NN_I64Tensor : StaticShapeTensorOf<[I64]>;
 
 //===----------------------------------------------------------------------===//
+// Op facts as traits
+//===----------------------------------------------------------------------===//
+//
+// What the passes need to know of an op's semantics is declared with the
+// op, never listed by name in a pass. nn/IR/NNTraits.h has the queries
+// (nn::isLinearIn, ...); the sharding rule, attribute localization and cost
+// of each op are in the op registry (Dist/IR/OpRegistry.h).
+
+class NN_Trait<string name> : NativeOpTrait<name> {
+  let cppNamespace = "::shardflow::nn";
+}
+
+// Each result element is computed from the operands' elements at the same
+// position, after numpy broadcasting: arithmetic, comparisons, unary math
+// and activations, casts, `where`, inference dropout.
+def NN_Elementwise : NN_Trait<"Elementwise">;
+
+// The result is the first operand's elements in the same row-major order,
+// reshaped: reshape, flatten, squeeze, unsqueeze, and the identities
+// (identity, inference dropout). A buffer serves both unchanged.
+def NN_ViewLike : NN_Trait<"ViewLike">;
+
+// Linearity, which decides how partial sums (each rank holding an addend of
+// the value) flow through an op without being reduced first:
+// - Additive: the result is a signed sum of the operands (add, sub), linear
+//   in all of them together; any operands may be partial, and a whole one
+//   must then be added in 1/n parts, one per rank.
+// - LinearInEachOperand: linear in every operand while the others are
+//   fixed (mul); at most one operand may be partial.
+// - LinearInFirstOperand: linear in operand 0 (neg, div's numerator, the
+//   identities, data movement); only it may be partial.
+def NN_Additive : NN_Trait<"Additive">;
+def NN_LinearInEachOperand : NN_Trait<"LinearInEachOperand">;
+def NN_LinearInFirstOperand : NN_Trait<"LinearInFirstOperand">;
+
+// Reads no tensor: the value is computed from attributes alone (constant,
+// range, constant_of_shape) and made whole on every rank, where a split of
+// it is a local slice, never communication. (A weight is loaded by slices.)
+def NN_MadeFromAttributes : NN_Trait<"MadeFromAttributes">;
+
+// In Megatron's tensor-parallel region, between a column-parallel and a
+// row-parallel linear layer: the result's features (hidden columns or
+// attention heads) come from the same features of the operands, so a split
+// of the first layer's output columns stays useful through the op. Every
+// elementwise op keeps columns apart; other ops declare it: data movement
+// that keeps the feature dimension (reshape, transpose, squeeze, unsqueeze,
+// split, slice, concat), attention and its pieces per head (matmul,
+// softmax, rotary_embedding, rotate_half, attention).
+def NN_KeepsColumnsApart : NN_Trait<"KeepsColumnsApart">;
+
+//===----------------------------------------------------------------------===//
 // Op base classes
 //===----------------------------------------------------------------------===//
 
@@ -74,14 +125,14 @@ class NN_InferredOp<string mnemonic, list<Trait> traits = []>
 
 // Elementwise with ONNX multidirectional broadcasting.
 class NN_BinaryOp<string mnemonic, string onnxName, list<Trait> traits = []>
-    : NN_InferredOp<mnemonic, traits> {
+    : NN_InferredOp<mnemonic, !listconcat([NN_Elementwise], traits)> {
   let summary = "ONNX " # onnxName # " with multidirectional broadcasting";
   let arguments = (ins NN_NumericTensor:$lhs, NN_NumericTensor:$rhs);
   let results = (outs NN_NumericTensor:$result);
 }
 
 class NN_CompareOp<string mnemonic, string onnxName>
-    : NN_InferredOp<mnemonic> {
+    : NN_InferredOp<mnemonic, [NN_Elementwise]> {
   let summary = "ONNX " # onnxName # ": elementwise comparison, broadcasting, i1 result";
   let arguments = (ins NN_NumericTensor:$lhs, NN_NumericTensor:$rhs);
   let results = (outs NN_BoolTensor:$result);
@@ -89,7 +140,7 @@ class NN_CompareOp<string mnemonic, string onnxName>
 
 class NN_UnaryOp<string mnemonic, string onnxName, Type operandType = NN_FloatTensor,
                  list<Trait> traits = []>
-    : NN_InferredOp<mnemonic, traits> {
+    : NN_InferredOp<mnemonic, !listconcat([NN_Elementwise], traits)> {
   let summary = "ONNX " # onnxName # ", elementwise";
   let arguments = (ins operandType:$input);
   let results = (outs operandType:$result);

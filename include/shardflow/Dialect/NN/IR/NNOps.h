@@ -11,6 +11,7 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
 #include "shardflow/Dialect/NN/IR/NNDialect.h"
+#include "shardflow/Dialect/NN/IR/NNTraits.h"
 
 namespace shardflow::nn {
 

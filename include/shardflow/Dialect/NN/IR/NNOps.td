@@ -15,7 +15,7 @@ include "shardflow/Dialect/NN/IR/NNBase.td"
 // Sources: constants and weights
 //===----------------------------------------------------------------------===//
 
-def NN_ConstantOp : NN_Op<"constant", [ConstantLike,
+def NN_ConstantOp : NN_Op<"constant", [ConstantLike, NN_MadeFromAttributes,
                                         AllTypesMatch<["value", "result"]>]> {
   let summary = "A small constant tensor held in the IR (ONNX Constant)";
   let description = [{
@@ -77,10 +77,10 @@ def NN_WeightOp : NN_Op<"weight"> {
 // Elementwise
 //===----------------------------------------------------------------------===//
 
-def NN_AddOp : NN_BinaryOp<"add", "Add", [Commutative]> { let hasFolder = 1; }
-def NN_SubOp : NN_BinaryOp<"sub", "Sub"> { let hasFolder = 1; }
-def NN_MulOp : NN_BinaryOp<"mul", "Mul", [Commutative]> { let hasFolder = 1; }
-def NN_DivOp : NN_BinaryOp<"div", "Div"> {
+def NN_AddOp : NN_BinaryOp<"add", "Add", [Commutative, NN_Additive]> { let hasFolder = 1; }
+def NN_SubOp : NN_BinaryOp<"sub", "Sub", [NN_Additive]> { let hasFolder = 1; }
+def NN_MulOp : NN_BinaryOp<"mul", "Mul", [Commutative, NN_LinearInEachOperand]> { let hasFolder = 1; }
+def NN_DivOp : NN_BinaryOp<"div", "Div", [NN_LinearInFirstOperand]> {
   let description = [{ Integer division truncates toward zero, as in ONNX. }];
   let hasFolder = 1;
 }
@@ -99,13 +99,13 @@ def NN_EqualOp : NN_CompareOp<"equal", "Equal"> { let hasFolder = 1; }
 def NN_LessOp : NN_CompareOp<"less", "Less"> { let hasFolder = 1; }
 def NN_GreaterOp : NN_CompareOp<"greater", "Greater"> { let hasFolder = 1; }
 
-def NN_AndOp : NN_InferredOp<"and", [Commutative]> {
+def NN_AndOp : NN_InferredOp<"and", [Commutative, NN_Elementwise]> {
   let summary = "ONNX And: logical and with broadcasting";
   let arguments = (ins NN_BoolTensor:$lhs, NN_BoolTensor:$rhs);
   let results = (outs NN_BoolTensor:$result);
 }
 
-def NN_WhereOp : NN_InferredOp<"where"> {
+def NN_WhereOp : NN_InferredOp<"where", [NN_Elementwise]> {
   let summary = "ONNX Where: select with three-way broadcasting";
   let arguments = (ins NN_BoolTensor:$condition, NN_Tensor:$x, NN_Tensor:$y);
   let results = (outs NN_Tensor:$result);
@@ -120,10 +120,11 @@ def NN_SigmoidOp : NN_UnaryOp<"sigmoid", "Sigmoid">;
 def NN_ErfOp : NN_UnaryOp<"erf", "Erf">;
 def NN_ReciprocalOp : NN_UnaryOp<"reciprocal", "Reciprocal">;
 def NN_ReluOp : NN_UnaryOp<"relu", "Relu", NN_NumericTensor>;
-def NN_NegOp : NN_UnaryOp<"neg", "Neg", NN_NumericTensor> { let hasFolder = 1; }
+def NN_NegOp : NN_UnaryOp<"neg", "Neg", NN_NumericTensor, [NN_LinearInFirstOperand]> { let hasFolder = 1; }
 def NN_AbsOp : NN_UnaryOp<"abs", "Abs", NN_NumericTensor>;
 def NN_NotOp : NN_UnaryOp<"not", "Not", NN_BoolTensor>;
-def NN_IdentityOp : NN_UnaryOp<"identity", "Identity", NN_Tensor> {
+def NN_IdentityOp : NN_UnaryOp<"identity", "Identity", NN_Tensor,
+                               [NN_ViewLike, NN_LinearInFirstOperand]> {
   let hasFolder = 1;
 }
 
@@ -152,7 +153,8 @@ def NN_ClipOp : NN_UnaryOp<"clip", "Clip", NN_NumericTensor> {
                        OptionalAttr<F64Attr>:$max);
 }
 
-def NN_DropoutOp : NN_UnaryOp<"dropout", "Dropout (inference)"> {
+def NN_DropoutOp : NN_UnaryOp<"dropout", "Dropout (inference)", NN_FloatTensor,
+                              [NN_ViewLike, NN_LinearInFirstOperand]> {
   let description = [{
     Inference-mode dropout: the identity on values. Kept as an op so that
     sequence-parallel strategies can find the dropout regions; `ratio` is
@@ -175,7 +177,7 @@ def NN_TrainingDropoutOp : NN_InferredOp<"training_dropout"> {
   let results = (outs NN_FloatTensor:$result, NN_BoolTensor:$mask);
 }
 
-def NN_CastOp : NN_InferredOp<"cast"> {
+def NN_CastOp : NN_InferredOp<"cast", [NN_Elementwise]> {
   let summary = "ONNX Cast: convert the element type";
   let arguments = (ins NN_Tensor:$input, TypeAttr:$to);
   let results = (outs NN_Tensor:$result);
@@ -186,7 +188,7 @@ def NN_CastOp : NN_InferredOp<"cast"> {
 // Normalizations and softmax
 //===----------------------------------------------------------------------===//
 
-def NN_SoftmaxOp : NN_InferredOp<"softmax"> {
+def NN_SoftmaxOp : NN_InferredOp<"softmax", [NN_KeepsColumnsApart]> {
   let summary = "ONNX Softmax (opset 13): normalize along one axis";
   let arguments = (ins NN_FloatTensor:$input, DefaultValuedAttr<I64Attr, "-1">:$axis);
   let results = (outs NN_FloatTensor:$result);
@@ -240,7 +242,7 @@ def NN_RMSNormalizationOp : NN_InferredOp<"rms_normalization"> {
 // Contractions
 //===----------------------------------------------------------------------===//
 
-def NN_MatMulOp : NN_InferredOp<"matmul"> {
+def NN_MatMulOp : NN_InferredOp<"matmul", [NN_KeepsColumnsApart]> {
   let summary = "ONNX MatMul: numpy matmul with batch broadcasting";
   let description = [{
     1-D operands are promoted (a leading or trailing 1 is added) and the
@@ -290,7 +292,7 @@ def NN_ConvOp : NN_InferredOp<"conv"> {
   let results = (outs NN_FloatTensor:$result);
 }
 
-def NN_AttentionOp : NN_InferredOp<"attention"> {
+def NN_AttentionOp : NN_InferredOp<"attention", [NN_KeepsColumnsApart]> {
   let summary = "ONNX Attention (opset 23): scaled dot-product attention";
   let description = [{
     softmax(scale * Q K^T + bias) V per head, where the bias combines the
@@ -312,7 +314,7 @@ def NN_AttentionOp : NN_InferredOp<"attention"> {
   let results = (outs NN_FloatTensor:$result);
 }
 
-def NN_RotaryEmbeddingOp : NN_InferredOp<"rotary_embedding"> {
+def NN_RotaryEmbeddingOp : NN_InferredOp<"rotary_embedding", [NN_KeepsColumnsApart]> {
   let summary = "ONNX RotaryEmbedding (opset 23)";
   let description = [{
     Rotates the first `rotary_embedding_dim` (0: all) features of each head
@@ -329,7 +331,7 @@ def NN_RotaryEmbeddingOp : NN_InferredOp<"rotary_embedding"> {
   let results = (outs NN_FloatTensor:$result);
 }
 
-def NN_RotateHalfOp : NN_InferredOp<"rotate_half"> {
+def NN_RotateHalfOp : NN_InferredOp<"rotate_half", [NN_KeepsColumnsApart]> {
   let summary = "The rotation partner of rotary embeddings: [-x2, x1]";
   let description = [{
     Splits the last dimension (of even size 2h) into halves x1 = x[..., :h]
@@ -418,7 +420,7 @@ def NN_TopKOp : NN_InferredOp<"topk"> {
 // Shape and data movement
 //===----------------------------------------------------------------------===//
 
-def NN_ReshapeOp : NN_Op<"reshape"> {
+def NN_ReshapeOp : NN_Op<"reshape", [NN_ViewLike, NN_LinearInFirstOperand, NN_KeepsColumnsApart]> {
   let summary = "ONNX Reshape to the static result type";
   let description = [{
     The importer resolves ONNX's 0 and -1 entries; the result type is the
@@ -430,46 +432,48 @@ def NN_ReshapeOp : NN_Op<"reshape"> {
   let hasFolder = 1;
 }
 
-def NN_TransposeOp : NN_InferredOp<"transpose"> {
+def NN_TransposeOp : NN_InferredOp<"transpose", [NN_LinearInFirstOperand, NN_KeepsColumnsApart]> {
   let summary = "ONNX Transpose: result dim i is input dim perm[i]";
   let arguments = (ins NN_Tensor:$input, DenseI64ArrayAttr:$perm);
   let results = (outs NN_Tensor:$result);
 }
 
-def NN_FlattenOp : NN_InferredOp<"flatten"> {
+def NN_FlattenOp : NN_InferredOp<"flatten", [NN_ViewLike, NN_LinearInFirstOperand]> {
   let summary = "ONNX Flatten: to 2-D at `axis`";
   let arguments = (ins NN_Tensor:$input, DefaultValuedAttr<I64Attr, "1">:$axis);
   let results = (outs NN_Tensor:$result);
 }
 
-def NN_SqueezeOp : NN_InferredOp<"squeeze"> {
+def NN_SqueezeOp : NN_InferredOp<"squeeze", [NN_ViewLike, NN_LinearInFirstOperand,
+                                              NN_KeepsColumnsApart]> {
   let summary = "ONNX Squeeze of explicit size-1 axes";
   let arguments = (ins NN_Tensor:$input, DenseI64ArrayAttr:$axes);
   let results = (outs NN_Tensor:$result);
   let hasFolder = 1;
 }
 
-def NN_UnsqueezeOp : NN_InferredOp<"unsqueeze"> {
+def NN_UnsqueezeOp : NN_InferredOp<"unsqueeze", [NN_ViewLike, NN_LinearInFirstOperand,
+                                                  NN_KeepsColumnsApart]> {
   let summary = "ONNX Unsqueeze: insert size-1 axes (positions in the result)";
   let arguments = (ins NN_Tensor:$input, DenseI64ArrayAttr:$axes);
   let results = (outs NN_Tensor:$result);
   let hasFolder = 1;
 }
 
-def NN_ConcatOp : NN_InferredOp<"concat"> {
+def NN_ConcatOp : NN_InferredOp<"concat", [NN_KeepsColumnsApart]> {
   let summary = "ONNX Concat along `axis`";
   let arguments = (ins Variadic<NN_Tensor>:$inputs, I64Attr:$axis);
   let results = (outs NN_Tensor:$result);
   let hasFolder = 1;
 }
 
-def NN_SplitOp : NN_InferredOp<"split"> {
+def NN_SplitOp : NN_InferredOp<"split", [NN_KeepsColumnsApart]> {
   let summary = "ONNX Split along `axis` into pieces of the given sizes";
   let arguments = (ins NN_Tensor:$input, I64Attr:$axis, DenseI64ArrayAttr:$sizes);
   let results = (outs Variadic<NN_Tensor>:$results);
 }
 
-def NN_SliceOp : NN_InferredOp<"slice"> {
+def NN_SliceOp : NN_InferredOp<"slice", [NN_KeepsColumnsApart]> {
   let summary = "ONNX Slice with constant bounds";
   let description = [{
     For each entry of `axes`: elements `starts[i]`, `starts[i] + steps[i]`,
@@ -554,7 +558,7 @@ def NN_TriluOp : NN_InferredOp<"trilu"> {
   let results = (outs NN_Tensor:$result);
 }
 
-def NN_RangeOp : NN_Op<"range"> {
+def NN_RangeOp : NN_Op<"range", [NN_MadeFromAttributes]> {
   let summary = "ONNX Range with constant start, limit and delta";
   let description = [{
     start, start + delta, ... while below `limit` (above, for a negative
@@ -575,7 +579,7 @@ def NN_ShapeOp : NN_InferredOp<"shape"> {
   let hasFolder = 1;
 }
 
-def NN_ConstantOfShapeOp : NN_Op<"constant_of_shape"> {
+def NN_ConstantOfShapeOp : NN_Op<"constant_of_shape", [NN_MadeFromAttributes]> {
   let summary = "ONNX ConstantOfShape: a tensor of the result type filled with `value`";
   let arguments = (ins TypedAttrInterface:$value);
   let results = (outs NN_Tensor:$result);
