@@ -2055,7 +2055,8 @@ private:
     }
   }
 
-  [[noreturn]] void fault(const Thread &t, const std::string &why) const {
+  [[noreturn]] void fault(const Thread &t, const std::string &why,
+                          Fault::Kind kind = Fault::Kind::Other) const {
     std::ostringstream os;
     os << "kernel " << kernel.name << ", block (" << cta[0] << "," << cta[1]
        << "," << cta[2] << ") thread (" << t.tid[0] << "," << t.tid[1] << ","
@@ -2063,7 +2064,7 @@ private:
     if (t.pc < code.size())
       os << ", PTX line " << code[t.pc].line << " '" << code[t.pc].text << "'";
     os << ": " << why;
-    throw std::runtime_error(os.str());
+    throw Fault(kind, os.str());
   }
 
   uint64_t special(int code, const Thread &t) const {
@@ -2151,25 +2152,31 @@ private:
       return os.str();
     };
     if (address % bytes)
-      fault(t, describe(space == Space::Shared  ? "shared"
-                        : space == Space::Param ? "parameter"
-                                                : "global") +
-                   " is misaligned");
+      fault(t,
+            describe(space == Space::Shared  ? "shared"
+                     : space == Space::Param ? "parameter"
+                                             : "global") +
+                " is misaligned",
+            Fault::Kind::Misaligned);
     switch (space) {
     case Space::Global:
       if (!global(address, bytes))
-        fault(t, describe("global") + " is outside every device allocation");
+        fault(t, describe("global") + " is outside every device allocation",
+              Fault::Kind::IllegalAddress);
       return reinterpret_cast<uint8_t *>(address);
     case Space::Shared:
       if (address > shared.size() || bytes > shared.size() - address)
-        fault(t, describe("shared") + " is outside the block's " +
-                     std::to_string(shared.size()) + " bytes of shared memory");
+        fault(t,
+              describe("shared") + " is outside the block's " +
+                  std::to_string(shared.size()) + " bytes of shared memory",
+              Fault::Kind::IllegalAddress);
       checkRace(t, address, bytes, access, incoming);
       return shared.data() + address;
     case Space::Param:
       if (address > launch.parameters.size() ||
           bytes > launch.parameters.size() - address)
-        fault(t, describe("parameter") + " is outside the parameters");
+        fault(t, describe("parameter") + " is outside the parameters",
+              Fault::Kind::IllegalAddress);
       return const_cast<uint8_t *>(launch.parameters.data()) + address;
     default:
       fault(t, "unknown state space");
@@ -2874,13 +2881,15 @@ shardflow::standin::ptx::parse(const std::string &text) {
 void shardflow::standin::ptx::run(const Kernel &kernel, const Launch &launch,
                                   const RangeCheck &global) {
   if (!kernel.problem.empty() || !kernel.program)
-    throw std::runtime_error("kernel " + kernel.name +
-                             " cannot be interpreted: " + kernel.problem);
+    throw Fault(Fault::Kind::Other,
+                "kernel " + kernel.name +
+                    " cannot be interpreted: " + kernel.problem);
   if (launch.parameters.size() != kernel.parameterBytes)
-    throw std::runtime_error("kernel " + kernel.name + ": " +
-                             std::to_string(launch.parameters.size()) +
-                             " bytes of parameters, expected " +
-                             std::to_string(kernel.parameterBytes));
+    throw Fault(Fault::Kind::Other,
+                "kernel " + kernel.name + ": " +
+                    std::to_string(launch.parameters.size()) +
+                    " bytes of parameters, expected " +
+                    std::to_string(kernel.parameterBytes));
   BlockRunner runner(kernel, launch, global);
   for (unsigned z = 0; z < launch.grid[2]; ++z)
     for (unsigned y = 0; y < launch.grid[1]; ++y)
