@@ -405,7 +405,17 @@ TEST(StandinPtx, CallsAreInlinedWithTheirArgumentsAndResults) {
 	call.uni (retval0), twice_plus, (param0, param1);
 	ld.param.b32 	%r2, [retval0];
 	}
+	{ // callseq 1, 0: the same names declared again, stored in another order
+	.param .b32 	param0;
+	.param .b32 	param1;
+	.param .b32 	retval0;
+	st.param.b32 	[param1], %r2;
+	st.param.b32 	[param0], 1;
+	call.uni (retval0), twice_plus, (param0, param1);
+	ld.param.b32 	%r3, [retval0];
+	}
 	st.global.b32 	[%rd1], %r2;
+	st.global.b32 	[%rd1+4], %r3;
 	ret;
 }
 .func  (.param .b32 func_retval0) twice_plus(
@@ -430,10 +440,12 @@ $L__negative:
 )";
   auto m = parse(text);
   const Kernel &k = kernelOf(*m, "caller");
+  // twice_plus(x, 5), then twice_plus(1, that): 2 + 2x + 5.
   for (auto [input, want] : {std::pair<int32_t, int32_t>{20, 45}, {-3, -1}}) {
-    int32_t word = input;
-    run(k, launchWith(k, {&word}, 1, 1), within({{&word, 4}}));
-    EXPECT_EQ(word, want) << "input " << input;
+    int32_t words[2] = {input, 0};
+    run(k, launchWith(k, {words}, 1, 1), within({{words, 8}}));
+    EXPECT_EQ(words[0], want) << "input " << input;
+    EXPECT_EQ(words[1], 2 + want) << "input " << input;
   }
 }
 

@@ -655,34 +655,30 @@ private:
     }
     ks.scopes.emplace_back();
     body(ks);
-    if (ks.k.problem.empty())
-      lowerParams(ks);
     return ks;
   }
 
-  /// ld.param/st.param of a .param variable held in a register become movs.
-  static void lowerParams(KernelState &ks) {
-    for (Inst &in : ks.program.code) {
-      if ((in.op != Op::Ld && in.op != Op::St) || in.space != Space::Param)
-        continue;
-      Operand &address = in.o[in.op == Op::Ld ? 1 : 0];
-      auto it = ks.paramRegs.find(address.symbol);
-      if (address.symbol.empty() || it == ks.paramRegs.end())
-        continue; // a kernel parameter, read from the launch's buffer
-      if (address.imm != 0 || address.reg >= 0 || in.vec != 1) {
-        ks.k.problem = "line " + std::to_string(in.line) + " (" + in.text +
-                       "): a .param variable is accessed in parts";
-        return;
-      }
-      Operand r;
-      r.kind = Operand::Reg;
-      r.reg = it->second;
-      address = r; // ld: mov value, param; st: mov param, value
-      in.op = Op::Mov;
-      in.space = Space::Generic;
-      if (isSigned(in.type) || bitsOf(in.type) < 32)
-        in.type = bitsOf(in.type) <= 32 ? T::B32 : T::B64; // widened as ld does
-    }
+  /// An ld.param/st.param of a .param variable held in a register becomes a
+  /// mov. Resolved as it is read: each call sequence declares its param0 or
+  /// retval0 again, so the register is the one declared last so far.
+  void lowerParam(const KernelState &ks, const std::vector<Token> &s,
+                  Inst &in) const {
+    if ((in.op != Op::Ld && in.op != Op::St) || in.space != Space::Param)
+      return;
+    Operand &address = in.o[in.op == Op::Ld ? 1 : 0];
+    auto it = ks.paramRegs.find(address.symbol);
+    if (address.symbol.empty() || it == ks.paramRegs.end())
+      return; // a kernel parameter, read from the launch's buffer
+    if (address.imm != 0 || address.reg >= 0 || in.vec != 1)
+      unsupported(s, "a .param variable is accessed in parts");
+    Operand r;
+    r.kind = Operand::Reg;
+    r.reg = it->second;
+    address = r; // ld: mov value, param; st: mov param, value
+    in.op = Op::Mov;
+    in.space = Space::Generic;
+    if (isSigned(in.type) || bitsOf(in.type) < 32)
+      in.type = bitsOf(in.type) <= 32 ? T::B32 : T::B64; // widened as ld does
   }
 
   static void renumber(Inst &in, int base) {
@@ -1132,6 +1128,7 @@ private:
     }
     in.text = sourceLine(in.line);
     check(s, in);
+    lowerParam(ks, s, in);
     ks.program.code.push_back(std::move(in));
   }
 
