@@ -2,7 +2,8 @@
 //
 // Runs MLIR's own GPU pipeline on a copy of the generated kernels:
 // scf → cf, gpu → nvvm (bare-pointer calling convention, so a launch passes
-// one device pointer per buffer), then gpu-module-to-binary, which
+// one device pointer per buffer), math → llvm for what that leaves, then
+// gpu-module-to-binary, which
 // translates to LLVM IR, links libdevice, emits PTX with the NVPTX backend
 // and runs ptxas. The toolkit is looked up once and a missing one is
 // reported with the paths tried.
@@ -12,6 +13,7 @@
 #include "shardflow/Target/DeviceCode.h"
 
 #include "mlir/Conversion/GPUToNVVM/GPUToNVVMPass.h"
+#include "mlir/Conversion/MathToLLVM/MathToLLVM.h"
 #include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
 #include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -144,6 +146,9 @@ shardflow::compileDeviceCode(ModuleOp module, const DeviceCodeOptions &options) 
   if (largest < (int64_t(1) << 31) - 1024)
     nvvm.indexBitwidth = 32;
   perModule.addPass(createConvertGpuOpsToNVVMOps(nvvm));
+  // What gpu → nvvm leaves of math (math.absi: libdevice has no integer
+  // abs) becomes LLVM intrinsics.
+  perModule.addPass(createConvertMathToLLVMPass());
   lower.addPass(createReconcileUnrealizedCastsPass());
   if (failed(lower.run(*lowered)))
     return module.emitError("lowering the generated GPU kernels to NVVM failed"), failure();

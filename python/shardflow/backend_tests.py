@@ -303,9 +303,9 @@ def _comparison_message(err: AssertionError) -> str:
 
 def run_test(info: TestInfo, data_dir: Path | None = None,
              timeout: float = DEFAULT_TIMEOUT, threads: int = 1, target: str = "cpu",
-             env: dict[str, str] | None = None) -> Result:
-    """Compiles (`--target TARGET`), runs (shard-run with `env` added to the
-    environment) and checks one attempted node test."""
+             env: dict[str, str] | None = None, flags: list[str] | None = None) -> Result:
+    """Compiles (`--target TARGET`, and `flags`), runs (shard-run with `env`
+    added to the environment) and checks one attempted node test."""
     import onnx
     from onnx import numpy_helper
     from onnx.backend.test.runner import Runner
@@ -331,7 +331,7 @@ def run_test(info: TestInfo, data_dir: Path | None = None,
     pinned: list[str] = []  # graph inputs the model needs as constants
 
     def compile_for(data: Path | None, artifact: Path):
-        cmd = [shard_opt, "model.onnx", "--target", target, "-o", str(artifact)]
+        cmd = [shard_opt, "model.onnx", "--target", target, "-o", str(artifact), *(flags or [])]
         # Dimensions the model leaves symbolic are pinned to the data's.
         for j, v in enumerate(model.graph.input):
             dims = v.type.tensor_type.shape.dim
@@ -415,15 +415,15 @@ def run_test(info: TestInfo, data_dir: Path | None = None,
 def run_all(infos: list[TestInfo], jobs: int | None = None,
             data_dir: Path | None = None, timeout: float = DEFAULT_TIMEOUT,
             progress=None, threads: int = 1, target: str = "cpu",
-            env: dict[str, str] | None = None) -> list[Result]:
+            env: dict[str, str] | None = None, flags: list[str] | None = None) -> list[Result]:
     """Runs the tests on `jobs` threads (each waits on a child process)."""
     data_dir = data_dir or node_data_dir()
     pipeline.tool("shard-opt"), pipeline.tool("shard-run")  # fail early when missing
     jobs = jobs or os.cpu_count() or 1
     results: dict[str, Result] = {}
     with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
-        futures = {pool.submit(run_test, info, data_dir, timeout, threads, target, env): info
-                   for info in infos}
+        futures = {pool.submit(run_test, info, data_dir, timeout, threads, target, env, flags):
+                   info for info in infos}
         for future in concurrent.futures.as_completed(futures):
             info = futures[future]
             try:

@@ -32,14 +32,14 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from shardflow import cuda_smoke, cuda_zoo, pipeline, profile_report
+from shardflow import cuda_smoke, cuda_zoo, pipeline, profile_report, standin
 
 ORDERS = ("first", "last")
 
 
 def standin_dir() -> Path:
     build = pipeline.build_dir()
-    lib = build / "cuda-standin"
+    lib = standin.library_dir()
     if not (lib / "libcuda.so.1").exists():
         cache = (build / "CMakeCache.txt").read_text()
         if "SHARDFLOW_ENABLE_CUDA:BOOL=ON" in cache:
@@ -50,15 +50,9 @@ def standin_dir() -> Path:
 
 def standin_env(world: int = 1, nccl_dir: Path | None = None) -> dict[str, str]:
     """What runs shard-run, or each rank of an mpirun of `world` ranks, on
-    the stand-ins: one stand-in GPU per rank, generated kernels from their
-    PTX (sm_86), NCCL's rank files under nccl_dir (default /dev/shm)."""
-    lib = standin_dir()
-    env = {"LD_LIBRARY_PATH": f"{lib}:{os.environ.get('LD_LIBRARY_PATH', '')}",
-           "SHARDFLOW_STANDIN_GPUS": str(world), "SHARDFLOW_STANDIN_SM": "86",
-           "SHARDFLOW_STANDIN_NCCL_TIMEOUT": "60"}
-    if nccl_dir:
-        env["SHARDFLOW_STANDIN_NCCL_DIR"] = str(nccl_dir)
-    return env
+    the stand-ins (shardflow.standin.environment); skips without them."""
+    standin_dir()
+    return standin.environment(world, nccl_dir)
 
 
 def run_standin(*args, order="first", env=None, timeout=300):

@@ -9,36 +9,47 @@ and the stand-in driver interprets it. So this runs what a GPU would run,
 NVPTX's output included, through the executor's real host code, with
 .pb inputs and outputs as test_onnx_backend passes them. Outputs are
 compared with the test's expected outputs by onnx's own check and
-tolerances, for every data set.
+tolerances, for every data set. About 40 s on 2 cores.
 
-test_cuda_backend_nodes.py runs the same tests' generated-kernel IR in
-gpu_emulator.py: that one checks the kernels before their NVVM lowering,
-this one after it. About 40 s on 2 cores.
+`--target cuda` raises written-out attention, norms, GELU and rotate_half
+by default. The node tests of several nodes (functions' expanded forms:
+softmax, layer and group norms, rotary embeddings, losses, ...) run a
+second time with the raising passes off, so the generated code of the
+chains as written is checked too; a test of one node compiles to the same
+artifact either way (all 460 of them did on 2026-11-28).
 """
 from __future__ import annotations
 
-import os
+import onnx
+import pytest
 
-from shardflow import backend_tests, pipeline
+from shardflow import backend_tests, standin
+from test_cuda_standin import standin_dir
 
 # Node tests passed on 2026-11-22: 550 of the 552 attempted (the other two
 # have string inputs, which do not import); a drop means a
 # CUDA artifact lost a path or gives a wrong result.
 MIN_PASSED = 550
+# With the raising passes off, the node tests of several nodes: 92 of 92
+# passed on 2026-11-28.
+MIN_PASSED_AS_WRITTEN = 92
+RAISING_OFF = [f"--raise-{name}=false" for name in standin.RAISING]
 
 
-def test_node_tests_pass_as_cuda_artifacts_on_the_standin():
-    lib = pipeline.build_dir() / "cuda-standin"
-    if not (lib / "libcuda.so.1").exists():
-        import pytest
+def _several_nodes(infos):
+    data_dir = backend_tests.node_data_dir()
+    return [i for i in infos if len(onnx.load(str(data_dir / i.name / "model.onnx"),
+                                              load_external_data=False).graph.node) > 1]
 
-        if "SHARDFLOW_ENABLE_CUDA:BOOL=ON" in (pipeline.build_dir() / "CMakeCache.txt").read_text():
-            pytest.fail(f"{lib} has no stand-in libraries although the CUDA executor is built")
-        pytest.skip("built without the CUDA executor")
-    env = {"LD_LIBRARY_PATH": f"{lib}:{os.environ.get('LD_LIBRARY_PATH', '')}",
-           "SHARDFLOW_STANDIN_SM": "86"}
+
+@pytest.mark.parametrize("raising", ["default", "off"])
+def test_node_tests_pass_as_cuda_artifacts_on_the_standin(raising):
+    standin_dir()  # skips when the build has no CUDA executor
     infos = [i for i in backend_tests.collect() if not i.skip]
-    results = backend_tests.run_all(infos, jobs=2, target="cuda", env=env)
+    if raising == "off":
+        infos = _several_nodes(infos)
+    results = backend_tests.run_all(infos, jobs=2, target="cuda", env=standin.environment(),
+                                    flags=RAISING_OFF if raising == "off" else None)
     by_stage: dict[str, list[str]] = {}
     for r in results:
         if r.status == "failed":
@@ -48,6 +59,7 @@ def test_node_tests_pass_as_cuda_artifacts_on_the_standin():
         by_stage.get("timeout", [])
     assert not bad, "\n".join(bad)
     passed = sum(r.status == "passed" for r in results)
-    assert passed >= MIN_PASSED, (
+    least = MIN_PASSED if raising == "default" else MIN_PASSED_AS_WRITTEN
+    assert passed >= least, (
         f"only {passed} node tests pass as CUDA artifacts; not compiled:\n" +
         "\n".join(by_stage.get("compile", []) + by_stage.get("import", [])))

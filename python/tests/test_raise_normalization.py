@@ -11,16 +11,16 @@ nn.rms_normalization: the CPU artifact runs one norm kernel and no
 reduce_mean, the CUDA target one generated launch (the residual add as its
 prologue) where the written-out chain takes three or four. Both match
 onnxruntime: the CPU artifact within a relative L2 error of 1e-5, the
-generated CUDA kernels (run by shardflow.gpu_emulator) within rtol 1e-5
-and an atol of 1e-5 times the output's largest magnitude.
+CUDA artifact (shard-run on the CUDA stand-ins, shardflow.standin) within
+rtol 1e-5 and an atol of 1e-5 times the output's largest magnitude.
 
 GELU: GPT-2's tanh form and BERT's erf form written out (opset 13) after a
 MatMul and a bias Add. On the CPU the chain becomes one gelu kernel; on
 CUDA the tanh form rides on the GEMM (cuBLASLt's gelu_bias epilogue, no
 generated kernel at all) and the erf form is one generated kernel after
 the GEMM's bias epilogue. CPU results against onnxruntime as above; the
-generated code of the chain alone (after a residual add) through the GPU
-emulator, with an atol of 1e-5 (erf and tanh approximations differ by a
+generated code of the chain alone (after a residual add) on the CUDA
+stand-ins, with an atol of 1e-5 (erf and tanh approximations differ by a
 few 1e-7 between libdevice and onnxruntime).
 """
 from __future__ import annotations
@@ -34,7 +34,8 @@ import onnxruntime as ort
 import pytest
 from onnx import parser
 
-from shardflow import gpu_emulator, pipeline
+from shardflow import pipeline, standin
+from test_cuda_standin import standin_dir
 
 CASES = {
     # name: (opset, graph body after the residual add `x = Add(a, res)`,
@@ -150,13 +151,14 @@ def test_cuda_norm_is_one_generated_launch(name, tmp_path):
     feeds = _feeds(model, name)
     want = _onnxruntime(model, feeds)
     written_out = CASES[name][2]
+    standin_dir()  # skips when the build has no CUDA executor
     for raise_norms, launches in ((True, 1), (False, written_out)):
-        ir = _shard_opt(path, f"--raise-normalization={str(raise_norms).lower()}",
-                        "--convert-nn-to-rt", "--convert-rt-to-gpu",
-                        "--mlir-print-op-generic").stdout
+        artifact = tmp_path / f"m.{raise_norms}.shard"
+        ir = standin.compile_cuda(path, artifact,
+                                  f"--raise-normalization={str(raise_norms).lower()}")
         assert ir.count('"rt.launch"') == launches, (raise_norms, ir)
         assert '"rt.kernel"' not in ir
-        got = gpu_emulator.run_program(ir, list(feeds.values()))[0]
+        got = standin.run(artifact, feeds)["y"]
         scale = float(np.abs(want).max())
         np.testing.assert_allclose(got.astype(np.float64), want, rtol=1e-5, atol=1e-5 * scale,
                                    err_msg=f"{name} raised={raise_norms}")
@@ -240,9 +242,10 @@ def test_raised_gelu_generated_code_matches_onnxruntime(name, tmp_path):
     path.write_bytes(model.SerializeToString())
     feeds = _feeds(model, name)
     want = _onnxruntime(model, feeds)
-    ir = _shard_opt(path, "--raise-gelu", "--convert-nn-to-rt", "--convert-rt-to-gpu",
-                    "--mlir-print-op-generic").stdout
+    artifact = tmp_path / "m.shard"
+    ir = standin.compile_cuda(path, artifact, "--raise-gelu")
     assert ir.count('"rt.launch"') == 1 and "_add_gelu" in ir, ir
-    got = gpu_emulator.run_program(ir, list(feeds.values()))[0]
+    standin_dir()  # skips when the build has no CUDA executor
+    got = standin.run(artifact, feeds)["y"]
     np.testing.assert_allclose(got.astype(np.float64), want, rtol=1e-5,
                                atol=1e-5 * float(np.abs(want).max()), err_msg=name)

@@ -148,6 +148,17 @@ std::string failureOf(const Kernel &k, const Launch &l, const RangeCheck &g) {
   return "";
 }
 
+/// The kind of the Fault run() throws (the test fails when it runs).
+Fault::Kind faultKindOf(const Kernel &k, const Launch &l, const RangeCheck &g) {
+  try {
+    run(k, l, g);
+  } catch (const Fault &e) {
+    return e.kind;
+  }
+  ADD_FAILURE() << "kernel " << k.name << " ran without a fault";
+  return Fault::Kind::Other;
+}
+
 TEST(StandinPtx, SharedMemoryRacesAreNamed) {
   // Without its barrier the block sum races: thread 0 reads the second
   // warp's partial before thread 32 writes it.
@@ -165,6 +176,10 @@ TEST(StandinPtx, SharedMemoryRacesAreNamed) {
                "thread (0,0,0) read since the last bar.sync"),
       std::string::npos)
       << why;
+  // A race is no GPU error code of its own: the launch fails.
+  EXPECT_EQ(
+      faultKindOf(k, launchWith(k, {in.data(), out.data()}, 1, 64), check),
+      Fault::Kind::Other);
 
   // The all-reduce's ending (MLIR's gpu.all_reduce lowering): lanes read
   // their slot, meet at a shuffle, then all write the result to slot 0.
@@ -230,7 +245,8 @@ TEST(StandinPtx, AGlobalAccessOutsideMemoryIsNamed) {
     run(k, launchWith(k, {in.data(), out.data()}, 2, 64),
         within({{in.data(), in.size() * 4}, {out.data(), out.size() * 4}}));
     FAIL() << "the read past the buffer was not caught";
-  } catch (const std::runtime_error &e) {
+  } catch (const Fault &e) {
+    EXPECT_EQ(e.kind, Fault::Kind::IllegalAddress);
     std::string what = e.what();
     EXPECT_NE(what.find("kernel block_sum, block (1,0,0) thread (0,0,0)"),
               std::string::npos)
@@ -389,7 +405,17 @@ TEST(StandinPtx, CallsAreInlinedWithTheirArgumentsAndResults) {
 	call.uni (retval0), twice_plus, (param0, param1);
 	ld.param.b32 	%r2, [retval0];
 	}
+	{ // callseq 1, 0: the same names declared again, stored in another order
+	.param .b32 	param0;
+	.param .b32 	param1;
+	.param .b32 	retval0;
+	st.param.b32 	[param1], %r2;
+	st.param.b32 	[param0], 1;
+	call.uni (retval0), twice_plus, (param0, param1);
+	ld.param.b32 	%r3, [retval0];
+	}
 	st.global.b32 	[%rd1], %r2;
+	st.global.b32 	[%rd1+4], %r3;
 	ret;
 }
 .func  (.param .b32 func_retval0) twice_plus(
@@ -414,10 +440,12 @@ $L__negative:
 )";
   auto m = parse(text);
   const Kernel &k = kernelOf(*m, "caller");
+  // twice_plus(x, 5), then twice_plus(1, that): 2 + 2x + 5.
   for (auto [input, want] : {std::pair<int32_t, int32_t>{20, 45}, {-3, -1}}) {
-    int32_t word = input;
-    run(k, launchWith(k, {&word}, 1, 1), within({{&word, 4}}));
-    EXPECT_EQ(word, want) << "input " << input;
+    int32_t words[2] = {input, 0};
+    run(k, launchWith(k, {words}, 1, 1), within({{words, 8}}));
+    EXPECT_EQ(words[0], want) << "input " << input;
+    EXPECT_EQ(words[1], 2 + want) << "input " << input;
   }
 }
 
@@ -501,6 +529,133 @@ TEST(StandinPtx, MisalignedAndSharedOverrunsAreNamed) {
       failure(4, 64).find("outside the block's 64 bytes of shared memory"),
       std::string::npos)
       << failure(4, 64);
+}
+
+// Four floats a thread: ld.global.v4 and st.shared.v2 at OFFSET bytes past
+// an aligned base. A vector access must be aligned to its whole size (16
+// and 8 bytes), not only to its elements', or a GPU faults with
+// "misaligned address".
+const char *kVectorCopy = R"(
+.shared .align 16 .b8 staging[128];
+.visible .entry vector_copy(
+	.param .u64 .ptr .align 1 vector_copy_param_0,
+	.param .u64 .ptr .align 1 vector_copy_param_1
+)
+{
+	.reg .b32 	%r<8>;
+	.reg .b64 	%rd<8>;
+	ld.param.b64 	%rd1, [vector_copy_param_0];
+	ld.param.b64 	%rd2, [vector_copy_param_1];
+	cvta.to.global.u64 	%rd1, %rd1;
+	cvta.to.global.u64 	%rd2, %rd2;
+	mov.u32 	%r1, %tid.x;
+	mul.wide.u32 	%rd3, %r1, 16;
+	add.s64 	%rd4, %rd1, %rd3;
+	ld.global.v4.b32 	{%r2, %r3, %r4, %r5}, [%rd4+GLOBAL];
+	mov.b64 	%rd5, staging;
+	add.s64 	%rd5, %rd5, %rd3;
+	st.shared.v2.b32 	[%rd5+SHARED], {%r2, %r3};
+	st.shared.v2.b32 	[%rd5+8], {%r4, %r5};
+	ld.shared.v4.b32 	{%r2, %r3, %r4, %r5}, [%rd5];
+	add.s64 	%rd6, %rd2, %rd3;
+	st.global.v4.b32 	[%rd6], {%r2, %r3, %r4, %r5};
+	ret;
+}
+)";
+
+TEST(StandinPtx, MisalignedVectorAccessesFaultAsOnAGpu) {
+  auto copyWith = [](int global, int shared) {
+    std::string text = std::string(kHeader) + kVectorCopy;
+    text.replace(text.find("GLOBAL"), 6, std::to_string(global));
+    text.replace(text.find("SHARED"), 6, std::to_string(shared));
+    return parse(text);
+  };
+  alignas(16) float in[40], out[32];
+  for (int i = 0; i < 40; ++i)
+    in[i] = float(i);
+  auto check = within({{in, sizeof(in)}, {out, sizeof(out)}});
+
+  // Aligned: thread i copies floats 4i..4i+3 (at a base 16 bytes on, 4i+4..).
+  auto aligned = copyWith(16, 0);
+  const Kernel &ka = kernelOf(*aligned, "vector_copy");
+  EXPECT_EQ(failureOf(ka, launchWith(ka, {in, out}, 1, 8), check), "");
+  for (int i = 0; i < 32; ++i)
+    EXPECT_EQ(out[i], float(i + 4)) << i;
+
+  // 4 bytes on: each float is aligned, the 16-byte vector is not.
+  auto global = copyWith(4, 0);
+  const Kernel &kg = kernelOf(*global, "vector_copy");
+  std::string why = failureOf(kg, launchWith(kg, {in, out}, 1, 8), check);
+  EXPECT_NE(why.find("kernel vector_copy, block (0,0,0) thread (0,0,0), PTX "
+                     "line 20 'ld.global.v4.b32 {%r2, %r3, %r4, %r5}, "
+                     "[%rd4+4]': global load of 16 bytes at 0x"),
+            std::string::npos)
+      << why;
+  EXPECT_NE(why.find(" is misaligned"), std::string::npos) << why;
+  EXPECT_EQ(faultKindOf(kg, launchWith(kg, {in, out}, 1, 8), check),
+            Fault::Kind::Misaligned);
+
+  // A v2 store of 8 bytes at 4 bytes past a 16-byte boundary.
+  auto shared = copyWith(0, 4);
+  const Kernel &ks = kernelOf(*shared, "vector_copy");
+  why = failureOf(ks, launchWith(ks, {in, out}, 1, 8), check);
+  EXPECT_NE(why.find("'st.shared.v2.b32 [%rd5+4], {%r2, %r3}': shared store "
+                     "of 8 bytes at 0x4 is misaligned"),
+            std::string::npos)
+      << why;
+  EXPECT_EQ(faultKindOf(ks, launchWith(ks, {in, out}, 1, 8), check),
+            Fault::Kind::Misaligned);
+}
+
+TEST(StandinPtx, AShuffleThatPartOfAWarpSkipsIsNamed) {
+  // One warp per row: a guard on the row (uniform over the warp) lets the
+  // whole warp skip the shuffle; a guard on the lane sends part of the warp
+  // to the barrier while the rest waits at the shuffle for it.
+  std::string text = std::string(kHeader) + R"(
+.visible .entry guarded(
+	.param .u64 .ptr .align 1 guarded_param_0
+)
+{
+	.reg .pred 	%p<2>;
+	.reg .b32 	%r<8>;
+	.reg .b64 	%rd<4>;
+	mov.u32 	%r1, %tid.x;
+	shr.u32 	%r2, %r1, 5;
+	setp.gt.u32 	%p1, GUARD, ROWS;
+	@%p1 bra 	$L__skip;
+	shfl.sync.bfly.b32 	%r3, %r1, 1, 31, -1;
+	ld.param.b64 	%rd1, [guarded_param_0];
+	cvta.to.global.u64 	%rd1, %rd1;
+	mul.wide.u32 	%rd2, %r1, 4;
+	add.s64 	%rd3, %rd1, %rd2;
+	st.global.b32 	[%rd3], %r3;
+$L__skip:
+	bar.sync 	0;
+	ret;
+}
+)";
+  auto guardedBy = [&](const std::string &guard, int rows) {
+    std::string t = text;
+    t.replace(t.find("GUARD"), 5, guard);
+    t.replace(t.find("ROWS"), 4, std::to_string(rows - 1));
+    return parse(t);
+  };
+  std::vector<uint32_t> out(64, 0);
+  auto check = within({{out.data(), out.size() * 4}});
+  auto byRow = guardedBy("%r2", 1); // warp 0 shuffles, warp 1 skips
+  const Kernel &kr = kernelOf(*byRow, "guarded");
+  EXPECT_EQ(failureOf(kr, launchWith(kr, {out.data()}, 1, 64), check), "");
+  for (uint32_t lane = 0; lane < 32; ++lane)
+    EXPECT_EQ(out[lane], lane ^ 1) << lane;
+  auto byLane = guardedBy("%r1", 12); // lanes 12.. of warp 0 skip
+  const Kernel &kl = kernelOf(*byLane, "guarded");
+  std::string why = failureOf(kl, launchWith(kl, {out.data()}, 1, 64), check);
+  EXPECT_NE(why.find("the lanes named in shfl.sync's mask never all reach it"),
+            std::string::npos)
+      << why;
+  EXPECT_NE(why.find("'shfl.sync.bfly.b32 %r3, %r1, 1, 31, -1'"),
+            std::string::npos)
+      << why;
 }
 
 TEST(StandinPtx, WhatItDoesNotInterpretMakesTheKernelUnrunnable) {

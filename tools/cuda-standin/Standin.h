@@ -31,7 +31,9 @@ std::string checkRange(uintptr_t pointer, size_t bytes, const char *what);
 /// stream reaches it, in the order the scheduler picks among the streams
 /// (SHARDFLOW_STANDIN_ORDER); `what` names it in the trace and in errors.
 /// A `work` that throws std::exception leaves the context failed, as a
-/// faulting kernel does: every later call returns CUDA_ERROR_LAUNCH_FAILED.
+/// faulting kernel does: every later call returns CUDA_ERROR_LAUNCH_FAILED
+/// (CUDA_ERROR_MISALIGNED_ADDRESS or CUDA_ERROR_ILLEGAL_ADDRESS after a
+/// generated kernel's misaligned or illegal access, as on a GPU).
 /// Returns false (and enqueues nothing) when the context has failed.
 bool enqueue(CUstream stream, std::string what, std::function<void()> work);
 

@@ -141,6 +141,10 @@ namespace {
 struct State {
   bool initialized = false;
   std::string failure; // non-empty once a stream operation has failed
+  // What every call returns then: a kernel's misaligned or illegal access
+  // is a sticky error of its own on a GPU, anything else an unspecified
+  // launch failure.
+  CUresult failureCode = CUDA_ERROR_LAUNCH_FAILED;
   int ccMajor = 9, ccMinor = 0, sharedOptin = 232448;
   int devices = 1;     // SHARDFLOW_STANDIN_GPUS
   int device = -1;     // the one whose primary context is retained
@@ -194,9 +198,10 @@ bool ready(const Op &op) {
   return op.kind != Op::Kind::Wait || op.event->completed >= op.generation;
 }
 
-void fail(const std::string &what) {
+void fail(const std::string &what, CUresult code = CUDA_ERROR_LAUNCH_FAILED) {
   State &st = state();
   st.failure = what;
+  st.failureCode = code;
   standin::note("a stream operation failed, the context is lost: " + what);
   for (CUstream s : st.streams)
     s->ops.clear();
@@ -241,6 +246,11 @@ bool runOne() {
       }
       try {
         op.work();
+      } catch (const standin::ptx::Fault &e) {
+        using Kind = standin::ptx::Fault::Kind;
+        fail(op.what + ": " + e.what(), e.kind == Kind::Misaligned       ? CUDA_ERROR_MISALIGNED_ADDRESS
+                                        : e.kind == Kind::IllegalAddress ? CUDA_ERROR_ILLEGAL_ADDRESS
+                                                                         : CUDA_ERROR_LAUNCH_FAILED);
       } catch (const std::exception &e) {
         fail(op.what + ": " + e.what());
       }
@@ -324,7 +334,7 @@ std::string hex(uintptr_t p) {
     if (!state().initialized)                                                                      \
       return CUDA_ERROR_NOT_INITIALIZED;                                                           \
     if (!state().failure.empty())                                                                  \
-      return CUDA_ERROR_LAUNCH_FAILED;                                                             \
+      return state().failureCode;                                                                  \
   } while (0)
 
 CUresult invalid(const std::string &why) {
@@ -558,6 +568,8 @@ CUresult CUDAAPI cuGetErrorName(CUresult error, const char **pStr) {
                       STANDIN_NAME(CUDA_ERROR_NOT_FOUND) STANDIN_NAME(CUDA_ERROR_NOT_READY)
                           STANDIN_NAME(CUDA_ERROR_LAUNCH_FAILED)
                               STANDIN_NAME(CUDA_ERROR_NOT_SUPPORTED)
+                                  STANDIN_NAME(CUDA_ERROR_ILLEGAL_ADDRESS)
+                                      STANDIN_NAME(CUDA_ERROR_MISALIGNED_ADDRESS)
 #undef STANDIN_NAME
   };
   auto it = names.find(error);
@@ -583,6 +595,8 @@ CUresult CUDAAPI cuGetErrorString(CUresult error, const char **pStr) {
       {CUDA_ERROR_NOT_FOUND, "named symbol not found"},
       {CUDA_ERROR_NOT_READY, "device not ready"},
       {CUDA_ERROR_LAUNCH_FAILED, "unspecified launch failure"},
+      {CUDA_ERROR_ILLEGAL_ADDRESS, "an illegal memory access was encountered"},
+      {CUDA_ERROR_MISALIGNED_ADDRESS, "misaligned address"},
       {CUDA_ERROR_NOT_SUPPORTED, "operation not supported"},
   };
   auto it = texts.find(error);
@@ -699,7 +713,7 @@ CUresult CUDAAPI cuCtxSynchronize(void) {
   if (anyCapture())
     return captureRefuses("cuCtxSynchronize during a stream capture");
   drainAll();
-  return state().failure.empty() ? CUDA_SUCCESS : CUDA_ERROR_LAUNCH_FAILED;
+  return state().failure.empty() ? CUDA_SUCCESS : state().failureCode;
 }
 
 CUresult CUDAAPI cuMemGetInfo(size_t *free, size_t *total) {
@@ -954,7 +968,7 @@ CUresult CUDAAPI cuStreamSynchronize(CUstream hStream) {
   if (streamOf(hStream)->capture)
     return captureRefuses("cuStreamSynchronize on a stream that is being captured");
   drain(streamOf(hStream));
-  return state().failure.empty() ? CUDA_SUCCESS : CUDA_ERROR_LAUNCH_FAILED;
+  return state().failure.empty() ? CUDA_SUCCESS : state().failureCode;
 }
 
 CUresult CUDAAPI cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags) {
@@ -1044,7 +1058,7 @@ CUresult CUDAAPI cuEventQuery(CUevent hEvent) {
   if (!eventDone(hEvent))
     runOne();
   if (!state().failure.empty())
-    return CUDA_ERROR_LAUNCH_FAILED;
+    return state().failureCode;
   return eventDone(hEvent) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
@@ -1344,7 +1358,7 @@ CUresult CUDAAPI cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) {
       break;
     }
     if (!standin::push(target, std::move(op)))
-      return CUDA_ERROR_LAUNCH_FAILED;
+      return state().failureCode;
   }
   return CUDA_SUCCESS;
 }

@@ -655,34 +655,30 @@ private:
     }
     ks.scopes.emplace_back();
     body(ks);
-    if (ks.k.problem.empty())
-      lowerParams(ks);
     return ks;
   }
 
-  /// ld.param/st.param of a .param variable held in a register become movs.
-  static void lowerParams(KernelState &ks) {
-    for (Inst &in : ks.program.code) {
-      if ((in.op != Op::Ld && in.op != Op::St) || in.space != Space::Param)
-        continue;
-      Operand &address = in.o[in.op == Op::Ld ? 1 : 0];
-      auto it = ks.paramRegs.find(address.symbol);
-      if (address.symbol.empty() || it == ks.paramRegs.end())
-        continue; // a kernel parameter, read from the launch's buffer
-      if (address.imm != 0 || address.reg >= 0 || in.vec != 1) {
-        ks.k.problem = "line " + std::to_string(in.line) + " (" + in.text +
-                       "): a .param variable is accessed in parts";
-        return;
-      }
-      Operand r;
-      r.kind = Operand::Reg;
-      r.reg = it->second;
-      address = r; // ld: mov value, param; st: mov param, value
-      in.op = Op::Mov;
-      in.space = Space::Generic;
-      if (isSigned(in.type) || bitsOf(in.type) < 32)
-        in.type = bitsOf(in.type) <= 32 ? T::B32 : T::B64; // widened as ld does
-    }
+  /// An ld.param/st.param of a .param variable held in a register becomes a
+  /// mov. Resolved as it is read: each call sequence declares its param0 or
+  /// retval0 again, so the register is the one declared last so far.
+  void lowerParam(const KernelState &ks, const std::vector<Token> &s,
+                  Inst &in) const {
+    if ((in.op != Op::Ld && in.op != Op::St) || in.space != Space::Param)
+      return;
+    Operand &address = in.o[in.op == Op::Ld ? 1 : 0];
+    auto it = ks.paramRegs.find(address.symbol);
+    if (address.symbol.empty() || it == ks.paramRegs.end())
+      return; // a kernel parameter, read from the launch's buffer
+    if (address.imm != 0 || address.reg >= 0 || in.vec != 1)
+      unsupported(s, "a .param variable is accessed in parts");
+    Operand r;
+    r.kind = Operand::Reg;
+    r.reg = it->second;
+    address = r; // ld: mov value, param; st: mov param, value
+    in.op = Op::Mov;
+    in.space = Space::Generic;
+    if (isSigned(in.type) || bitsOf(in.type) < 32)
+      in.type = bitsOf(in.type) <= 32 ? T::B32 : T::B64; // widened as ld does
   }
 
   static void renumber(Inst &in, int base) {
@@ -1132,6 +1128,7 @@ private:
     }
     in.text = sourceLine(in.line);
     check(s, in);
+    lowerParam(ks, s, in);
     ks.program.code.push_back(std::move(in));
   }
 
@@ -2055,7 +2052,8 @@ private:
     }
   }
 
-  [[noreturn]] void fault(const Thread &t, const std::string &why) const {
+  [[noreturn]] void fault(const Thread &t, const std::string &why,
+                          Fault::Kind kind = Fault::Kind::Other) const {
     std::ostringstream os;
     os << "kernel " << kernel.name << ", block (" << cta[0] << "," << cta[1]
        << "," << cta[2] << ") thread (" << t.tid[0] << "," << t.tid[1] << ","
@@ -2063,7 +2061,7 @@ private:
     if (t.pc < code.size())
       os << ", PTX line " << code[t.pc].line << " '" << code[t.pc].text << "'";
     os << ": " << why;
-    throw std::runtime_error(os.str());
+    throw Fault(kind, os.str());
   }
 
   uint64_t special(int code, const Thread &t) const {
@@ -2151,25 +2149,31 @@ private:
       return os.str();
     };
     if (address % bytes)
-      fault(t, describe(space == Space::Shared  ? "shared"
-                        : space == Space::Param ? "parameter"
-                                                : "global") +
-                   " is misaligned");
+      fault(t,
+            describe(space == Space::Shared  ? "shared"
+                     : space == Space::Param ? "parameter"
+                                             : "global") +
+                " is misaligned",
+            Fault::Kind::Misaligned);
     switch (space) {
     case Space::Global:
       if (!global(address, bytes))
-        fault(t, describe("global") + " is outside every device allocation");
+        fault(t, describe("global") + " is outside every device allocation",
+              Fault::Kind::IllegalAddress);
       return reinterpret_cast<uint8_t *>(address);
     case Space::Shared:
       if (address > shared.size() || bytes > shared.size() - address)
-        fault(t, describe("shared") + " is outside the block's " +
-                     std::to_string(shared.size()) + " bytes of shared memory");
+        fault(t,
+              describe("shared") + " is outside the block's " +
+                  std::to_string(shared.size()) + " bytes of shared memory",
+              Fault::Kind::IllegalAddress);
       checkRace(t, address, bytes, access, incoming);
       return shared.data() + address;
     case Space::Param:
       if (address > launch.parameters.size() ||
           bytes > launch.parameters.size() - address)
-        fault(t, describe("parameter") + " is outside the parameters");
+        fault(t, describe("parameter") + " is outside the parameters",
+              Fault::Kind::IllegalAddress);
       return const_cast<uint8_t *>(launch.parameters.data()) + address;
     default:
       fault(t, "unknown state space");
@@ -2874,13 +2878,15 @@ shardflow::standin::ptx::parse(const std::string &text) {
 void shardflow::standin::ptx::run(const Kernel &kernel, const Launch &launch,
                                   const RangeCheck &global) {
   if (!kernel.problem.empty() || !kernel.program)
-    throw std::runtime_error("kernel " + kernel.name +
-                             " cannot be interpreted: " + kernel.problem);
+    throw Fault(Fault::Kind::Other,
+                "kernel " + kernel.name +
+                    " cannot be interpreted: " + kernel.problem);
   if (launch.parameters.size() != kernel.parameterBytes)
-    throw std::runtime_error("kernel " + kernel.name + ": " +
-                             std::to_string(launch.parameters.size()) +
-                             " bytes of parameters, expected " +
-                             std::to_string(kernel.parameterBytes));
+    throw Fault(Fault::Kind::Other,
+                "kernel " + kernel.name + ": " +
+                    std::to_string(launch.parameters.size()) +
+                    " bytes of parameters, expected " +
+                    std::to_string(kernel.parameterBytes));
   BlockRunner runner(kernel, launch, global);
   for (unsigned z = 0; z < launch.grid[2]; ++z)
     for (unsigned y = 0; y < launch.grid[1]; ++y)

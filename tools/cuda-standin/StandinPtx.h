@@ -20,6 +20,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -64,9 +65,23 @@ struct Launch {
 /// Whether [address, address + bytes) is device memory the kernel may use.
 using RangeCheck = std::function<bool(uint64_t address, size_t bytes)>;
 
-/// Runs every block of the launch. Throws std::runtime_error naming the
-/// kernel, block, thread and PTX line on an access outside memory, a
-/// misaligned access or threads that never meet at a barrier or shuffle.
+/// What run() throws when a kernel goes wrong: the message names the
+/// kernel, block, thread and PTX line. `kind` says which of a GPU's errors
+/// the fault is, for the driver to return the code a GPU would.
+struct Fault : std::runtime_error {
+  enum class Kind {
+    Misaligned,     // an access not aligned to its size ("misaligned address")
+    IllegalAddress, // outside device memory, shared memory or the parameters
+    Other,          // a race, threads that never meet, what is not interpreted
+  };
+  Fault(Kind kind, const std::string &what)
+      : std::runtime_error(what), kind(kind) {}
+  Kind kind;
+};
+
+/// Runs every block of the launch. Throws Fault on an access outside
+/// memory, a misaligned access, a shared-memory race or threads that never
+/// meet at a barrier or shuffle.
 void run(const Kernel &kernel, const Launch &launch, const RangeCheck &global);
 
 } // namespace shardflow::standin::ptx
