@@ -22,12 +22,9 @@
 
 namespace shardflow::rtgpu {
 
-/// The buffer a value's bytes belong to: through views to the allocation.
-inline mlir::Value rootOf(mlir::Value v) {
-  while (auto view = v.getDefiningOp<rt::ViewOp>())
-    v = view.getSource();
-  return v;
-}
+using rt::collectReaders;
+using rt::rootOf;
+
 inline int64_t numel(mlir::Value v) {
   return mlir::cast<mlir::MemRefType>(v.getType()).getNumElements();
 }
