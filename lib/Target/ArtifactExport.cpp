@@ -15,6 +15,7 @@
 #include "shardflow/Dialect/NN/Transforms/Passes.h"
 #include "shardflow/Dialect/RT/IR/RTOps.h"
 #include "shardflow/Dialect/RT/Transforms/Passes.h"
+#include "shardflow/Target/CUDA/Passes.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/DenseMap.h"
@@ -37,16 +38,20 @@ void shardflow::buildLowerToRTPipeline(OpPassManager &pm, StringRef target,
   }
   pm.addPass(createConvertNNToRT());
   if (target == "cuda") {
-    ConvertRTToGPUOptions gpu;
-    gpu.vectorize = cuda.vectorAccesses;
-    gpu.gemmEpilogues = cuda.gemmEpilogues;
-    gpu.gemmResiduals = cuda.gemmResiduals;
-    gpu.gemmPadding = cuda.gemmPadding;
-    gpu.siblingFusion = cuda.siblingFusion;
-    pm.addPass(createConvertRTToGPU(gpu));
+    // The rt rewrites, then the generated kernels. packed-qkv only turns
+    // off nn-split-fused-projections' attention-in-place above:
+    // cuda-read-attention-inputs-in-place still runs, for any split left
+    // that feeds one attention.
+    cuda::CUDACodegenPipelineOptions codegen;
+    codegen.gemmEpilogues = cuda.gemmEpilogues;
+    codegen.gemmResiduals = cuda.gemmResiduals;
+    codegen.gemmPadding = cuda.gemmPadding;
+    codegen.vectorize = cuda.vectorAccesses;
+    codegen.siblingFusion = cuda.siblingFusion;
+    cuda::buildCUDACodegenPipeline(pm, codegen);
   } else {
-    // Einsums that are matmuls run on the GEMM (convert-rt-to-gpu does
-    // this itself first).
+    // Einsums that are matmuls run on the GEMM (cuda-codegen-pipeline
+    // does this first too).
     pm.addNestedPass<func::FuncOp>(rt::createRTEinsumToMatmul());
   }
   pm.addNestedPass<func::FuncOp>(rt::createRTPlanMemory());

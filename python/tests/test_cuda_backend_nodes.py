@@ -1,7 +1,7 @@
 """ONNX's backend node tests through the CUDA target's generated code.
 
 Every attempted node test (the set test_onnx_backend runs on the CPU) is
-compiled with `--convert-nn-to-rt --convert-rt-to-gpu`; an input the
+compiled with `--convert-nn-to-rt --cuda-codegen-pipeline`; an input the
 importer needs as a constant (axes, k, split sizes) is pinned to the data
 set's value with --input-value, as the CPU runner does. When that
 succeeds, `shardflow.gpu_emulator` runs the program (generated kernels as
@@ -41,7 +41,7 @@ def _run_one(info, data_dir, shard_opt):
     # pinned to the data set's value, as the CPU node runner does.
     pinned: list[str] = []
     while True:
-        cmd = [shard_opt, "model.onnx", "--convert-nn-to-rt", "--convert-rt-to-gpu",
+        cmd = [shard_opt, "model.onnx", "--convert-nn-to-rt", "--cuda-codegen-pipeline",
                "--mlir-print-op-generic"]
         feeds = []
         for name, (j, v) in inputs.items():

@@ -2,7 +2,7 @@
 
 Each case is a small ONNX model (written as ONNX text) made only of ops that
 `convert-rt-to-gpu` turns into generated code. `shard-opt MODEL
---convert-nn-to-rt --convert-rt-to-gpu --mlir-print-op-generic` gives the rt
+--convert-nn-to-rt --cuda-codegen-pipeline --mlir-print-op-generic` gives the rt
 program and its gpu.func kernels; `shardflow.gpu_emulator` runs them on the
 CPU (one numpy lane per GPU thread, per-block reductions) and the outputs are
 compared with onnxruntime on the same inputs. This checks the code the
@@ -218,7 +218,7 @@ def _compile(model, tmp_path, *extra):
     return subprocess.run([str(SHARD_OPT), str(path), *extra], capture_output=True, text=True)
 
 
-def _gpu_program(model, tmp_path, rt_to_gpu="--convert-rt-to-gpu"):
+def _gpu_program(model, tmp_path, rt_to_gpu="--cuda-codegen-pipeline"):
     """The rt program with its generated gpu.func kernels, in generic form
     (what gpu_emulator runs); the compile must succeed."""
     proc = _compile(model, tmp_path, "--convert-nn-to-rt", rt_to_gpu, "--mlir-print-op-generic")
@@ -278,7 +278,7 @@ def test_vector_accesses_must_be_aligned(tmp_path):
     x, b = _f(4, 8), _f(8)
     (y,) = gpu_emulator.run_program(ir, [x, b])
     np.testing.assert_array_equal(y, np.maximum(x + b, 0))
-    scalar = _gpu_program(model, tmp_path, "--convert-rt-to-gpu=vectorize=false")
+    scalar = _gpu_program(model, tmp_path, "--cuda-codegen-pipeline=vectorize=false")
     assert '"vector.' not in scalar.stdout
     np.testing.assert_array_equal(gpu_emulator.run_program(scalar.stdout, [x, b])[0], y)
     # Load x at base + 1 instead of base.
@@ -400,7 +400,7 @@ def test_zoo_cuda_programs_match_onnxruntime(model_name, dtype, tmp_path):
 
 
 def _zoo_cuda_program(model_name, dtype, tmp_path, *model_flags,
-                      rt_to_gpu="--convert-rt-to-gpu"):
+                      rt_to_gpu="--cuda-codegen-pipeline"):
     """A zoo model's file and its --target cuda program (generic form,
     before memory planning)."""
     tmp_path.mkdir(parents=True, exist_ok=True)
@@ -504,7 +504,7 @@ def test_misaligned_vocabulary_projection_is_stored_transposed(dtype, tmp_path):
     _emulate_against_onnxruntime(path, ir, dtype)
 
     path, ir = _zoo_cuda_program("gpt2", dtype, tmp_path / "unpadded", "--vocab", "101",
-                                 rt_to_gpu="--convert-rt-to-gpu=gemm-padding=false")
+                                 rt_to_gpu="--cuda-codegen-pipeline=gemm-padding=false")
     head = re.search(r'"rt.weight"\(\) <\{[^\n]*name = "lm_head.weight"[^\n]*', ir)
     assert "zero_padded" not in head.group(0)
     assert re.search(rf": \(\) -> memref<101x64x{elem}>", head.group(0)), head.group(0)
@@ -590,7 +590,7 @@ def test_sharded_cuda_programs_on_four_ranks(model_name, strategy, dtype, tmp_pa
     # The same pipeline, printed before memory planning, run on 4 ranks.
     proc = subprocess.run([str(SHARD_OPT), *common, "--raise-attention",
                            "--nn-fold-attention-layout", "--nn-split-fused-projections",
-                           "--convert-nn-to-rt", "--convert-rt-to-gpu",
+                           "--convert-nn-to-rt", "--cuda-codegen-pipeline",
                            "--mlir-print-op-generic"],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
@@ -806,7 +806,7 @@ def test_check_cases_for_the_gpu_check(tmp_path):
             feeds = {k: z[k] for k in z.files}
         if art.stem != "gather_out_of_range":  # gather is the runtime's kernel
             proc = _compile(onnx.load(str(base) + ".onnx"), tmp_path, "--convert-nn-to-rt",
-                            "--convert-rt-to-gpu", "--mlir-print-op-generic")
+                            "--cuda-codegen-pipeline", "--mlir-print-op-generic")
             assert proc.returncode == 0, proc.stderr
             error = (gpu_emulator.DivisionByZero if "div_by_zero" in art.stem
                      else gpu_emulator.IndexOutOfRange)
@@ -1272,7 +1272,7 @@ def test_row_epilogue_of_a_half_precision_rms_norm(tmp_path):
         inits="<float two = {2.0}, float eps = {1e-6}, int64[1] ax = {-1}>")
     feeds = {"x": _f(6, 40, 64).astype(np.float16), "w": _f(64).astype(np.float16)}
     proc = _compile(model, tmp_path, "--raise-normalization", "--convert-nn-to-rt",
-                    "--convert-rt-to-gpu", "--mlir-print-op-generic")
+                    "--cuda-codegen-pipeline", "--mlir-print-op-generic")
     assert proc.returncode == 0, proc.stderr
     ir = proc.stdout
     ours = gpu_emulator.run_program(ir, list(feeds.values()))

@@ -152,7 +152,7 @@ def test_cuda_norm_is_one_generated_launch(name, tmp_path):
     written_out = CASES[name][2]
     for raise_norms, launches in ((True, 1), (False, written_out)):
         ir = _shard_opt(path, f"--raise-normalization={str(raise_norms).lower()}",
-                        "--convert-nn-to-rt", "--convert-rt-to-gpu",
+                        "--convert-nn-to-rt", "--cuda-codegen-pipeline",
                         "--mlir-print-op-generic").stdout
         assert ir.count('"rt.launch"') == launches, (raise_norms, ir)
         assert '"rt.kernel"' not in ir
@@ -240,7 +240,7 @@ def test_raised_gelu_generated_code_matches_onnxruntime(name, tmp_path):
     path.write_bytes(model.SerializeToString())
     feeds = _feeds(model, name)
     want = _onnxruntime(model, feeds)
-    ir = _shard_opt(path, "--raise-gelu", "--convert-nn-to-rt", "--convert-rt-to-gpu",
+    ir = _shard_opt(path, "--raise-gelu", "--convert-nn-to-rt", "--cuda-codegen-pipeline",
                     "--mlir-print-op-generic").stdout
     assert ir.count('"rt.launch"') == 1 and "_add_gelu" in ir, ir
     got = gpu_emulator.run_program(ir, list(feeds.values()))[0]

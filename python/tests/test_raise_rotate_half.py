@@ -107,7 +107,7 @@ def test_cuda_rotary_is_one_generated_launch(name, tmp_path):
     path, feeds, want = _case(name, tmp_path)
     for raised in (True, False):
         ir = _shard_opt(path, f"--raise-rotate-half={str(raised).lower()}",
-                        "--convert-nn-to-rt", "--convert-rt-to-gpu",
+                        "--convert-nn-to-rt", "--cuda-codegen-pipeline",
                         "--mlir-print-op-generic").stdout
         launches = re.findall(r"kernel = @shardflow_kernels::@(\w+)", ir)
         if raised:

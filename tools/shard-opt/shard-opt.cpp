@@ -18,6 +18,7 @@
 #include "shardflow/Import/ONNX/ONNXImporter.h"
 #include "shardflow/Runtime/Checksum.h"
 #include "shardflow/Target/ArtifactExport.h"
+#include "shardflow/Target/CUDA/Passes.h"
 #include "shardflow/Target/DeviceCode.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -805,6 +806,8 @@ int main(int argc, char **argv) {
   mlir::registerTransformsPasses();
   shardflow::registerConversionPasses();
   shardflow::rt::registerRTPasses();
+  shardflow::cuda::registerCUDAPasses();
+  shardflow::cuda::registerCUDACodegenPipeline();
   shardflow::dist::registerTestShardingRulesPass();
   shardflow::dist::registerDistPasses();
   shardflow::nn::registerNNPasses();

@@ -21,9 +21,9 @@ namespace shardflow {
 struct CudaCodegenOptions {
   bool vectorAccesses = true; // convert-rt-to-gpu's vectorize
   bool packedQkv = true;      // nn-split-fused-projections' attention-in-place
-  bool gemmEpilogues = true;  // convert-rt-to-gpu's gemm-epilogues
-  bool gemmResiduals = true;  // convert-rt-to-gpu's gemm-residuals
-  bool gemmPadding = true;    // convert-rt-to-gpu's gemm-padding
+  bool gemmEpilogues = true;  // cuda-fuse-gemm-epilogues runs
+  bool gemmResiduals = true;  // cuda-fuse-gemm-residuals runs
+  bool gemmPadding = true;    // cuda-pad-misaligned-gemm-results runs
   bool siblingFusion = true;  // convert-rt-to-gpu's sibling-fusion
 };
 

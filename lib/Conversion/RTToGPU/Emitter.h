@@ -184,11 +184,6 @@ mlir::FailureOr<LaunchShape> standaloneShape(rt::KernelOp k);
 mlir::LogicalResult emitStandalone(EmitterBase &e, rt::KernelOp k,
                                    llvm::DenseMap<mlir::Value, mlir::Value> &args);
 
-/// Rewrites every scatter_nd into a copy of its data (`identity`, which
-/// fuses like any elementwise kernel) followed by `scatter_nd_updates`,
-/// which writes the updates into the copy in place.
-void splitScatters(mlir::func::FuncOp fn);
-
 } // namespace shardflow::rtgpu
 
 #endif // SHARDFLOW_LIB_CONVERSION_RTTOGPU_EMITTER_H

@@ -17,9 +17,12 @@
 
 #include "FusionGroups.h"
 
+#include "shardflow/Target/CUDA/GemmTypes.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/ADT/StringSwitch.h"
 
 using namespace mlir;
 using namespace shardflow;
@@ -30,6 +33,17 @@ bool shardflow::rtgpu::isRuntimeKernel(StringRef name) {
                                           "slice",  "concat", "split",    "expand",
                                           "gather", "pad"};
   return names.contains(name);
+}
+
+/// The CUDA rt rewrite that turns kernel `name` into kernels this pass
+/// generates or the runtime runs (cuda-codegen-pipeline runs it first), or
+/// "" when there is none.
+static StringRef rewritingPass(StringRef name) {
+  return llvm::StringSwitch<StringRef>(name)
+      .Case("conv", "cuda-lower-convolutions")
+      .Case("scatter_nd", "cuda-split-scatters")
+      .Case("training_dropout", "cuda-precompute-dropout-masks")
+      .Default("");
 }
 
 bool shardflow::rtgpu::isElementwise(StringRef name) {
@@ -183,10 +197,27 @@ LogicalResult shardflow::rtgpu::formGroups(func::FuncOp fn,
     }
     if (!elementwise && !row) {
       closeReadGroups(nullptr);
-      if (!isRuntimeKernel(name))
-        return k.emitOpError("kernel '")
-               << name << "' has no CUDA implementation yet (neither generated code "
-               << "nor a runtime kernel); compile with --target cpu";
+      if (!isRuntimeKernel(name)) {
+        InFlightDiagnostic diag = k.emitOpError("kernel '")
+                                  << name << "' has no CUDA implementation yet (neither "
+                                  << "generated code nor a runtime kernel); compile with "
+                                  << "--target cpu";
+        if (StringRef pass = rewritingPass(name); !pass.empty())
+          diag.attachNote() << pass << " rewrites the '" << name << "' kernels it can into "
+                            << "ones that have one; cuda-codegen-pipeline runs it before "
+                            << "convert-rt-to-gpu";
+        return diag;
+      }
+      if (name == "matmul" && k.getInputs().size() == 2 && k.getOutputs().size() == 1 &&
+          !cuda::isGemmType(elemOf(k.getOutputs()[0]))) {
+        InFlightDiagnostic diag = k.emitOpError("kernel 'matmul' of ")
+                                  << elemOf(k.getOutputs()[0])
+                                  << " has no CUDA implementation (cuBLASLt multiplies f32, "
+                                  << "f16 and bf16)";
+        diag.attachNote() << "cuda-lower-non-gemm-matmuls makes it an einsum, which has one; "
+                          << "cuda-codegen-pipeline runs it before convert-rt-to-gpu";
+        return diag;
+      }
       continue;
     }
     if ((name == "average_pool" || name == "batch_normalization") &&
