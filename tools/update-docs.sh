@@ -8,7 +8,7 @@ build="${SHARDFLOW_BUILD_DIR:-$root/build}"
 ninja -C "$build" mlir-doc >/dev/null
 mkdir -p "$root/docs/reference"
 for f in Dialects/NNDialect.md Dialects/DistDialect.md Dialects/RTDialect.md \
-         NNPasses.md DistPasses.md RTPasses.md ConversionPasses.md; do
+         NNPasses.md DistPasses.md RTPasses.md ConversionPasses.md CUDAPasses.md; do
   cp "$build/docs/$f" "$root/docs/reference/$(basename "$f")"
 done
 echo "docs/reference updated from $build/docs"

@@ -17,6 +17,7 @@
 #include "shardflow/Dialect/Dist/Transforms/Passes.h"
 #include "shardflow/Dialect/NN/Transforms/Passes.h"
 #include "shardflow/Dialect/RT/Transforms/Passes.h"
+#include "shardflow/Target/CUDA/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/PassOptions.h"
@@ -79,21 +80,25 @@ static void buildRTPhase(OpPassManager &pm, const CompileOptions &o) {
   }
   pm.addPass(createConvertNNToRT());
   if (o.target != "cuda") {
-    // Einsums that are matmuls run on the GEMM (the GPU phase does this
-    // itself first).
+    // Einsums that are matmuls run on the GEMM (cuda-codegen-pipeline, in
+    // the gpu phase, runs the same pass first).
     pm.addNestedPass<func::FuncOp>(rt::createRTEinsumToMatmul());
     pm.addNestedPass<func::FuncOp>(rt::createRTPlanMemory());
   }
 }
 
 static void buildGPUPhase(OpPassManager &pm, const CompileOptions &o) {
-  ConvertRTToGPUOptions gpu;
-  gpu.vectorize = o.cuda.vectorAccesses;
-  gpu.gemmEpilogues = o.cuda.gemmEpilogues;
-  gpu.gemmResiduals = o.cuda.gemmResiduals;
-  gpu.gemmPadding = o.cuda.gemmPadding;
-  gpu.siblingFusion = o.cuda.siblingFusion;
-  pm.addPass(createConvertRTToGPU(gpu));
+  // The rt rewrites, then the generated kernels. packed-qkv only turns off
+  // nn-split-fused-projections' attention-in-place in the rt phase:
+  // cuda-read-attention-inputs-in-place still runs, for any split left that
+  // feeds one attention.
+  cuda::CUDACodegenPipelineOptions codegen;
+  codegen.gemmEpilogues = o.cuda.gemmEpilogues;
+  codegen.gemmResiduals = o.cuda.gemmResiduals;
+  codegen.gemmPadding = o.cuda.gemmPadding;
+  codegen.vectorize = o.cuda.vectorAccesses;
+  codegen.siblingFusion = o.cuda.siblingFusion;
+  cuda::buildCUDACodegenPipeline(pm, codegen);
   pm.addNestedPass<func::FuncOp>(rt::createRTPlanMemory());
 }
 

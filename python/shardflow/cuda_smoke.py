@@ -116,10 +116,11 @@ def build(outdir: Path) -> list[Path]:
 
     paths = []
     # MatMul in each shape class (CudaPlanning.h: MatmulPlan).
-    # Then f16 operands with an f32 result (what convert-rt-to-gpu makes of
-    # a product that is cast to f32 and returned): f32 accumulation rounded
-    # once to f32, so the f32 tolerance holds; broadcast, to cover the
-    # result's offsets, which step in f32 while the operands' step in f16.
+    # Then f16 operands with an f32 result (what cuda-fuse-gemm-output-casts
+    # makes of a product that is cast to f32 and returned): f32 accumulation
+    # rounded once to f32, so the f32 tolerance holds; broadcast, to cover
+    # the result's offsets, which step in f32 while the operands' step in
+    # f16.
     for name, sa, sb, operands in [("matmul_folded", (2, 3, 4, 8), (8, 5), f32),
                                    ("matmul_batched", (2, 3, 4, 8), (2, 3, 8, 5), f32),
                                    ("matmul_broadcast", (2, 1, 4, 8), (1, 3, 8, 5), f32),
@@ -140,8 +141,9 @@ def build(outdir: Path) -> list[Path]:
 
     # A weight whose rows are not 16-byte aligned ([K, N], N = 13 f16 or 5
     # f32), held transposed (permutation, applied at load) and read with
-    # trans_b: what convert-rt-to-gpu makes of GPT-2's vocabulary
-    # projection. The f16 one writes f32, as the logits under --dtype do.
+    # trans_b: what cuda-transpose-misaligned-gemm-weights makes of GPT-2's
+    # vocabulary projection. The f16 one writes f32, as the logits under
+    # --dtype do.
     for name, sx, sw, held, result in [("matmul_trans_b_f16_to_f32", (2, 3, 16), (16, 13),
                                         np.float16, f32),
                                        ("matmul_trans_b_f32", (2, 3, 8), (8, 5), f32, f32)]:

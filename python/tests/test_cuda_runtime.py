@@ -361,10 +361,11 @@ def test_sliced_mixed_precision_weight(tmp_path):
 
 
 def test_permuted_sliced_weight_in_a_transposed_matmul(tmp_path):
-    # The layout convert-rt-to-gpu gives a GEMM weight with misaligned rows:
-    # a column slice (5..9) of a [6, 10] f32 weight, checked against the
-    # checksum of its file bytes (stored order), converted to bf16, then
-    # loaded transposed as [5, 6] and read by a matmul with trans_b.
+    # The layout cuda-transpose-misaligned-gemm-weights gives a GEMM weight
+    # with misaligned rows: a column slice (5..9) of a [6, 10] f32 weight,
+    # checked against the checksum of its file bytes (stored order),
+    # converted to bf16, then loaded transposed as [5, 6] and read by a
+    # matmul with trans_b.
     rng = np.random.default_rng(5)
     whole = rng.standard_normal((6, 10)).astype(np.float32)
     (tmp_path / "w.bin").write_bytes(whole.tobytes())
@@ -470,9 +471,9 @@ def test_gpu_smoke_cases_match_their_references_on_the_cpu(tmp_path):
 
 def test_cpu_attention_refuses_packed_qkv(tmp_path):
     """`packed_qkv` (query, key and value read in one fused buffer) is what
-    convert-rt-to-gpu makes for the CUDA attention; an artifact that hands
-    it to the CPU kernel is refused by name, not computed with the wrong
-    head size."""
+    cuda-read-attention-inputs-in-place makes for the CUDA attention; an
+    artifact that hands it to the CPU kernel is refused by name, not
+    computed with the wrong head size."""
     lines = ["buffer 0 input f32 1x2x12 name=qkv",
              "buffer 1 arena f32 1x2x4 offset=0",
              "kernel attention in=0,0,0 out=1 kv_num_heads=i:2 q_num_heads=i:2 "

@@ -18,6 +18,7 @@ GENERATED = {
     "DistPasses.md": "DistPasses.md",
     "RTPasses.md": "RTPasses.md",
     "ConversionPasses.md": "ConversionPasses.md",
+    "CUDAPasses.md": "CUDAPasses.md",
 }
 
 

@@ -25,6 +25,7 @@
 #include "shardflow/Pipelines/ArtifactPhase.h"
 #include "shardflow/Pipelines/CommandLine.h"
 #include "shardflow/Pipelines/Pipelines.h"
+#include "shardflow/Target/CUDA/Passes.h"
 #include "shardflow/Target/DeviceCode.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -82,6 +83,8 @@ static void registerEverything(DialectRegistry &registry) {
   mlir::registerTransformsPasses();
   registerConversionPasses();
   rt::registerRTPasses();
+  cuda::registerCUDAPasses();
+  cuda::registerCUDACodegenPipeline();
   dist::registerTestShardingRulesPass();
   dist::registerDistPasses();
   nn::registerNNPasses();

@@ -36,10 +36,11 @@ def ConvertRTToGPU : Pass<"convert-rt-to-gpu", "::mlir::ModuleOp"> {
     For the CUDA target. Elementwise rt.kernel calls (arithmetic with
     broadcasting, comparisons, `where`, unary math, activations, `cast`,
     `constant_of_shape`, `range`, `trilu`, `rotary_embedding`,
-    `batch_normalization`, `max_pool`, `average_pool`) and row reductions
-    (`softmax`, `log_softmax`, `layer_normalization`, `rms_normalization`,
-    `global_average_pool`, and `reduce_sum`/`reduce_mean`/`reduce_max` of
-    floats over one contiguous block of axes) become `gpu.func` kernels in
+    `batch_normalization`, `max_pool`, `average_pool`, `im2col`,
+    `masked_scale`) and row reductions (`softmax`, `log_softmax`,
+    `layer_normalization`, `rms_normalization`, `global_average_pool`, and
+    `reduce_sum`/`reduce_mean`/`reduce_max` of floats over one contiguous
+    block of axes) become `gpu.func` kernels in
     `gpu.module @shardflow_kernels`, called by `rt.launch`.
 
     Fusion is producer-consumer: an elementwise kernel joins the group that
@@ -59,66 +60,30 @@ def ConvertRTToGPU : Pass<"convert-rt-to-gpu", "::mlir::ModuleOp"> {
     block-wide reductions. Code computes
     in f32 for f16, bf16 and f32 data and rounds once when it stores.
 
-    A `split` along the last dimension of a [B, S, W] buffer whose three
-    pieces only one `attention` reads, as its query, key and value, goes
-    away: the attention takes the buffer three times with `packed_qkv`
-    (the pieces' widths) and reads the pieces in place.
-
     Contractions, attention and data movement (`matmul`, `gemm`,
     `attention`, `transpose`, `slice`, `concat`, `split`, `expand`,
     `gather`, `pad`) stay rt.kernel calls for the CUDA runtime; any other
-    kernel is an error naming it. With `gemm-epilogues`, a matmul whose
-    result only a bias add reads (a bias over its last dimension), and
-    that add's result only a tanh gelu or a relu, becomes one matmul with
-    the cuBLASLt epilogue `bias`, `gelu_bias` or `relu_bias`. With
-    `gemm-residuals`, a matmul of a 2-D weight, plain or with the `bias`
-    epilogue, whose result only an add of another buffer of its shape reads
-    (the residual stream) takes that buffer as cuBLASLt's C (`residual`,
-    the last input) and writes the sum itself. A plain f16
-    or bf16 matmul whose result only a cast to f32 reads, where no kernel
-    reads the cast's result (the returned logits of a `--dtype` program),
-    writes f32 itself (accumulated in f32, rounded once). A 2-D weight
-    [K, N] that only matmuls read as their second operand, whose rows are
-    not 16-byte aligned while its columns would be (GPT-2's [768, 50257]
-    vocabulary projection), is loaded transposed (`permutation` on
-    rt.weight) and read with the matmul's `trans_b`, so cuBLASLt can pick
-    its kernels for aligned operands. With `gemm-padding`, a plain matmul
-    of a 2-D weight (of at least 64 columns) whose result rows are not
-    16-byte aligned (GPT-2's f32 or bf16 logits, 50257 wide) writes a
-    result padded to a multiple of 64 columns (8 below 1024), whose rows
-    are; the weight is read with the padded width at load (`zero_padded`, a
-    slice of the stored tensor that may reach past it). A padded result
-    that only the function returns is returned as it is, its result
-    attribute `rt.columns` giving the real columns (the artifact's output
-    `columns=`: the runtime downloads them with one 2-D copy); any other
-    gets a `slice` that copies the real columns into the result. An einsum
-    that contracts the last dimension of its first operand with the first
-    of its second ("...a,abc->...bc") becomes a matmul of views; any other
-    two-operand float einsum with an explicit output, no ellipsis and no
-    label summed within one operand becomes transposes (where the order
-    differs) around one batched matmul; and a
-    `conv` becomes a generated `im2col` kernel, a matmul of the grouped
-    weight view with its patch matrix (already in NCHW order) and, with a
-    bias, a generated add.
+    kernel is an error naming it. The CUDA target's rt rewrites
+    (`cuda-*` passes, run by `cuda-codegen-pipeline` before this pass)
+    lower what has no form here (convolutions, `scatter_nd`,
+    `training_dropout`, matmuls of types cuBLASLt does not multiply) and
+    fold what cuBLASLt can do into its GEMMs: a kernel that one of them
+    rewrites, left in this pass's input, is an error whose note names the
+    pass.
 
     Some kernels are generated as launches of their own, never fused:
     reductions that are not row reductions (axes that are not one
-    contiguous block, integers), other einsums (one thread per output
-    element, a loop per summed label), `cumsum` (one thread per line, or
-    one block per line along the last axis or when few lines are long: a
-    block scan in tiles), `gather_elements` (one thread per element),
-    `topk` (one block per line,
-    k rounds of two block reductions) and `scatter_nd`, which becomes a copy
-    of its data (`identity`, fused like any elementwise kernel) and
-    `scatter_nd_updates` writing into the copy in place, taking the index
-    tuples in order. Kernels that check their data (these two and
-    `rotary_embedding` with position ids for indices, integer `div` for
-    zero divisors) get `checks`: they take a status word in which they
-    report what they found. Unsigned integer buffers are passed as the
-    signless integers of their width; the code picks unsigned operations.
-    A `training_dropout` mask depends on the seed and shape only: it is
-    drawn here into a constant (at most 2^24 elements), and the result
-    becomes a generated masked scale.
+    contiguous block, integers), einsums (one thread per output element, a
+    loop per summed label), `cumsum` (one thread per line, or one block per
+    line along the last axis or when few lines are long: a block scan in
+    tiles), `gather_elements` (one thread per element), `topk` (one block
+    per line, k rounds of two block reductions) and `scatter_nd_updates`
+    (writing into its data in place, taking the index tuples in order).
+    Kernels that check their data (these two and `rotary_embedding` with
+    position ids for indices, integer `div` for zero divisors) get
+    `checks`: they take a status word in which they report what they
+    found. Unsigned integer buffers are passed as the signless integers of
+    their width; the code picks unsigned operations.
 
     With `sibling-fusion`, elementwise groups that stand next to each other
     in the program and do not depend on each other (Llama's rotary
@@ -128,15 +93,6 @@ def ConvertRTToGPU : Pass<"convert-rt-to-gpu", "::mlir::ModuleOp"> {
     between them, so no other operation sees either run earlier or later.
   }];
   let options = [
-    Option<"gemmEpilogues", "gemm-epilogues", "bool", /*default=*/"true",
-           "Fold bias adds (and a following tanh gelu or relu) into matmuls">,
-    Option<"gemmResiduals", "gemm-residuals", "bool", /*default=*/"true",
-           "Let a matmul of a 2-D weight (plain or with a bias epilogue) add the "
-           "residual that its only reader adds, as cuBLASLt's C">,
-    Option<"gemmPadding", "gemm-padding", "bool", /*default=*/"true",
-           "Let a plain matmul of a 2-D weight whose result rows are not 16-byte "
-           "aligned write a result padded to aligned rows (the weight zero-padded "
-           "at load): returned as it is, or its real columns copied out by a slice">,
     Option<"vectorize", "vectorize", "bool", /*default=*/"true",
            "Let each thread of an elementwise kernel or row reduction take up "
            "to 16 bytes of consecutive elements, loaded and stored as vectors">,

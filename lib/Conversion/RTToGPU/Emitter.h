@@ -22,12 +22,9 @@
 
 namespace shardflow::rtgpu {
 
-/// The buffer a value's bytes belong to: through views to the allocation.
-inline mlir::Value rootOf(mlir::Value v) {
-  while (auto view = v.getDefiningOp<rt::ViewOp>())
-    v = view.getSource();
-  return v;
-}
+using rt::collectReaders;
+using rt::rootOf;
+
 inline int64_t numel(mlir::Value v) {
   return mlir::cast<mlir::MemRefType>(v.getType()).getNumElements();
 }
@@ -186,11 +183,6 @@ mlir::FailureOr<LaunchShape> standaloneShape(rt::KernelOp k);
 /// `args` maps its buffers to the function's arguments.
 mlir::LogicalResult emitStandalone(EmitterBase &e, rt::KernelOp k,
                                    llvm::DenseMap<mlir::Value, mlir::Value> &args);
-
-/// Rewrites every scatter_nd into a copy of its data (`identity`, which
-/// fuses like any elementwise kernel) followed by `scatter_nd_updates`,
-/// which writes the updates into the copy in place.
-void splitScatters(mlir::func::FuncOp fn);
 
 } // namespace shardflow::rtgpu
 

@@ -15,10 +15,10 @@
 //    per line scanning it in tiles (a block-wide scan in shared memory per
 //    tile); accumulating in the same types.
 //  - gather_elements: one thread per output element.
-//  - scatter_nd_updates (what splitScatters makes of scatter_nd, after a
-//    copy of the data): one thread per element of an update slice, taking
-//    the index tuples in order, so duplicate indices resolve as on the CPU
-//    (the last one wins, or the reduction applies in order).
+//  - scatter_nd_updates (what cuda-split-scatters makes of scatter_nd,
+//    after a copy of the data): one thread per element of an update slice,
+//    taking the index tuples in order, so duplicate indices resolve as on
+//    the CPU (the last one wins, or the reduction applies in order).
 //  - einsum (what is not the megatron preset's projection, which becomes a
 //    matmul): one thread per output element, one loop per summed label,
 //    any number of inputs, ellipsis broadcasting and diagonals included.
@@ -1047,25 +1047,4 @@ LogicalResult shardflow::rtgpu::emitStandalone(EmitterBase &e, rt::KernelOp k,
   if (name == "einsum")
     return emitEinsum(e, k, args);
   return emitTopK(e, k, args);
-}
-
-void shardflow::rtgpu::splitScatters(func::FuncOp fn) {
-  SmallVector<rt::KernelOp> scatters;
-  fn.walk([&](rt::KernelOp k) {
-    if (k.getKernel() == "scatter_nd" && k.getInputs().size() == 3 && k.getOutputs().size() == 1)
-      scatters.push_back(k);
-  });
-  for (rt::KernelOp k : scatters) {
-    Value data = k.getInputs()[0], out = k.getOutputs()[0];
-    if (shapeOf(data) != shapeOf(out) || elemOf(data) != elemOf(out) ||
-        elemOf(k.getInputs()[2]) != elemOf(out))
-      continue; // left for the error that names it
-    OpBuilder b(k);
-    rt::KernelOp::create(b, k.getLoc(), b.getStringAttr("identity"), ValueRange{data},
-                         ValueRange{out}, b.getDictionaryAttr({}));
-    rt::KernelOp::create(b, k.getLoc(), b.getStringAttr("scatter_nd_updates"),
-                         ValueRange{k.getInputs()[1], k.getInputs()[2]}, ValueRange{out},
-                         k.getParams());
-    k.erase();
-  }
 }

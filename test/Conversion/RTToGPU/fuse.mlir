@@ -1,9 +1,9 @@
 // Elementwise kernels fuse along buffers read once and element for element;
 // the fused intermediates disappear; a row reduction takes the elementwise
 // producer of its input as prologue; matmul stays a runtime kernel.
-// (GEMM epilogues and vector accesses are off here; epilogues.mlir and
-// vectorize.mlir test them.)
-// RUN: shard-opt %s -split-input-file -convert-nn-to-rt -convert-rt-to-gpu="gemm-epilogues=false vectorize=false" | FileCheck %s
+// (Vector accesses are off here, and no GEMM epilogue is fused:
+// vectorize.mlir and Target/CUDA/fuse-gemm-epilogues.mlir test them.)
+// RUN: shard-opt %s -split-input-file -convert-nn-to-rt -convert-rt-to-gpu=vectorize=false | FileCheck %s
 
 // CHECK-LABEL: func.func @main
 // CHECK: rt.kernel "matmul"

@@ -1,6 +1,7 @@
 // Kernels generated as launches of their own: reductions over separated
-// axes, cumsum, gather_elements, scatter_nd (a copy, then the updates in
-// place) and topk (k rounds of two block reductions).
+// axes, cumsum, gather_elements, topk (k rounds of two block reductions).
+// (Target/CUDA: scatter_nd_updates in split-scatters.mlir, an integer
+// einsum in lower-non-gemm-matmuls.mlir.)
 // RUN: shard-opt %s -split-input-file -convert-nn-to-rt -convert-rt-to-gpu | FileCheck %s
 
 // One thread per output, one loop per run of reduced axes (0 and 2 here),
@@ -80,23 +81,6 @@ func.func @main(%x: tensor<2x5xf32> {nn.name = "x"}, %i: tensor<2x3xi64> {nn.nam
 
 // -----
 
-// The copy fuses with the exp that makes the data; the updates follow, in
-// place, one thread per slice element, index tuples in order.
-// CHECK-LABEL: func.func @main
-// CHECK: %[[OUT:.*]] = rt.alloc : memref<4x3xf32>
-// CHECK: rt.launch @shardflow_kernels::@k0_exp_identity {{.*}} outs(%[[OUT]] : memref<4x3xf32>)
-// CHECK: rt.launch @shardflow_kernels::@k1_scatter_nd_updates {{.*}} outs(%[[OUT]] : memref<4x3xf32>) {checks}
-// CHECK: gpu.func @k1_scatter_nd_updates
-// CHECK: scf.for %{{.*}} = %c0 to %c2 step %c1 {
-// CHECK: arith.addf
-func.func @main(%x: tensor<4x3xf32> {nn.name = "x"}, %i: tensor<2x1xi64> {nn.name = "i"}, %u: tensor<2x3xf32> {nn.name = "u"}) -> (tensor<4x3xf32> {nn.name = "y"}) {
-  %e = nn.exp %x : (tensor<4x3xf32>) -> tensor<4x3xf32>
-  %s = nn.scatter_nd %e, %i, %u {reduction = "add"} : (tensor<4x3xf32>, tensor<2x1xi64>, tensor<2x3xf32>) -> tensor<4x3xf32>
-  return %s : tensor<4x3xf32>
-}
-
-// -----
-
 // One block per line (3 lines of 50), 2 rounds: best key, then lowest index.
 // CHECK-LABEL: func.func @main
 // CHECK: rt.launch @shardflow_kernels::@k0_topk grid [3, 1, 1] block [64, 1, 1]
@@ -109,31 +93,4 @@ func.func @main(%x: tensor<4x3xf32> {nn.name = "x"}, %i: tensor<2x1xi64> {nn.nam
 func.func @main(%x: tensor<3x50xf32> {nn.name = "x"}) -> (tensor<3x2xf32> {nn.name = "v"}, tensor<3x2xi64> {nn.name = "i"}) {
   %v, %i = nn.topk %x {k = 2 : i64} : (tensor<3x50xf32>) -> (tensor<3x2xf32>, tensor<3x2xi64>)
   return %v, %i : tensor<3x2xf32>, tensor<3x2xi64>
-}
-
-// -----
-
-// A float einsum that is a batched matmul: the second operand is
-// transposed to [b, h, d, k], the product is already in the output order.
-// CHECK-LABEL: func.func @main
-// CHECK: rt.kernel "transpose" ins(%arg1 : memref<2x3x7x8xf32>) outs({{.*}} : memref<2x3x8x7xf32>) {params = {perm = array<i64: 0, 1, 3, 2>}}
-// CHECK: rt.kernel "matmul" ins({{.*}} : memref<6x5x8xf32>, memref<6x8x7xf32>) outs({{.*}} : memref<6x5x7xf32>)
-// CHECK-NOT: einsum
-func.func @main(%q: tensor<2x3x5x8xf32> {nn.name = "q"}, %k: tensor<2x3x7x8xf32> {nn.name = "k"}) -> (tensor<2x3x5x7xf32> {nn.name = "s"}) {
-  %s = nn.einsum %q, %k {equation = "bhqd,bhkd->bhqk"} : (tensor<2x3x5x8xf32>, tensor<2x3x7x8xf32>) -> tensor<2x3x5x7xf32>
-  return %s : tensor<2x3x5x7xf32>
-}
-
-// -----
-
-// cuBLASLt has no integer GEMM: an integer matmul is generated as the
-// einsum it is, one loop over the contracted dimension.
-// CHECK-LABEL: func.func @main
-// CHECK: rt.launch @shardflow_kernels::@k0_einsum grid [1, 1, 1] block [256, 1, 1]
-// CHECK: gpu.func @k0_einsum(%{{.*}}: memref<12xi64>, %{{.*}}: memref<20xi64>, %{{.*}}: memref<15xi64>)
-// CHECK: scf.for %{{.*}} = %c0{{(_[0-9]+)?}} to %c4{{(_[0-9]+)?}} step %c1{{(_[0-9]+)?}} iter_args({{.*}}) -> (i64)
-// CHECK: arith.muli
-func.func @main(%a: tensor<3x4xi64> {nn.name = "a"}, %b: tensor<4x5xi64> {nn.name = "b"}) -> (tensor<3x5xi64> {nn.name = "c"}) {
-  %c = nn.matmul %a, %b : (tensor<3x4xi64>, tensor<4x5xi64>) -> tensor<3x5xi64>
-  return %c : tensor<3x5xi64>
 }

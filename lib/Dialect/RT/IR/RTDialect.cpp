@@ -82,6 +82,25 @@ LogicalResult LaunchOp::verify() {
 
 std::string shardflow::rt::onnxNodeName(Location loc) { return getONNXNodeName(loc); }
 
+Value shardflow::rt::rootOf(Value v) {
+  while (auto view = v.getDefiningOp<ViewOp>())
+    v = view.getSource();
+  return v;
+}
+
+void shardflow::rt::collectReaders(Value buffer, SmallVectorImpl<Operation *> &readers,
+                                   SmallVectorImpl<Operation *> &views) {
+  for (Operation *user : buffer.getUsers()) {
+    if (auto view = dyn_cast<ViewOp>(user)) {
+      views.push_back(view);
+      collectReaders(view.getResult(), readers, views);
+    } else if (auto k = dyn_cast<KernelOp>(user);
+               !k || !llvm::is_contained(k.getOutputs(), buffer)) {
+      readers.push_back(user);
+    }
+  }
+}
+
 LogicalResult LaunchOp::verifySymbolUses(SymbolTableCollection &symbols) {
   auto fn = symbols.lookupNearestSymbolFrom<gpu::GPUFuncOp>(*this, getKernel());
   if (!fn || !fn.isKernel())

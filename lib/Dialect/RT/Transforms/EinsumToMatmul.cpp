@@ -9,7 +9,8 @@
 // the megatron GPT-2's two projections took 90% of a forward). So a float
 // einsum that is a matmul becomes one: a matmul of views when the labels
 // are already in GEMM order, else transposes around one batched matmul.
-// convert-rt-to-gpu does this first; on the CPU this pass does it.
+// Both targets' pipelines run this pass (on CUDA, cuda-codegen-pipeline
+// as the first of its rewrites).
 //
 //===----------------------------------------------------------------------===//
 

@@ -21,6 +21,15 @@ namespace shardflow::rt {
 /// (the importer names each op's location after its node; fused
 /// operations carry several), or "" when it has none.
 std::string onnxNodeName(mlir::Location loc);
+
+/// The buffer a value's bytes belong to: through rt.view to the allocation
+/// (or the argument, weight or constant) it views.
+mlir::Value rootOf(mlir::Value v);
+
+/// Every operation that reads `buffer`, through views (the views go to
+/// `views`, not `readers`); a kernel that only writes it reads nothing.
+void collectReaders(mlir::Value buffer, llvm::SmallVectorImpl<mlir::Operation *> &readers,
+                    llvm::SmallVectorImpl<mlir::Operation *> &views);
 } // namespace shardflow::rt
 
 #endif // SHARDFLOW_DIALECT_RT_IR_RTOPS_H

@@ -15,7 +15,7 @@ namespace shardflow::rt {
 #include "shardflow/Dialect/RT/Transforms/Passes.h.inc"
 
 /// Two-operand f32/f16/bf16 einsums that are matmuls become them, in `fn`
-/// (rt-einsum-to-matmul; convert-rt-to-gpu calls it first).
+/// (what rt-einsum-to-matmul does).
 void rewriteEinsumsAsMatmuls(mlir::func::FuncOp fn);
 
 } // namespace shardflow::rt

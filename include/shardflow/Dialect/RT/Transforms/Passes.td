@@ -41,8 +41,9 @@ def RTEinsumToMatmul : Pass<"rt-einsum-to-matmul", "::mlir::func::FuncOp"> {
       differs, and the [batch, M, N] product to the output's order.
 
     Other einsums (a label summed within one operand, integers, f64, three
-    or more operands) stay. The CPU pipeline runs this pass after
-    convert-nn-to-rt; convert-rt-to-gpu does the same rewrite first.
+    or more operands) stay. Both targets run this pass after
+    convert-nn-to-rt: the CPU pipeline alone, cuda-codegen-pipeline as the
+    first of its rewrites.
   }];
 }
 

@@ -4,9 +4,11 @@
 // stored tensor that may reach past it). A result the function returns is
 // returned padded, its rt.columns saying how much of each row is the
 // output; any other gets a slice that copies the real columns out.
-// gemm-padding=false keeps the result as it is.
-// RUN: shard-opt %s -split-input-file -convert-nn-to-rt -convert-rt-to-gpu | FileCheck %s
-// RUN: shard-opt %s -split-input-file -convert-nn-to-rt -convert-rt-to-gpu=gemm-padding=false | FileCheck %s --check-prefix=OFF
+// Without the pass the result stays as it is. The rewrites before it in
+// cuda-codegen-pipeline run first (the f32 cast and the transposed weight
+// of the first case, the bias epilogue of the last).
+// RUN: shard-opt %s -split-input-file -convert-nn-to-rt -cuda-fuse-gemm-epilogues -cuda-fuse-gemm-output-casts -cuda-transpose-misaligned-gemm-weights -cuda-pad-misaligned-gemm-results | FileCheck %s
+// RUN: shard-opt %s -split-input-file -convert-nn-to-rt -cuda-fuse-gemm-epilogues -cuda-fuse-gemm-output-casts -cuda-transpose-misaligned-gemm-weights | FileCheck %s --check-prefix=OFF
 
 // GPT-2's vocabulary projection with f32 logits: 50257 columns (201028
 // bytes a row) become 50304; the weight, stored [64, 50257] and loaded

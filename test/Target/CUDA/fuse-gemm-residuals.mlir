@@ -1,9 +1,11 @@
 // A matmul of a 2-D weight, plain or with the bias epilogue, whose result
 // only an add of another buffer of its shape reads (a residual stream)
 // takes that buffer as cuBLASLt's C: `residual`, the last input, and the
-// matmul writes the sum. The matmul moves to where the add was.
-// RUN: shard-opt %s -split-input-file -convert-nn-to-rt -convert-rt-to-gpu | FileCheck %s
-// RUN: shard-opt %s -split-input-file -convert-nn-to-rt -convert-rt-to-gpu=gemm-residuals=false | FileCheck %s --check-prefix=OFF
+// matmul writes the sum. The matmul moves to where the add was, unless an
+// op in between may write one of its operands. The epilogue fusion runs
+// first, as in cuda-codegen-pipeline.
+// RUN: shard-opt %s -split-input-file -convert-nn-to-rt -cuda-fuse-gemm-epilogues -cuda-fuse-gemm-residuals -convert-rt-to-gpu | FileCheck %s
+// RUN: shard-opt %s -split-input-file -convert-nn-to-rt -cuda-fuse-gemm-epilogues -convert-rt-to-gpu | FileCheck %s --check-prefix=OFF
 
 // x + (h W + b), with the residual computed after the matmul (an exp of x).
 // CHECK-LABEL: func.func @bias_then_residual
@@ -57,4 +59,19 @@ func.func @not_fused(%x: tensor<4x16xf32>, %h: tensor<4x8xf32>, %w: tensor<8x16x
   %m2 = nn.matmul %h, %w : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
   %r2 = nn.add %m2, %c : (tensor<4x16xf32>, tensor<4x1xf32>) -> tensor<4x16xf32>
   return %r, %rb, %r2 : tensor<4x16xf32>, tensor<2x4x16xf32>, tensor<4x16xf32>
+}
+
+// -----
+
+// The residual: the weight is reduced in place in between.
+// CHECK-LABEL: func.func @residual_after_a_write
+// CHECK-NOT: residual
+// CHECK: rt.launch @shardflow_kernels::@k0_add
+func.func @residual_after_a_write(%x: memref<4x8xf32>, %w: memref<8x8xf32>, %r: memref<4x8xf32>) -> memref<4x8xf32> attributes {rt.world_size = 2 : i64} {
+  %p = rt.alloc : memref<4x8xf32>
+  rt.kernel "matmul" ins(%x, %w : memref<4x8xf32>, memref<8x8xf32>) outs(%p : memref<4x8xf32>)
+  rt.all_reduce ins(%w : memref<8x8xf32>) outs(%w : memref<8x8xf32>) {groups = [array<i64: 0, 1>]}
+  %y = rt.alloc : memref<4x8xf32>
+  rt.kernel "add" ins(%p, %r : memref<4x8xf32>, memref<4x8xf32>) outs(%y : memref<4x8xf32>)
+  return %y : memref<4x8xf32>
 }

@@ -1,7 +1,17 @@
 // Convolution as im2col (generated) and a matmul of the grouped weight view
 // with the patch matrix, whose [N, G, M/G, positions] result is the NCHW
 // output; the bias is a generated add over the channel dimension.
-// RUN: shard-opt %s -convert-nn-to-rt -convert-rt-to-gpu | FileCheck %s
+// RUN: shard-opt %s -convert-nn-to-rt -cuda-lower-convolutions -convert-rt-to-gpu | FileCheck %s
+// RUN: shard-opt %s -convert-nn-to-rt -cuda-lower-convolutions | FileCheck %s --check-prefix=RT
+
+// The rewrite itself, before code generation: an im2col and an add kernel.
+// RT-LABEL: func.func @main
+// RT: rt.kernel "im2col" ins(%arg0 : memref<1x4x8x8xf32>) outs(%{{.*}} : memref<1x2x18x16xf32>) {params = {dilations = array<i64: 1, 1>, group = 2 : i64, kernel_shape = array<i64: 3, 3>, out_spatial = array<i64: 4, 4>, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>}}
+// RT: rt.kernel "matmul"
+// RT: rt.kernel "add"
+// RT-NOT: "conv"
+// RT-LABEL: func.func @pointwise
+// RT-NOT: "conv"
 
 // CHECK-LABEL: func.func @main
 // CHECK: %[[COL:.*]] = rt.alloc : memref<1x2x18x16xf32>

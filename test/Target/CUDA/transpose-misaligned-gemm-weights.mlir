@@ -1,8 +1,10 @@
 // A 2-D GEMM weight [K, N] whose rows are not 16-byte aligned while its
 // columns would be is loaded transposed (permutation = [1, 0]) and read
-// with trans_b; any other weight keeps its layout. (gemm-padding.mlir: the
-// misaligned logits of the first case are padded too, by default.)
-// RUN: shard-opt %s -split-input-file -convert-nn-to-rt -convert-rt-to-gpu=gemm-padding=false | FileCheck %s
+// with trans_b; any other weight keeps its layout. The epilogue and output
+// cast fusions run first, as in cuda-codegen-pipeline.
+// (pad-misaligned-gemm-results.mlir: the misaligned logits of the first
+// case are padded too, by default.)
+// RUN: shard-opt %s -split-input-file -convert-nn-to-rt -cuda-fuse-gemm-epilogues -cuda-fuse-gemm-output-casts -cuda-transpose-misaligned-gemm-weights | FileCheck %s
 
 // GPT-2's vocabulary projection: 50257 bf16 columns (100514 bytes a row),
 // 64 rows of it; the f32 cast of the product folds into the GEMM too.
@@ -65,8 +67,8 @@ func.func @kept(%x: tensor<4x8xf32>, %x3: tensor<4x3xf32>, %y: tensor<5x4xf32>, 
 // -----
 
 // An ONNX Transpose of a [N, K] initializer is loaded transposed by
-// convert-nn-to-rt; with misaligned N, convert-rt-to-gpu takes it back to
-// the stored order and reads it with trans_b.
+// convert-nn-to-rt; with misaligned N, this pass takes it back to the
+// stored order and reads it with trans_b.
 // CHECK-LABEL: func.func @transposed_initializer
 // CHECK: %[[W:.*]] = rt.weight "emb" {file = "m.data", offset = 0 : i64, size = 6432896 : i64, storage = "external"} : memref<50257x64xbf16>
 // CHECK: rt.kernel "matmul" ins(%arg0, %[[W]] : memref<16x64xbf16>, memref<50257x64xbf16>) outs(%{{.*}} : memref<16x50257xbf16>) {params = {trans_b = true}}

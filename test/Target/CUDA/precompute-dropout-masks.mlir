@@ -5,7 +5,7 @@
 // result a masked scale by 1 / (1 - ratio). Neither reads what the other
 // writes: one launch runs both (sibling-fusion), the copy in block 0 and
 // the masked scale in block 1.
-// RUN: shard-opt %s -convert-nn-to-rt -convert-rt-to-gpu | FileCheck %s
+// RUN: shard-opt %s -convert-nn-to-rt -cuda-precompute-dropout-masks -convert-rt-to-gpu | FileCheck %s
 
 // CHECK-LABEL: func.func @main
 // CHECK: %[[MASK:.*]] = rt.constant dense<{{\[}}[true, true, false, true], [true, true, false, false]]> : tensor<2x4xi1> : memref<2x4xi1>
