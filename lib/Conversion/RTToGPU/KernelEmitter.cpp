@@ -187,7 +187,17 @@ Value KernelEmitter::intPow(Value x, Value y, Type baseStorage, Type expStorage)
     Value xd = baseUnsigned ? arith::UIToFPOp::create(b, loc, f64, x).getResult()
                             : arith::SIToFPOp::create(b, loc, f64, x).getResult();
     Value yd = y.getType() == f64 ? y : arith::ExtFOp::create(b, loc, f64, y).getResult();
-    return truncToInt(math::PowFOp::create(b, loc, xd, yd), baseStorage);
+    // libdevice's pow is not correctly rounded: pow(3, 1) and pow(9, 0.5)
+    // come out as 3 - 2^-51, which truncation would make 2. A result within
+    // a few ulps of an integer is taken as that integer (what the exact
+    // power is, for integer bases), any other one truncated, as ONNX says.
+    Value p = math::PowFOp::create(b, loc, xd, yd);
+    Value nearest = math::RoundOp::create(b, loc, p);
+    Value off = math::AbsFOp::create(b, loc, arith::SubFOp::create(b, loc, p, nearest));
+    Value ulps = arith::MulFOp::create(b, loc, math::AbsFOp::create(b, loc, nearest),
+                                       arith::ConstantOp::create(b, loc, b.getF64FloatAttr(0x1p-50)));
+    Value close = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLE, off, ulps);
+    return truncToInt(arith::SelectOp::create(b, loc, close, nearest, p), baseStorage);
   }
   bool expUnsigned = expStorage.isUnsignedInteger() || expStorage.isInteger(1);
   unsigned ew = y.getType().getIntOrFloatBitWidth();

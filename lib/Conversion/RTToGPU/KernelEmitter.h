@@ -84,7 +84,8 @@ public:
   /// Integer base `x` to the power `y` as the CPU kernel computes it: an
   /// integer exponent by squaring (wrapping products; a negative one gives
   /// the truncated real result, 0 unless |x| = 1), a float exponent through
-  /// f64 pow and truncToInt.
+  /// f64 pow (a result within a few ulps of an integer taken as it) and
+  /// truncToInt.
   mlir::Value intPow(mlir::Value x, mlir::Value y, mlir::Type baseStorage, mlir::Type expStorage);
 
   /// Integer clip as the CPU kernel clips: a fractional bound rounds inward
