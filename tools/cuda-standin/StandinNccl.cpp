@@ -28,7 +28,7 @@
 #include "Standin.h"
 #include "StandinNcclShm.h"
 
-#include "shardflow/Runtime/FloatConversion.h"
+#include "shardflow/Runtime/Format/FloatConversion.h"
 
 #include <nccl.h>
 

@@ -16,7 +16,7 @@
 #include "shardflow/Dialect/RT/IR/RTOps.h"
 #include "shardflow/Dialect/RT/Transforms/Passes.h"
 #include "shardflow/Import/ONNX/ONNXImporter.h"
-#include "shardflow/Runtime/Checksum.h"
+#include "shardflow/Runtime/Format/Checksum.h"
 #include "shardflow/Target/ArtifactExport.h"
 #include "shardflow/Target/DeviceCode.h"
 

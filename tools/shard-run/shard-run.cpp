@@ -8,14 +8,14 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "shardflow/Runtime/Artifact.h"
-#include "shardflow/Runtime/Communicator.h"
-#include "shardflow/Runtime/CudaExecutor.h"
-#include "shardflow/Runtime/Executor.h"
-#include "shardflow/Runtime/FloatConversion.h"
-#include "shardflow/Runtime/NpyIO.h"
-#include "shardflow/Runtime/Profile.h"
-#include "shardflow/Runtime/TensorProtoIO.h"
+#include "shardflow/Runtime/Format/Artifact.h"
+#include "shardflow/Runtime/Comm/Communicator.h"
+#include "shardflow/Runtime/Device/CUDA/CudaExecutor.h"
+#include "shardflow/Runtime/Device/CPU/Executor.h"
+#include "shardflow/Runtime/Format/FloatConversion.h"
+#include "shardflow/Runtime/Format/NpyIO.h"
+#include "shardflow/Runtime/Core/Profile.h"
+#include "shardflow/Runtime/Format/TensorProtoIO.h"
 
 #include <algorithm>
 #include <chrono>

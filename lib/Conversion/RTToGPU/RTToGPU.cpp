@@ -35,7 +35,7 @@
 #include "shardflow/Conversion/Passes.h"
 #include "shardflow/Dialect/RT/IR/RTOps.h"
 #include "shardflow/Dialect/RT/Transforms/Passes.h"
-#include "shardflow/Runtime/NumpyRandom.h"
+#include "shardflow/Runtime/Format/NumpyRandom.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"

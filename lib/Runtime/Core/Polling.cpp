@@ -1,0 +1,26 @@
+//===- Polling.cpp - waiting for asynchronous work under a deadline -------===//
+
+#include "shardflow/Runtime/Core/Polling.h"
+
+#include <chrono>
+#include <thread>
+
+using namespace shardflow::runtime;
+
+WaitOutcome shardflow::runtime::pollUntil(const std::function<bool()> &finished,
+                                          double seconds) {
+  using Clock = std::chrono::steady_clock;
+  auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                     std::chrono::duration<double>(seconds));
+  for (int polls = 0;; ++polls) {
+    bool late = Clock::now() > deadline;
+    if (finished())
+      return WaitOutcome::Finished;
+    if (late)
+      return WaitOutcome::TimedOut;
+    if (polls < 1000)
+      std::this_thread::yield();
+    else
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+}
