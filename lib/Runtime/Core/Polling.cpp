@@ -3,6 +3,7 @@
 #include "shardflow/Runtime/Core/Polling.h"
 
 #include <chrono>
+#include <cstdio>
 #include <thread>
 
 using namespace shardflow::runtime;
@@ -23,4 +24,10 @@ WaitOutcome shardflow::runtime::pollUntil(const std::function<bool()> &finished,
     else
       std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
+}
+
+std::string shardflow::runtime::secondsText(double seconds) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g s", seconds);
+  return text;
 }

@@ -76,7 +76,8 @@ std::string shardflow::runtime::formatProfile(const Artifact &art, const Profile
   // communication, or for the host to launch work).
   double communication = 0;
   for (size_t i = 0; i < std::min(totals.seconds.size(), art.program.size()); ++i)
-    if (art.program[i].collective && art.program[i].kernel != "local_slice")
+    if (art.program[i].collective &&
+        art.program[i].collectiveKind != CollectiveKind::LocalSlice)
       communication += totals.seconds[i];
   double compute = summed - communication;
   out += format("    compute            %10.3f ms", compute / runs * 1e3);

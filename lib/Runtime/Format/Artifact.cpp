@@ -447,13 +447,7 @@ void Reader::checkWeight(const BufferDesc &b, int worldSize) const {
 }
 
 void Reader::checkCollective(const Instruction &inst, int worldSize) const {
-  static const char *known[] = {"all_reduce", "all_gather", "reduce_scatter",
-                                "all_to_all", "collective_permute", "send", "recv",
-                                "local_slice"};
-  bool ok = false;
-  for (const char *k : known)
-    ok |= inst.kernel == k;
-  if (!ok)
+  if (!parseCollectiveKind(inst.kernel))
     fail("unknown collective '" + inst.kernel + "'");
   auto ranks = [&](const char *name) {
     std::vector<int64_t> list = inst.params.has(name) ? inst.params.getInts(name)
@@ -723,8 +717,10 @@ Artifact Reader::read() {
         else
           inst.params.set(decode(k), toParam(v));
       }
-      if (inst.collective)
+      if (inst.collective) {
         checkCollective(inst, a.worldSize);
+        inst.collectiveKind = *parseCollectiveKind(inst.kernel);
+      }
       for (int idx : inst.inputs)
         if (idx < 0 || idx >= int(a.buffers.size()))
           fail("kernel " + inst.kernel + " reads an unknown buffer");

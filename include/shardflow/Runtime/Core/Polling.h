@@ -11,6 +11,7 @@
 #define SHARDFLOW_RUNTIME_POLLING_H
 
 #include <functional>
+#include <string>
 
 namespace shardflow::runtime {
 
@@ -24,6 +25,9 @@ enum class WaitOutcome { Finished, TimedOut };
 /// once, and once more after the deadline, so work that ends just as time
 /// runs out counts as finished.
 WaitOutcome pollUntil(const std::function<bool()> &finished, double seconds);
+
+/// "600 s", "0.5 s": a timeout for messages.
+std::string secondsText(double seconds);
 
 } // namespace shardflow::runtime
 

@@ -102,6 +102,7 @@
 #include <iosfwd>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace shardflow::runtime {
@@ -159,10 +160,32 @@ struct DeviceModule {
   std::vector<uint8_t> data;
 };
 
+/// The collectives an artifact names (`collective NAME ...`; see
+/// ProgramRunner.h for each one's parameters): the reader parses the name
+/// once, and the runtime (the program runner, both communicators) goes by
+/// the kind. Names appear as text only here and in the reader and writer.
+enum class CollectiveKind : uint8_t {
+  AllReduce,         // all_reduce
+  AllGather,         // all_gather
+  ReduceScatter,     // reduce_scatter
+  AllToAll,          // all_to_all
+  CollectivePermute, // collective_permute
+  Send,              // send
+  Recv,              // recv
+  LocalSlice,        // local_slice (moves no data between ranks)
+};
+/// The name of `kind` in an artifact ("all_reduce").
+const char *collectiveKindName(CollectiveKind kind);
+/// The kind an artifact's name stands for, or nothing for an unknown name.
+std::optional<CollectiveKind> parseCollectiveKind(std::string_view name);
+
 struct Instruction {
-  /// A kernel call, or a collective between ranks (see Executor.h).
+  /// A kernel call, or a collective between ranks (see ProgramRunner.h).
   bool collective = false;
+  /// The kernel's name, or the collective's (what the writer writes).
   std::string kernel;
+  /// A collective's kind, set by the reader from its name.
+  CollectiveKind collectiveKind = CollectiveKind::AllReduce;
   std::vector<int> inputs, outputs;
   Params params;
 };

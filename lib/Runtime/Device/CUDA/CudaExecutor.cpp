@@ -80,13 +80,6 @@ size_t alignUp(size_t v, size_t a) { return (v + a - 1) / a * a; }
 constexpr size_t kStagingBytes = size_t(256) << 20;
 constexpr size_t kStagingLimit = size_t(1) << 30;
 
-/// "600 s", "0.5 s": a timeout for messages.
-std::string secondsText(double seconds) {
-  char text[32];
-  std::snprintf(text, sizeof(text), "%g s", seconds);
-  return text;
-}
-
 bool deviceKernelAvailable(std::string_view kernel) {
 #ifdef SHARDFLOW_HAVE_DEVICE_KERNELS
   return hasDeviceKernel(kernel);

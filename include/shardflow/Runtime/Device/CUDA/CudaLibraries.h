@@ -117,6 +117,7 @@ namespace shardflow::runtime::cuda {
   X(ncclGroupStart)                                                            \
   X(ncclGroupEnd)                                                              \
   X(ncclAllReduce)                                                             \
+  X(ncclBroadcast)                                                             \
   X(ncclAllGather)                                                             \
   X(ncclReduceScatter)                                                         \
   X(ncclSend)                                                                  \
