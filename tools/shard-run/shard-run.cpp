@@ -10,8 +10,9 @@
 
 #include "shardflow/Runtime/Format/Artifact.h"
 #include "shardflow/Runtime/Comm/Communicator.h"
-#include "shardflow/Runtime/Device/CUDA/CudaExecutor.h"
-#include "shardflow/Runtime/Device/CPU/Executor.h"
+#include "shardflow/Runtime/Core/ProgramRunner.h"
+#include "shardflow/Runtime/Device/CPU/CpuDevice.h"
+#include "shardflow/Runtime/Device/CUDA/CudaDevice.h"
 #include "shardflow/Runtime/Format/FloatConversion.h"
 #include "shardflow/Runtime/Format/NpyIO.h"
 #include "shardflow/Runtime/Core/Profile.h"
@@ -193,6 +194,8 @@ int main(int argc, char **argv) {
   int threads = 1, repeat = 1, loadThreads = 0;
   bool verbose = false, verifyWeights = true, profile = false;
   CudaOptions cudaOptions;
+  DeviceSettings deviceSettings;
+  RunnerSettings runnerSettings;
   try {
     for (int i = 1; i < argc; ++i) {
       std::string arg = argv[i];
@@ -235,7 +238,6 @@ int main(int argc, char **argv) {
           throw RuntimeError("--load-threads must be a number of threads from 1 to 1024, got '" +
                              v + "'");
         loadThreads = int(n);
-        cudaOptions.loadThreads = loadThreads;
       } else if (is("--repeat")) {
         std::string v = value("--repeat");
         repeat = std::atoi(v.c_str());
@@ -297,7 +299,8 @@ int main(int argc, char **argv) {
         if (v.empty() || *end || !(t > 0))
           throw RuntimeError("--collective-timeout must be a positive number of seconds, got '" +
                              v + "'");
-        cudaOptions.collectiveTimeoutSeconds = t;
+        runnerSettings.timeoutSeconds = t;
+        runnerSettings.timeoutFlag = "--collective-timeout";
       } else if (arg == "--verbose") {
         verbose = true;
       } else if (arg == "--profile") {
@@ -360,47 +363,33 @@ int main(int argc, char **argv) {
                      b.name.c_str());
     }
 
-    // The artifact's target picks the executor; both have the same shape.
-    std::unique_ptr<Executor> cpuExecutor;
-    std::unique_ptr<CudaExecutor> cudaExecutor;
-    cudaOptions.verbose = verbose;
-    cudaOptions.profile = profile;
-    if (artifact.target == "cuda")
-      cudaExecutor = std::make_unique<CudaExecutor>(std::move(artifact), weightsDir, comm.get(),
-                                                    verifyWeights, cudaOptions);
-    else
-      cpuExecutor = std::make_unique<Executor>(std::move(artifact), weightsDir, threads,
-                                               comm.get(), verifyWeights, loadThreads);
-    if (cpuExecutor)
-      cpuExecutor->setProfiling(profile);
-    std::string blasCore;
-    preferredBlasCore(&blasCore);
-    if (cpuExecutor && verbose && comm->rank() == 0 && !blasCore.empty()) {
-      const char *fallback = std::getenv("SHARDFLOW_OPENBLAS_FALLBACK");
-      std::fprintf(stderr, "shard-run: CPU GEMMs: OpenBLAS's %s kernels%s%s%s\n",
-                   blasCore.c_str(),
-                   fallback ? " (set by shard-run: OpenBLAS picked " : "",
-                   fallback ? fallback : "",
-                   fallback ? ", its fallback for a CPU model it does not know)" : "");
-    }
-    auto runOnce = [&] {
-      return cudaExecutor ? cudaExecutor->run(inputs) : cpuExecutor->run(inputs);
-    };
+    // The artifact's target picks the device; one runner runs either.
+    deviceSettings.weightsDir = weightsDir;
+    deviceSettings.verifyWeights = verifyWeights;
+    deviceSettings.loadThreads = loadThreads;
+    deviceSettings.threads = threads;
+    deviceSettings.verbose = verbose;
+    deviceSettings.timing = profile;
+    deviceSettings.timeoutSeconds = runnerSettings.timeoutSeconds;
+    deviceSettings.timeoutFlag = runnerSettings.timeoutFlag;
+    runnerSettings.profile = profile;
+    bool cuda = artifact.target == "cuda";
+    std::unique_ptr<Device> device = cuda
+                                         ? createCudaDevice(deviceSettings, cudaOptions, *comm)
+                                         : createCpuDevice(deviceSettings, *comm);
+    ProgramRunner runner(std::move(artifact), std::move(device), *comm, runnerSettings);
+    auto runOnce = [&] { return runner.run(inputs); };
     // Per-operation times of the measured runs (--profile), and the
     // program's own time of each: the GPU program time, or run()'s.
     ProfileTotals profiled;
     auto addProfile = [&](double hostSeconds) {
       if (!profile)
         return;
-      if (cudaExecutor)
-        profiled.add(cudaExecutor->instructionSeconds(), cudaExecutor->lastDeviceSeconds());
-      else
-        profiled.add(cpuExecutor->instructionSeconds(), hostSeconds);
+      double device = runner.device().lastRun().deviceSeconds;
+      profiled.add(runner.instructionSeconds(), device >= 0 ? device : hostSeconds);
     };
-    const Artifact &loadedArtifact =
-        cudaExecutor ? cudaExecutor->artifact() : cpuExecutor->artifact();
-    size_t weightBytes =
-        cudaExecutor ? cudaExecutor->mappedWeightBytes() : cpuExecutor->mappedWeightBytes();
+    const Artifact &loadedArtifact = runner.artifact();
+    size_t weightBytes = runner.device().weightBytes();
     if (const char *fail = std::getenv("SHARDFLOW_TEST_FAIL_RANK"))
       if (std::atoi(fail) == comm->rank())
         throw RuntimeError("injected failure (SHARDFLOW_TEST_FAIL_RANK)");
@@ -416,13 +405,13 @@ int main(int argc, char **argv) {
     // into page-locked memory, by kind: [pageable, pinned].
     std::vector<double> downloads[2];
     auto addDownload = [&] {
-      if (cudaExecutor)
-        downloads[cudaExecutor->lastDownloadPinned()].push_back(
-            cudaExecutor->lastDownloadSeconds());
+      RunFigures f = runner.device().lastRun();
+      if (f.downloadSeconds >= 0)
+        downloads[f.downloadPinned].push_back(f.downloadSeconds);
     };
     addDownload();
-    if (cudaExecutor && repeat == 1)
-      deviceTimes.push_back(cudaExecutor->lastDeviceSeconds());
+    if (repeat == 1 && runner.device().lastRun().deviceSeconds >= 0)
+      deviceTimes.push_back(runner.device().lastRun().deviceSeconds);
     if (repeat == 1)
       addProfile(best);
     for (int i = 1; i < repeat; ++i) {
@@ -430,8 +419,8 @@ int main(int argc, char **argv) {
       outputs = runOnce();
       double seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      if (cudaExecutor)
-        deviceTimes.push_back(cudaExecutor->lastDeviceSeconds());
+      if (runner.device().lastRun().deviceSeconds >= 0)
+        deviceTimes.push_back(runner.device().lastRun().deviceSeconds);
       addDownload();
       addProfile(seconds);
       best = std::min(best, seconds);
@@ -491,7 +480,7 @@ int main(int argc, char **argv) {
                    "%.6f s; arena %lld bytes, weights %s %zu bytes\n",
                    S(loaded - start).count(), S(done - loaded).count(), repeat,
                    best, (long long)loadedArtifact.arenaBytes,
-                   cudaExecutor ? "on the GPU" : "mapped", weightBytes);
+                   runner.device().weightPlace(), weightBytes);
       if (!deviceTimes.empty()) {
         std::sort(deviceTimes.begin(), deviceTimes.end());
         std::fprintf(stderr,
@@ -502,23 +491,21 @@ int main(int argc, char **argv) {
       }
       for (bool pinned : {false, true}) {
         std::vector<double> &d = downloads[pinned];
-        if (d.empty() || !cudaExecutor->outputBytes())
+        if (d.empty() || !runner.device().outputBytes())
           continue;
         std::sort(d.begin(), d.end());
         std::fprintf(stderr,
                      "shard-run: outputs downloaded (%zu bytes, %s memory): best %.3f ms "
                      "(%.2f GB/s) over %zu runs\n",
-                     cudaExecutor->outputBytes(), pinned ? "page-locked" : "pageable",
+                     runner.device().outputBytes(), pinned ? "page-locked" : "pageable",
                      d.front() * 1e3,
-                     double(cudaExecutor->outputBytes()) / std::max(d.front(), 1e-9) / 1e9,
+                     double(runner.device().outputBytes()) / std::max(d.front(), 1e-9) / 1e9,
                      d.size());
       }
     }
     if (profile && comm->rank() == 0)
       std::fprintf(stderr, "shard-run: %s",
-                   formatProfile(loadedArtifact, profiled,
-                                 cudaExecutor ? "rank 0; GPU time per operation, CUDA events"
-                                              : "rank 0; host time per operation")
+                   formatProfile(loadedArtifact, profiled, "rank 0; " + runner.device().clock())
                        .c_str());
   } catch (const std::exception &e) {
     comm->abort(e.what());

@@ -141,8 +141,7 @@ std::unique_ptr<Communicator> shardflow::runtime::createSingleRankCommunicator()
   return std::make_unique<SingleRank>();
 }
 
-std::unique_ptr<Communicator>
-shardflow::runtime::createWorldCommunicator(int *argc, char ***argv) {
+std::unique_ptr<Communicator> shardflow::runtime::createWorldCommunicator(int *argc, char ***argv) {
   int launched = launcherWorldSize();
 #ifdef SHARDFLOW_HAVE_MPI
   if (launched > 1 || std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMI_RANK"))

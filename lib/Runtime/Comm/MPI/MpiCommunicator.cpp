@@ -79,8 +79,7 @@ void check(int code, const char *what) {
 /// MPI counts are ints; larger messages are refused rather than truncated.
 int count(int64_t n) {
   if (n > int64_t(std::numeric_limits<int>::max()))
-    throw RuntimeError("a message of " + std::to_string(n) +
-                       " elements exceeds MPI's int count");
+    throw RuntimeError("a message of " + std::to_string(n) + " elements exceeds MPI's int count");
   return int(n);
 }
 
@@ -127,8 +126,8 @@ private:
       return;
     finished = true;
     if (narrowTo.data)
-      convertElements(wideOut.data(), DType::F32, narrowTo.data, narrowTo.dtype,
-                      wideOut.size(), what);
+      convertElements(wideOut.data(), DType::F32, narrowTo.data, narrowTo.dtype, wideOut.size(),
+                      what);
   }
   bool finished = false;
 };
@@ -176,8 +175,8 @@ public:
       if (send == MPI_IN_PLACE)
         std::copy(p->wideIn.begin(), p->wideIn.end(), p->wideOut.begin());
     }
-    check(MPI_Iallreduce(send, o.data, count(o.numel()), mpiType(o.dtype), mpiOp(op, o.dtype),
-                         comm, &p->requests[p->active++]),
+    check(MPI_Iallreduce(send, o.data, count(o.numel()), mpiType(o.dtype), mpiOp(op, o.dtype), comm,
+                         &p->requests[p->active++]),
           p->what);
     return Request(std::move(p));
   }

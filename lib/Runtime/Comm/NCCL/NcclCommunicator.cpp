@@ -11,6 +11,7 @@
 #include "shardflow/Runtime/Device/CUDA/CudaLibraries.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <utility>
@@ -124,6 +125,7 @@ struct Family {
     for (ncclComm_t c : std::exchange(live, {}))
       nccl().ncclCommAbort(c);
     worldBootstrap->abort(reason);
+    std::exit(1); // abort() does not return; this tells the compiler so
   }
 
   void checkAsyncErrors(const std::string &during) {
@@ -180,8 +182,7 @@ public:
       return false;
     if (r != CUDA_SUCCESS)
       // A fault in a kernel: the context is lost, and so is the job.
-      family->abortJob(std::string("the GPU failed while running ") + what + ": " +
-                       describe(r));
+      family->abortJob(std::string("the GPU failed while running ") + what + ": " + describe(r));
     return true;
   }
   void *event() const override { return recorded; }
@@ -231,25 +232,25 @@ public:
 
   Request startAllReduce(const Tensor &in, const Tensor &out, Reduction op) override {
     ncclDataType_t type = ncclReduceType(in.dtype, op);
-    family->done(nccl().ncclAllReduce(in.data, out.data, size_t(in.numel()), type, ncclOp(op),
-                                      comm, family->stream),
+    family->done(nccl().ncclAllReduce(in.data, out.data, size_t(in.numel()), type, ncclOp(op), comm,
+                                      family->stream),
                  "ncclAllReduce", comm);
     return enqueued("ncclAllReduce");
   }
   Request startAllGather(const Tensor &in, const Tensor &out) override {
     if (out.bytes() != in.bytes() * size_t(n))
       throw RuntimeError("all_gather: the output is not size() inputs");
-    family->done(nccl().ncclAllGather(in.data, out.data, in.bytes(), ncclUint8, comm,
-                                      family->stream),
-                 "ncclAllGather", comm);
+    family->done(
+        nccl().ncclAllGather(in.data, out.data, in.bytes(), ncclUint8, comm, family->stream),
+        "ncclAllGather", comm);
     return enqueued("ncclAllGather");
   }
   Request startReduceScatter(const Tensor &in, const Tensor &out, Reduction op) override {
     if (in.numel() != out.numel() * n)
       throw RuntimeError("reduce_scatter: the input is not size() outputs");
     ncclDataType_t type = ncclReduceType(in.dtype, op);
-    family->done(nccl().ncclReduceScatter(in.data, out.data, size_t(out.numel()), type,
-                                          ncclOp(op), comm, family->stream),
+    family->done(nccl().ncclReduceScatter(in.data, out.data, size_t(out.numel()), type, ncclOp(op),
+                                          comm, family->stream),
                  "ncclReduceScatter", comm);
     return enqueued("ncclReduceScatter");
   }
@@ -265,8 +266,8 @@ public:
       family->done(nc.ncclSend(in.as<uint8_t>() + size_t(j) * piece, piece, ncclUint8, j, comm,
                                family->stream),
                    "ncclSend", comm);
-      family->done(nc.ncclRecv(out.as<uint8_t>() + size_t(j) * piece, piece, ncclUint8, j,
-                               comm, family->stream),
+      family->done(nc.ncclRecv(out.as<uint8_t>() + size_t(j) * piece, piece, ncclUint8, j, comm,
+                               family->stream),
                    "ncclRecv", comm);
     }
     family->done(nc.ncclGroupEnd(), "ncclGroupEnd", comm);
@@ -285,9 +286,9 @@ public:
     return enqueued("ncclSend/ncclRecv");
   }
   Request startBroadcast(const Tensor &t, int root) override {
-    family->done(nccl().ncclBroadcast(t.data, t.data, t.bytes(), ncclUint8, root, comm,
-                                      family->stream),
-                 "ncclBroadcast", comm);
+    family->done(
+        nccl().ncclBroadcast(t.data, t.data, t.bytes(), ncclUint8, root, comm, family->stream),
+        "ncclBroadcast", comm);
     return enqueued("ncclBroadcast");
   }
 
@@ -324,8 +325,8 @@ public:
     float one = 1.0f, sum = 0.0f;
     checkCu(d.cuMemcpyHtoDAsync(probe, &one, sizeof(one), family->stream), "cuMemcpyHtoDAsync");
     auto p = reinterpret_cast<void *>(probe);
-    Request request = startAllReduce(Tensor{p, DType::F32, {1}}, Tensor{p, DType::F32, {1}},
-                                     Reduction::Sum);
+    Request request =
+        startAllReduce(Tensor{p, DType::F32, {1}}, Tensor{p, DType::F32, {1}}, Reduction::Sum);
     {
       // The request names the check in an asynchronous error's message.
       const char *what = "the NCCL health check";
@@ -356,14 +357,13 @@ private:
       checkNccl(nc.ncclGetUniqueId(&id), "ncclGetUniqueId", nullptr);
     if (!bootstrap->broadcastWithin(Tensor{&id, DType::U8, {int64_t(sizeof(id))}}, 0,
                                     s.timeoutSeconds))
-      family->abortJob(
-          "waited " + secondsText(s.timeoutSeconds) + " (" + s.timeoutFlag + ") " +
-          (r == 0 ? std::string("for the other ranks to take NCCL's unique id")
-                  : "for rank " + std::to_string(bootstrap->worldRanks().at(0)) +
-                        " to send NCCL's unique id") +
-          " over " + bootstrap->kind() + " (a group of " + std::to_string(n) +
-          " ranks): some rank of the group never got there; its own error, if "
-          "any, says why (a stuck weight load, a GPU that does not answer)");
+      family->abortJob("waited " + secondsText(s.timeoutSeconds) + " (" + s.timeoutFlag + ") " +
+                       (r == 0 ? std::string("for the other ranks to take NCCL's unique id")
+                               : "for rank " + std::to_string(bootstrap->worldRanks().at(0)) +
+                                     " to send NCCL's unique id") +
+                       " over " + bootstrap->kind() + " (a group of " + std::to_string(n) +
+                       " ranks): some rank of the group never got there; its own error, if "
+                       "any, says why (a stuck weight load, a GPU that does not answer)");
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
     ncclResult_t status = nc.ncclCommInitRankConfig(&comm, n, id, r, &config);
@@ -417,10 +417,8 @@ std::unique_ptr<Communicator> shardflow::runtime::createNcclWorld(Communicator &
                                                                   void *stream,
                                                                   const NcclSettings &settings) {
   nccl(); // loaded (or the reason it cannot be) before anything else
-  auto family =
-      std::make_shared<Family>(bootstrap, static_cast<CUstream>(stream), settings);
-  auto world = creating(
-      [&] { return std::make_unique<NcclCommunicator>(family, bootstrap); });
+  auto family = std::make_shared<Family>(bootstrap, static_cast<CUstream>(stream), settings);
+  auto world = creating([&] { return std::make_unique<NcclCommunicator>(family, bootstrap); });
   world->checkHealth();
   return world;
 }

@@ -269,107 +269,6 @@ std::vector<int> HazardTracker::add(int index, int stream,
 // Strided copies
 //===----------------------------------------------------------------------===//
 
-namespace {
-/// Rows (as size_t) and row bytes of `shape` split at `dim`.
-std::pair<size_t, size_t> rowsAt(const std::vector<int64_t> &shape, int64_t dim, size_t elem) {
-  auto [outer, inner] = splitAt(shape, dim, elem);
-  return {size_t(outer), inner};
-}
-
-void push(std::vector<Copy2D> &copies, Copy2D c) {
-  if (c.width == 0 || c.height == 0)
-    return;
-  if (c.height == 1) // pitches do not matter; keep them valid (>= width)
-    c.srcPitch = c.dstPitch = c.width;
-  copies.push_back(c);
-}
-} // namespace
-
-std::vector<Copy2D> cuda::planPackPieces(const std::vector<int64_t> &shape, int64_t dim,
-                                         int parts, size_t elem) {
-  auto [outer, inner] = rowsAt(shape, dim, elem);
-  size_t piece = inner / size_t(parts);
-  std::vector<Copy2D> copies;
-  for (size_t p = 0; p < size_t(parts); ++p) {
-    Copy2D c;
-    c.srcOffset = p * piece;
-    c.dstOffset = p * outer * piece;
-    c.srcPitch = inner;
-    c.dstPitch = piece;
-    c.width = piece;
-    c.height = outer;
-    push(copies, c);
-  }
-  return copies;
-}
-
-std::vector<Copy2D> cuda::planUnpackPieces(const std::vector<int64_t> &piece, int64_t dim,
-                                           int parts, size_t elem) {
-  auto [outer, inner] = rowsAt(piece, dim, elem);
-  std::vector<Copy2D> copies;
-  for (size_t p = 0; p < size_t(parts); ++p) {
-    Copy2D c;
-    c.srcOffset = p * outer * inner;
-    c.dstOffset = p * inner;
-    c.srcPitch = inner;
-    c.dstPitch = size_t(parts) * inner;
-    c.width = inner;
-    c.height = outer;
-    push(copies, c);
-  }
-  return copies;
-}
-
-std::vector<Copy2D> cuda::planBlockCopy(const std::vector<int64_t> &in,
-                                        const std::vector<int64_t> &out,
-                                        const std::vector<int64_t> &start, size_t elem) {
-  size_t dims = out.size();
-  std::vector<Copy2D> copies;
-  if (in.size() != dims || start.size() != dims)
-    throw RuntimeError("block copy: the input, the block and its start differ in rank");
-  for (size_t d = 0; d < dims; ++d)
-    if (start[d] < 0 || start[d] + out[d] > in[d])
-      throw RuntimeError("block copy: the block leaves the input in dimension " +
-                         std::to_string(d));
-  if (product(out, 0, dims) == 0)
-    return copies;
-  if (dims == 0) {
-    push(copies, Copy2D{false, 0, 0, elem, elem, elem, 1});
-    return copies;
-  }
-  std::vector<int64_t> stride(dims, 1);
-  for (size_t d = dims - 1; d > 0; --d)
-    stride[d - 1] = stride[d] * in[d];
-  // As Executor::runLocalSlice: the innermost dimensions the block covers
-  // whole, with the one before them, are one contiguous run per index of
-  // the outer ones; the dimension before the run gives the copy's rows.
-  size_t runDim = dims - 1;
-  while (runDim > 0 && out[runDim] == in[runDim])
-    --runDim;
-  size_t runBytes = size_t(out[runDim] * stride[runDim]) * elem;
-  size_t base = 0;
-  for (size_t d = 0; d < dims; ++d)
-    base += size_t(start[d] * stride[d]) * elem;
-  if (runDim == 0) {
-    push(copies, Copy2D{false, base, 0, runBytes, runBytes, runBytes, 1});
-    return copies;
-  }
-  size_t rowDim = runDim - 1;
-  size_t rows = size_t(out[rowDim]);
-  int64_t blocks = product(out, 0, rowDim);
-  std::vector<int64_t> idx(rowDim, 0);
-  for (int64_t r = 0; r < blocks; ++r) {
-    size_t offset = base;
-    for (size_t d = 0; d < rowDim; ++d)
-      offset += size_t(idx[d] * stride[d]) * elem;
-    push(copies, Copy2D{false, offset, size_t(r) * rows * runBytes,
-                        size_t(stride[rowDim]) * elem, runBytes, runBytes, rows});
-    for (size_t d = rowDim; d > 0 && ++idx[d - 1] == out[d - 1];)
-      idx[--d] = 0;
-  }
-  return copies;
-}
-
 std::vector<Copy2D> cuda::planBroadcast2D(int64_t rows, int64_t cols, int64_t m, int64_t n,
                                           size_t elem) {
   std::vector<Copy2D> copies;
@@ -382,19 +281,19 @@ std::vector<Copy2D> cuda::planBroadcast2D(int64_t rows, int64_t cols, int64_t m,
   size_t row = size_t(n) * elem;
   if (cols == n) {
     // Whole rows: the given ones, in one run.
-    push(copies, Copy2D{false, 0, 0, row, row, size_t(rows) * row, 1});
+    appendCopy(copies, Copy2D{false, 0, 0, row, row, size_t(rows) * row, 1});
   } else {
     // One column placed, then doubled to the right within each row.
-    push(copies, Copy2D{false, 0, 0, elem, row, elem, size_t(rows)});
+    appendCopy(copies, Copy2D{false, 0, 0, elem, row, elem, size_t(rows)});
     for (int64_t w = 1; w < n; w *= 2) {
       size_t c = size_t(std::min(w, n - w));
-      push(copies, Copy2D{true, 0, size_t(w) * elem, row, row, c * elem, size_t(rows)});
+      appendCopy(copies, Copy2D{true, 0, size_t(w) * elem, row, row, c * elem, size_t(rows)});
     }
   }
   if (rows == 1)
     for (int64_t h = 1; h < m; h *= 2) {
       size_t c = size_t(std::min(h, m - h));
-      push(copies, Copy2D{true, 0, size_t(h) * row, row, row, c * row, 1});
+      appendCopy(copies, Copy2D{true, 0, size_t(h) * row, row, row, c * row, 1});
     }
   return copies;
 }

@@ -4,9 +4,8 @@
 // driver calls so that unit tests check it on machines with no GPU: which
 // device a rank uses, which module binary fits the device, how a MatMul's
 // shapes map onto cuBLASLt calls, which instructions on one stream must wait
-// for which on the other, and the strided copies (cuMemcpy2D) that pack
-// collective pieces, cut local slices and broadcast a Gemm's C; and how it
-// waits for asynchronous work within a deadline.
+// for which on the other, and the strided copies (Core/CopyPlan.h) that
+// broadcast a Gemm's C.
 //
 // Plain C++: no CUDA header is included here.
 //
@@ -16,6 +15,7 @@
 #define SHARDFLOW_RUNTIME_CUDA_CUDAPLANNING_H
 
 #include "shardflow/Runtime/Format/Artifact.h"
+#include "shardflow/Runtime/Core/CopyPlan.h"
 #include "shardflow/Runtime/Core/Polling.h"
 
 #include <cstdint>
@@ -142,35 +142,6 @@ private:
 //===----------------------------------------------------------------------===//
 // Strided copies
 //===----------------------------------------------------------------------===//
-
-/// One cuMemcpy2D (offsets in bytes from the source and destination bases):
-/// `height` rows of `width` bytes, rows `srcPitch` / `dstPitch` apart.
-struct Copy2D {
-  /// Read from the destination buffer itself (bytes an earlier copy of the
-  /// same plan wrote) instead of the source: the plans are run in order.
-  bool fromDestination = false;
-  size_t srcOffset = 0, dstOffset = 0;
-  size_t srcPitch = 0, dstPitch = 0;
-  size_t width = 0, height = 0;
-};
-
-/// Packs a tensor of `shape` into `parts` contiguous pieces along `dim`
-/// (piece p holds slab p of every outer row), one copy per piece: the
-/// layout collectives need when they split a dimension that is not the
-/// outermost. See Executor.cpp (packPieces).
-std::vector<Copy2D> planPackPieces(const std::vector<int64_t> &shape, int64_t dim,
-                                   int parts, size_t elem);
-/// The inverse: `parts` contiguous pieces, each of shape `piece`,
-/// concatenated along `dim`.
-std::vector<Copy2D> planUnpackPieces(const std::vector<int64_t> &piece, int64_t dim,
-                                     int parts, size_t elem);
-
-/// The block of `in` of shape `out` starting at `start`, copied into a
-/// contiguous `out`: the innermost dimensions it covers whole form one run,
-/// the next dimension the rows of each copy.
-std::vector<Copy2D> planBlockCopy(const std::vector<int64_t> &in,
-                                  const std::vector<int64_t> &out,
-                                  const std::vector<int64_t> &start, size_t elem);
 
 /// Fills a row-major [m,n] matrix from a [rows,cols] one (rows 1 or m,
 /// cols 1 or n) broadcast to it: the first column or row placed, then

@@ -16,7 +16,7 @@
 
 namespace shardflow::runtime::cpu {
 
-/// preferredBlasCore (shardflow/Runtime/Executor.h): the OpenBLAS core to
+/// preferredBlasCore (shardflow/Runtime/Device/CPU/CpuDevice.h): the OpenBLAS core to
 /// ask for, or "" (`picked`: the one running).
 std::string blasCoreUpgrade(std::string *picked = nullptr);
 
