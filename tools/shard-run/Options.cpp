@@ -49,6 +49,27 @@ options:
   --repeat N         run the program N times (for timing; see --verbose)
   --no-verify-weights  skip the CRC-32C check of the weight bytes each rank
                      loads against the checksums recorded at compile time
+  --timeout SECONDS  how long a rank waits in a collective, a send or a
+                     receive (over MPI on the CPU; on a GPU, for the GPU,
+                     its NCCL collectives included), and for NCCL to create
+                     its communicators (the unique id's broadcast included)
+                     and connect to peers, before it ends the whole job with
+                     a message that names the rank, the operation (the
+                     collective, its instruction and ONNX node) and the
+                     ranks it waited for (default 600); NCCL errors end the
+                     job at once
+  --collective-timeout SECONDS
+                     the same as --timeout (its older name)
+  --verbose          print timings and memory figures to stderr
+  --profile          time every operation and print, for rank 0, the time
+                     per kind of operation (GEMMs by epilogue, attention,
+                     each generated kernel, collectives) and the slowest
+                     operations with their ONNX nodes, averaged over the
+                     runs (all but the first when there are several; see
+                     --repeat). CUDA: GPU time between CUDA events around
+                     each operation on its stream, so communication that
+                     overlaps compute counts in both; CPU: the host clock
+  --help             this text
 
 CUDA artifacts:
   --device N         the GPU to use (default: the rank's local rank, from
@@ -111,23 +132,6 @@ CUDA artifacts:
                      run on; always does both from the start; never does
                      neither. Where the driver refuses, pageable memory is
                      used (--verbose says so)
-  --collective-timeout SECONDS
-                     how long a rank waits for the GPU, collectives
-                     included, and for NCCL to create its communicators
-                     (the unique id's MPI broadcast included) and connect
-                     to peers, before it aborts every rank
-                     with the reason (default 600); NCCL errors abort at
-                     once
-  --verbose          print timings and memory figures to stderr
-  --profile          time every operation and print, for rank 0, the time
-                     per kind of operation (GEMMs by epilogue, attention,
-                     each generated kernel, collectives) and the slowest
-                     operations with their ONNX nodes, averaged over the
-                     runs (all but the first when there are several; see
-                     --repeat). CUDA: GPU time between CUDA events around
-                     each operation on its stream, so communication that
-                     overlaps compute counts in both; CPU: the host clock
-  --help             this text
 
 Launched by mpirun or srun, every rank runs its part of the program and
 rank 0 writes the outputs; if any rank fails, all ranks stop with its reason.
@@ -135,6 +139,9 @@ rank 0 writes the outputs; if any rank fails, all ranks stop with its reason.
 environment:
   SHARDFLOW_TEST_FAIL_RANK=K   make rank K fail after loading (tests the
                                failure path)
+  SHARDFLOW_TEST_STALL_RANK=K  make rank K sleep after loading instead of
+                               running, as a rank that never joins the
+                               first collective (tests --timeout)
 )";
 
 bool endsWith(const std::string &s, const char *suffix) {
@@ -255,9 +262,10 @@ std::optional<Options> shardflow::runtime::parseOptions(int argc, char **argv) {
         cuda.attentionKernel = AttentionPath::Simt;
       else
         throw RuntimeError("--attention-kernel takes auto, mma, mma2 or simt, got '" + v + "'");
-    } else if (is("--collective-timeout")) {
-      o.runner.timeoutSeconds = seconds("--collective-timeout", value("--collective-timeout"));
-      o.runner.timeoutFlag = "--collective-timeout";
+    } else if (is("--timeout") || is("--collective-timeout")) {
+      std::string flag = is("--timeout") ? "--timeout" : "--collective-timeout";
+      o.runner.timeoutSeconds = seconds(flag, value(flag.c_str()));
+      o.runner.timeoutFlag = flag;
     } else if (arg == "--verbose") {
       o.verbose = true;
     } else if (arg == "--profile") {

@@ -42,11 +42,17 @@ static void restartWithFasterBlas(char **argv) {
 }
 
 /// Test hooks: SHARDFLOW_TEST_FAIL_RANK=K makes rank K fail after loading
-/// (the failure path).
+/// (the failure path), SHARDFLOW_TEST_STALL_RANK=K makes it sleep there
+/// instead of running, as a rank that never joins the first collective
+/// (--timeout).
 static void testHooks(int rank) {
   if (const char *fail = std::getenv("SHARDFLOW_TEST_FAIL_RANK"))
     if (std::atoi(fail) == rank)
       throw RuntimeError("injected failure (SHARDFLOW_TEST_FAIL_RANK)");
+  if (const char *stall = std::getenv("SHARDFLOW_TEST_STALL_RANK"))
+    if (std::atoi(stall) == rank)
+      for (;;)
+        sleep(60);
 }
 
 int main(int argc, char **argv) {
