@@ -69,6 +69,18 @@ options:
                      --repeat). CUDA: GPU time between CUDA events around
                      each operation on its stream, so communication that
                      overlaps compute counts in both; CPU: the host clock
+  --trace FILE       record every rank's operations of every run (kernels by
+                     name, generated kernels by function, collectives by
+                     kind, copies; each with its ONNX node, instruction
+                     number and bytes) with their start and duration, and
+                     write them all, from rank 0, to FILE as Chrome trace
+                     JSON (one process per rank, one thread per lane: the
+                     CPU, or a CUDA stream; and the host's runs and
+                     copies), which Perfetto (ui.perfetto.dev) and
+                     chrome://tracing open. Ranks' clocks are lined up by
+                     offsets rank 0 measures at the start. CUDA: times from
+                     CUDA events around each operation, as with --profile
+                     (so no CUDA graph)
   --help             this text
 
 CUDA artifacts:
@@ -270,6 +282,10 @@ std::optional<Options> shardflow::runtime::parseOptions(int argc, char **argv) {
       o.verbose = true;
     } else if (arg == "--profile") {
       o.profile = true;
+    } else if (is("--trace")) {
+      o.trace = value("--trace");
+      if (o.trace.empty())
+        throw RuntimeError("--trace needs a file name");
     } else if (arg == "--no-verify-weights") {
       o.device.verifyWeights = false;
     } else if (!arg.empty() && arg[0] == '-') {
@@ -286,8 +302,11 @@ std::optional<Options> shardflow::runtime::parseOptions(int argc, char **argv) {
   if (!o.weights.empty())
     o.device.weightsDir = endsWith(o.weights, ".onnx") ? parentDir(o.weights) : o.weights;
   o.device.verbose = o.verbose;
-  o.device.timing = o.runner.profile = o.profile;
-  o.device.timingFlag = "--profile";
+  o.runner.profile = o.profile;
+  o.runner.trace = !o.trace.empty();
+  o.device.timing = o.profile || o.runner.trace;
+  o.device.traceClock = o.runner.trace;
+  o.device.timingFlag = o.profile ? "--profile" : "--trace";
   o.device.timeoutSeconds = o.runner.timeoutSeconds;
   o.device.timeoutFlag = o.runner.timeoutFlag;
   return o;

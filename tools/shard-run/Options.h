@@ -31,6 +31,8 @@ struct Options {
   int repeat = 1;
   bool verbose = false;
   bool profile = false;
+  /// --trace FILE: every rank's spans, written by rank 0.
+  std::string trace;
   DeviceSettings device;
   CudaOptions cuda;
   RunnerSettings runner;

@@ -4,9 +4,10 @@
 // (.npy/.npz/.pb), loads the program onto the device its target names
 // (the CPU, or a GPU whose driver, cuBLASLt and NCCL are loaded at run
 // time), runs it with the program runner (Core/ProgramRunner.h) and writes
-// the outputs. Links no MLIR, no libonnx and no CUDA library. The flags
-// are in Options.cpp, the I/O in Tensors.cpp, the --verbose and --profile
-// reports in Report.cpp.
+// the outputs (and with --trace, every rank's operations on one timeline).
+// Links no MLIR, no libonnx and no CUDA library. The flags are in
+// Options.cpp, the I/O in Tensors.cpp, the --verbose and --profile reports
+// in Report.cpp.
 //
 //===----------------------------------------------------------------------===//
 
@@ -98,6 +99,8 @@ int main(int argc, char **argv) {
     // Every rank has finished before rank 0 reports: a failure anywhere
     // stops the job here instead of leaving a partial result.
     comm->barrier();
+    if (!o.trace.empty())
+      runner.writeTrace(o.trace);
     writeOutputs(o.output, std::move(outputs), comm->rank());
     report.print(o.verbose, comm->rank());
   } catch (const std::exception &e) {

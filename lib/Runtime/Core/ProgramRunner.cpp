@@ -8,12 +8,17 @@
 #include "shardflow/Runtime/Core/ProgramRunner.h"
 #include "shardflow/Runtime/Format/Layout.h"
 
+#include <chrono>
 #include <cstdlib>
 #include <exception>
 
 using namespace shardflow::runtime;
 
 Device::~Device() = default;
+
+double shardflow::runtime::hostClockSeconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 
 ProgramRunner::ProgramRunner(Artifact artifact, std::unique_ptr<Device> device, Communicator &world,
                              const RunnerSettings &settings)
@@ -31,6 +36,11 @@ ProgramRunner::ProgramRunner(Artifact artifact, std::unique_ptr<Device> device, 
   }
   dev->finishPreparing();
   prepareCommunicators();
+  if (settings.trace) {
+    std::vector<std::string> lanes = dev->laneNames();
+    lanes.push_back("host");
+    tracer = std::make_unique<TraceRecorder>(world, lanes);
+  }
 }
 
 ProgramRunner::~ProgramRunner() {
@@ -75,6 +85,7 @@ ProgramRunner::run(const std::map<std::string, HostTensor> &inputs, size_t progr
   if (program != 0)
     throw RuntimeError("the artifact holds one program; there is no program " +
                        std::to_string(program));
+  double started = hostClockSeconds();
   dev->beginRun(bindInputs(art, inputs));
   inFlight.clear();
   dev->execute([&] {
@@ -83,7 +94,62 @@ ProgramRunner::run(const std::map<std::string, HostTensor> &inputs, size_t progr
   });
   dev->finishRun([&] { nameBlockedCollective(); });
   inFlight.clear();
-  return dev->outputs();
+  std::vector<std::pair<std::string, Tensor>> outputs = dev->outputs();
+  if (tracer)
+    recordTrace(started, hostClockSeconds());
+  ++runs;
+  return outputs;
+}
+
+void ProgramRunner::recordTrace(double start, double end) {
+  int host = int(dev->laneNames().size());
+  tracer->add({"run " + std::to_string(runs), "run", host, start, end - start, "", -1, -1, runs});
+  RunFigures f = dev->lastRun();
+  size_t outputBytes = dev->outputBytes();
+  if (f.uploadStart >= 0) {
+    int64_t bytes = 0;
+    for (const BufferDesc &b : art.buffers)
+      if (b.kind == BufferDesc::Kind::Input)
+        bytes += int64_t(b.bytes());
+    tracer->add({"inputs to the device", "copy", host, f.uploadStart, f.uploadSeconds, "", -1,
+                 bytes, runs});
+  }
+  if (f.downloadStart >= 0)
+    tracer->add({"outputs to the host", "copy", host, f.downloadStart, f.downloadSeconds, "", -1,
+                 int64_t(outputBytes), runs});
+  const std::vector<InstructionTime> &times = dev->instructionTimes();
+  for (size_t n = 0; n < art.program.size() && n < times.size(); ++n) {
+    const Instruction &inst = art.program[n];
+    TraceEvent e;
+    bool launch = !inst.collective && inst.kernel == "launch";
+    e.name = inst.collective ? collectiveKindName(inst.collectiveKind)
+             : launch        ? inst.params.getString("function", "launch")
+                             : inst.kernel;
+    e.category = !inst.collective ? (launch ? "launch" : "kernel")
+                 : inst.collectiveKind == CollectiveKind::LocalSlice ? "copy"
+                                                                     : "collective";
+    e.lane = times[n].lane;
+    e.start = times[n].start;
+    e.seconds = times[n].seconds;
+    e.node = inst.params.getString("node", "");
+    e.instruction = int64_t(n);
+    e.run = runs;
+    // What a collective moves (its input, or a receive's output); what a
+    // kernel writes.
+    e.bytes = 0;
+    if (inst.collective && !inst.inputs.empty())
+      e.bytes = int64_t(art.buffers[size_t(inst.inputs[0])].bytes());
+    else
+      for (int o : inst.outputs)
+        e.bytes += int64_t(art.buffers[size_t(o)].bytes());
+    tracer->add(std::move(e));
+  }
+}
+
+void ProgramRunner::writeTrace(const std::string &path) {
+  if (!tracer)
+    throw RuntimeError("no trace was recorded (the runner was made without `trace`)");
+  tracer->write(path);
 }
 
 void ProgramRunner::dispatch(size_t n) {

@@ -89,7 +89,15 @@ struct RunFigures {
   double downloadSeconds = -1;
   /// Whether that download went into page-locked memory.
   bool downloadPinned = false;
+  /// With DeviceSettings::traceClock, on the host's clock (seconds): when
+  /// the inputs' upload started and how long it took on the device (CUDA),
+  /// and when the outputs' download started; negative when there is none.
+  double uploadStart = -1, uploadSeconds = -1, downloadStart = -1;
 };
+
+/// The host's steady clock, in seconds: the clock of InstructionTime::start
+/// and of the trace (Trace.h).
+double hostClockSeconds();
 
 class Device {
 public:

@@ -38,7 +38,8 @@
 //
 // Timing: with `profile` or `trace`, the device times every instruction
 // (Device::instructionTimes); instructionSeconds() gives the last run's,
-// for shard-run --profile (Profile.h).
+// for shard-run --profile (Profile.h), and with `trace` every run's spans
+// go to a TraceRecorder (Trace.h) for --trace.
 //
 // The seams for what comes next (not built yet): a run names the program
 // it runs (`program`; an artifact holds one, number 0, today), so that
@@ -56,6 +57,7 @@
 
 #include "shardflow/Runtime/Comm/Communicator.h"
 #include "shardflow/Runtime/Core/Device.h"
+#include "shardflow/Runtime/Core/Trace.h"
 #include "shardflow/Runtime/Format/Artifact.h"
 #include "shardflow/Runtime/Format/NpyIO.h"
 
@@ -74,6 +76,9 @@ struct RunnerSettings {
   std::string timeoutFlag = "--timeout";
   /// Time every instruction (instructionSeconds).
   bool profile = false;
+  /// Record every run's spans for writeTrace (Trace.h; the device must time
+  /// instructions on the host's clock: DeviceSettings::traceClock).
+  bool trace = false;
 };
 
 class ProgramRunner {
@@ -100,6 +105,9 @@ public:
   Communicator &world() { return *worldComm; }
   /// With `profile`: the last run's seconds per instruction.
   std::vector<double> instructionSeconds() const;
+  /// With `trace`: rank 0 writes every rank's spans of every run so far to
+  /// `path` as Chrome trace JSON; a collective call on the world.
+  void writeTrace(const std::string &path);
 
 private:
   void prepareCommunicators();
@@ -116,6 +124,8 @@ private:
   /// The communicator of instruction `n`'s rank groups (nullptr: this rank
   /// is in none of them).
   Communicator *groupOf(const Instruction &inst);
+  /// The spans of the run that went from `start` to `end`.
+  void recordTrace(double start, double end);
 
   Artifact art;
   std::unique_ptr<Device> dev;
@@ -130,6 +140,8 @@ private:
   std::map<std::vector<int64_t>, std::unique_ptr<Communicator>> groupComms;
   /// Collectives of this run still in flight on a device stream.
   std::vector<std::pair<size_t, Request>> inFlight;
+  std::unique_ptr<TraceRecorder> tracer;
+  int runs = 0;
 };
 
 } // namespace shardflow::runtime

@@ -18,10 +18,6 @@ using namespace shardflow::runtime;
 
 namespace {
 
-double hostNow() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
 class CpuDevice final : public Device {
 public:
   CpuDevice(const DeviceSettings &settings, Communicator &world)
@@ -102,11 +98,11 @@ public:
 
   void beginInstruction(size_t n) override {
     if (settings.timing)
-      times[n].start = hostNow();
+      times[n].start = hostClockSeconds();
   }
   void endInstruction(size_t n) override {
     if (settings.timing)
-      times[n].seconds = hostNow() - times[n].start;
+      times[n].seconds = hostClockSeconds() - times[n].start;
   }
 
   void runKernel(size_t n) override {

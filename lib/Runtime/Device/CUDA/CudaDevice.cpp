@@ -28,12 +28,6 @@ void cuda::checkCu(CUresult status, const char *call) {
     throw RuntimeError(std::string(call) + " failed: " + describe(status));
 }
 
-namespace {
-double hostNow() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-} // namespace
-
 //===----------------------------------------------------------------------===//
 // The device
 //===----------------------------------------------------------------------===//
@@ -197,7 +191,7 @@ void CudaDevice::beginRun(const std::vector<std::pair<size_t, const HostTensor *
     // clock, and the run's events are placed from it.
     CU_CALL(cuEventRecord, anchor, compute);
     CU_CALL(cuStreamSynchronize, compute);
-    anchorHostSeconds = hostNow();
+    anchorHostSeconds = hostClockSeconds();
   }
   if (statusWords) // generated kernels run on the compute stream, after this
     CU_CALL(cuMemsetD8Async, statusWords, 0, checkedSteps.size() * 2 * sizeof(int64_t), compute);
@@ -277,6 +271,13 @@ void CudaDevice::finishRun(const std::function<void()> &timedOut) {
         times[n].start = anchorHostSeconds + double(ms) / 1e3;
       }
     }
+  }
+  if (anchor) {
+    float ms = 0;
+    CU_CALL(cuEventElapsedTime, &ms, anchor, uploaded);
+    figures.uploadStart = anchorHostSeconds;
+    figures.uploadSeconds = double(ms) / 1e3;
+    figures.downloadStart = hostClockSeconds();
   }
   // Both streams are idle: plain synchronous copies are safe.
   auto downloadStart = std::chrono::steady_clock::now();
