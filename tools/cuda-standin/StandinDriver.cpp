@@ -2,7 +2,7 @@
 //
 // The part of the CUDA driver API that shard-run calls, implemented on the
 // host from the driver API's documented semantics, so that shard-run's CUDA
-// executor (stream schedule, events, copies, launch arguments, shared
+// device (stream schedule, events, copies, launch arguments, shared
 // memory opt-in, error paths) runs in the test suite. "Device" memory is
 // host memory, filled with 0xff bytes (NaN as floats) when allocated, so a
 // read of memory nothing wrote shows. The runtime's own kernels run through

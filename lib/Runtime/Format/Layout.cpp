@@ -1,4 +1,4 @@
-//===- Layout.cpp - shape arithmetic the executors and kernels share -------===//
+//===- Layout.cpp - shape arithmetic the devices and kernels share -------===//
 
 #include "shardflow/Runtime/Format/Layout.h"
 

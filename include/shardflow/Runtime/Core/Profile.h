@@ -1,6 +1,6 @@
 //===- Profile.h - where a program's time goes, per operation ---*- C++ -*-===//
 //
-// shard-run --profile: the executors time every instruction of a run (CUDA
+// shard-run --profile: the devices time every instruction of a run (CUDA
 // events around each operation on its stream; the host clock on the CPU),
 // shard-run sums the times over the runs it measures, and formatProfile
 // prints them by kind of operation and the slowest operations by ONNX node.

@@ -1,14 +1,14 @@
-//===- WeightLoader.h - this rank's weight bytes, for any executor -*- C++ -*-===//
+//===- WeightLoader.h - this rank's weight bytes, for any device -*- C++ -*-===//
 //
-// Both executors (CPU and CUDA) load weights the same way: map each weight
+// Both devices (CPU and CUDA) load weights the same way: map each weight
 // file once, read-only; take this rank's slice (in place when its bytes are
 // one run of the file, else its rows copied together); check the CRC-32C
 // recorded at compile time over the file's bytes; and, for a mixed-precision
 // weight (`source-dtype`), convert those bytes to the buffer's element type
-// into an owned copy. The CPU executor keeps the result; the CUDA executor
+// into an owned copy. The CPU device keeps the result; the CUDA device
 // uploads it and lets the host copy go. `loadAll` does the reading, checking
 // and converting on several threads and hands each weight to the caller's
-// thread, so the executors' own calls (the CUDA driver's) stay on one thread.
+// thread, so the devices' own calls (the CUDA driver's) stay on one thread.
 //
 //===----------------------------------------------------------------------===//
 
@@ -28,7 +28,7 @@
 namespace shardflow::runtime {
 
 /// Memory that loaded weights are written into instead of the heap: the
-/// CUDA executor's page-locked staging buffer, which the GPU copies from
+/// CUDA device's page-locked staging buffer, which the GPU copies from
 /// directly. Both calls come from any thread.
 class WeightStaging {
 public:
@@ -83,7 +83,7 @@ public:
                WeightStaging *staging = nullptr);
 
   /// Hands the file mappings (base, length) to the caller, who munmaps
-  /// them when done: an executor that keeps pointers into the files.
+  /// them when done: a device that keeps pointers into the files.
   std::vector<std::pair<void *, size_t>> releaseMappings();
 
 private:

@@ -80,7 +80,8 @@
 //
 // Collectives run over `groups`: the flattened, equally sized rank groups
 // (`group_size` each); a rank in no group skips the instruction. The
-// executor documents each collective's parameters.
+// program runner (Core/ProgramRunner.h) documents each collective's
+// parameters.
 //
 // `collective` lines are the instructions whose effect depends on the
 // rank. One of them moves no data between ranks: `local_slice` copies this

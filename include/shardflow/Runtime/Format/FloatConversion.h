@@ -1,7 +1,7 @@
 //===- FloatConversion.h - f32/f16/bf16 conversion of weights -*- C++ -*-===//
 //
 // Mixed precision: a weight stored as f32 in the model's file may run as
-// f16 or bf16 (`source-dtype` in the artifact). Both executors convert such
+// f16 or bf16 (`source-dtype` in the artifact). Both devices convert such
 // weights once, at load, with these scalar helpers: round to nearest even,
 // NaN stays a (quiet) NaN, overflow gives infinity, subnormals are kept.
 // Header-only so that tests check the bit patterns directly.

@@ -1,7 +1,7 @@
 //===- Kernel.h - the runtime's kernel interface --------------*- C++ -*-===//
 //
 // Plain C++ (no MLIR): shard-run links only the runtime. A kernel reads
-// input tensors and writes output tensors whose buffers the executor owns;
+// input tensors and writes output tensors whose buffers the device owns;
 // its parameters are the attributes of the nn op it implements, under the
 // same names (see the nn dialect reference). Kernels register themselves by
 // the nn op's name without the dialect prefix ("matmul", "softmax", ...).

@@ -1,6 +1,6 @@
-//===- Layout.h - shape arithmetic the executors and kernels share -*- C++ -*-===//
+//===- Layout.h - shape arithmetic the devices and kernels share -*- C++ -*-===//
 //
-// Facts about row-major tensors and rank groups that both executors (CPU
+// Facts about row-major tensors and rank groups that both devices (CPU
 // and CUDA) and both kernel libraries rely on, written once: strides, the
 // split of a shape into rows at a dimension, the key that decides which
 // collectives share a communicator, and attention's [B, H, S, D] view of a
@@ -26,7 +26,7 @@ namespace shardflow::runtime {
 /// The tensor `inputs` gives for each input buffer of `art`, as (buffer
 /// index, tensor), after checking that every input is given with the dtype
 /// and shape it was compiled for and that no name is not an input; throws
-/// RuntimeError saying which. Both executors bind their inputs so.
+/// RuntimeError saying which. Both devices bind their inputs so.
 std::vector<std::pair<size_t, const HostTensor *>>
 bindInputs(const Artifact &art, const std::map<std::string, HostTensor> &inputs);
 

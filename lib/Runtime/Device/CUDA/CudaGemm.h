@@ -1,6 +1,6 @@
 //===- CudaGemm.h - row-major GEMMs through cuBLASLt -----------*- C++ -*-===//
 //
-// The CUDA executor's matmul and gemm kernels describe a row-major problem
+// The CUDA device's matmul and gemm kernels describe a row-major problem
 // D[m,n] = alpha * op(A) op(B) + beta * C (+ bias, activation), batched or
 // not; this turns it into cuBLASLt's column-major one by computing D^T =
 // op(B)^T op(A)^T, which reads the same bytes with the operands swapped, so

@@ -37,8 +37,10 @@ void CudaDevice::prepare(size_t n) {
   if (inst.collective && inst.collectiveKind == CollectiveKind::LocalSlice) {
     // No communication: a strided copy on the compute stream.
     step.stream = ComputeStream;
-    if (deviceKernelAvailable("local_slice")) {
-      prepareDeviceKernel("local_slice", inst, step);
+    // The hand-written strided copy, registered under the collective's name.
+    std::string kernel = collectiveKindName(CollectiveKind::LocalSlice);
+    if (deviceKernelAvailable(kernel)) {
+      prepareDeviceKernel(kernel, inst, step);
     } else {
       Tensor in = tensorOf(inst.inputs.at(0)), out = tensorOf(inst.outputs.at(0));
       std::vector<int64_t> all = inst.params.getInts("starts");

@@ -1,4 +1,4 @@
-//===- CudaPlanning.cpp - host-side decisions of the CUDA executor ---------===//
+//===- CudaPlanning.cpp - host-side decisions of the CUDA device ---------===//
 
 #include "CudaPlanning.h"
 #include "shardflow/Runtime/Format/Layout.h"

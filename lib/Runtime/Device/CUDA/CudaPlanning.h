@@ -1,6 +1,6 @@
-//===- CudaPlanning.h - host-side decisions of the CUDA executor -*- C++ -*-===//
+//===- CudaPlanning.h - host-side decisions of the CUDA device -*- C++ -*-===//
 //
-// Everything the CUDA executor decides without a GPU, kept apart from the
+// Everything the CUDA device decides without a GPU, kept apart from the
 // driver calls so that unit tests check it on machines with no GPU: which
 // device a rank uses, which module binary fits the device, how a MatMul's
 // shapes map onto cuBLASLt calls, which instructions on one stream must wait

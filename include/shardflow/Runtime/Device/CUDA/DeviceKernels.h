@@ -1,11 +1,11 @@
 //===- DeviceKernels.h - the runtime's hand-written CUDA kernels -*- C++ -*-===//
 //
-// The CUDA executor runs nn kernels (attention, data movement) on the GPU
+// The CUDA device runs nn kernels (attention, data movement) on the GPU
 // through this interface. Planning is plain host code with no CUDA API
 // calls: it turns one instruction's tensors and parameters into launches of
-// functions in an embedded fatbin, which the executor loads once with the
+// functions in an embedded fatbin, which the device loads once with the
 // driver API. Every device function takes exactly one by-value struct, so a
-// launch's `argument` bytes are that struct and the executor passes
+// launch's `argument` bytes are that struct and the device passes
 // kernelParams = { argument.data() }.
 //
 //===----------------------------------------------------------------------===//
@@ -36,7 +36,7 @@ struct DeviceLaunch {
   std::vector<uint8_t> argument;
   /// Where in `argument` the kernel takes a pointer to a status word (two
   /// int64: flag, offending index) for indices it finds out of range, or
-  /// -1. The planner leaves it null; the executor points it at its own.
+  /// -1. The planner leaves it null; the device points it at its own.
   int statusOffset = -1;
 };
 
