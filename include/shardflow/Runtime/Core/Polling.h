@@ -19,8 +19,9 @@ namespace shardflow::runtime {
 enum class WaitOutcome { Finished, TimedOut };
 
 /// Calls `finished` until it returns true or `seconds` have passed since the
-/// call: the first polls only yield the CPU (short waits stay short), later
-/// ones sleep 100 us between polls (ranks may share the CPU). `finished`
+/// call: the first polls follow each other at once and the next ones only
+/// yield the CPU (short waits stay short), later ones sleep 100 us between
+/// polls (ranks may share the CPU). `finished`
 /// reports failures itself, by throwing or aborting. It is called at least
 /// once, and once more after the deadline, so work that ends just as time
 /// runs out counts as finished.
