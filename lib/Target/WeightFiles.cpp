@@ -7,7 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "shardflow/Target/WeightFiles.h"
-#include "shardflow/Runtime/Checksum.h"
+#include "shardflow/Runtime/Format/Checksum.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/Support/FileSystem.h"

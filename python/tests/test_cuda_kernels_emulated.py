@@ -4,7 +4,7 @@ tools/cuda-kernel-check runs every device kernel (attention on tensor
 cores and SIMT, strided copies, pad, gather) over its range of shapes and
 flags and compares each result with the runtime's CPU kernel. With
 --emulate it needs no GPU: the kernels are compiled as host code
-(lib/Runtime/kernels/cuda/HostEmulation.h), each CUDA thread a fiber, with
+(lib/Runtime/Device/CUDA/Kernels/HostEmulation.h), each CUDA thread a fiber, with
 mma.sync, ldmatrix and cp.async emulated from the PTX ISA's definitions,
 so fragment layouts, tile indexing, the online softmax and the cp.async
 pipeline are checked on every build. The same cases run on a GPU in

@@ -10,12 +10,12 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "shardflow/Runtime/FloatConversion.h"
+#include "shardflow/Runtime/Format/FloatConversion.h"
 
 #include "CudaPlanning.h"
 
 #ifdef SHARDFLOW_TEST_CUDA_LIBRARIES
-#include "shardflow/Runtime/CudaLibraries.h"
+#include "shardflow/Runtime/Device/CUDA/CudaLibraries.h"
 #include <dlfcn.h>
 #endif
 

@@ -10,7 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "shardflow/Runtime/DeviceKernels.h"
+#include "shardflow/Runtime/Device/CUDA/DeviceKernels.h"
 
 #include "DeviceKernelArgs.h"
 #include "DevicePlanner.h"

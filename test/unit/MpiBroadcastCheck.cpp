@@ -10,7 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "shardflow/Runtime/Communicator.h"
+#include "shardflow/Runtime/Comm/Communicator.h"
 
 #include <chrono>
 #include <cinttypes>

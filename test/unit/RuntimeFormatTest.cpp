@@ -1,8 +1,8 @@
 //===- RuntimeFormatTest.cpp - checksums, weight slices, artifact lines ---===//
 
-#include "shardflow/Runtime/Artifact.h"
-#include "shardflow/Runtime/Checksum.h"
-#include "shardflow/Runtime/Profile.h"
+#include "shardflow/Runtime/Format/Artifact.h"
+#include "shardflow/Runtime/Format/Checksum.h"
+#include "shardflow/Runtime/Core/Profile.h"
 
 #include <gtest/gtest.h>
 

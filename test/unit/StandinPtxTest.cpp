@@ -12,7 +12,7 @@
 
 #include "StandinPtx.h"
 
-#include "shardflow/Runtime/FloatConversion.h"
+#include "shardflow/Runtime/Format/FloatConversion.h"
 
 #include <gtest/gtest.h>
 

@@ -7,9 +7,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "shardflow/Runtime/Checksum.h"
-#include "shardflow/Runtime/FloatConversion.h"
-#include "shardflow/Runtime/WeightLoader.h"
+#include "shardflow/Runtime/Format/Checksum.h"
+#include "shardflow/Runtime/Format/FloatConversion.h"
+#include "shardflow/Runtime/Core/WeightLoader.h"
 
 #include <gtest/gtest.h>
 

@@ -21,8 +21,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "shardflow/Runtime/DeviceKernels.h"
-#include "shardflow/Runtime/Kernel.h"
+#include "shardflow/Runtime/Device/CUDA/DeviceKernels.h"
+#include "shardflow/Runtime/Format/Kernel.h"
 
 #include "DevicePlanner.h"
 #ifdef SHARDFLOW_KERNEL_EMULATION

@@ -25,7 +25,7 @@
 
 #include "Standin.h"
 
-#include "shardflow/Runtime/FloatConversion.h"
+#include "shardflow/Runtime/Format/FloatConversion.h"
 
 #include <cublasLt.h>
 

@@ -2,11 +2,11 @@
 //
 // The part of the CUDA driver API that shard-run calls, implemented on the
 // host from the driver API's documented semantics, so that shard-run's CUDA
-// executor (stream schedule, events, copies, launch arguments, shared
+// device (stream schedule, events, copies, launch arguments, shared
 // memory opt-in, error paths) runs in the test suite. "Device" memory is
 // host memory, filled with 0xff bytes (NaN as floats) when allocated, so a
 // read of memory nothing wrote shows. The runtime's own kernels run through
-// their host emulation (lib/Runtime/kernels/cuda/EmulatedKernels.h);
+// their host emulation (lib/Runtime/Device/CUDA/Kernels/EmulatedKernels.h);
 // kernels the compiler generated run by interpreting their PTX
 // (StandinPtx.h), which shard-run loads on sm_86 and sm_89 (set with
 // SHARDFLOW_STANDIN_SM); a cubin cannot run, and launching one of its

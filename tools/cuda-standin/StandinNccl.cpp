@@ -28,7 +28,7 @@
 #include "Standin.h"
 #include "StandinNcclShm.h"
 
-#include "shardflow/Runtime/FloatConversion.h"
+#include "shardflow/Runtime/Format/FloatConversion.h"
 
 #include <nccl.h>
 
@@ -330,7 +330,7 @@ ncclResult_t linkCollective(const char *name, const Call &call, const void *send
     return r;
   if (ncclResult_t r = checkBuffer(comm, recv, recvBytes, name))
     return r;
-  if (call.kind != nccl::AllGather &&
+  if (call.kind != nccl::AllGather && call.kind != nccl::Broadcast &&
       (call.type == ncclFloat8e4m3 || call.type == ncclFloat8e5m2))
     return error(comm, ncclInvalidArgument,
                  std::string(name) + ": the stand-in does not reduce fp8 over several ranks");
@@ -369,6 +369,8 @@ ncclResult_t linkCollective(const char *name, const Call &call, const void *send
       if (call.kind == nccl::AllGather) {
         for (int k = 0; k < n; ++k)
           link.read(k, 0, static_cast<char *>(recv) + size_t(k) * sendBytes, sendBytes);
+      } else if (call.kind == nccl::Broadcast) {
+        link.read(call.op, 0, recv, recvBytes);
       } else {
         size_t offset = call.kind == nccl::ReduceScatter ? size_t(link.rank()) * recvBytes : 0;
         std::vector<char> acc(recvBytes), part(recvBytes);
@@ -730,6 +732,23 @@ ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recv
                           bytes * size_t(comm->link->size()), recvbuff, bytes, comm, stream);
   return copyCollective("reduce_scatter", sendbuff, recvbuff, recvcount * typeSize(datatype),
                         comm, stream);
+}
+
+ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
+                           ncclDataType_t datatype, int root, ncclComm_t comm,
+                           cudaStream_t stream) {
+  if (ncclResult_t r = usable(comm, "ncclBroadcast"))
+    return r;
+  int size = comm->link ? comm->link->size() : 1;
+  if (!typeSize(datatype) || root < 0 || root >= size)
+    return error(comm, ncclInvalidArgument,
+                 "ncclBroadcast: root " + std::to_string(root) + " in a communicator of " +
+                     std::to_string(size) + " rank(s), or a bad type");
+  size_t bytes = count * typeSize(datatype);
+  if (comm->link)
+    return linkCollective("broadcast", Call{nccl::Broadcast, datatype, root, 0, count},
+                          sendbuff, bytes, recvbuff, bytes, comm, stream);
+  return copyCollective("broadcast", sendbuff, recvbuff, bytes, comm, stream);
 }
 
 static ncclResult_t pointToPoint(bool send, const void *buffer, size_t count,

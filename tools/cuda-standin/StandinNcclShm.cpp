@@ -110,10 +110,13 @@ std::string describe(const Call &call) {
   const char *kind = call.kind == AllReduce       ? "all_reduce"
                      : call.kind == AllGather     ? "all_gather"
                      : call.kind == ReduceScatter ? "reduce_scatter"
+                     : call.kind == Broadcast     ? "broadcast"
                                                   : "an unknown collective";
   std::string text = std::string(kind) + " of " + std::to_string(call.count) +
                      " " + typeName(call.type);
-  if (call.kind != AllGather)
+  if (call.kind == Broadcast)
+    text += " (root " + std::to_string(call.op) + ")";
+  else if (call.kind != AllGather)
     text += std::string(" (") + opName(call.op) + ")";
   return text;
 }

@@ -34,12 +34,12 @@ namespace shardflow::standin::nccl {
 struct Call {
   int32_t kind = 0; // Kind
   int32_t type = 0; // ncclDataType_t
-  int32_t op = 0;   // ncclRedOp_t (reductions)
+  int32_t op = 0;   // ncclRedOp_t (reductions); the root (Broadcast)
   int32_t unused = 0;
   uint64_t count = 0; // the call's count argument
 };
 
-enum Kind : int32_t { AllReduce = 1, AllGather, ReduceScatter };
+enum Kind : int32_t { AllReduce = 1, AllGather, ReduceScatter, Broadcast };
 
 /// Names a Call for messages ("all_reduce of 12 ncclFloat32 (sum)").
 std::string describe(const Call &call);

@@ -18,7 +18,7 @@
 
 #include "StandinPtx.h"
 
-#include "shardflow/Runtime/FloatConversion.h"
+#include "shardflow/Runtime/Format/FloatConversion.h"
 
 #include <algorithm>
 #include <cfenv>

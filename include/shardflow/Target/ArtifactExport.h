@@ -2,14 +2,14 @@
 //
 // Turns a planned rt module (after convert-nn-to-rt and rt-plan-memory)
 // into the runtime's Artifact, the one definition of the .shard format
-// (include/shardflow/Runtime/Artifact.h).
+// (include/shardflow/Runtime/Format/Artifact.h).
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef SHARDFLOW_TARGET_ARTIFACTEXPORT_H
 #define SHARDFLOW_TARGET_ARTIFACTEXPORT_H
 
-#include "shardflow/Runtime/Artifact.h"
+#include "shardflow/Runtime/Format/Artifact.h"
 
 #include "mlir/IR/BuiltinOps.h"
 

@@ -12,7 +12,7 @@
 #ifndef SHARDFLOW_TARGET_DEVICECODE_H
 #define SHARDFLOW_TARGET_DEVICECODE_H
 
-#include "shardflow/Runtime/Artifact.h"
+#include "shardflow/Runtime/Format/Artifact.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/DialectRegistry.h"

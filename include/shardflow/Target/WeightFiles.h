@@ -11,7 +11,7 @@
 #ifndef SHARDFLOW_TARGET_WEIGHTFILES_H
 #define SHARDFLOW_TARGET_WEIGHTFILES_H
 
-#include "shardflow/Runtime/Artifact.h"
+#include "shardflow/Runtime/Format/Artifact.h"
 
 #include "mlir/IR/Location.h"
 #include "mlir/Support/LLVM.h"

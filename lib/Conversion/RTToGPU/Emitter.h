@@ -64,7 +64,7 @@ inline mlir::MemRefType statusType(mlir::MLIRContext *ctx) {
   return mlir::MemRefType::get({2}, mlir::IntegerType::get(ctx, 64));
 }
 /// What a kernel writes to status word [0]; the runtime reads the same
-/// numbers (CudaExecutor.cpp).
+/// numbers (lib/Runtime/Device/CUDA/CudaDevice.cpp).
 enum StatusCode : int64_t {
   kIndexOutOfRange = 1, // [1]: the index read from the data
   kDivisionByZero = 2,  // [1]: the flat position in the result

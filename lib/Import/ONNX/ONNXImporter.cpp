@@ -16,7 +16,7 @@
 #include "shardflow/Import/ONNX/ONNXImporter.h"
 #include "shardflow/Dialect/NN/IR/NNOps.h"
 #include "shardflow/Import/ONNX/ProtobufOffsets.h"
-#include "shardflow/Runtime/NpyIO.h"
+#include "shardflow/Runtime/Format/NpyIO.h"
 #include "shardflow/Support/ONNXLocation.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"

@@ -9,7 +9,7 @@
 
 #include "Utils.h"
 
-#include "shardflow/Runtime/NumpyRandom.h"
+#include "shardflow/Runtime/Format/NumpyRandom.h"
 #include "shardflow/Target/CUDA/Passes.h"
 
 #include "mlir/IR/Builders.h"

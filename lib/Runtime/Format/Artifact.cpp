@@ -1,0 +1,838 @@
+//===- Artifact.cpp - reading and writing .shard artifacts -----------------===//
+
+#include "shardflow/Runtime/Format/Artifact.h"
+#include "shardflow/Runtime/Format/FloatConversion.h"
+#include "shardflow/Runtime/Format/NpyIO.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iomanip>
+#include <limits>
+#include <sstream>
+
+using namespace shardflow::runtime;
+
+int64_t BufferDesc::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+std::vector<int64_t> BufferDesc::storedShape() const {
+  if (permutation.size() != shape.size())
+    return shape;
+  std::vector<int64_t> stored(shape.size());
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (permutation[i] < 0 || size_t(permutation[i]) >= shape.size())
+      return shape; // not a permutation: refused by the reader
+    stored[size_t(permutation[i])] = shape[i];
+  }
+  return stored;
+}
+
+void shardflow::runtime::forEachWeightRun(
+    const BufferDesc &b, int rank, const std::function<void(size_t, size_t)> &fn) {
+  size_t elem = dtypeSize(b.fileDType());
+  if (b.starts.empty()) {
+    fn(0, b.fileBytes());
+    return;
+  }
+  const std::vector<int64_t> &global = b.globalShape, &start = b.starts.at(size_t(rank));
+  const std::vector<int64_t> shape = b.storedShape();
+  size_t rankDims = global.size();
+  if (rankDims == 0 || b.numel() == 0) {
+    fn(0, b.fileBytes());
+    return;
+  }
+  // Row-major strides of the global tensor, in elements.
+  std::vector<int64_t> stride(rankDims, 1);
+  for (size_t d = rankDims - 1; d > 0; --d)
+    stride[d - 1] = stride[d] * global[d];
+  // The innermost dimensions the slice covers whole, plus the one before
+  // them, form one contiguous run per index of the remaining dimensions.
+  size_t runDim = rankDims - 1;
+  while (runDim > 0 && shape[runDim] == global[runDim])
+    --runDim;
+  int64_t runElems = shape[runDim] * stride[runDim];
+  // A zero-padded weight's slice may reach past the tensor: within a run
+  // along runDim (the dimensions after it are covered whole, so within
+  // the tensor), or with whole runs past it in an outer dimension.
+  int64_t inside = runElems;
+  if (b.zeroPadded)
+    inside = std::clamp<int64_t>(global[runDim] - start[runDim], 0, shape[runDim]) *
+             stride[runDim];
+  std::vector<int64_t> idx(runDim, 0);
+  while (true) {
+    int64_t offset = start[runDim] * stride[runDim];
+    bool past = false;
+    for (size_t d = 0; d < runDim; ++d) {
+      offset += (start[d] + idx[d]) * stride[d];
+      past = past || start[d] + idx[d] >= global[d];
+    }
+    for (size_t d = runDim + 1; d < rankDims; ++d)
+      offset += start[d] * stride[d];
+    if (past) {
+      fn(kZeroRun, size_t(runElems) * elem);
+    } else {
+      if (inside > 0)
+        fn(size_t(offset) * elem, size_t(inside) * elem);
+      if (inside < runElems)
+        fn(kZeroRun, size_t(runElems - inside) * elem);
+    }
+    size_t d = runDim;
+    while (d > 0 && ++idx[d - 1] == shape[d - 1])
+      idx[--d] = 0;
+    if (d == 0)
+      return;
+  }
+}
+
+namespace {
+
+std::string encode(const std::string &s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (c <= ' ' || c == '%' || c == '=' || c == ',' || c >= 0x7f) {
+      char buf[4];
+      std::snprintf(buf, sizeof(buf), "%%%02X", c);
+      out += buf;
+    } else {
+      out += char(c);
+    }
+  }
+  return out;
+}
+
+std::string shapeText(const std::vector<int64_t> &shape) {
+  if (shape.empty())
+    return "scalar";
+  std::string s;
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? "x" : "") + std::to_string(shape[i]);
+  return s;
+}
+
+template <typename T> std::string join(const std::vector<T> &v) {
+  std::ostringstream os;
+  os << std::setprecision(17);
+  for (size_t i = 0; i < v.size(); ++i)
+    os << (i ? "," : "") << v[i];
+  return os.str();
+}
+
+std::string paramText(const ParamValue &v) {
+  std::ostringstream os;
+  os << std::setprecision(17);
+  if (auto *i = std::get_if<int64_t>(&v))
+    os << "i:" << *i;
+  else if (auto *f = std::get_if<double>(&v))
+    os << "f:" << *f;
+  else if (auto *s = std::get_if<std::string>(&v))
+    os << "s:" << encode(*s);
+  else if (auto *is = std::get_if<std::vector<int64_t>>(&v))
+    os << "is:" << join(*is);
+  else if (auto *fs = std::get_if<std::vector<double>>(&v))
+    os << "fs:" << join(*fs);
+  else
+    os << "t:" << dtypeName(std::get<DType>(v));
+  return os.str();
+}
+
+const char *kindName(BufferDesc::Kind k) {
+  switch (k) {
+  case BufferDesc::Kind::Input:
+    return "input";
+  case BufferDesc::Kind::Arena:
+    return "arena";
+  case BufferDesc::Kind::View:
+    return "view";
+  case BufferDesc::Kind::Weight:
+    return "weight";
+  case BufferDesc::Kind::Constant:
+    return "constant";
+  }
+  return "?";
+}
+
+} // namespace
+
+std::string shardflow::runtime::describeInstruction(const Instruction &inst, size_t n) {
+  std::string node = inst.params.getString("node", "");
+  return std::string(inst.collective ? "collective '" : "kernel '") + inst.kernel + "' (" +
+         (node.empty() ? std::string() : "ONNX node '" + node + "', ") + "instruction " +
+         std::to_string(n) + ")";
+}
+
+int64_t shardflow::runtime::outputColumnsOf(const Artifact &a, size_t o) {
+  return o < a.outputColumns.size() ? a.outputColumns[o] : 0;
+}
+
+std::vector<int64_t> shardflow::runtime::outputShape(const Artifact &a, size_t o) {
+  std::vector<int64_t> shape = a.buffers.at(size_t(a.outputs.at(o).second)).shape;
+  if (int64_t columns = outputColumnsOf(a, o))
+    shape.back() = columns;
+  return shape;
+}
+
+void shardflow::runtime::writeArtifact(const Artifact &a, std::ostream &os) {
+  os << "shardflow-artifact " << Artifact::kVersion << "\n";
+  os << "target " << a.target << "\n";
+  os << "world-size " << a.worldSize << "\n";
+  os << "model-dir " << encode(a.modelDir) << "\n";
+  os << "arena " << a.arenaBytes << "\n";
+  for (size_t i = 0; i < a.buffers.size(); ++i) {
+    const BufferDesc &b = a.buffers[i];
+    os << "buffer " << i << " " << kindName(b.kind) << " " << dtypeName(b.dtype)
+       << " " << shapeText(b.shape);
+    switch (b.kind) {
+    case BufferDesc::Kind::Input:
+      os << " name=" << encode(b.name);
+      break;
+    case BufferDesc::Kind::Arena:
+      os << " offset=" << b.offset;
+      break;
+    case BufferDesc::Kind::View:
+      os << " source=" << b.source;
+      break;
+    case BufferDesc::Kind::Weight:
+      os << " name=" << encode(b.name) << " storage=" << b.storage;
+      if (!b.file.empty())
+        os << " file=" << encode(b.file) << " offset=" << b.fileOffset;
+      os << " size=" << b.fileBytes();
+      if (b.sourceDType)
+        os << " source-dtype=" << dtypeName(*b.sourceDType);
+      if (!b.permutation.empty())
+        os << " permutation=" << join(b.permutation);
+      if (b.scale) {
+        char text[32];
+        std::snprintf(text, sizeof(text), "%.17g", *b.scale);
+        os << " scale=" << text;
+      }
+      if (!b.globalShape.empty() || !b.starts.empty()) {
+        os << " global=" << shapeText(b.globalShape) << " starts=";
+        for (size_t r = 0; r < b.starts.size(); ++r)
+          os << (r ? ";" : "") << join(b.starts[r]);
+      }
+      if (b.zeroPadded)
+        os << " padded=zeros";
+      if (!b.crc32c.empty()) {
+        os << " crc32c=";
+        for (size_t r = 0; r < b.crc32c.size(); ++r) {
+          char hex[9];
+          std::snprintf(hex, sizeof(hex), "%08x", unsigned(b.crc32c[r]));
+          os << (r ? ";" : "") << hex;
+        }
+      }
+      break;
+    case BufferDesc::Kind::Constant: {
+      os << " data=";
+      static const char *hex = "0123456789abcdef";
+      for (uint8_t byte : b.data)
+        os << hex[byte >> 4] << hex[byte & 15];
+      break;
+    }
+    }
+    os << "\n";
+  }
+  for (const DeviceModule &m : a.modules)
+    os << "module " << encode(m.name) << " arch=" << encode(m.arch)
+       << " format=" << encode(m.format) << " data=" << encodeBase64(m.data) << "\n";
+  for (const Instruction &inst : a.program) {
+    os << (inst.collective ? "collective " : "kernel ") << inst.kernel << " in=" << join(inst.inputs)
+       << " out=" << join(inst.outputs);
+    for (const auto &[name, value] : inst.params.all())
+      os << " " << encode(name) << "=" << paramText(value);
+    os << "\n";
+  }
+  for (size_t o = 0; o < a.outputs.size(); ++o) {
+    os << "output " << encode(a.outputs[o].first) << " " << a.outputs[o].second;
+    if (int64_t columns = outputColumnsOf(a, o))
+      os << " columns=" << columns;
+    os << "\n";
+  }
+  os << "end\n";
+}
+
+//===----------------------------------------------------------------------===//
+// Reading
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+class Reader {
+public:
+  Reader(const std::string &text, const std::string &path) : in(text), path(path) {}
+
+  Artifact read();
+
+private:
+  [[noreturn]] void fail(const std::string &msg) const {
+    throw RuntimeError(path + ":" + std::to_string(lineNo) + ": " + msg);
+  }
+  std::string decode(const std::string &s) const;
+  int64_t toInt(const std::string &s, const char *what) const;
+  double toDouble(const std::string &s, const char *what) const;
+  std::vector<int64_t> toShape(const std::string &s) const;
+  DType toDType(const std::string &s) const;
+  std::vector<int> toIndices(const std::string &s) const;
+  ParamValue toParam(const std::string &s) const;
+  void checkWeight(const BufferDesc &b, int worldSize) const;
+  void checkCollective(const Instruction &inst, int worldSize) const;
+  void checkLocalSlice(const Instruction &inst, const Artifact &a) const;
+
+  std::istringstream in;
+  std::string path;
+  int lineNo = 0;
+};
+
+std::string Reader::decode(const std::string &s) const {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] != '%') {
+      out += s[i];
+      continue;
+    }
+    if (i + 2 >= s.size() || !isxdigit((unsigned char)s[i + 1]) ||
+        !isxdigit((unsigned char)s[i + 2]))
+      fail("bad escape in '" + s + "'");
+    out += char(std::stoi(s.substr(i + 1, 2), nullptr, 16));
+    i += 2;
+  }
+  return out;
+}
+
+int64_t Reader::toInt(const std::string &s, const char *what) const {
+  size_t used = 0;
+  long long v = 0;
+  try {
+    v = std::stoll(s, &used);
+  } catch (...) {
+    used = 0;
+  }
+  if (s.empty() || used != s.size())
+    fail(std::string("bad ") + what + " '" + s + "'");
+  return v;
+}
+
+double Reader::toDouble(const std::string &s, const char *what) const {
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(s, &used);
+  } catch (...) {
+    // stod rejects "inf"/"nan" spellings it printed itself on some libcs.
+    if (s == "inf" || s == "-inf" || s == "nan" || s == "-nan") {
+      return s == "inf"    ? std::numeric_limits<double>::infinity()
+             : s == "-inf" ? -std::numeric_limits<double>::infinity()
+                           : std::numeric_limits<double>::quiet_NaN();
+    }
+    used = 0;
+  }
+  if (s.empty() || used != s.size())
+    fail(std::string("bad ") + what + " '" + s + "'");
+  return v;
+}
+
+std::vector<int64_t> Reader::toShape(const std::string &s) const {
+  std::vector<int64_t> shape;
+  if (s == "scalar")
+    return shape;
+  std::stringstream ss(s);
+  std::string d;
+  while (std::getline(ss, d, 'x')) {
+    int64_t v = toInt(d, "dimension");
+    if (v < 0 || v > (int64_t(1) << 40))
+      fail("bad dimension '" + d + "'");
+    shape.push_back(v);
+  }
+  return shape;
+}
+
+DType Reader::toDType(const std::string &s) const {
+  auto t = parseDType(s);
+  if (!t)
+    fail("unknown element type '" + s + "'");
+  return *t;
+}
+
+std::vector<int> Reader::toIndices(const std::string &s) const {
+  std::vector<int> out;
+  if (s.empty())
+    return out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ','))
+    out.push_back(int(toInt(item, "buffer index")));
+  return out;
+}
+
+ParamValue Reader::toParam(const std::string &s) const {
+  auto colon = s.find(':');
+  if (colon == std::string::npos)
+    fail("parameter value '" + s + "' has no type tag");
+  std::string tag = s.substr(0, colon), body = s.substr(colon + 1);
+  auto split = [&](auto convert) {
+    std::vector<decltype(convert(std::string()))> out;
+    std::stringstream ss(body);
+    std::string item;
+    while (!body.empty() && std::getline(ss, item, ','))
+      out.push_back(convert(item));
+    return out;
+  };
+  if (tag == "i")
+    return toInt(body, "integer parameter");
+  if (tag == "f")
+    return toDouble(body, "float parameter");
+  if (tag == "s")
+    return decode(body);
+  if (tag == "is")
+    return split([&](const std::string &x) { return toInt(x, "integer"); });
+  if (tag == "fs")
+    return split([&](const std::string &x) { return toDouble(x, "float"); });
+  if (tag == "t")
+    return toDType(body);
+  fail("unknown parameter type tag '" + tag + "'");
+}
+
+void Reader::checkWeight(const BufferDesc &b, int worldSize) const {
+  std::string what = "weight '" + b.name + "'";
+  if (!b.permutation.empty()) {
+    std::vector<bool> seen(b.shape.size(), false);
+    bool valid = b.permutation.size() == b.shape.size();
+    for (int64_t d : b.permutation) {
+      valid = valid && d >= 0 && d < int64_t(seen.size()) && !seen[size_t(d)];
+      if (valid)
+        seen[size_t(d)] = true;
+    }
+    if (!valid)
+      fail(what + ": permutation " + join(b.permutation) + " is not a permutation of its " +
+           std::to_string(b.shape.size()) + " dimensions");
+  }
+  if (b.scale && !canConvertElements(b.fileDType(), DType::F64))
+    fail(what + " has a scale but holds " + dtypeName(b.dtype) +
+         " elements (only float weights are scaled)");
+  const std::vector<int64_t> shape = b.storedShape();
+  if (b.globalShape.empty() != b.starts.empty())
+    fail(what + " needs both global= and starts= to be sliced");
+  if (b.zeroPadded && b.starts.empty())
+    fail(what + " is padded=zeros but not sliced (global= and starts=)");
+  size_t slices = 1;
+  if (!b.starts.empty()) {
+    if (b.globalShape.size() != shape.size())
+      fail(what + ": global shape and slice shape differ in rank");
+    if (b.starts.size() != size_t(worldSize))
+      fail(what + " has " + std::to_string(b.starts.size()) +
+           " slice starts for a world of " + std::to_string(worldSize) + " ranks");
+    for (const auto &start : b.starts) {
+      if (start.size() != shape.size())
+        fail(what + ": a slice start has the wrong number of dimensions");
+      for (size_t d = 0; d < start.size(); ++d)
+        if (start[d] < 0 || start[d] + shape[d] > b.globalShape[d]) {
+          // Zero padding: past the tensor, not starting past it.
+          if (b.zeroPadded && start[d] >= 0 && start[d] <= b.globalShape[d])
+            continue;
+          fail(what + ": a slice lies outside the global shape" +
+               (b.zeroPadded ? "" : " (and the weight is not padded=zeros)"));
+        }
+    }
+    slices = size_t(worldSize);
+  }
+  if (!b.crc32c.empty() && b.crc32c.size() != slices)
+    fail(what + " has " + std::to_string(b.crc32c.size()) + " checksums, expected " +
+         std::to_string(slices));
+}
+
+void Reader::checkCollective(const Instruction &inst, int worldSize) const {
+  if (!parseCollectiveKind(inst.kernel))
+    fail("unknown collective '" + inst.kernel + "'");
+  auto ranks = [&](const char *name) {
+    std::vector<int64_t> list = inst.params.has(name) ? inst.params.getInts(name)
+                                                      : std::vector<int64_t>{};
+    for (int64_t r : list)
+      if (r < -1 || r >= worldSize)
+        fail("collective " + inst.kernel + ": rank " + std::to_string(r) +
+             " in '" + name + "' is outside the world of " + std::to_string(worldSize));
+    return list;
+  };
+  // local_slice names no ranks; its starts are checked against its buffers
+  // (checkLocalSlice) once those are known to exist.
+  if (inst.kernel == "local_slice")
+    return;
+  if (inst.kernel == "send" || inst.kernel == "recv") {
+    if (ranks("peers").size() != size_t(worldSize))
+      fail("collective " + inst.kernel + " needs one peer per rank (-1: none)");
+    return;
+  }
+  if (inst.kernel == "collective_permute") {
+    std::vector<int64_t> pairs = ranks("pairs");
+    if (pairs.size() % 2)
+      fail("collective_permute needs source,target pairs");
+    std::vector<int> sends(static_cast<size_t>(worldSize), 0), recvs(sends);
+    for (size_t i = 0; i < pairs.size(); i += 2) {
+      if (pairs[i] < 0 || pairs[i + 1] < 0)
+        fail("collective_permute: ranks in pairs must be non-negative");
+      if (++sends[size_t(pairs[i])] > 1 || ++recvs[size_t(pairs[i + 1])] > 1)
+        fail("collective_permute: a rank sends or receives twice");
+    }
+    return;
+  }
+  std::vector<int64_t> groups = ranks("groups");
+  int64_t size = inst.params.has("group_size") ? inst.params.getInt("group_size") : 0;
+  if (size < 1 || groups.empty() || groups.size() % size_t(size))
+    fail("collective " + inst.kernel + " needs groups split evenly by group_size");
+  std::vector<int> seen(static_cast<size_t>(worldSize), 0);
+  for (int64_t r : groups)
+    if (r < 0 || ++seen[size_t(r)] > 1)
+      fail("collective " + inst.kernel + ": rank " + std::to_string(r) +
+           " appears in its groups twice or is negative");
+}
+
+void Reader::checkLocalSlice(const Instruction &inst, const Artifact &a) const {
+  if (inst.inputs.size() != 1 || inst.outputs.size() != 1)
+    fail("collective local_slice needs one input and one output");
+  const BufferDesc &in = a.buffers[size_t(inst.inputs[0])];
+  const BufferDesc &out = a.buffers[size_t(inst.outputs[0])];
+  if (in.dtype != out.dtype || in.shape.size() != out.shape.size())
+    fail("collective local_slice: input and output differ in element type or rank");
+  auto it = inst.params.all().find("starts");
+  const auto *starts =
+      it == inst.params.all().end() ? nullptr : std::get_if<std::vector<int64_t>>(&it->second);
+  size_t rank = out.shape.size();
+  if (!starts || starts->size() != size_t(a.worldSize) * rank)
+    fail("collective local_slice needs starts=is: with " + std::to_string(rank) +
+         " indices for each of the " + std::to_string(a.worldSize) + " ranks");
+  for (size_t r = 0; r < size_t(a.worldSize); ++r)
+    for (size_t d = 0; d < rank; ++d) {
+      int64_t start = (*starts)[r * rank + d];
+      if (start < 0 || start + out.shape[d] > in.shape[d])
+        fail("collective local_slice: the block of rank " + std::to_string(r) +
+             " leaves the input in dimension " + std::to_string(d));
+    }
+}
+
+Artifact Reader::read() {
+  Artifact a;
+  std::string line;
+  bool sawHeader = false, sawEnd = false;
+  while (std::getline(in, line)) {
+    ++lineNo;
+    if (line.empty())
+      continue;
+    std::istringstream ls(line);
+    std::vector<std::string> tok;
+    for (std::string t; ls >> t;)
+      tok.push_back(t);
+    const std::string &key = tok[0];
+    auto need = [&](size_t n) {
+      if (tok.size() < n)
+        fail("'" + key + "' line is incomplete");
+    };
+    if (!sawHeader) {
+      if (key != "shardflow-artifact" || tok.size() != 2)
+        fail("not a Shardflow artifact (no 'shardflow-artifact' header)");
+      int64_t version = toInt(tok[1], "version");
+      if (version != Artifact::kVersion)
+        fail("artifact format version " + std::to_string(version) +
+             " is not supported by this shard-run (it reads version " +
+             std::to_string(Artifact::kVersion) + "); recompile the model");
+      sawHeader = true;
+      continue;
+    }
+    if (sawEnd)
+      fail("text after 'end'");
+    if (key == "target") {
+      need(2);
+      a.target = tok[1];
+    } else if (key == "world-size") {
+      need(2);
+      a.worldSize = int(toInt(tok[1], "world size"));
+      if (a.worldSize < 1)
+        fail("world size must be positive");
+    } else if (key == "model-dir") {
+      a.modelDir = tok.size() > 1 ? decode(tok[1]) : "";
+    } else if (key == "arena") {
+      need(2);
+      a.arenaBytes = toInt(tok[1], "arena size");
+      if (a.arenaBytes < 0)
+        fail("arena size must be non-negative");
+    } else if (key == "buffer") {
+      need(5);
+      if (toInt(tok[1], "buffer index") != int64_t(a.buffers.size()))
+        fail("buffers must be numbered in order");
+      BufferDesc b;
+      const std::string &kind = tok[2];
+      b.kind = kind == "input"      ? BufferDesc::Kind::Input
+               : kind == "arena"    ? BufferDesc::Kind::Arena
+               : kind == "view"     ? BufferDesc::Kind::View
+               : kind == "weight"   ? BufferDesc::Kind::Weight
+               : kind == "constant" ? BufferDesc::Kind::Constant
+                                    : (fail("unknown buffer kind '" + kind + "'"),
+                                       BufferDesc::Kind::Arena);
+      b.dtype = toDType(tok[3]);
+      b.shape = toShape(tok[4]);
+      int64_t declaredSize = -1;
+      for (size_t i = 5; i < tok.size(); ++i) {
+        auto eq = tok[i].find('=');
+        if (eq == std::string::npos)
+          fail("expected key=value, got '" + tok[i] + "'");
+        std::string k = tok[i].substr(0, eq), v = tok[i].substr(eq + 1);
+        if (k == "name")
+          b.name = decode(v);
+        else if (k == "offset")
+          (b.kind == BufferDesc::Kind::Weight ? b.fileOffset : b.offset) =
+              toInt(v, "offset");
+        else if (k == "source")
+          b.source = int(toInt(v, "source"));
+        else if (k == "storage")
+          b.storage = v;
+        else if (k == "file")
+          b.file = decode(v);
+        else if (k == "size")
+          declaredSize = toInt(v, "size");
+        else if (k == "source-dtype")
+          b.sourceDType = toDType(v);
+        else if (k == "permutation") {
+          std::stringstream ss(v);
+          for (std::string d; std::getline(ss, d, ',');)
+            b.permutation.push_back(toInt(d, "permutation"));
+        }
+        else if (k == "global") {
+          b.globalShape = toShape(v);
+        } else if (k == "starts") {
+          std::stringstream ss(v);
+          std::string rank;
+          while (std::getline(ss, rank, ';')) {
+            std::vector<int64_t> start;
+            std::stringstream rs(rank);
+            for (std::string d; std::getline(rs, d, ',');)
+              start.push_back(toInt(d, "slice start"));
+            b.starts.push_back(std::move(start));
+          }
+        } else if (k == "scale") {
+          size_t used = 0;
+          double x = 0;
+          try {
+            x = std::stod(v, &used);
+          } catch (...) {
+            used = 0;
+          }
+          if (v.empty() || used != v.size() || !std::isfinite(x) || x == 0)
+            fail("bad scale '" + v + "' (a finite, nonzero number)");
+          b.scale = x;
+        } else if (k == "padded") {
+          if (v != "zeros")
+            fail("padded must be 'zeros', got '" + v + "'");
+          b.zeroPadded = true;
+        } else if (k == "crc32c") {
+          std::stringstream ss(v);
+          for (std::string c; std::getline(ss, c, ';');) {
+            size_t used = 0;
+            unsigned long x = 0;
+            try {
+              x = std::stoul(c, &used, 16);
+            } catch (...) {
+              used = 0;
+            }
+            if (c.empty() || c.size() > 8 || used != c.size())
+              fail("bad crc32c '" + c + "'");
+            b.crc32c.push_back(uint32_t(x));
+          }
+        } else if (k == "data") {
+          if (v.size() != 2 * b.bytes())
+            fail("constant data has " + std::to_string(v.size() / 2) +
+                 " bytes, its type needs " + std::to_string(b.bytes()));
+          for (size_t j = 0; j < v.size(); j += 2) {
+            if (!isxdigit((unsigned char)v[j]) || !isxdigit((unsigned char)v[j + 1]))
+              fail("constant data is not hexadecimal");
+            b.data.push_back(uint8_t(std::stoi(v.substr(j, 2), nullptr, 16)));
+          }
+        } else {
+          fail("unknown buffer field '" + k + "'");
+        }
+      }
+      if (b.zeroPadded && b.kind != BufferDesc::Kind::Weight)
+        fail("only weights can be padded=zeros");
+      if (declaredSize >= 0 && declaredSize != int64_t(b.fileBytes()))
+        fail("weight size " + std::to_string(declaredSize) + " does not match its type");
+      if (b.sourceDType && b.kind != BufferDesc::Kind::Weight)
+        fail("only weights have a source-dtype");
+      if (!b.permutation.empty() && b.kind != BufferDesc::Kind::Weight)
+        fail("only weights have a permutation");
+      if (b.scale && b.kind != BufferDesc::Kind::Weight)
+        fail("only weights have a scale");
+      if (b.kind == BufferDesc::Kind::Weight)
+        checkWeight(b, a.worldSize);
+      if (b.kind == BufferDesc::Kind::View &&
+          (b.source < 0 || b.source >= int(a.buffers.size())))
+        fail("view of an unknown buffer");
+      if (b.kind == BufferDesc::Kind::View &&
+          a.buffers[b.source].bytes() != b.bytes())
+        fail("view changes the byte size of buffer " + std::to_string(b.source));
+      if (b.kind == BufferDesc::Kind::Arena &&
+          (b.offset < 0 || b.offset + int64_t(b.bytes()) > a.arenaBytes))
+        fail("buffer lies outside the arena");
+      a.buffers.push_back(std::move(b));
+    } else if (key == "module") {
+      need(5);
+      DeviceModule m;
+      m.name = decode(tok[1]);
+      for (size_t i = 2; i < tok.size(); ++i) {
+        auto eq = tok[i].find('=');
+        if (eq == std::string::npos)
+          fail("expected key=value, got '" + tok[i] + "'");
+        std::string k = tok[i].substr(0, eq), v = tok[i].substr(eq + 1);
+        if (k == "arch")
+          m.arch = decode(v);
+        else if (k == "format")
+          m.format = decode(v);
+        else if (k == "data") {
+          if (!decodeBase64(v, m.data))
+            fail("module '" + m.name + "' data is not base64");
+        } else
+          fail("unknown module field '" + k + "'");
+      }
+      if (m.format != "cubin" && m.format != "ptx")
+        fail("module '" + m.name + "' has format '" + m.format + "' (cubin or ptx expected)");
+      if (m.arch.empty() || m.data.empty())
+        fail("module '" + m.name + "' needs arch= and data=");
+      a.modules.push_back(std::move(m));
+    } else if (key == "kernel" || key == "collective") {
+      need(4);
+      Instruction inst;
+      inst.collective = key == "collective";
+      inst.kernel = tok[1];
+      for (size_t i = 2; i < tok.size(); ++i) {
+        auto eq = tok[i].find('=');
+        if (eq == std::string::npos)
+          fail("expected key=value, got '" + tok[i] + "'");
+        std::string k = tok[i].substr(0, eq), v = tok[i].substr(eq + 1);
+        if (i == 2 && k == "in")
+          inst.inputs = toIndices(v);
+        else if (i == 3 && k == "out")
+          inst.outputs = toIndices(v);
+        else
+          inst.params.set(decode(k), toParam(v));
+      }
+      if (inst.collective) {
+        checkCollective(inst, a.worldSize);
+        inst.collectiveKind = *parseCollectiveKind(inst.kernel);
+      }
+      for (int idx : inst.inputs)
+        if (idx < 0 || idx >= int(a.buffers.size()))
+          fail("kernel " + inst.kernel + " reads an unknown buffer");
+      for (int idx : inst.outputs)
+        if (idx < 0 || idx >= int(a.buffers.size()))
+          fail("kernel " + inst.kernel + " writes an unknown buffer");
+      if (inst.collective && inst.kernel == "local_slice")
+        checkLocalSlice(inst, a);
+      a.program.push_back(std::move(inst));
+    } else if (key == "output") {
+      need(3);
+      int idx = int(toInt(tok[2], "buffer index"));
+      if (idx < 0 || idx >= int(a.buffers.size()))
+        fail("output of an unknown buffer");
+      a.outputs.emplace_back(decode(tok[1]), idx);
+      int64_t columns = 0;
+      for (size_t t = 3; t < tok.size(); ++t) {
+        if (tok[t].rfind("columns=", 0) != 0)
+          fail("unknown output field '" + tok[t] + "'");
+        columns = toInt(tok[t].substr(8), "columns");
+        const BufferDesc &b = a.buffers[size_t(idx)];
+        if (a.target != "cuda")
+          fail("output columns= needs target cuda (the CPU executor returns whole buffers)");
+        if (b.shape.empty() || columns <= 0 || columns >= b.shape.back())
+          fail("output columns=" + std::to_string(columns) +
+               " must be positive and below the buffer's last dimension");
+      }
+      a.outputColumns.resize(a.outputs.size(), 0);
+      a.outputColumns.back() = columns;
+    } else if (key == "end") {
+      sawEnd = true;
+    } else {
+      fail("unknown line '" + key + "'");
+    }
+  }
+  if (!sawHeader)
+    throw RuntimeError(path + ": empty file, not a Shardflow artifact");
+  if (!sawEnd)
+    throw RuntimeError(path + ": truncated artifact (no 'end' line)");
+  return a;
+}
+
+} // namespace
+
+std::string shardflow::runtime::encodeBase64(const std::vector<uint8_t> &bytes) {
+  static const char *alphabet =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  out.reserve((bytes.size() + 2) / 3 * 4);
+  for (size_t i = 0; i < bytes.size(); i += 3) {
+    uint32_t n = uint32_t(bytes[i]) << 16;
+    if (i + 1 < bytes.size())
+      n |= uint32_t(bytes[i + 1]) << 8;
+    if (i + 2 < bytes.size())
+      n |= bytes[i + 2];
+    out += alphabet[(n >> 18) & 63];
+    out += alphabet[(n >> 12) & 63];
+    out += i + 1 < bytes.size() ? alphabet[(n >> 6) & 63] : '=';
+    out += i + 2 < bytes.size() ? alphabet[n & 63] : '=';
+  }
+  return out;
+}
+
+bool shardflow::runtime::decodeBase64(const std::string &text, std::vector<uint8_t> &bytes) {
+  auto value = [](char c) -> int {
+    if (c >= 'A' && c <= 'Z')
+      return c - 'A';
+    if (c >= 'a' && c <= 'z')
+      return c - 'a' + 26;
+    if (c >= '0' && c <= '9')
+      return c - '0' + 52;
+    if (c == '+')
+      return 62;
+    if (c == '/')
+      return 63;
+    return -1;
+  };
+  if (text.size() % 4)
+    return false;
+  bytes.clear();
+  bytes.reserve(text.size() / 4 * 3);
+  for (size_t i = 0; i < text.size(); i += 4) {
+    int v[4];
+    int pad = 0;
+    for (int j = 0; j < 4; ++j) {
+      char c = text[i + j];
+      if (c == '=' && i + 4 == text.size() && j >= 2) {
+        v[j] = 0;
+        ++pad;
+        continue;
+      }
+      if (pad || (v[j] = value(c)) < 0)
+        return false;
+    }
+    uint32_t n = uint32_t(v[0]) << 18 | uint32_t(v[1]) << 12 | uint32_t(v[2]) << 6 | uint32_t(v[3]);
+    bytes.push_back(uint8_t(n >> 16));
+    if (pad < 2)
+      bytes.push_back(uint8_t(n >> 8));
+    if (pad < 1)
+      bytes.push_back(uint8_t(n));
+  }
+  return true;
+}
+
+Artifact shardflow::runtime::parseArtifact(const std::string &text,
+                                           const std::string &path) {
+  return Reader(text, path).read();
+}
+
+Artifact shardflow::runtime::readArtifact(const std::string &path) {
+  Artifact a = parseArtifact(readWholeFile(path), path);
+  auto slash = path.find_last_of('/');
+  a.artifactDir = slash == std::string::npos ? "." : path.substr(0, slash);
+  return a;
+}
