@@ -160,12 +160,16 @@ public:
   int64_t checker = 0; // which checking member of the launch is being emitted
 };
 
-/// reduce_sum, reduce_mean, reduce_max and global_average_pool.
+/// Reductions that are generated as row reductions where their axes are one
+/// contiguous block, else as launches of their own (the kernel table's
+/// CudaImpl::Reduction: reduce_sum, reduce_mean, reduce_max,
+/// global_average_pool).
 bool isReduction(llvm::StringRef name);
 
 /// Kernels generated one per launch, each with its own thread mapping
 /// (reductions over any axes, cumsum, gather_elements, scatter_nd_updates,
-/// topk), as opposed to fused elementwise loops and row reductions.
+/// topk, einsum: CudaImpl::Reduction and Standalone), as opposed to fused
+/// elementwise loops and row reductions.
 bool isStandalone(rt::KernelOp k);
 
 /// Whether `k`'s generated code checks its data (indices it reads, integer

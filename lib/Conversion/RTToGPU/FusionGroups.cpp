@@ -17,49 +17,50 @@
 
 #include "FusionGroups.h"
 
+#include "shardflow/Runtime/Format/KernelSignature.h"
 #include "shardflow/Target/CUDA/GemmTypes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseMap.h"
-#include "llvm/ADT/StringSet.h"
-#include "llvm/ADT/StringSwitch.h"
 
 using namespace mlir;
 using namespace shardflow;
 using namespace shardflow::rtgpu;
 
+/// How the CUDA target runs kernel `name` (the kernel signature table);
+/// None for a kernel the table lacks.
+static runtime::CudaImpl cudaImplOf(StringRef name) {
+  const runtime::KernelSignature *kernel = runtime::findKernelSignature(name);
+  return kernel ? kernel->cuda : runtime::CudaImpl::None;
+}
+
 bool shardflow::rtgpu::isRuntimeKernel(StringRef name) {
-  static const llvm::StringSet<> names = {"matmul", "gemm",  "attention", "transpose",
-                                          "slice",  "concat", "split",    "expand",
-                                          "gather", "pad"};
-  return names.contains(name);
+  return cudaImplOf(name) == runtime::CudaImpl::Runtime;
 }
 
 /// The CUDA rt rewrite that turns kernel `name` into kernels this pass
 /// generates or the runtime runs (cuda-codegen-pipeline runs it first), or
 /// "" when there is none.
 static StringRef rewritingPass(StringRef name) {
-  return llvm::StringSwitch<StringRef>(name)
-      .Case("conv", "cuda-lower-convolutions")
-      .Case("scatter_nd", "cuda-split-scatters")
-      .Case("training_dropout", "cuda-precompute-dropout-masks")
-      .Default("");
+  const runtime::KernelSignature *kernel = runtime::findKernelSignature(name);
+  return kernel && kernel->cuda == runtime::CudaImpl::Rewritten ? kernel->cudaRewrite : "";
 }
 
 bool shardflow::rtgpu::isElementwise(StringRef name) {
-  static const llvm::StringSet<> names = {
-      "add",     "sub",        "mul",  "div",   "pow",  "min",  "max",   "equal",
-      "less",    "greater",    "and",  "where", "sqrt", "exp",  "log",   "tanh",
-      "sigmoid", "erf",        "reciprocal",    "relu", "neg",  "abs",   "not",
-      "identity", "leaky_relu", "gelu", "clip", "cast", "dropout", "constant_of_shape",
-      "range", "trilu", "masked_scale"};
-  return names.contains(name);
+  return cudaImplOf(name) == runtime::CudaImpl::Elementwise;
 }
 
 bool shardflow::rtgpu::readsNeighbours(StringRef name) {
-  return name == "rotary_embedding" || name == "rotate_half" ||
-         name == "batch_normalization" || name == "max_pool" ||
-         name == "max_pool_with_indices" || name == "average_pool" || name == "im2col";
+  return cudaImplOf(name) == runtime::CudaImpl::Neighbours;
+}
+
+bool shardflow::rtgpu::isReduction(StringRef name) {
+  return cudaImplOf(name) == runtime::CudaImpl::Reduction;
+}
+
+bool shardflow::rtgpu::isStandalone(rt::KernelOp k) {
+  runtime::CudaImpl impl = cudaImplOf(k.getKernel());
+  return impl == runtime::CudaImpl::Reduction || impl == runtime::CudaImpl::Standalone;
 }
 
 std::optional<RowGeometry> shardflow::rtgpu::rowGeometry(rt::KernelOp k) {
@@ -77,7 +78,7 @@ std::optional<RowGeometry> shardflow::rtgpu::rowGeometry(rt::KernelOp k) {
   } else if (isReduction(name)) {
     if (!isa<FloatType>(cast<MemRefType>(k.getInputs()[0].getType()).getElementType()))
       return std::nullopt;
-    auto axes = dyn_cast_or_null<DenseI64ArrayAttr>(k.getParams().get("axes"));
+    auto axes = dyn_cast_or_null<DenseI64ArrayAttr>(k.getParam("axes"));
     if (!axes || axes.empty())
       return std::nullopt;
     ArrayRef<int64_t> a = axes.asArrayRef();
@@ -86,7 +87,7 @@ std::optional<RowGeometry> shardflow::rtgpu::rowGeometry(rt::KernelOp k) {
         return std::nullopt; // not one contiguous block
     first = a.front(), last = a.back();
   } else {
-    auto axisAttr = dyn_cast_or_null<IntegerAttr>(k.getParams().get("axis"));
+    auto axisAttr = dyn_cast_or_null<IntegerAttr>(k.getParam("axis"));
     int64_t axis = axisAttr ? axisAttr.getInt() : -1;
     if (axis < 0)
       axis += rank;

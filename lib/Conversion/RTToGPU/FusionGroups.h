@@ -20,6 +20,9 @@
 
 namespace shardflow::rtgpu {
 
+// How the CUDA target runs each kernel is the kernel signature table's
+// (RTKernels.td: CudaImpl); these ask it.
+
 /// Kernels the CUDA runtime implements itself (cuBLASLt, its attention
 /// kernel, strided copies): they stay rt.kernel calls.
 bool isRuntimeKernel(llvm::StringRef name);

@@ -413,7 +413,7 @@ FailureOr<Value> GroupEmitter::emitRowBody(KernelEmitter &e, Group &g,
   }
 
   // Layer / RMS normalization over the trailing `length` elements.
-  auto epsAttr = dyn_cast_or_null<FloatAttr>(k.getParams().get("epsilon"));
+  auto epsAttr = dyn_cast_or_null<FloatAttr>(k.getParam("epsilon"));
   Value eps = e.floatConst(ft, epsAttr ? epsAttr.getValueAsDouble() : 1e-5);
   Value scale = k.getInputs()[1];
   Value bias = k.getInputs().size() > 2 ? k.getInputs()[2] : Value();

@@ -703,7 +703,7 @@ FailureOr<Value> KernelEmitter::batchNorm(rt::KernelOp k, DenseMap<Value, Value>
   auto at = [&](int i, Value where) { return load(args.lookup(k.getInputs()[i]), where); };
   Value x = fused ? fused : at(0, idx), scale = at(1, c), bias = at(2, c), mean = at(3, c),
         var = at(4, c);
-  auto epsAttr = dyn_cast_or_null<FloatAttr>(k.getParams().get("epsilon"));
+  auto epsAttr = dyn_cast_or_null<FloatAttr>(k.getParam("epsilon"));
   Value eps = floatConst(x.getType(), epsAttr ? epsAttr.getValueAsDouble() : 1e-5);
   Value inv = math::RsqrtOp::create(b, loc, arith::AddFOp::create(b, loc, var, eps));
   Value y = arith::MulFOp::create(
@@ -716,7 +716,7 @@ LogicalResult KernelEmitter::forEachWindowPosition(
     function_ref<void(Value valid, Value padded, Value plane)> fn) {
   size_t n = inSpatial.size();
   auto ints = [&](StringRef name, int64_t dflt, size_t count) -> SmallVector<int64_t> {
-    auto a = dyn_cast_or_null<DenseI64ArrayAttr>(k.getParams().get(name));
+    auto a = dyn_cast_or_null<DenseI64ArrayAttr>(k.getParam(name));
     if (a)
       return SmallVector<int64_t>(a.asArrayRef());
     return SmallVector<int64_t>(count, dflt);
@@ -773,14 +773,17 @@ FailureOr<Value> KernelEmitter::pool(rt::KernelOp k, DenseMap<Value, Value> &arg
   ArrayRef<int64_t> inShape = shapeOf(x), outShape = shapeOf(k.getOutputs()[0]);
   if (inShape.size() < 3)
     return k.emitOpError("pooling needs [N, C, spatial...]"), failure();
-  auto kernelAttr = dyn_cast_or_null<DenseI64ArrayAttr>(k.getParams().get("kernel_shape"));
+  auto kernelAttr = dyn_cast_or_null<DenseI64ArrayAttr>(k.getParam("kernel_shape"));
   if (!kernelAttr)
     return k.emitOpError("pooling without kernel_shape"), failure();
   bool isMax = k.getKernel() != "average_pool";
   bool withIndices = k.getKernel() == "max_pool_with_indices";
-  auto cip = dyn_cast_or_null<BoolAttr>(k.getParams().get("count_include_pad"));
+  // Each kernel's own parameters: count_include_pad is average_pool's,
+  // storage_order max_pool_with_indices'.
+  BoolAttr cip = isMax ? BoolAttr() : dyn_cast_or_null<BoolAttr>(k.getParam("count_include_pad"));
   bool countPad = cip && cip.getValue();
-  auto order = dyn_cast_or_null<IntegerAttr>(k.getParams().get("storage_order"));
+  auto order = withIndices ? dyn_cast_or_null<IntegerAttr>(k.getParam("storage_order"))
+                           : IntegerAttr();
   bool columnMajor = order && order.getInt() == 1;
   SmallVector<Value> coords = delinearize(idx, outShape);
   ArrayRef<int64_t> inSpatial = inShape.drop_front(2);
@@ -880,9 +883,9 @@ Value KernelEmitter::flatInputIndex(Value planeBase, Value at, ArrayRef<int64_t>
 FailureOr<Value> KernelEmitter::im2col(rt::KernelOp k, DenseMap<Value, Value> &args, Value idx) {
   Value x = k.getInputs()[0];
   ArrayRef<int64_t> inShape = shapeOf(x);
-  auto kernelAttr = dyn_cast_or_null<DenseI64ArrayAttr>(k.getParams().get("kernel_shape"));
-  auto outAttr = dyn_cast_or_null<DenseI64ArrayAttr>(k.getParams().get("out_spatial"));
-  auto groupAttr = dyn_cast_or_null<IntegerAttr>(k.getParams().get("group"));
+  auto kernelAttr = dyn_cast_or_null<DenseI64ArrayAttr>(k.getParam("kernel_shape"));
+  auto outAttr = dyn_cast_or_null<DenseI64ArrayAttr>(k.getParam("out_spatial"));
+  auto groupAttr = dyn_cast_or_null<IntegerAttr>(k.getParam("group"));
   if (!kernelAttr || !outAttr || !groupAttr)
     return k.emitOpError("im2col needs kernel_shape, out_spatial and group"), failure();
   ArrayRef<int64_t> kernel = kernelAttr.asArrayRef(), outSpatial = outAttr.asArrayRef();
@@ -912,7 +915,7 @@ FailureOr<Value> KernelEmitter::im2col(rt::KernelOp k, DenseMap<Value, Value> &a
   // of forEachWindowPosition with the kernel offset as a value.
   size_t n = kernel.size();
   auto ints = [&](StringRef name, int64_t dflt, size_t count) -> SmallVector<int64_t> {
-    auto a = dyn_cast_or_null<DenseI64ArrayAttr>(k.getParams().get(name));
+    auto a = dyn_cast_or_null<DenseI64ArrayAttr>(k.getParam(name));
     return a ? SmallVector<int64_t>(a.asArrayRef()) : SmallVector<int64_t>(count, dflt);
   };
   SmallVector<int64_t> strides = ints("strides", 1, n), dil = ints("dilations", 1, n),

@@ -58,11 +58,11 @@ namespace {
 constexpr int64_t kBlock = 256;
 
 int64_t paramInt(rt::KernelOp k, StringRef name, int64_t dflt) {
-  auto a = dyn_cast_or_null<IntegerAttr>(k.getParams().get(name));
+  auto a = dyn_cast_or_null<IntegerAttr>(k.getParam(name));
   return a ? a.getInt() : dflt;
 }
 bool paramBool(rt::KernelOp k, StringRef name, bool dflt) {
-  auto a = k.getParams().get(name);
+  auto a = k.getParam(name);
   if (auto b = dyn_cast_or_null<BoolAttr>(a))
     return b.getValue();
   if (auto i = dyn_cast_or_null<IntegerAttr>(a))
@@ -79,7 +79,7 @@ std::optional<SmallVector<int64_t>> reducedAxes(rt::KernelOp k) {
       axes.push_back(d);
     return axes;
   }
-  auto attr = dyn_cast_or_null<DenseI64ArrayAttr>(k.getParams().get("axes"));
+  auto attr = dyn_cast_or_null<DenseI64ArrayAttr>(k.getParam("axes"));
   if (!attr)
     return std::nullopt;
   for (int64_t a : attr.asArrayRef()) {
@@ -494,7 +494,7 @@ LogicalResult emitScatter(EmitterBase &e, rt::KernelOp k, DenseMap<Value, Value>
   ArrayRef<int64_t> outShape = shapeOf(out);
   SmallVector<int64_t> strides = stridesOf(outShape);
   ScatterShape s = *scatterShape(k);
-  auto redAttr = dyn_cast_or_null<StringAttr>(k.getParams().get("reduction"));
+  auto redAttr = dyn_cast_or_null<StringAttr>(k.getParam("reduction"));
   StringRef red = redAttr ? redAttr.getValue() : "none";
   Type elem = elemOf(out);
 
@@ -767,7 +767,7 @@ bool parseTerm(StringRef term, std::string &labels) {
 }
 
 std::optional<EinsumPlan> planEinsum(rt::KernelOp k, std::string &why) {
-  auto eqAttr = dyn_cast_or_null<StringAttr>(k.getParams().get("equation"));
+  auto eqAttr = dyn_cast_or_null<StringAttr>(k.getParam("equation"));
   if (!eqAttr)
     return why = "no equation", std::nullopt;
   std::string eq;
@@ -944,17 +944,6 @@ LogicalResult emitEinsum(EmitterBase &e, rt::KernelOp k, DenseMap<Value, Value> 
 }
 
 } // namespace
-
-bool shardflow::rtgpu::isReduction(StringRef name) {
-  return name == "reduce_sum" || name == "reduce_mean" || name == "reduce_max" ||
-         name == "global_average_pool";
-}
-
-bool shardflow::rtgpu::isStandalone(rt::KernelOp k) {
-  StringRef name = k.getKernel();
-  return isReduction(name) || name == "cumsum" || name == "gather_elements" ||
-         name == "scatter_nd_updates" || name == "topk" || name == "einsum";
-}
 
 bool shardflow::rtgpu::checksData(rt::KernelOp k) {
   StringRef name = k.getKernel();

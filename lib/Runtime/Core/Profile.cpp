@@ -35,10 +35,13 @@ std::string shardflow::runtime::profileKind(const Instruction &inst) {
     return "generated " + fn;
   }
   std::string kind = inst.kernel;
+  if (inst.kernel != "matmul" && inst.kernel != "gemm")
+    return kind;
+  // A GEMM's cuBLASLt epilogue and residual (matmul's parameters only).
   std::string epilogue = inst.params.getString("epilogue", "");
   if (!epilogue.empty())
     kind += " " + epilogue;
-  if (inst.params.has("residual"))
+  if (inst.kernel == "matmul" && inst.params.has("residual"))
     kind += " +C";
   return kind;
 }

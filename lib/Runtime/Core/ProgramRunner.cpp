@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "shardflow/Runtime/Core/ProgramRunner.h"
+#include "shardflow/Runtime/Format/KernelSignature.h"
 #include "shardflow/Runtime/Format/Layout.h"
 
 #include <chrono>
@@ -26,6 +27,7 @@ ProgramRunner::ProgramRunner(Artifact artifact, std::unique_ptr<Device> device, 
   if (world.size() != art.worldSize)
     throw RuntimeError("the artifact was compiled for " + std::to_string(art.worldSize) +
                        " rank(s) but runs on " + std::to_string(world.size()));
+  bindKernelSignatures();
   dev->load(art);
   for (size_t n = 0; n < art.program.size(); ++n) {
     try {
@@ -40,6 +42,21 @@ ProgramRunner::ProgramRunner(Artifact artifact, std::unique_ptr<Device> device, 
     std::vector<std::string> lanes = dev->laneNames();
     lanes.push_back("host");
     tracer = std::make_unique<TraceRecorder>(world, lanes);
+  }
+}
+
+void ProgramRunner::bindKernelSignatures() {
+  for (size_t n = 0; n < art.program.size(); ++n) {
+    Instruction &inst = art.program[n];
+    if (inst.collective || inst.kernel == "launch")
+      continue;
+    // A kernel the table lacks is the device's to refuse, naming what it has.
+    const KernelSignature *kernel = findKernelSignature(inst.kernel);
+    if (!kernel)
+      continue;
+    if (std::string why = checkParams(*kernel, inst.params); !why.empty())
+      throw RuntimeError(describeInstruction(inst, n) + ": " + why);
+    inst.params.bind(kernel);
   }
 }
 

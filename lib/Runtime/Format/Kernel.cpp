@@ -1,6 +1,7 @@
 //===- Kernel.cpp - element types, parameters, the kernel registry ---------===//
 
 #include "shardflow/Runtime/Format/Kernel.h"
+#include "shardflow/Runtime/Format/KernelSignature.h"
 
 #include <algorithm>
 
@@ -43,6 +44,32 @@ std::optional<DType> shardflow::runtime::parseDType(std::string_view name) {
   return std::nullopt;
 }
 
+void Params::checkRead(std::string_view name, std::initializer_list<uint8_t> types) const {
+  if (!signature || isInstructionParam(name))
+    return;
+  const ParamSignature *p = signature->findParam(name);
+  if (!p)
+    throw RuntimeError("kernel '" + std::string(signature->name) + "' reads parameter '" +
+                       std::string(name) +
+                       "', which its signature lacks (the kernel table, KernelSignatures.inc, "
+                       "generated from RTKernels.td)");
+  for (uint8_t t : types)
+    if (uint8_t(p->type) == t)
+      return;
+  throw RuntimeError("kernel '" + std::string(signature->name) + "' reads parameter '" +
+                     std::string(name) + "', a " + paramTypeName(p->type) +
+                     " in its signature, as another type");
+}
+
+static uint8_t type(ParamType t) { return uint8_t(t); }
+
+bool Params::has(std::string_view name) const {
+  checkRead(name, {type(ParamType::Int), type(ParamType::Bool), type(ParamType::Float),
+                   type(ParamType::Number), type(ParamType::String), type(ParamType::Ints),
+                   type(ParamType::Floats), type(ParamType::DType)});
+  return values.count(std::string(name));
+}
+
 const ParamValue &Params::get(std::string_view name) const {
   auto it = values.find(std::string(name));
   if (it == values.end())
@@ -51,15 +78,18 @@ const ParamValue &Params::get(std::string_view name) const {
 }
 
 int64_t Params::getInt(std::string_view name) const {
+  checkRead(name, {type(ParamType::Int), type(ParamType::Bool)});
   const ParamValue &v = get(name);
   if (auto *i = std::get_if<int64_t>(&v))
     return *i;
   throw RuntimeError("parameter '" + std::string(name) + "' is not an integer");
 }
 int64_t Params::getInt(std::string_view name, int64_t dflt) const {
+  checkRead(name, {type(ParamType::Int), type(ParamType::Bool)});
   return has(name) ? getInt(name) : dflt;
 }
 double Params::getFloat(std::string_view name) const {
+  checkRead(name, {type(ParamType::Float), type(ParamType::Number)});
   const ParamValue &v = get(name);
   if (auto *f = std::get_if<double>(&v))
     return *f;
@@ -68,12 +98,15 @@ double Params::getFloat(std::string_view name) const {
   throw RuntimeError("parameter '" + std::string(name) + "' is not a number");
 }
 double Params::getFloat(std::string_view name, double dflt) const {
+  checkRead(name, {type(ParamType::Float), type(ParamType::Number)});
   return has(name) ? getFloat(name) : dflt;
 }
 bool Params::getBool(std::string_view name, bool dflt) const {
+  checkRead(name, {type(ParamType::Bool), type(ParamType::Int)});
   return has(name) ? getInt(name) != 0 : dflt;
 }
 std::string Params::getString(std::string_view name, std::string_view dflt) const {
+  checkRead(name, {type(ParamType::String)});
   if (!has(name))
     return std::string(dflt);
   if (auto *s = std::get_if<std::string>(&get(name)))
@@ -81,6 +114,7 @@ std::string Params::getString(std::string_view name, std::string_view dflt) cons
   throw RuntimeError("parameter '" + std::string(name) + "' is not a string");
 }
 std::vector<int64_t> Params::getInts(std::string_view name) const {
+  checkRead(name, {type(ParamType::Ints)});
   const ParamValue &v = get(name);
   if (auto *ints = std::get_if<std::vector<int64_t>>(&v))
     return *ints;
@@ -89,9 +123,11 @@ std::vector<int64_t> Params::getInts(std::string_view name) const {
   throw RuntimeError("parameter '" + std::string(name) + "' is not a list of integers");
 }
 std::vector<int64_t> Params::getInts(std::string_view name, std::vector<int64_t> dflt) const {
+  checkRead(name, {type(ParamType::Ints)});
   return has(name) ? getInts(name) : dflt;
 }
 DType Params::getDType(std::string_view name) const {
+  checkRead(name, {type(ParamType::DType)});
   if (auto *t = std::get_if<DType>(&get(name)))
     return *t;
   throw RuntimeError("parameter '" + std::string(name) + "' is not an element type");

@@ -29,3 +29,31 @@ func.func @dynamic(%a: memref<?xf32>) {
   %v = rt.view %a : memref<?xf32> to memref<4xf32>
   return
 }
+
+// -----
+
+// Kernels and their parameters are those of the kernel signature table.
+func.func @unknown_kernel(%x: memref<4xf32>) {
+  %y = rt.alloc : memref<4xf32>
+  // expected-error @+1 {{'rt.kernel' op calls kernel 'nonzero', which the kernel table lacks (RTKernels.td)}}
+  rt.kernel "nonzero" ins(%x : memref<4xf32>) outs(%y : memref<4xf32>)
+  return
+}
+
+// -----
+
+func.func @unknown_param(%x: memref<4xf32>) {
+  %y = rt.alloc : memref<4xf32>
+  // expected-error @+1 {{'rt.kernel' op kernel 'softmax' has no parameter 'axes'}}
+  rt.kernel "softmax" ins(%x : memref<4xf32>) outs(%y : memref<4xf32>) {params = {axes = array<i64: 0>}}
+  return
+}
+
+// -----
+
+func.func @param_type(%x: memref<4xf32>) {
+  %y = rt.alloc : memref<4xf32>
+  // expected-error @+1 {{'rt.kernel' op parameter 'axis' of kernel 'softmax' must be int, got "0"}}
+  rt.kernel "softmax" ins(%x : memref<4xf32>) outs(%y : memref<4xf32>) {params = {axis = "0"}}
+  return
+}

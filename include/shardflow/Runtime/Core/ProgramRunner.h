@@ -110,6 +110,9 @@ public:
   void writeTrace(const std::string &path);
 
 private:
+  /// Checks every kernel instruction's parameters against the kernel table
+  /// and binds them to their signature, so a kernel reads no other.
+  void bindKernelSignatures();
   void prepareCommunicators();
   /// Issues instruction `n`, naming it in an error.
   void dispatch(size_t n);

@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <optional>
 #include <stdexcept>
@@ -58,12 +59,21 @@ struct Tensor {
 using ParamValue = std::variant<int64_t, double, std::string, std::vector<int64_t>,
                                 std::vector<double>, DType>;
 
+struct KernelSignature;
+
 /// A kernel's parameters by name. Getters without a default throw a
-/// RuntimeError naming the missing parameter.
+/// RuntimeError naming the missing parameter. Bound to its kernel's
+/// signature (KernelSignature.h), as shard-run binds every kernel
+/// instruction's, a read of a parameter the signature lacks, or with a
+/// getter of another type, throws: the kernel and the table disagree.
 class Params {
 public:
+  /// Checks every later read against `kernel` (nullptr: no checks).
+  void bind(const KernelSignature *kernel) { signature = kernel; }
+  const KernelSignature *boundSignature() const { return signature; }
+
   void set(std::string name, ParamValue value) { values[std::move(name)] = std::move(value); }
-  bool has(std::string_view name) const { return values.count(std::string(name)); }
+  bool has(std::string_view name) const;
   const std::map<std::string, ParamValue> &all() const { return values; }
 
   int64_t getInt(std::string_view name) const;
@@ -80,7 +90,11 @@ public:
 
 private:
   const ParamValue &get(std::string_view name) const;
+  /// With a signature: throws unless `name` is a parameter of it whose
+  /// type is one of `types`.
+  void checkRead(std::string_view name, std::initializer_list<uint8_t> types) const;
   std::map<std::string, ParamValue> values;
+  const KernelSignature *signature = nullptr;
 };
 
 struct KernelContext {

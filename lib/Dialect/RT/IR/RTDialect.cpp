@@ -2,6 +2,7 @@
 
 #include "shardflow/Dialect/RT/IR/RTDialect.h"
 #include "shardflow/Dialect/RT/IR/RTOps.h"
+#include "shardflow/Runtime/Format/KernelSignature.h"
 #include "shardflow/Support/ONNXLocation.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -44,7 +45,61 @@ LogicalResult ConstantOp::verify() {
 
 static LogicalResult checkWritable(Operation *op, Value out);
 
+/// Whether `value` is a parameter of type `type` as the IR holds it (the
+/// artifact writes bools as integers, so the two stand for each other).
+static bool fitsParam(Attribute value, shardflow::runtime::ParamType type) {
+  using shardflow::runtime::ParamType;
+  switch (type) {
+  case ParamType::Int:
+  case ParamType::Bool:
+    return isa<IntegerAttr, BoolAttr>(value);
+  case ParamType::Float:
+    return isa<FloatAttr>(value);
+  case ParamType::Number:
+    return isa<FloatAttr, IntegerAttr>(value);
+  case ParamType::String:
+    return isa<StringAttr>(value);
+  case ParamType::Ints:
+    return isa<DenseI64ArrayAttr>(value);
+  case ParamType::Floats:
+    return isa<DenseF64ArrayAttr, DenseF32ArrayAttr>(value);
+  case ParamType::DType:
+    return isa<TypeAttr>(value);
+  }
+  return false;
+}
+
+const shardflow::runtime::KernelSignature *KernelOp::getSignature() {
+  return shardflow::runtime::findKernelSignature(getKernel());
+}
+
+Attribute KernelOp::getParam(StringRef name) {
+#ifndef NDEBUG
+  // A compiler bug, not an input error: code that reads a parameter by a
+  // name the kernel table lacks (a stale literal after a rename).
+  if (getSignature() && !getSignature()->findParam(name))
+    llvm::report_fatal_error(llvm::Twine("reading parameter '") + name + "' of kernel '" +
+                             getKernel() + "', which its signature lacks (RTKernels.td)");
+#endif
+  return getParams().get(name);
+}
+
 LogicalResult KernelOp::verify() {
+  const shardflow::runtime::KernelSignature *kernel = getSignature();
+  if (!kernel)
+    return emitOpError("calls kernel '")
+           << getKernel() << "', which the kernel table lacks (RTKernels.td)";
+  for (NamedAttribute param : getParams()) {
+    const shardflow::runtime::ParamSignature *p = kernel->findParam(param.getName().getValue());
+    if (!p)
+      return emitOpError("kernel '") << getKernel() << "' has no parameter '"
+                                     << param.getName().getValue() << "'";
+    if (!fitsParam(param.getValue(), p->type))
+      return emitOpError("parameter '") << param.getName().getValue() << "' of kernel '"
+                                        << getKernel() << "' must be "
+                                        << shardflow::runtime::paramTypeName(p->type) << ", got "
+                                        << param.getValue();
+  }
   if (getOutputs().empty())
     return emitOpError("kernel '") << getKernel() << "' writes no outputs";
   for (Value out : getOutputs())

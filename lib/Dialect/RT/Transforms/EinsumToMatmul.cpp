@@ -214,7 +214,7 @@ void rt::rewriteEinsumsAsMatmuls(func::FuncOp fn) {
       einsums.push_back(k);
   });
   for (rt::KernelOp k : einsums) {
-    auto eq = dyn_cast_or_null<StringAttr>(k.getParams().get("equation"));
+    auto eq = dyn_cast_or_null<StringAttr>(k.getParam("equation"));
     if (!eq)
       continue;
     std::string text = eq.str();

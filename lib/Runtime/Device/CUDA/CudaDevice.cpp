@@ -359,7 +359,9 @@ void CudaDevice::waitForGpu(const std::vector<CUevent> &events, const std::strin
 /// The ONNX node of checking operation `ordinal` of an instruction: line
 /// `ordinal` of its `checking_nodes`, else its `node`.
 static std::string checkingNode(const Params &params, uint64_t ordinal) {
-  std::string all = params.getString("checking_nodes", "");
+  // Only a generated launch groups several checking operations; a runtime
+  // kernel's parameters are its signature's.
+  std::string all = params.boundSignature() ? "" : params.getString("checking_nodes", "");
   size_t start = 0;
   for (uint64_t i = 0; i < ordinal && start != std::string::npos; ++i) {
     start = all.find('\n', start);

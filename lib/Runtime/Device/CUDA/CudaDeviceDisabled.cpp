@@ -12,6 +12,8 @@ using namespace shardflow::runtime;
 
 bool shardflow::runtime::cudaSupportBuiltIn() { return false; }
 
+std::vector<std::string> shardflow::runtime::cudaDeviceKernelNames() { return {}; }
+
 std::unique_ptr<Device> shardflow::runtime::createCudaDevice(const DeviceSettings &,
                                                              const CudaOptions &, Communicator &) {
   throw RuntimeError("this artifact targets 'cuda', but this shard-run was built without CUDA "

@@ -15,12 +15,21 @@
 #endif
 
 #include <cstring>
+#include <algorithm>
 #include <limits>
 
 using namespace shardflow::runtime;
 using namespace shardflow::runtime::cuda;
 
 namespace {
+/// The kernels cuBLASLt runs (CudaMatmul.cpp): ONNX MatMul and Gemm.
+constexpr const char *kCublasKernels[] = {"gemm", "matmul"};
+
+bool isCublasKernel(std::string_view kernel) {
+  return std::find(std::begin(kCublasKernels), std::end(kCublasKernels), kernel) !=
+         std::end(kCublasKernels);
+}
+
 bool deviceKernelAvailable(std::string_view kernel) {
 #ifdef SHARDFLOW_HAVE_DEVICE_KERNELS
   return hasDeviceKernel(kernel);
@@ -30,6 +39,17 @@ bool deviceKernelAvailable(std::string_view kernel) {
 #endif
 }
 } // namespace
+
+std::vector<std::string> shardflow::runtime::cudaDeviceKernelNames() {
+  std::vector<std::string> names(std::begin(kCublasKernels), std::end(kCublasKernels));
+#ifdef SHARDFLOW_HAVE_DEVICE_KERNELS
+  for (std::string_view name : deviceKernelNames())
+    if (name != "local_slice") // a collective's copy, not an rt kernel
+      names.emplace_back(name);
+#endif
+  std::sort(names.begin(), names.end());
+  return names;
+}
 
 void CudaDevice::prepare(size_t n) {
   const Instruction &inst = art->program[n];
@@ -261,7 +281,7 @@ void CudaDevice::prepareKernel(size_t n, Step &step) {
     }
     return;
   }
-  if (inst.kernel == "matmul" || inst.kernel == "gemm") {
+  if (isCublasKernel(inst.kernel)) {
     if (!gemm) {
       workspaceBytes = kGemmWorkspaceBytes;
       CUresult r = driver().cuMemAlloc(&workspace, workspaceBytes);

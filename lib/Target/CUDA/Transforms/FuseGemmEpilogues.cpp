@@ -46,8 +46,10 @@ void fuseGemmEpilogues(func::FuncOp fn) {
     if (auto act = dyn_cast_or_null<rt::KernelOp>(soleReader(add.getOutputs()[0]));
         act && act.getInputs().size() == 1 && act.getInputs()[0] == add.getOutputs()[0] &&
         act.getOutputs()[0].getDefiningOp<rt::AllocOp>()) {
-      auto approx = dyn_cast_or_null<StringAttr>(act.getParams().get("approximate"));
-      if (act.getKernel() == "gelu" && approx && approx.getValue() == "tanh") {
+      StringAttr approx;
+      if (act.getKernel() == "gelu")
+        approx = dyn_cast_or_null<StringAttr>(act.getParam("approximate"));
+      if (approx && approx.getValue() == "tanh") {
         epilogue = "gelu_bias"; // cuBLASLt's GELU is the tanh form
         last = act;
       } else if (act.getKernel() == "relu") {

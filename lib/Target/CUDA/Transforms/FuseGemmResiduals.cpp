@@ -29,7 +29,7 @@ namespace {
 
 void fuseGemmResiduals(func::FuncOp fn) {
   for (rt::KernelOp mm : kernelsNamed(fn, "matmul")) {
-    auto epilogue = dyn_cast_or_null<StringAttr>(mm.getParams().get("epilogue"));
+    auto epilogue = dyn_cast_or_null<StringAttr>(mm.getParam("epilogue"));
     bool bias = epilogue && epilogue.getValue() == "bias";
     if ((epilogue && !bias) || mm.getParams().size() != (epilogue ? 1 : 0) ||
         mm.getInputs().size() != (bias ? 3u : 2u) || mm.getOutputs().size() != 1)

@@ -33,7 +33,7 @@ namespace {
 /// (the dilations then do not matter).
 bool isPointwise(rt::KernelOp k, ArrayRef<int64_t> kernel) {
   auto all = [&](StringRef name, int64_t value) {
-    auto a = dyn_cast_or_null<DenseI64ArrayAttr>(k.getParams().get(name));
+    auto a = dyn_cast_or_null<DenseI64ArrayAttr>(k.getParam(name));
     return !a || llvm::all_of(a.asArrayRef(), [&](int64_t v) { return v == value; });
   };
   return llvm::all_of(kernel, [](int64_t d) { return d == 1; }) && all("strides", 1) &&
@@ -51,7 +51,7 @@ void lowerConvolutions(func::FuncOp fn) {
     Value x = k.getInputs()[0], w = k.getInputs()[1], y = k.getOutputs()[0];
     Value bias = k.getInputs().size() > 2 ? k.getInputs()[2] : Value();
     ArrayRef<int64_t> xs = shapeOf(x), ws = shapeOf(w), ys = shapeOf(y);
-    auto groupAttr = dyn_cast_or_null<IntegerAttr>(k.getParams().get("group"));
+    auto groupAttr = dyn_cast_or_null<IntegerAttr>(k.getParam("group"));
     int64_t group = groupAttr ? groupAttr.getInt() : 1;
     Type elem = elemOf(y);
     if (xs.size() < 3 || ws.size() != xs.size() || ys.size() != xs.size() || group < 1 ||

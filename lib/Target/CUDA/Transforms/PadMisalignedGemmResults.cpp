@@ -44,7 +44,7 @@ void padMisalignedGemmResults(func::FuncOp fn) {
   for (rt::KernelOp mm : kernelsNamed(fn, "matmul")) {
     if (mm.getInputs().size() != 2 || mm.getOutputs().size() != 1)
       continue;
-    auto transB = dyn_cast_or_null<BoolAttr>(mm.getParams().get("trans_b"));
+    auto transB = dyn_cast_or_null<BoolAttr>(mm.getParam("trans_b"));
     if (mm.getParams().size() != (transB ? 1u : 0u))
       continue;
     auto w = mm.getInputs()[1].getDefiningOp<rt::WeightOp>();

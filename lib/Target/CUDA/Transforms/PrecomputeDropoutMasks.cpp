@@ -36,8 +36,8 @@ LogicalResult precomputeDropoutMasks(func::FuncOp fn) {
   constexpr int64_t kMaxMask = int64_t(1) << 24;
   for (rt::KernelOp k : dropouts) {
     Value x = k.getInputs()[0], y = k.getOutputs()[0], mask = k.getOutputs()[1];
-    auto ratioAttr = dyn_cast_or_null<FloatAttr>(k.getParams().get("ratio"));
-    auto seedAttr = dyn_cast_or_null<IntegerAttr>(k.getParams().get("seed"));
+    auto ratioAttr = dyn_cast_or_null<FloatAttr>(k.getParam("ratio"));
+    auto seedAttr = dyn_cast_or_null<IntegerAttr>(k.getParam("seed"));
     Type t = elemOf(x);
     if (!ratioAttr || !isa<FloatType>(t) || shapeOf(mask) != shapeOf(x) ||
         !elemOf(mask).isInteger(1))

@@ -32,7 +32,7 @@ void readAttentionInputsInPlace(func::FuncOp fn) {
       continue;
     Value fused = split.getInputs()[0];
     ArrayRef<int64_t> shape = shapeOf(fused);
-    auto axis = dyn_cast_or_null<IntegerAttr>(split.getParams().get("axis"));
+    auto axis = dyn_cast_or_null<IntegerAttr>(split.getParam("axis"));
     if (shape.size() != 3 || !axis || (axis.getInt() != 2 && axis.getInt() != -1))
       continue;
     rt::KernelOp attention;

@@ -45,7 +45,7 @@ void transposeMisalignedGemmWeights(func::FuncOp fn) {
       auto mm = dyn_cast<rt::KernelOp>(use.getOwner());
       return mm && mm.getKernel() == "matmul" && use.getOperandNumber() == 1 &&
              mm.getInputs().size() >= 2 && mm.getInputs()[0] != mm.getInputs()[1] &&
-             !mm.getParams().get("trans_b");
+             !mm.getParam("trans_b");
     });
     if (!onlyGemmB)
       continue;

@@ -10,6 +10,7 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
 #include "shardflow/Dialect/RT/IR/RTDialect.h"
+#include "shardflow/Runtime/Format/KernelSignature.h"
 
 #define GET_OP_CLASSES
 #include "shardflow/Dialect/RT/IR/RTOps.h.inc"

@@ -130,7 +130,9 @@ def RT_KernelOp : RT_Op<"kernel", [AttrSizedOperandSegments]> {
   let description = [{
     `kernel` names the operation (the nn op's name without the dialect
     prefix, e.g. "matmul"); `params` holds its attributes as the nn op had
-    them. Outputs never alias inputs.
+    them. The kernel and each parameter (its name and type) must be in the
+    kernel signature table that RTKernels.td and the nn ODS generate, which
+    the runtime reads too. Outputs never alias inputs.
 
     ```mlir
     rt.kernel "softmax" ins(%a : memref<2x8xf32>) outs(%b : memref<2x8xf32>)
@@ -145,6 +147,13 @@ def RT_KernelOp : RT_Op<"kernel", [AttrSizedOperandSegments]> {
     `outs` `(` $outputs `:` type($outputs) `)` attr-dict
   }];
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The kernel's entry in the kernel signature table, or nullptr.
+    const ::shardflow::runtime::KernelSignature *getSignature();
+    /// The parameter `name`, or null when absent; `name` must be one the
+    /// kernel's signature has (a name the table lacks is a stale literal).
+    ::mlir::Attribute getParam(::llvm::StringRef name);
+  }];
 }
 
 //===----------------------------------------------------------------------===//

@@ -70,6 +70,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace shardflow::runtime {
 
@@ -116,6 +117,12 @@ struct CudaOptions {
 /// True when this shard-run was built with CUDA support (it may still lack
 /// a driver at run time).
 bool cudaSupportBuiltIn();
+
+/// The rt kernels the CUDA device runs itself (cuBLASLt GEMMs and its
+/// hand-written kernels), sorted; empty in a build without CUDA. Every
+/// other kernel of a CUDA artifact is generated code (a launch). The kernel
+/// signature table's CudaImpl::Runtime must name the same ones.
+std::vector<std::string> cudaDeviceKernelNames();
 
 /// The GPU of rank `world.rank()` (`world` outlives it). Throws
 /// RuntimeError when the CUDA libraries cannot be loaded ("this artifact

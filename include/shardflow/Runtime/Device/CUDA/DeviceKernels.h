@@ -43,6 +43,8 @@ struct DeviceLaunch {
 /// Whether `kernel` (an nn op name as in rt.kernel / the artifact's
 /// `kernel NAME` lines, or "local_slice") has a device implementation here.
 bool hasDeviceKernel(std::string_view kernel);
+/// Every name hasDeviceKernel accepts.
+std::vector<std::string_view> deviceKernelNames();
 
 /// Which attention kernel runs (shard-run --attention-kernel).
 enum class AttentionPath {

@@ -717,13 +717,19 @@ std::vector<DeviceLaunch> shardflow::runtime::cuda::planAttention(
   return {l};
 }
 
+static const char *const kDeviceKernels[] = {"attention", "transpose", "slice",  "concat",
+                                             "split",     "expand",    "gather", "pad",
+                                             "local_slice"};
+
 bool shardflow::runtime::cuda::hasDeviceKernel(std::string_view kernel) {
-  static const char *const kNames[] = {"attention", "transpose", "slice",  "concat",     "split",
-                                       "expand",    "gather",    "pad",    "local_slice"};
-  for (const char *n : kNames)
+  for (const char *n : kDeviceKernels)
     if (kernel == n)
       return true;
   return false;
+}
+
+std::vector<std::string_view> shardflow::runtime::cuda::deviceKernelNames() {
+  return {std::begin(kDeviceKernels), std::end(kDeviceKernels)};
 }
 
 std::vector<DeviceLaunch>
