@@ -187,3 +187,22 @@ def test_report_counts_the_bytes_each_rank_sends(tmp_path, mesh, strategy):
         total += int(sent)
     assert f"each rank sends {total} (ring algorithms)" in report, report
     assert any(int(n) == 4 for _, _, n, _ in steps) == (mesh == "tp=4")
+
+
+@pytest.mark.parametrize("mesh,strategy", [("tp=4", "megatron-sp"), ("dp=2,tp=2", "megatron")])
+def test_report_predicts_each_collectives_time(tmp_path, mesh, strategy):
+    """Each collective's predicted time is the collective cost model's
+    alpha-beta figure for an H100 cluster's NVLink (10 us + the bytes a rank
+    sends at 360 GB/s of bus bandwidth: every group here lies in one node),
+    and the total line adds them up."""
+    _, _, _, report = compile_sharded(tmp_path, "gpt2", strategy, mesh)
+    steps = re.findall(r"sends (\d+) in ([\d.]+) us over (\w+) ", report)
+    assert steps, report
+    total = 0.0
+    for sent, micros, level in steps:
+        assert level == "NVLink", report
+        want = 10.0 + int(sent) / 360e9 * 1e6
+        assert abs(float(micros) - want) <= 0.051, (sent, micros, want)
+        total += want
+    m = re.search(r"predicted communication time: ([\d.]+) us per run", report)
+    assert m and abs(float(m.group(1)) - total) <= 0.05 * len(steps) + 0.051, report

@@ -8,12 +8,14 @@
 //===----------------------------------------------------------------------===//
 
 #include "shardflow/Dialect/Dist/Transforms/ReshardPlanner.h"
+#include "shardflow/Planner/CollectiveCostModel.h"
 
 #include "mlir/IR/BuiltinOps.h"
 
 using namespace mlir;
 using namespace shardflow;
 using namespace shardflow::dist;
+using runtime::CollectiveKind;
 
 namespace {
 
@@ -61,7 +63,7 @@ FailureOr<SmallVector<ReshardStep>> ReshardPlanner::plan(const Layout &from,
       AxisList &have = cur.dims[d];
       if (commonPrefix(have, want) == have.size() && want.size() > have.size() &&
           want[have.size()] == a) {
-        steps.push_back({ReshardStep::ReduceScatter, {a}, d, -1});
+        steps.push_back({CollectiveKind::ReduceScatter, {a}, d, -1});
         have.push_back(a);
         scattered = true;
       }
@@ -70,7 +72,7 @@ FailureOr<SmallVector<ReshardStep>> ReshardPlanner::plan(const Layout &from,
       sumAxes.push_back(a);
   }
   if (!sumAxes.empty())
-    steps.push_back({ReshardStep::AllReduce, sumAxes, -1, -1});
+    steps.push_back({CollectiveKind::AllReduce, sumAxes, -1, -1});
   cur.unreduced = to.unreduced;
 
   // 2. Splits that move from one dimension to another: all_to_all, which
@@ -97,11 +99,11 @@ FailureOr<SmallVector<ReshardStep>> ReshardPlanner::plan(const Layout &from,
           if (!clearDestination)
             continue;
           steps.push_back(
-              {ReshardStep::AllGather, AxisList(dst.begin() + keep, dst.end()), j, -1});
+              {CollectiveKind::AllGather, AxisList(dst.begin() + keep, dst.end()), j, -1});
           dst.resize(keep);
         }
         // Split j, concatenate i.
-        steps.push_back({ReshardStep::AllToAll, {a}, j, i});
+        steps.push_back({CollectiveKind::AllToAll, {a}, j, i});
         src.pop_back();
         dst.push_back(a);
         return true;
@@ -119,7 +121,7 @@ FailureOr<SmallVector<ReshardStep>> ReshardPlanner::plan(const Layout &from,
     size_t keep = commonPrefix(have, to.dims[d]);
     if (keep == have.size())
       continue;
-    steps.push_back({ReshardStep::AllGather, AxisList(have.begin() + keep, have.end()), d, -1});
+    steps.push_back({CollectiveKind::AllGather, AxisList(have.begin() + keep, have.end()), d, -1});
     have.resize(keep);
   }
 
@@ -129,7 +131,7 @@ FailureOr<SmallVector<ReshardStep>> ReshardPlanner::plan(const Layout &from,
     const AxisList &want = to.dims[d];
     if (want.size() == have.size())
       continue;
-    steps.push_back({ReshardStep::AllSlice, AxisList(want.begin() + have.size(), want.end()), d, -1});
+    steps.push_back({CollectiveKind::LocalSlice, AxisList(want.begin() + have.size(), want.end()), d, -1});
     have = want;
   }
   if (cur != to)
@@ -146,28 +148,16 @@ double ReshardPlanner::cost(const Layout &from, const Layout &to,
                  std::max<int64_t>(1, global.getElementTypeBitWidth() / 8);
   for (const AxisList &axes : from.dims)
     bytes /= mesh.groupSize(axes);
+  // What each step moves, in nccl-tests' algorithm bytes: a gather's
+  // output, the others' input.
   double cost = 0;
   for (const ReshardStep &s : *steps) {
     int64_t n = mesh.groupSize(s.axes);
-    switch (s.kind) {
-    case ReshardStep::AllReduce: // ring: 2 (n-1)/n of the buffer
-      cost += 2.0 * bytes * (n - 1) / n;
-      break;
-    case ReshardStep::ReduceScatter:
-      cost += bytes * (n - 1) / n;
-      bytes /= n;
-      break;
-    case ReshardStep::AllToAll:
-      cost += bytes * (n - 1) / n;
-      break;
-    case ReshardStep::AllGather:
+    if (s.kind == CollectiveKind::AllGather)
       bytes *= n;
-      cost += bytes * (n - 1) / n;
-      break;
-    case ReshardStep::AllSlice:
+    cost += CollectiveCostModel::bytesSent(s.kind, n, bytes);
+    if (s.kind == CollectiveKind::ReduceScatter || s.kind == CollectiveKind::LocalSlice)
       bytes /= n;
-      break;
-    }
   }
   return cost;
 }
@@ -183,28 +173,30 @@ FailureOr<Value> ReshardPlanner::emit(OpBuilder &b, Location loc, Value local,
     int64_t n = mesh.groupSize(s.axes);
     ArrayAttr axes = axesAttr(b, s.axes);
     switch (s.kind) {
-    case ReshardStep::AllReduce:
+    case CollectiveKind::AllReduce:
       local = AllReduceOp::create(b, loc, local.getType(), local, meshRef, axes,
                                   b.getStringAttr("sum"));
       break;
-    case ReshardStep::ReduceScatter:
+    case CollectiveKind::ReduceScatter:
       local = ReduceScatterOp::create(b, loc, scaled(local, -1, s.dim, n), local, meshRef,
                                       axes, b.getI64IntegerAttr(s.dim),
                                       b.getStringAttr("sum"));
       break;
-    case ReshardStep::AllToAll:
+    case CollectiveKind::AllToAll:
       local = AllToAllOp::create(b, loc, scaled(local, s.otherDim, s.dim, n), local,
                                  meshRef, axes, b.getI64IntegerAttr(s.dim),
                                  b.getI64IntegerAttr(s.otherDim));
       break;
-    case ReshardStep::AllGather:
+    case CollectiveKind::AllGather:
       local = AllGatherOp::create(b, loc, scaled(local, s.dim, -1, n), local, meshRef,
                                   axes, b.getI64IntegerAttr(s.dim));
       break;
-    case ReshardStep::AllSlice:
+    case CollectiveKind::LocalSlice:
       local = AllSliceOp::create(b, loc, scaled(local, -1, s.dim, n), local, meshRef,
                                  axes, b.getI64IntegerAttr(s.dim));
       break;
+    default:
+      llvm_unreachable("plan() makes no other collectives");
     }
   }
   return local;

@@ -8,6 +8,7 @@
 
 #include "shardflow/Dialect/RT/Analysis/RankReport.h"
 #include "shardflow/Dialect/RT/IR/RTOps.h"
+#include "shardflow/Planner/CollectiveCostModel.h"
 #include "shardflow/Support/ONNXLocation.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -15,12 +16,30 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
+#include <cmath>
 
 using namespace mlir;
 using namespace shardflow;
 
 /// --report: what each rank holds and what moves between ranks.
+/// "NVLink 10 us + 360 GB/s within 8 ranks, InfiniBand 25 us + 45 GB/s".
+static std::string describeLevels(const CollectiveCostModel &model) {
+  std::string text;
+  for (const LinkLevel &level : model.levels()) {
+    if (!text.empty())
+      text += ", ";
+    text += llvm::formatv("{0} {1:F0} us + {2:F0} GB/s", level.name, level.latencySeconds * 1e6,
+                          level.busBandwidth / 1e9)
+                .str();
+    if (level.ranksPerGroup > 0)
+      text += " within " + std::to_string(level.ranksPerGroup) + " ranks";
+  }
+  return text;
+}
+
 void shardflow::rt::printRankReport(ModuleOp module, llvm::raw_ostream &os) {
+  CollectiveCostModel model = CollectiveCostModel::h100Cluster();
+  const char *modelName = "H100 cluster";
   auto bytesOf = [](Type t) -> int64_t {
     auto m = cast<MemRefType>(t);
     return m.getNumElements() * ((m.getElementTypeBitWidth() + 7) / 8);
@@ -37,6 +56,7 @@ void shardflow::rt::printRankReport(ModuleOp module, llvm::raw_ostream &os) {
     int paddedWeights = 0;
     SmallVector<std::string> steps;
     int64_t moved = 0, sent = 0;
+    double totalSeconds = 0;
     fn.walk([&](Operation *op) {
       if (auto w = dyn_cast<rt::WeightOp>(op)) {
         auto m = cast<MemRefType>(w.getType());
@@ -77,35 +97,37 @@ void shardflow::rt::printRankReport(ModuleOp module, llvm::raw_ostream &os) {
               rt::ViewOp, rt::ConstantOp>(op) ||
           op->getNumOperands() == 0)
         return;
+      auto kind = runtime::parseCollectiveKind(name.drop_front(3));
+      if (!kind || *kind == runtime::CollectiveKind::LocalSlice)
+        return; // each rank keeps its piece of a local slice: nothing moves
       int64_t b = bytesOf(op->getOperand(0).getType());
-      if (name == "rt.local_slice")
-        return; // each rank keeps its piece: nothing moves
-      int64_t groupSize = 0;
+      SmallVector<int64_t> group;
       if (auto groups = op->getAttrOfType<ArrayAttr>("groups"); groups && !groups.empty())
-        groupSize = cast<DenseI64ArrayAttr>(groups[0]).size();
-      // What a rank sends with ring algorithms (the cost model's count):
-      // an all_reduce 2(n-1)/n of its buffer, a reduce_scatter and an
-      // all_to_all (n-1)/n, an all_gather its piece to n-1 others, a
-      // send or permute its buffer.
-      int64_t n = std::max<int64_t>(groupSize, 1), out = b;
-      if (name == "rt.all_reduce")
-        out = 2 * (n - 1) * b / n;
-      else if (name == "rt.reduce_scatter" || name == "rt.all_to_all")
-        out = (n - 1) * b / n;
-      else if (name == "rt.all_gather")
-        out = (n - 1) * b;
-      else if (name == "rt.recv")
-        out = 0;
+        group.assign(cast<DenseI64ArrayAttr>(groups[0]).asArrayRef().begin(),
+                     cast<DenseI64ArrayAttr>(groups[0]).asArrayRef().end());
+      else // a send, receive or permute: priced over the world's links
+        for (int64_t r = 0; r < world; ++r)
+          group.push_back(r);
+      int64_t n = std::max<int64_t>(int64_t(group.size()), 1);
+      // nccl-tests' algorithm bytes: an all_gather's output, the others'
+      // operand.
+      double algorithmBytes = double(b) * (*kind == runtime::CollectiveKind::AllGather ? n : 1);
+      int64_t out = int64_t(std::floor(CollectiveCostModel::bytesSent(*kind, n, algorithmBytes) +
+                                       1e-6));
+      double seconds = model.seconds(*kind, group, algorithmBytes);
       std::string line;
       llvm::raw_string_ostream ls(line);
       ls << "  step " << steps.size() + 1 << ": " << name << " " << op->getOperand(0).getType()
          << ", " << b << " bytes per rank";
-      if (groupSize)
-        ls << ", groups of " << groupSize;
-      ls << ", sends " << out << " (" << describeLocation(op->getLoc()) << ")";
+      if (op->getAttr("groups"))
+        ls << ", groups of " << n;
+      ls << llvm::formatv(", sends {0} in {1:F1} us over {2} (", out, seconds * 1e6,
+                          model.levelOf(group).name)
+         << describeLocation(op->getLoc()) << ")";
       steps.push_back(line);
       moved += b;
       sent += out;
+      totalSeconds += seconds;
     });
     int64_t local = 0, global = 0, slicedLocal = 0, slicedGlobal = 0;
     int weights = int(byName.size()), sliced = 0;
@@ -146,6 +168,10 @@ void shardflow::rt::printRankReport(ModuleOp module, llvm::raw_ostream &os) {
     os << "  collectives: " << steps.size() << ", " << moved
        << " bytes per rank in total; each rank sends " << sent
        << " (ring algorithms)\n";
+    if (!steps.empty())
+      os << llvm::formatv("  predicted communication time: {0:F1} us per run (the collective "
+                          "cost model's {1}: {2})\n",
+                          totalSeconds * 1e6, modelName, describeLevels(model));
     for (const std::string &line : steps)
       os << line << "\n";
   });

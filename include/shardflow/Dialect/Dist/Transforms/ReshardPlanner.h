@@ -13,16 +13,18 @@
 #define SHARDFLOW_DIALECT_DIST_TRANSFORMS_RESHARDPLANNER_H
 
 #include "shardflow/Dialect/Dist/IR/Layout.h"
+#include "shardflow/Runtime/Format/Artifact.h"
 
 #include "mlir/IR/Builders.h"
 
 namespace shardflow::dist {
 
-/// One collective of a reshard. `dim` is the dimension gathered, sliced or
-/// scattered (for all_to_all: the one split), `otherDim` all_to_all's
-/// concatenated dimension.
+/// One collective of a reshard: all_reduce, reduce_scatter, all_to_all,
+/// all_gather, or a local slice (dist.all_slice). `dim` is the dimension
+/// gathered, sliced or scattered (for all_to_all: the one split),
+/// `otherDim` all_to_all's concatenated dimension.
 struct ReshardStep {
-  enum Kind { AllReduce, ReduceScatter, AllToAll, AllGather, AllSlice } kind;
+  runtime::CollectiveKind kind;
   AxisList axes;
   int64_t dim;
   int64_t otherDim;
@@ -41,9 +43,10 @@ public:
   mlir::FailureOr<llvm::SmallVector<ReshardStep>> plan(const Layout &from,
                                                        const Layout &to) const;
 
-  /// Bytes a rank sends for the reshard of a tensor of type `global` (ring
-  /// algorithms: all_reduce 2(n-1)/n of the buffer, the others (n-1)/n);
-  /// all_slice is free. Huge when the reshard is impossible.
+  /// Bytes a rank sends for the reshard of a tensor of type `global`, as the
+  /// collective cost model counts them (ring algorithms: all_reduce 2(n-1)/n
+  /// of the buffer, the others (n-1)/n; a local slice is free). Huge when the
+  /// reshard is impossible.
   double cost(const Layout &from, const Layout &to, mlir::RankedTensorType global) const;
 
   /// Emits the collectives that turn `local` (this rank's piece of a value
