@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "GroupEmitter.h"
+#include "shardflow/Dialect/NN/IR/NNOps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -79,7 +80,7 @@ int64_t GroupEmitter::laneCount(const Group &g, int64_t elements) const {
       Type t = elemOf(v);
       if (!t.isIntOrFloat() || t.getIntOrFloatBitWidth() % 8 != 0)
         return 1;
-      narrowest = std::min<int64_t>(narrowest, t.getIntOrFloatBitWidth() / 8);
+      narrowest = std::min<int64_t>(narrowest, nn::getElementStorageBytes(t));
     }
   int64_t width = std::min(kMaxLanes, kVectorBytes / narrowest);
   while (width > 1 && elements % width != 0)

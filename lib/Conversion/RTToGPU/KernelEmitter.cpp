@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "KernelEmitter.h"
+#include "shardflow/Dialect/NN/IR/NNOps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -39,7 +40,7 @@ int64_t shardflow::rtgpu::trailingExtent(ArrayRef<int64_t> to, ArrayRef<int64_t>
 }
 
 llvm::Align shardflow::rtgpu::laneAlignment(Type t, int64_t lanes) {
-  int64_t bytes = t.getIntOrFloatBitWidth() / 8 * lanes;
+  int64_t bytes = nn::getElementStorageBytes(t) * lanes;
   return llvm::Align(uint64_t(std::min(bytes, kVectorBytes)));
 }
 

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "shardflow/Dialect/Dist/Transforms/ReshardPlanner.h"
+#include "shardflow/Dialect/NN/IR/NNOps.h"
 #include "shardflow/Planner/CollectiveCostModel.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -145,7 +146,7 @@ double ReshardPlanner::cost(const Layout &from, const Layout &to,
   if (failed(steps))
     return 1e30;
   double bytes = double(global.getNumElements()) *
-                 std::max<int64_t>(1, global.getElementTypeBitWidth() / 8);
+                 nn::getElementStorageBytes(global.getElementType());
   for (const AxisList &axes : from.dims)
     bytes /= mesh.groupSize(axes);
   // What each step moves, in nccl-tests' algorithm bytes: a gather's

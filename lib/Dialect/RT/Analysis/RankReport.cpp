@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "shardflow/Dialect/RT/Analysis/RankReport.h"
+#include "shardflow/Dialect/NN/IR/NNOps.h"
 #include "shardflow/Dialect/RT/IR/RTOps.h"
 #include "shardflow/Planner/CollectiveCostModel.h"
 #include "shardflow/Support/ONNXLocation.h"
@@ -42,7 +43,7 @@ void shardflow::rt::printRankReport(ModuleOp module, llvm::raw_ostream &os) {
   const char *modelName = "H100 cluster";
   auto bytesOf = [](Type t) -> int64_t {
     auto m = cast<MemRefType>(t);
-    return m.getNumElements() * ((m.getElementTypeBitWidth() + 7) / 8);
+    return m.getNumElements() * nn::getElementStorageBytes(m.getElementType());
   };
   module.walk([&](func::FuncOp fn) {
     int64_t world = 1;
@@ -68,7 +69,7 @@ void shardflow::rt::printRankReport(ModuleOp module, llvm::raw_ostream &os) {
         }
         auto &entry = byName[w.getName()];
         entry.first += bytesOf(w.getType());
-        int64_t elementBytes = (m.getElementTypeBitWidth() + 7) / 8;
+        int64_t elementBytes = nn::getElementStorageBytes(m.getElementType());
         entry.second = n * elementBytes;
         // A zero-padded slice reaches past the stored tensor: count, per
         // rank, the buffer's elements outside it (the slice's shape in

@@ -23,6 +23,7 @@
 
 #include "Utils.h"
 
+#include "shardflow/Dialect/NN/IR/NNOps.h"
 #include "shardflow/Target/CUDA/Passes.h"
 
 #include "mlir/IR/Builders.h"
@@ -58,7 +59,7 @@ void padMisalignedGemmResults(func::FuncOp fn) {
         !isGemmType(elemOf(y)))
       continue;
     int64_t nDim = transB && transB.getValue() ? 0 : 1, n = ys.back();
-    int64_t outBytes = elemOf(y).getIntOrFloatBitWidth() / 8;
+    int64_t outBytes = nn::getElementStorageBytes(elemOf(y));
     if (wType.getDimSize(nDim) != n || n < 64 || (n * outBytes) % 16 == 0)
       continue;
     int64_t padded = llvm::alignTo(n, n >= 1024 ? 64 : 8);

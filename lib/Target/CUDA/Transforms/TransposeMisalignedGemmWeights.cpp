@@ -15,6 +15,7 @@
 
 #include "Utils.h"
 
+#include "shardflow/Dialect/NN/IR/NNOps.h"
 #include "shardflow/Target/CUDA/Passes.h"
 
 #include "mlir/IR/Builders.h"
@@ -37,7 +38,7 @@ void transposeMisalignedGemmWeights(func::FuncOp fn) {
     Type elem = type.getElementType();
     if (type.getRank() != 2 || !isGemmType(elem) || w->use_empty())
       continue;
-    int64_t bytes = elem.getIntOrFloatBitWidth() / 8, k = type.getDimSize(0),
+    int64_t bytes = nn::getElementStorageBytes(elem), k = type.getDimSize(0),
             n = type.getDimSize(1);
     if ((n * bytes) % 16 == 0 || (k * bytes) % 16 != 0)
       continue;
