@@ -103,7 +103,11 @@ static rtm::Instruction collectiveInstruction(Operation &op,
                                               const llvm::DenseMap<Value, int> &index) {
   rtm::Instruction inst;
   inst.collective = true;
-  inst.kernel = op.getName().stripDialect().str();
+  // The rt op's name is the collective's name in the format.
+  auto kind = rtm::parseCollectiveKind(op.getName().stripDialect());
+  assert(kind && "every rt collective is a kind of the format");
+  inst.collectiveKind = *kind;
+  inst.kernel = rtm::collectiveKindName(*kind);
   auto groups = [&](ArrayAttr g) {
     auto [flat, size] = flatten(g);
     inst.params.set("groups", flat);

@@ -30,6 +30,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/InitAllExtensions.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
 #include "mlir/Target/LLVM/NVVM/Target.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/GPU/GPUToLLVMIRTranslation.h"
@@ -93,6 +94,41 @@ std::string virtualArch(StringRef chip) {
 
 } // namespace
 
+void shardflow::buildKernelLoweringPipeline(OpPassManager &pm, bool index32) {
+  OpPassManager &perModule = pm.nest<gpu::GPUModuleOp>();
+  perModule.addPass(createCanonicalizerPass());
+  perModule.addPass(createCSEPass());
+  perModule.addPass(createSCFToControlFlowPass());
+  ConvertGpuOpsToNVVMOpsOptions nvvm;
+  nvvm.useBarePtrCallConv = true;
+  if (index32)
+    nvvm.indexBitwidth = 32;
+  perModule.addPass(createConvertGpuOpsToNVVMOps(nvvm));
+  // What gpu → nvvm leaves of math (math.absi: libdevice has no integer
+  // abs) becomes LLVM intrinsics.
+  perModule.addPass(createConvertMathToLLVMPass());
+  pm.addPass(createReconcileUnrealizedCastsPass());
+}
+
+namespace {
+struct KernelLoweringOptions : public PassPipelineOptions<KernelLoweringOptions> {
+  Option<bool> index32{*this, "index32",
+                       llvm::cl::desc("32-bit index arithmetic (every buffer under 2^31 "
+                                      "elements)"),
+                       llvm::cl::init(true)};
+};
+} // namespace
+
+void shardflow::registerDeviceCodePipelines() {
+  PassPipelineRegistration<KernelLoweringOptions>(
+      "shardflow-lower-gpu-kernels",
+      "The generated gpu.module kernels to NVVM, as the artifact phase lowers them before "
+      "ptxas (canonicalize, cse, scf to cf, gpu to nvvm with bare pointers, math to llvm)",
+      [](OpPassManager &pm, const KernelLoweringOptions &options) {
+        buildKernelLoweringPipeline(pm, options.index32);
+      });
+}
+
 FailureOr<std::vector<runtime::DeviceModule>>
 shardflow::compileDeviceCode(ModuleOp module, const DeviceCodeOptions &options) {
   std::vector<runtime::DeviceModule> result;
@@ -137,19 +173,7 @@ shardflow::compileDeviceCode(ModuleOp module, const DeviceCodeOptions &options) 
   });
   PassManager lower(ctx);
   lower.enableVerifier(true);
-  OpPassManager &perModule = lower.nest<gpu::GPUModuleOp>();
-  perModule.addPass(createCanonicalizerPass());
-  perModule.addPass(createCSEPass());
-  perModule.addPass(createSCFToControlFlowPass());
-  ConvertGpuOpsToNVVMOpsOptions nvvm;
-  nvvm.useBarePtrCallConv = true;
-  if (largest < (int64_t(1) << 31) - 1024)
-    nvvm.indexBitwidth = 32;
-  perModule.addPass(createConvertGpuOpsToNVVMOps(nvvm));
-  // What gpu → nvvm leaves of math (math.absi: libdevice has no integer
-  // abs) becomes LLVM intrinsics.
-  perModule.addPass(createConvertMathToLLVMPass());
-  lower.addPass(createReconcileUnrealizedCastsPass());
+  buildKernelLoweringPipeline(lower, largest < (int64_t(1) << 31) - 1024);
   if (failed(lower.run(*lowered)))
     return module.emitError("lowering the generated GPU kernels to NVVM failed"), failure();
 

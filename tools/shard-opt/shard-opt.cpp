@@ -89,6 +89,7 @@ static void registerEverything(DialectRegistry &registry) {
   dist::registerDistPasses();
   nn::registerNNPasses();
   registerCompilePipelines();
+  registerDeviceCodePipelines();
 }
 
 static int fail(llvm::Error error) {

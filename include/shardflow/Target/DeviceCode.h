@@ -16,6 +16,7 @@
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/DialectRegistry.h"
+#include "mlir/Pass/PassManager.h"
 
 #include <string>
 #include <vector>
@@ -32,6 +33,15 @@ struct DeviceCodeOptions {
 
 /// Dialects, interfaces and translations the device-code pipeline needs.
 void registerDeviceCodeDialects(mlir::DialectRegistry &registry);
+
+/// Adds the passes that lower generated gpu.module kernels to NVVM, ready
+/// for gpu-module-to-binary: canonicalization, scf to cf, gpu to nvvm (bare
+/// pointers; 32-bit index arithmetic with `index32`), math to llvm.
+void buildKernelLoweringPipeline(mlir::OpPassManager &pm, bool index32);
+
+/// Registers buildKernelLoweringPipeline as `shardflow-lower-gpu-kernels`,
+/// so lit tests can check the NVVM the artifact phase compiles.
+void registerDeviceCodePipelines();
 
 /// Compiles every gpu.module of `module` (left unchanged): for each module
 /// one cubin per chip and the PTX of the first chip (arch "compute_XY").
