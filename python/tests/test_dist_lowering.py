@@ -455,7 +455,7 @@ def test_global_reshard_through_the_whole_pipeline(tmp_path, mesh_name, src, dst
     # A global program: the input laid out as `src`, a dist.reshard to `dst`,
     # whole results. shard-opt --target runs propagation, reshard insertion
     # and partitioning itself (the module has a mesh and is not partitioned),
-    # so the planner's collectives run under mpirun; the value must survive.
+    # so the reshard planner's collectives run under mpirun; the value must survive.
     mesh = MESHES[mesh_name]
 
     def sharding(dims):

@@ -1,4 +1,4 @@
-"""The rt memory plan is safe, checked independently of the planner.
+"""The rt memory plan is safe, checked independently of rt-plan-memory.
 
 Each zoo model is imported, bufferized (convert-nn-to-rt) and planned
 (rt-plan-memory). This test re-derives every buffer's live range from the

@@ -314,7 +314,7 @@ HostTensor randomAny(DType t, std::vector<int64_t> shape) {
 }
 
 /// A device copy of a host tensor, `offset` bytes into its allocation (to
-/// exercise the planner's alignment checks).
+/// exercise the device-kernel planner's alignment checks).
 struct DeviceBuffer {
   CUdeviceptr base = 0;
   size_t offset = 0;
@@ -806,7 +806,7 @@ std::vector<Case> dataMovementCases() {
       cases.push_back(std::move(c));
     }
   }
-  // Misaligned output: the planner must not widen elements.
+  // Misaligned output: the device-kernel planner must not widen elements.
   {
     Params p;
     p.set("perm", std::vector<int64_t>{1, 0});
@@ -846,7 +846,7 @@ constexpr AttentionShape kGpt2Attention{8, 12, 1024, 64}, kLlamaAttention{8, 16,
 
 /// Times the attention kernel `path` plans for `shape`; with `general`, the
 /// same launch on the tensor-core kernel that has the general score rule
-/// (masks, softcaps) instead of the `_plain` one the planner picks: what
+/// (masks, softcaps) instead of the `_plain` one the device-kernel planner picks: what
 /// the split buys; with `padding`, with a BERT-style bool padding mask
 /// [B, 1, 1, S] (each sequence's last eighth of keys masked), which the
 /// general kernel reads two keys at a time.

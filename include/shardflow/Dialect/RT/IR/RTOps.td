@@ -47,7 +47,7 @@ class RT_Op<string mnemonic, list<Trait> traits = []>
 def RT_AllocOp : RT_Op<"alloc"> {
   let summary = "A buffer in the rank's arena";
   let description = [{
-    Before memory planning `offset` is absent; the planner sets it (bytes
+    Before memory planning `offset` is absent; rt-plan-memory sets it (bytes
     from the start of the arena, 64-byte aligned).
   }];
   let arguments = (ins OptionalAttr<I64Attr>:$offset);

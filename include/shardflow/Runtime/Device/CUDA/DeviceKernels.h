@@ -36,7 +36,7 @@ struct DeviceLaunch {
   std::vector<uint8_t> argument;
   /// Where in `argument` the kernel takes a pointer to a status word (two
   /// int64: flag, offending index) for indices it finds out of range, or
-  /// -1. The planner leaves it null; the device points it at its own.
+  /// -1. The device-kernel planner leaves it null; the device points it at its own.
   int statusOffset = -1;
 };
 

@@ -2,7 +2,7 @@
 //
 // The single by-value argument of every device kernel, shared by the .cu
 // files (nvcc) and the host planner (the C++ compiler): both compile this
-// one definition, so the bytes the planner writes are the struct the kernel
+// one definition, so the bytes the device-kernel planner writes are the struct the kernel
 // reads. Only fixed-size fields, 8-byte members first, no padding holes the
 // two compilers could lay out differently (static_asserts on the host side
 // pin the sizes).
@@ -16,13 +16,13 @@
 
 namespace shardflow::runtime::cuda {
 
-/// Dimensions a strided copy or pad handles after the planner merged
+/// Dimensions a strided copy or pad handles after the device-kernel planner merged
 /// contiguous ones; more is an error naming the kernel.
 constexpr int kMaxCopyDims = 8;
 
 /// out[base + sum idx_d * outStride_d] = in[base + sum idx_d * inStride_d]
 /// for every index of `shape` (row-major order of the copy). Offsets and
-/// strides count elements of `elemSize` bytes (the planner may widen
+/// strides count elements of `elemSize` bytes (the device-kernel planner may widen
 /// elements to 16 bytes when the innermost run allows it).
 struct StridedCopyArgs {
   void *out;

@@ -6,7 +6,7 @@
 // kernels in the embedded fatbin. No CUDA API call: the executor loads the
 // fatbin and launches.
 //
-// Data movement ops become strided copies: the planner drops size-1
+// Data movement ops become strided copies: the device-kernel planner drops size-1
 // dimensions, merges dimensions contiguous on both sides, widens elements
 // to up to 16 bytes where the innermost run and the addresses allow, and
 // picks 32-bit index arithmetic when every offset fits.

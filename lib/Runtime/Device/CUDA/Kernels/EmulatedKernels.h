@@ -1,7 +1,7 @@
 //===- EmulatedKernels.h - the CUDA kernels run on the host, by name -*- C++ -*-===//
 //
 // The device kernels of this folder compiled as host code (HostEmulation.h)
-// and looked up by the names the planner gives its launches, so a tool can
+// and looked up by the names the device-kernel planner gives its launches, so a tool can
 // run a planned DeviceLaunch on the CPU exactly as the driver would run it
 // on a GPU: tools/cuda-kernel-check --emulate.
 //
