@@ -107,14 +107,6 @@ std::string encode(const std::string &s) {
   return out;
 }
 
-std::string shapeText(const std::vector<int64_t> &shape) {
-  if (shape.empty())
-    return "scalar";
-  std::string s;
-  for (size_t i = 0; i < shape.size(); ++i)
-    s += (i ? "x" : "") + std::to_string(shape[i]);
-  return s;
-}
 
 template <typename T> std::string join(const std::vector<T> &v) {
   std::ostringstream os;

@@ -70,6 +70,22 @@ bool Params::has(std::string_view name) const {
   return values.count(std::string(name));
 }
 
+std::string shardflow::runtime::shapeText(const std::vector<int64_t> &shape) {
+  if (shape.empty())
+    return "scalar";
+  std::string s;
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? "x" : "") + std::to_string(shape[i]);
+  return s;
+}
+
+std::string shardflow::runtime::shapeList(const std::vector<int64_t> &shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? "," : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
 const ParamValue &Params::get(std::string_view name) const {
   auto it = values.find(std::string(name));
   if (it == values.end())

@@ -53,15 +53,6 @@ std::vector<int64_t> shardflow::runtime::collectiveGroupKey(const Instruction &i
   return key;
 }
 
-namespace {
-std::string shapeText(const std::vector<int64_t> &shape) {
-  std::string dims;
-  for (size_t i = 0; i < shape.size(); ++i)
-    dims += (i ? "x" : "") + std::to_string(shape[i]);
-  return dims.empty() ? "scalar" : dims;
-}
-} // namespace
-
 std::vector<std::pair<size_t, const HostTensor *>>
 shardflow::runtime::bindInputs(const Artifact &art,
                                const std::map<std::string, HostTensor> &inputs) {

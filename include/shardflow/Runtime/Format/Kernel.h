@@ -31,6 +31,11 @@ size_t dtypeSize(DType t);
 const char *dtypeName(DType t);
 std::optional<DType> parseDType(std::string_view name);
 
+/// A shape as the artifact writes it: "2x3", or "scalar".
+std::string shapeText(const std::vector<int64_t> &shape);
+/// A shape as messages list it: "[2,3]".
+std::string shapeList(const std::vector<int64_t> &shape);
+
 /// Errors the runtime reports to the user: a message that names the tensor,
 /// kernel or file; shard-run prints it and exits non-zero.
 struct RuntimeError : std::runtime_error {

@@ -20,15 +20,6 @@
 using namespace shardflow::runtime;
 using namespace shardflow::runtime::cuda;
 
-namespace {
-std::string shapeText(const std::vector<int64_t> &shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i)
-    s += (i ? "," : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-} // namespace
-
 void CudaDevice::prepareGemm(size_t n, Step &step, bool onnxGemm) {
   const Instruction &inst = art->program[n];
   step.kind = Step::Kind::Gemm;
@@ -81,8 +72,8 @@ void CudaDevice::prepareGemm(size_t n, Step &step, bool onnxGemm) {
     residualTensor = tensorOf(inst.inputs.back());
     if (residualTensor.dtype != d.dtype || residualTensor.shape != d.shape)
       throw RuntimeError("the residual is " + std::string(dtypeName(residualTensor.dtype)) + " " +
-                         shapeText(residualTensor.shape) + " but the result is " +
-                         dtypeName(d.dtype) + " " + shapeText(d.shape));
+                         shapeList(residualTensor.shape) + " but the result is " +
+                         dtypeName(d.dtype) + " " + shapeList(d.shape));
     if (epilogue != CUBLASLT_EPILOGUE_DEFAULT && epilogue != CUBLASLT_EPILOGUE_BIAS)
       throw RuntimeError("a residual goes with no epilogue or epilogue=s:bias (cuBLASLt "
                          "applies the activation after adding it)");
@@ -133,7 +124,7 @@ void CudaDevice::prepareGemm(size_t n, Step &step, bool onnxGemm) {
     std::vector<int64_t> bShape = b.shape;
     if (inst.params.getBool("trans_b", false)) {
       if (bShape.size() != 2)
-        throw RuntimeError("trans_b needs a 2-D B, got " + shapeText(bShape));
+        throw RuntimeError("trans_b needs a 2-D B, got " + shapeList(bShape));
       std::swap(bShape[0], bShape[1]);
       problem.transB = true;
     }
@@ -141,14 +132,14 @@ void CudaDevice::prepareGemm(size_t n, Step &step, bool onnxGemm) {
     if (residual) {
       if (plan.kind != MatmulPlan::Kind::Folded)
         throw RuntimeError("a residual needs a B without batch dimensions (one GEMM), got " +
-                           shapeText(b.shape));
+                           shapeList(b.shape));
       c = ptr(residualTensor);
       beta = 1;
     }
     if (third) {
       if (third->numel() != plan.n || third->shape.size() > 2 ||
           (third->shape.size() == 2 && third->shape[0] != 1))
-        throw RuntimeError("the bias has shape " + shapeText(third->shape) + ", expected [" +
+        throw RuntimeError("the bias has shape " + shapeList(third->shape) + ", expected [" +
                            std::to_string(plan.n) + "]");
       bias = ptr(*third);
     }

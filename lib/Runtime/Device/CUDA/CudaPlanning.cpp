@@ -10,12 +10,6 @@ using namespace shardflow::runtime;
 using namespace shardflow::runtime::cuda;
 
 namespace {
-std::string shapeText(const std::vector<int64_t> &shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i)
-    s += (i ? "," : "") + std::to_string(shape[i]);
-  return s + "]";
-}
 
 int64_t product(const std::vector<int64_t> &v, size_t begin, size_t end) {
   int64_t p = 1;
@@ -107,8 +101,8 @@ const DeviceModule &cuda::selectModule(const std::vector<DeviceModule> &modules,
 MatmulPlan cuda::planMatmul(const std::vector<int64_t> &a, const std::vector<int64_t> &b,
                             const std::vector<int64_t> &out) {
   auto fail = [&](const std::string &why) -> RuntimeError {
-    return RuntimeError("matmul of " + shapeText(a) + " and " + shapeText(b) + " into " +
-                        shapeText(out) + ": " + why);
+    return RuntimeError("matmul of " + shapeList(a) + " and " + shapeList(b) + " into " +
+                        shapeList(out) + ": " + why);
   };
   if (a.empty() || b.empty())
     throw fail("operands must have rank 1 or more");
@@ -138,7 +132,7 @@ MatmulPlan cuda::planMatmul(const std::vector<int64_t> &a, const std::vector<int
   // As the CPU kernel: the result's element count decides (a compiler may
   // hand over a reshaped view of it).
   if (product(expected, 0, expected.size()) != product(out, 0, out.size()))
-    throw fail("the result should have shape " + shapeText(expected));
+    throw fail("the result should have shape " + shapeList(expected));
 
   MatmulPlan plan;
   plan.m = m;
@@ -198,8 +192,8 @@ GemmPlan cuda::planGemm(const std::vector<int64_t> &a, const std::vector<int64_t
                         const std::vector<int64_t> *c, bool transA, bool transB,
                         const std::vector<int64_t> &out) {
   auto fail = [&](const std::string &why) -> RuntimeError {
-    return RuntimeError("gemm of " + shapeText(a) + (transA ? "^T" : "") + " and " +
-                        shapeText(b) + (transB ? "^T" : "") + ": " + why);
+    return RuntimeError("gemm of " + shapeList(a) + (transA ? "^T" : "") + " and " +
+                        shapeList(b) + (transB ? "^T" : "") + ": " + why);
   };
   if (a.size() != 2 || b.size() != 2)
     throw fail("A and B must be matrices");
@@ -213,8 +207,8 @@ GemmPlan cuda::planGemm(const std::vector<int64_t> &a, const std::vector<int64_t
   if (plan.k != kb)
     throw fail("the contracted dimensions differ");
   if (out.size() != 2 || out[0] * out[1] != plan.m * plan.n)
-    throw fail("the result should have shape " + shapeText({plan.m, plan.n}) + ", not " +
-               shapeText(out));
+    throw fail("the result should have shape " + shapeList({plan.m, plan.n}) + ", not " +
+               shapeList(out));
   if (!c)
     return plan;
   // C broadcasts to [m, n] from the right (unidirectionally).
@@ -223,8 +217,8 @@ GemmPlan cuda::planGemm(const std::vector<int64_t> &a, const std::vector<int64_t
     throw fail("C has rank " + std::to_string(c->size()));
   std::copy(c->begin(), c->end(), padded.begin() + long(2 - c->size()));
   if ((padded[0] != 1 && padded[0] != plan.m) || (padded[1] != 1 && padded[1] != plan.n))
-    throw fail("C of shape " + shapeText(*c) + " does not broadcast to " +
-               shapeText({plan.m, plan.n}));
+    throw fail("C of shape " + shapeList(*c) + " does not broadcast to " +
+               shapeList({plan.m, plan.n}));
   plan.cRows = padded[0];
   plan.cCols = padded[1];
   return plan;

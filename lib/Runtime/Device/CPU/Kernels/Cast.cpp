@@ -24,8 +24,8 @@ void castKernel(const KernelContext &ctx) {
   expectArity(ctx, 1, 1);
   const Tensor &in = ctx.inputs[0], &out = ctx.outputs[0];
   if (in.shape != out.shape)
-    throw kernelError(ctx.kernel, "result shape " + shapeString(out.shape) +
-                                      " differs from the input shape " + shapeString(in.shape));
+    throw kernelError(ctx.kernel, "result shape " + shapeList(out.shape) +
+                                      " differs from the input shape " + shapeList(in.shape));
   if (ctx.params.has("to") && ctx.params.getDType("to") != out.dtype)
     throw kernelError(ctx.kernel, std::string("parameter 'to' is ") +
                                       dtypeName(ctx.params.getDType("to")) +

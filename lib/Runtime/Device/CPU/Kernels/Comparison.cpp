@@ -97,8 +97,8 @@ void whereKernel(const KernelContext &ctx) {
     throw kernelError(ctx.kernel, "x, y and result element types differ");
   auto shape = broadcastShapes(ctx.kernel, broadcastShapes(ctx.kernel, c.shape, x.shape), y.shape);
   if (shape != out.shape)
-    throw kernelError(ctx.kernel, "result shape " + shapeString(out.shape) +
-                                      " is not the broadcast shape " + shapeString(shape));
+    throw kernelError(ctx.kernel, "result shape " + shapeList(out.shape) +
+                                      " is not the broadcast shape " + shapeList(shape));
   // Selection moves bytes: dispatch on the element size only.
   switch (dtypeSize(x.dtype)) {
   case 1: whereLoop<uint8_t>(ctx, shape); break;

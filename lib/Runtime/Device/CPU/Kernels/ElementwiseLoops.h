@@ -67,8 +67,8 @@ void binaryLoop(const KernelContext &ctx, const Tensor &lhs, const Tensor &rhs, 
   const Tensor &out = ctx.outputs[0];
   auto shape = broadcastShapes(ctx.kernel, lhs.shape, rhs.shape);
   if (shape != out.shape)
-    throw kernelError(ctx.kernel, "result shape " + shapeString(out.shape) +
-                                      " is not the broadcast shape " + shapeString(shape));
+    throw kernelError(ctx.kernel, "result shape " + shapeList(out.shape) +
+                                      " is not the broadcast shape " + shapeList(shape));
   const A *a = lhs.as<A>();
   const B *b = rhs.as<B>();
   O *o = out.as<O>();
@@ -108,9 +108,9 @@ inline DType binaryOperandType(const KernelContext &ctx) {
 
 inline void expectSameShape(const KernelContext &ctx) {
   if (ctx.inputs[0].shape != ctx.outputs[0].shape)
-    throw kernelError(ctx.kernel, "result shape " + shapeString(ctx.outputs[0].shape) +
+    throw kernelError(ctx.kernel, "result shape " + shapeList(ctx.outputs[0].shape) +
                                       " differs from the input shape " +
-                                      shapeString(ctx.inputs[0].shape));
+                                      shapeList(ctx.inputs[0].shape));
   if (ctx.inputs[0].dtype != ctx.outputs[0].dtype)
     throw kernelError(ctx.kernel, "result element type differs from the input's");
 }

@@ -50,12 +50,6 @@ inline RuntimeError kernelError(std::string_view kernel, const std::string &msg)
   return RuntimeError("kernel '" + std::string(kernel) + "': " + msg);
 }
 
-inline std::string shapeString(const std::vector<int64_t> &shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i)
-    s += (i ? "," : "") + std::to_string(shape[i]);
-  return s + "]";
-}
 
 /// Throws unless the kernel got exactly `numIn` inputs (or between `numIn`
 /// and `maxIn` when given) and `numOut` outputs.
@@ -425,7 +419,7 @@ inline std::vector<int64_t> broadcastShapes(std::string_view kernel,
     int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
     int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
     if (da != db && da != 1 && db != 1)
-      throw kernelError(kernel, "shapes " + shapeString(a) + " and " + shapeString(b) +
+      throw kernelError(kernel, "shapes " + shapeList(a) + " and " + shapeList(b) +
                                     " do not broadcast");
     out[i] = da == 1 ? db : da;
   }

@@ -25,8 +25,8 @@ namespace {
 void expectSameType(const KernelContext &ctx) {
   const Tensor &in = ctx.inputs[0], &out = ctx.outputs[0];
   if (in.shape != out.shape)
-    throw kernelError(ctx.kernel, "result shape " + shapeString(out.shape) +
-                                      " differs from the input shape " + shapeString(in.shape));
+    throw kernelError(ctx.kernel, "result shape " + shapeList(out.shape) +
+                                      " differs from the input shape " + shapeList(in.shape));
   if (in.dtype != out.dtype)
     throw kernelError(ctx.kernel, "result element type differs from the input's");
 }
@@ -224,9 +224,9 @@ std::vector<C> expandTo(const KernelContext &ctx, const Tensor &t, const char *w
   while (from.size() > shape.size() && from.front() == 1)
     from.erase(from.begin());
   if (!broadcastsTo(from, shape))
-    throw kernelError(ctx.kernel, std::string(what) + " shape " + shapeString(t.shape) +
+    throw kernelError(ctx.kernel, std::string(what) + " shape " + shapeList(t.shape) +
                                       " does not broadcast to the normalized shape " +
-                                      shapeString(shape));
+                                      shapeList(shape));
   std::vector<C> vals = readAs<C>(t, ctx.kernel);
   int64_t n = 1;
   for (int64_t d : shape)

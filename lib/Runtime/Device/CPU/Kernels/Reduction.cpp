@@ -223,8 +223,8 @@ template <ReduceKind K> void reduceKernel(const KernelContext &ctx) {
     else if (keepdims)
       expect.push_back(1);
   if (expect != out.shape)
-    throw kernelError(ctx.kernel, "result shape " + shapeString(out.shape) + " should be " +
-                                      shapeString(expect));
+    throw kernelError(ctx.kernel, "result shape " + shapeList(out.shape) + " should be " +
+                                      shapeList(expect));
   // Booleans are bytes 0/1: their max is a logical or, and the empty max is
   // false (the smallest value), exactly what the uint8 reduction gives.
   if (in.dtype == DType::I1 && K == ReduceKind::Max)
@@ -376,7 +376,7 @@ void topkKernel(const KernelContext &ctx) {
   std::vector<int64_t> expect = in.shape;
   expect[size_t(axis)] = k;
   if (vals.shape != expect || idxs.shape != expect)
-    throw kernelError(ctx.kernel, "result shapes should be " + shapeString(expect));
+    throw kernelError(ctx.kernel, "result shapes should be " + shapeList(expect));
   if (vals.dtype != in.dtype || idxs.dtype != DType::I64)
     throw kernelError(ctx.kernel, "results must be the input's element type and i64");
   bool largest = ctx.params.getBool("largest", true);

@@ -55,14 +55,6 @@ int64_t product(const std::vector<int64_t> &v, size_t from = 0, size_t to = SIZE
   return n;
 }
 
-std::string shapeStr(const std::vector<int64_t> &s) {
-  if (s.empty())
-    return "scalar";
-  std::string r;
-  for (size_t i = 0; i < s.size(); ++i)
-    r += (i ? "x" : "") + std::to_string(s[i]);
-  return r;
-}
 
 void expectArity(std::string_view kernel, const std::vector<Tensor> &ins,
                  const std::vector<Tensor> &outs, size_t nIn, size_t nOut) {
@@ -151,7 +143,7 @@ void planCopy(std::string_view kernel, std::vector<DeviceLaunch> &launches, char
   // A run widened into one element leaves a size-1 dimension.
   simplify(s, os, is);
   if (s.size() > size_t(kMaxCopyDims))
-    fail(kernel, "a copy of shape " + shapeStr(shape) + " needs " + std::to_string(s.size()) +
+    fail(kernel, "a copy of shape " + shapeText(shape) + " needs " + std::to_string(s.size()) +
                      " dimensions after merging; the CUDA kernel handles at most " +
                      std::to_string(kMaxCopyDims));
   StridedCopyArgs a{};
@@ -201,15 +193,15 @@ std::vector<DeviceLaunch> planTranspose(std::string_view kernel, const std::vect
       perm.push_back(i);
   if (int64_t(perm.size()) != in.rank() || out.rank() != in.rank())
     fail(kernel, "perm has " + std::to_string(perm.size()) + " entries for an input of shape " +
-                     shapeStr(in.shape) + " and a result of shape " + shapeStr(out.shape));
+                     shapeText(in.shape) + " and a result of shape " + shapeText(out.shape));
   std::vector<int64_t> inStrides = rowMajorStrides(in.shape), strides;
   for (size_t i = 0; i < perm.size(); ++i) {
     int64_t p = perm[i];
     if (p < 0 || p >= in.rank())
       fail(kernel, "perm entry " + std::to_string(p) + " is out of range");
     if (out.shape[i] != in.shape[size_t(p)])
-      fail(kernel, "result shape " + shapeStr(out.shape) + " is not the input shape " +
-                       shapeStr(in.shape) + " permuted");
+      fail(kernel, "result shape " + shapeText(out.shape) + " is not the input shape " +
+                       shapeText(in.shape) + " permuted");
     strides.push_back(inStrides[size_t(p)]);
   }
   std::vector<DeviceLaunch> l;
@@ -273,8 +265,8 @@ std::vector<DeviceLaunch> planExpand(std::string_view kernel, const std::vector<
     fail(kernel, "input rank exceeds the result's");
   std::vector<int64_t> strides;
   if (int64_t d = broadcastStrides(in.shape, out.shape, strides); d >= 0)
-    fail(kernel, "input dimension " + std::to_string(d) + " of shape " + shapeStr(in.shape) +
-                     " does not broadcast to " + shapeStr(out.shape));
+    fail(kernel, "input dimension " + std::to_string(d) + " of shape " + shapeText(in.shape) +
+                     " does not broadcast to " + shapeText(out.shape));
   std::vector<DeviceLaunch> l;
   planCopy(kernel, l, static_cast<char *>(out.data), static_cast<const char *>(in.data),
            out.shape, rowMajorStrides(out.shape), strides, dtypeSize(in.dtype));
@@ -309,8 +301,8 @@ std::vector<DeviceLaunch> planPieces(std::string_view kernel, const Tensor &whol
     for (int64_t d = 0; fits && d < whole.rank(); ++d)
       fits = d == axis || t.shape[size_t(d)] == whole.shape[size_t(d)];
     if (!fits)
-      fail(kernel, what + std::to_string(p) + " of shape " + shapeStr(t.shape) +
-                       " does not fit shape " + shapeStr(whole.shape) + " along axis " +
+      fail(kernel, what + std::to_string(p) + " of shape " + shapeText(t.shape) +
+                       " does not fit shape " + shapeText(whole.shape) + " along axis " +
                        std::to_string(axis));
     char *wholeAt = static_cast<char *>(whole.data) +
                     at * wholeStrides[size_t(axis)] * int64_t(esize);
@@ -340,8 +332,8 @@ std::vector<DeviceLaunch> planLocalSlice(std::string_view kernel, const std::vec
   if (in.shape.size() != dims || rank < 0 || all.size() < (size_t(rank) + 1) * dims ||
       (dims && all.size() % dims))
     fail(kernel, "starts does not hold one index per dimension for rank " +
-                     std::to_string(rank) + " (input " + shapeStr(in.shape) + ", result " +
-                     shapeStr(out.shape) + ", " + std::to_string(all.size()) + " starts)");
+                     std::to_string(rank) + " (input " + shapeText(in.shape) + ", result " +
+                     shapeText(out.shape) + ", " + std::to_string(all.size()) + " starts)");
   const int64_t *start = all.data() + size_t(rank) * dims;
   std::vector<int64_t> strides = rowMajorStrides(in.shape);
   int64_t base = 0;
@@ -433,8 +425,8 @@ std::vector<DeviceLaunch> planPad(std::string_view kernel, const std::vector<Ten
     fail(kernel, "result rank differs from the input's");
   for (size_t d = 0; d < rank; ++d)
     if (in.shape[d] + pads[d] + pads[rank + d] != out.shape[d])
-      fail(kernel, "input " + shapeStr(in.shape) + " padded by the pads is not the result " +
-                       shapeStr(out.shape));
+      fail(kernel, "input " + shapeText(in.shape) + " padded by the pads is not the result " +
+                       shapeText(out.shape));
   if (out.numel() == 0)
     return {};
   if (in.numel() == 0 && modeCode != kPadConstant)
@@ -507,9 +499,9 @@ std::vector<DeviceLaunch> planGather(std::string_view kernel, const std::vector<
                      std::to_string(a.globalAxisSize) + " indexed rows");
   a.index64 = indices.dtype == DType::I64;
   if (out.numel() != a.outer * a.count * a.inner)
-    fail(kernel, "result " + shapeStr(out.shape) + " is not input " + shapeStr(in.shape) +
+    fail(kernel, "result " + shapeText(out.shape) + " is not input " + shapeText(in.shape) +
                      " gathered along axis " + std::to_string(axis) + " by indices " +
-                     shapeStr(indices.shape));
+                     shapeText(indices.shape));
   if (out.numel() == 0)
     return {};
   if (a.axisSize == 0)
@@ -645,7 +637,7 @@ std::vector<DeviceLaunch> shardflow::runtime::cuda::planAttention(
   a.maskKind = kMaskNone;
   if (mask) {
     if (mask->rank() > 4)
-      fail(kernel, "mask rank must be at most 4, mask has shape " + shapeStr(mask->shape));
+      fail(kernel, "mask rank must be at most 4, mask has shape " + shapeText(mask->shape));
     if (mask->dtype == DType::I1)
       a.maskKind = kMaskBool;
     else if (mask->dtype == qt.dtype)
