@@ -20,6 +20,8 @@ echo "== lit tests"
 
 echo "== unit tests"
 "$build/bin/shardflow-unittests" --gtest_brief=1 --gtest_output="xml:$results/unit.xml"
+"$build/bin/shardflow-runtime-unittests" --gtest_brief=1 \
+  --gtest_output="xml:$results/runtime-unit.xml"
 
 echo "== python tests"
 PYTHONPATH="$root/python" "$root/.venv/bin/python" -m pytest -q -p no:cacheprovider \
@@ -68,4 +70,4 @@ fi
 
 echo "== summary"
 "$root/.venv/bin/python" tools/summarize_tests.py "${steps[@]}" \
-  "$results/lit.xml" "$results/unit.xml" "$results/pytest.xml"
+  "$results/lit.xml" "$results/unit.xml" "$results/runtime-unit.xml" "$results/pytest.xml"
