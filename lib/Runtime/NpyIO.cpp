@@ -160,7 +160,11 @@ HostTensor shardflow::runtime::readNpy(const std::string &path) {
 
 std::vector<std::pair<std::string, HostTensor>>
 shardflow::runtime::readNpz(const std::string &path) {
-  std::string zip = readWholeFile(path);
+  return parseNpz(readWholeFile(path), path);
+}
+
+std::vector<std::pair<std::string, HostTensor>>
+shardflow::runtime::parseNpz(const std::string &zip, const std::string &path) {
   std::vector<std::pair<std::string, HostTensor>> out;
   size_t at = 0;
   while (at + 30 <= zip.size() && get32(zip, at) == 0x04034b50) {
