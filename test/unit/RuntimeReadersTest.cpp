@@ -1,9 +1,10 @@
 //===- RuntimeReadersTest.cpp - the readers of shard-run's input files ----===//
 //
 // The .npy, .npz, TensorProto and --gemm-autotune-file readers, and what
-// the fuzzers (tools/runtime-fuzzers) and the mutated-artifact test found in
-// them and in the artifact reader: each damaged input is refused with a
-// RuntimeError that names the file and the problem.
+// the fuzzers (tools/runtime-fuzzers) and the mutated-artifact test
+// (python/tests/test_artifact_mutations.py) found in them and in the
+// artifact reader: each damaged input is refused with a RuntimeError that
+// names the file, the line or field, and the problem. One case per bug.
 //
 //===----------------------------------------------------------------------===//
 
@@ -44,6 +45,36 @@ HostTensor tensor(DType dtype, std::vector<int64_t> shape, size_t bytes) {
   for (size_t i = 0; i < bytes; ++i)
     t.bytes[i] = uint8_t(i * 13 + 1);
   return t;
+}
+
+/// An .npy file of `header` (numpy's dictionary) and `data`, version 1.
+std::string npy(const std::string &header, const std::string &data) {
+  std::string out = "\x93NUMPY\x01";
+  out += '\0';
+  uint16_t n = uint16_t(header.size());
+  out.append(reinterpret_cast<const char *>(&n), 2);
+  return out + header + data;
+}
+
+void put16(std::string &s, uint16_t v) { s.append(reinterpret_cast<const char *>(&v), 2); }
+void put32(std::string &s, uint32_t v) { s.append(reinterpret_cast<const char *>(&v), 4); }
+
+/// A zip local header as numpy.savez writes it: stored, sizes 0xFFFFFFFF
+/// and a zip64 extra field `extra` (its id and length included).
+std::string zip64Member(const std::string &name, const std::string &extra) {
+  std::string out;
+  put32(out, 0x04034b50);
+  put16(out, 45);
+  put16(out, 0);
+  put16(out, 0);
+  put16(out, 0);
+  put16(out, 0x21);
+  put32(out, 0);
+  put32(out, 0xFFFFFFFFu);
+  put32(out, 0xFFFFFFFFu);
+  put16(out, uint16_t(name.size()));
+  put16(out, uint16_t(extra.size()));
+  return out + name + extra;
 }
 
 TEST(Npy, RoundTripsEveryShapeKind) {
@@ -98,6 +129,179 @@ TEST(AutotuneFile, RoundTripsAndRefusesDamage) {
                 {"line 2", "CHOSEN < CANDIDATES"});
   expectRefused([&] { parseAutotuneRecords(head + "tile 3\n", "t.autotune"); },
                 {"line 2", "unknown line 'tile 3'"});
+}
+
+TEST(Npy, ElementCountsThatOverflowAreRefused) {
+  // Found by the .npy fuzzer: 2^32 x 2^32 elements overflowed the byte
+  // count, which then matched an empty payload.
+  expectRefused(
+      [] {
+        parseNpy(npy("{'descr': '<i8', 'fortran_order': False, "
+                     "'shape': (4294967296, 4294967296), }\n",
+                     ""),
+                 "big.npy");
+      },
+      {"big.npy", "shape (4294967296, 4294967296) has more than 2^40 elements"});
+  expectRefused(
+      [] {
+        parseNpy(npy("{'descr': '<f4', 'fortran_order': False, 'shape': (2x, 1), }\n",
+                     std::string(8, '\0')),
+                 "typo.npy");
+      },
+      {"typo.npy", "bad shape (2x, 1)"});
+  expectRefused(
+      [] {
+        parseNpy(npy("{'descr': '<f4', 'fortran_order': False, 'shape': 7, }\n",
+                     std::string(28, '\0')),
+                 "bare.npy");
+      },
+      {"bare.npy", "bad shape 7"});
+}
+
+TEST(Npz, Zip64FieldsPastTheFileAreRefused) {
+  // Found by the .npz fuzzer: the zip64 extra field was read past the end
+  // of the file (its length, then its size, unchecked).
+  std::string extra;
+  put16(extra, 1);
+  put16(extra, 16);
+  // The extra field holds its own header only: the sizes it announces are
+  // not there.
+  std::string shortField = zip64Member("x.npy", extra);
+  expectRefused([&] { parseNpz(shortField, "short.npz"); },
+                {"short.npz", "malformed zip64 member 'x.npy'"});
+  // The header announces 20 bytes of extra field; the file ends first.
+  std::string cut = shortField;
+  cut[28] = 20;
+  expectRefused([&] { parseNpz(cut, "cut.npz"); }, {"cut.npz", "truncated zip header"});
+  std::string sizes;
+  put16(sizes, 1);
+  put16(sizes, 16);
+  put32(sizes, 0xFFFFFFF0u); // a size near 2^64
+  put32(sizes, 0xFFFFFFFFu);
+  put32(sizes, 0);
+  put32(sizes, 0);
+  expectRefused([&] { parseNpz(zip64Member("x.npy", sizes), "huge.npz"); },
+                {"huge.npz", "truncated member 'x.npy'"});
+}
+
+const std::string kHead = "shardflow-artifact 4\ntarget cpu\nworld-size 1\narena 64\n";
+
+void expectArtifactRefused(const std::string &body, std::vector<std::string> phrases) {
+  phrases.insert(phrases.begin(), "t.shard:");
+  expectRefused([&] { parseArtifact(kHead + body + "end\n", "t.shard"); }, phrases);
+}
+
+TEST(ArtifactDamage, ConstantsCarryTheirBytes) {
+  // Found by the artifact fuzzer and the mutated artifacts: a constant
+  // line without data= gave the executor a null pointer (SIGSEGV).
+  expectArtifactRefused("buffer 0 constant f32 2\n",
+                        {":5:", "constant buffer 0 has no data= (8 bytes)"});
+  expectArtifactRefused("buffer 0 arena f32 2 offset=0 data=0000000000000000\n",
+                        {":5:", "only constants have data="});
+}
+
+TEST(ArtifactDamage, LinesOfBlanksAreSkipped) {
+  // Found by the artifact fuzzer: a line of spaces or tabs had no first
+  // word, which was read anyway.
+  Artifact a = parseArtifact(kHead + " \t\v\nbuffer 0 arena f32 2 offset=0\n  \nend\n",
+                             "t.shard");
+  EXPECT_EQ(a.buffers.size(), 1u);
+}
+
+TEST(ArtifactDamage, SizesThatWouldOverflowAreRefused) {
+  expectArtifactRefused("buffer 0 arena f32 1048576x1048576x2 offset=0\n",
+                        {"shape '1048576x1048576x2' has more than 2^40 elements"});
+  expectArtifactRefused("buffer 0 arena f32 2x offset=0\n", {"bad shape '2x'"});
+  expectArtifactRefused("buffer 0 arena f32 4 offset=9223372036854775800\n",
+                        {"buffer lies outside the arena"});
+  expectRefused(
+      [] { parseArtifact("shardflow-artifact 4\narena 9223372036854775800\nend\n", "t.shard"); },
+      {"t.shard:2:", "arena size 9223372036854775800 is not between 0 and 2^48 bytes"});
+  // A slice start so large that start + size overflowed, and passed.
+  expectArtifactRefused("buffer 0 weight f32 2 name=w storage=external file=m offset=0 "
+                        "global=4 starts=9223372036854775807\n",
+                        {"weight 'w': a slice lies outside the global shape"});
+  expectArtifactRefused("buffer 0 weight f32 2 name=w storage=external file=m offset=-8\n",
+                        {"weight 'w' has a negative offset"});
+  expectArtifactRefused("buffer 0 input f32 4 name=x\nbuffer 1 arena f32 2 offset=0\n"
+                        "collective local_slice in=0 out=1 starts=is:9223372036854775807\n",
+                        {"the block of rank 0 leaves the input in dimension 0"});
+}
+
+TEST(ArtifactDamage, NumbersOutOfTheirTypesRangeAreRefused) {
+  // Read into an int, these wrapped to a valid rank count or index.
+  expectRefused(
+      [] { parseArtifact("shardflow-artifact 4\nworld-size 4294967297\nend\n", "t.shard"); },
+      {"t.shard:2:", "world size 4294967297 is not between 1 and 1048576"});
+  std::string buffers = "buffer 0 input f32 2 name=x\nbuffer 1 arena f32 2 offset=0\n";
+  expectArtifactRefused(buffers + "output y 4294967296\n", {"bad buffer index '4294967296'"});
+  expectArtifactRefused(buffers + "kernel neg in=4294967296 out=1\n",
+                        {"bad buffer index '4294967296'"});
+  expectArtifactRefused(buffers + "buffer 2 view f32 2 source=4294967296\n",
+                        {"bad source '4294967296'"});
+  expectArtifactRefused("buffer 0 weight f32 2 name=w storage=external file=m offset=0 "
+                        "crc32c=-1\n",
+                        {"bad crc32c '-1'"});
+}
+
+TEST(ArtifactDamage, ProgramsWriteOnlyTheArena) {
+  // Found by the mutated artifacts: a kernel writing a weight wrote into
+  // its read-only mapping (SIGSEGV).
+  std::string buffers = "buffer 0 input f32 2 name=x\n"
+                        "buffer 1 weight f32 2 name=w storage=external file=m offset=0\n"
+                        "buffer 2 constant f32 2 data=0000000000000000\n"
+                        "buffer 3 view f32 2 source=2\n"
+                        "buffer 4 arena f32 2 offset=0\n"
+                        "buffer 5 view f32 2 source=4\n";
+  expectArtifactRefused(buffers + "kernel neg in=0 out=1 node=s:n\n",
+                        {"kernel 'neg' (ONNX node 'n', instruction 0) writes buffer 1, a "
+                         "weight (read-only)"});
+  expectArtifactRefused(buffers + "kernel neg in=0 out=3\n",
+                        {"writes buffer 3, a view of a constant (read-only)"});
+  expectArtifactRefused(buffers + "collective all_reduce in=4 out=0 groups=is:0 "
+                                  "group_size=i:1\n",
+                        {"collective 'all_reduce' (instruction 0) writes buffer 0, an input "
+                         "(read-only)"});
+  Artifact a = parseArtifact(kHead + buffers + "kernel neg in=0 out=5\nend\n", "t.shard");
+  EXPECT_EQ(a.program.size(), 1u);
+}
+
+TEST(ArtifactDamage, ArenaBuffersAreAlignedToTheirElements) {
+  // Found by the mutated artifacts under UndefinedBehaviorSanitizer: an
+  // arena offset of 1 made every kernel's float access misaligned.
+  expectArtifactRefused("buffer 0 arena f32 2 offset=1\n",
+                        {"arena buffer 0 at offset 1 is not aligned to its 4-byte elements"});
+  Artifact a = parseArtifact(kHead + "buffer 0 arena i8 2 offset=1\nend\n", "t.shard");
+  EXPECT_EQ(a.buffers[0].offset, 1);
+}
+
+TEST(ArtifactDamage, ArenaBuffersHaveAnOffset) {
+  // Found by the mutated artifacts: without offset= an arena buffer sat at
+  // 0, over other buffers.
+  expectArtifactRefused("buffer 0 arena f32 2\n", {"arena buffer 0 has no offset="});
+}
+
+TEST(ArtifactDamage, KernelOutputsDoNotOverlapTheirOperands) {
+  // Found by the mutated artifacts under AddressSanitizer: a kernel's
+  // output over its input (memcpy with overlapping ranges).
+  std::string buffers = "buffer 0 arena f32 4 offset=0\nbuffer 1 arena f32 2 offset=8\n"
+                        "buffer 2 view f32 4 source=0\nbuffer 3 arena f32 2 offset=16\n";
+  expectArtifactRefused(buffers + "kernel neg in=2 out=1\n",
+                        {"kernel 'neg' (instruction 0): output buffer 1 overlaps input buffer 2"});
+  expectArtifactRefused(buffers + "kernel split in=3 out=1,0 axis=i:0\n",
+                        {"output buffers 1 and 0 overlap in the arena"});
+  // Collectives may work in place; disjoint buffers are fine.
+  Artifact a = parseArtifact(kHead + buffers +
+                                 "collective all_reduce in=1 out=1 groups=is:0 group_size=i:1\n"
+                                 "kernel neg in=1 out=3\nend\n",
+                             "t.shard");
+  EXPECT_EQ(a.program.size(), 2u);
+}
+
+TEST(ArtifactDamage, CollectiveParametersOfTheWrongTypeNameTheLine) {
+  expectArtifactRefused("buffer 0 arena f32 2 offset=0\n"
+                        "collective all_reduce in=0 out=0 groups=is:0 group_size=f:1\n",
+                        {":6:", "collective all_reduce: parameter 'group_size' is not an integer"});
 }
 
 } // namespace

@@ -31,7 +31,7 @@ world-size 2
 model-dir .
 arena 256
 buffer 0 input f32 2x4 name=x
-buffer 1 weight f32 4x4 name=w storage=external file=m.data offset=0 size=32 global=8x4 starts=0,0;4,0 crc32c=00000000;ffffffff
+buffer 1 weight f32 4x4 name=w storage=external file=m.data offset=0 size=64 global=8x4 starts=0,0;4,0 crc32c=00000000;ffffffff
 buffer 2 arena f32 2x4 offset=0
 buffer 3 constant i64 2 data=0100000000000000ff00000000000000
 buffer 4 view f32 8 source=2
