@@ -12,12 +12,18 @@
 #include "shardflow/Runtime/GemmAutotuneFile.h"
 #include "shardflow/Runtime/NpyIO.h"
 #include "shardflow/Runtime/TensorProtoIO.h"
+#include "shardflow/Runtime/WeightLoader.h"
+
+#include "ElementwiseSupport.h"
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -298,10 +304,47 @@ TEST(ArtifactDamage, KernelOutputsDoNotOverlapTheirOperands) {
   EXPECT_EQ(a.program.size(), 2u);
 }
 
+TEST(WeightLoaderAlignment, WeightsAtOddOffsetsAreCopiedToAlignedMemory) {
+  // Found by the mutated artifacts under UndefinedBehaviorSanitizer: a
+  // weight mapped in place at an odd file offset (damaged, or inside a
+  // protobuf) reached the kernels misaligned.
+  std::string dir = ::testing::TempDir();
+  std::vector<float> values = {1.5f, -2.0f, 3.25f};
+  {
+    std::ofstream f(dir + "/odd.data", std::ios::binary);
+    f.put('x');
+    f.write(reinterpret_cast<const char *>(values.data()), 12);
+  }
+  Artifact art;
+  art.modelDir = dir;
+  BufferDesc b;
+  b.kind = BufferDesc::Kind::Weight;
+  b.name = "w";
+  b.storage = "external";
+  b.file = "odd.data";
+  b.fileOffset = 1;
+  b.shape = {3};
+  art.buffers.push_back(b);
+  WeightLoader loader(art, "", 0, false);
+  WeightBytes w = loader.load(0);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(w.data) % alignof(float), 0u);
+  EXPECT_EQ(std::memcmp(w.data, values.data(), 12), 0);
+  std::remove((dir + "/odd.data").c_str());
+}
+
 TEST(ArtifactDamage, CollectiveParametersOfTheWrongTypeNameTheLine) {
   expectArtifactRefused("buffer 0 arena f32 2 offset=0\n"
                         "collective all_reduce in=0 out=0 groups=is:0 group_size=f:1\n",
                         {":6:", "collective all_reduce: parameter 'group_size' is not an integer"});
+}
+
+TEST(KernelMath, ExpOfNaNIsNaN) {
+  // Found by the mutated artifacts under UndefinedBehaviorSanitizer: a NaN
+  // (here a constant's damaged bytes) was converted to an integer.
+  volatile float nan = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_TRUE(std::isnan(cpu::ew::fastExp(float(nan))));
+  EXPECT_TRUE(std::isnan(cpu::ew::fastTanh(float(nan))));
+  EXPECT_FLOAT_EQ(cpu::ew::fastExp(0.0f), 1.0f);
 }
 
 } // namespace
