@@ -598,7 +598,8 @@ void Reader::checkNoAliasing(const Instruction &inst, const Artifact &a) const {
 Artifact Reader::read() {
   Artifact a;
   std::string line;
-  bool sawHeader = false, sawEnd = false;
+  bool sawHeader = false, sawEnd = false, sawBody = false;
+  std::vector<std::string> settings; // target, world-size, ... seen so far
   while (std::getline(in, line)) {
     ++lineNo;
     if (line.empty())
@@ -627,6 +628,17 @@ Artifact Reader::read() {
     }
     if (sawEnd)
       fail("text after 'end'");
+    // The settings come once, before the buffers: the buffers and the
+    // program are checked against them as they are read.
+    if (key == "target" || key == "world-size" || key == "model-dir" || key == "arena") {
+      if (sawBody)
+        fail("'" + key + "' line after the buffers (the settings come first)");
+      if (std::find(settings.begin(), settings.end(), key) != settings.end())
+        fail("a second '" + key + "' line");
+      settings.push_back(key);
+    } else {
+      sawBody = true;
+    }
     if (key == "target") {
       need(2);
       a.target = tok[1];

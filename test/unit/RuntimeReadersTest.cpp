@@ -214,6 +214,18 @@ TEST(ArtifactDamage, LinesOfBlanksAreSkipped) {
   EXPECT_EQ(a.buffers.size(), 1u);
 }
 
+TEST(ArtifactDamage, SettingsComeOnceBeforeTheBuffers) {
+  // Found by the artifact fuzzer: an arena line after the buffers shrank
+  // the arena they had been checked against.
+  expectArtifactRefused("buffer 0 arena f32 4 offset=48\narena 5\n",
+                        {":6:", "'arena' line after the buffers (the settings come first)"});
+  expectRefused(
+      [] {
+        parseArtifact("shardflow-artifact 4\nworld-size 2\nworld-size 1\nend\n", "t.shard");
+      },
+      {"t.shard:3:", "a second 'world-size' line"});
+}
+
 TEST(ArtifactDamage, SizesThatWouldOverflowAreRefused) {
   expectArtifactRefused("buffer 0 arena f32 1048576x1048576x2 offset=0\n",
                         {"shape '1048576x1048576x2' has more than 2^40 elements"});
