@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Sets up, builds and runs every Shardflow test: lit + FileCheck (test/),
-# gtest unit tests, pytest (python/tests) and a libFuzzer smoke run of the
-# importer. Ends with one line `N passed, M failed`; exits non-zero on failure.
+# gtest unit tests, pytest (python/tests), a libFuzzer smoke run of the
+# importer, and the runtime-only build under ASan+UBSan with its unit tests
+# and a libFuzzer smoke run of each of shard-run's readers
+# (SHARDFLOW_RUNTIME_FUZZ_SECONDS each, default 20). Ends with one line
+# `N passed, M failed`; exits non-zero on failure.
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -20,6 +23,8 @@ echo "== lit tests"
 
 echo "== unit tests"
 "$build/bin/shardflow-unittests" --gtest_brief=1 --gtest_output="xml:$results/unit.xml"
+"$build/bin/shardflow-runtime-unittests" --gtest_brief=1 \
+  --gtest_output="xml:$results/runtime-unit.xml"
 "$build/bin/shardflow-kernel-table-tests" --gtest_brief=1 \
   --gtest_output="xml:$results/kernel-table.xml"
 
@@ -68,6 +73,30 @@ if [ -f tools/fuzz-smoke.sh ]; then
   steps+=(--step "fuzz-smoke=$?")
 fi
 
+echo "== the runtime under AddressSanitizer and UndefinedBehaviorSanitizer"
+# build-asan/: the runtime-only configuration built by clang with
+# -fsanitize=address,undefined; its unit tests, then a short libFuzzer run
+# of every reader of a file shard-run is given (tools/runtime-fuzz-smoke.sh).
+started=$SECONDS
+if bash tools/runtime-fuzz-smoke.sh build; then
+  steps+=(--step "asan-runtime-build=0")
+  echo "   built in $((SECONDS - started)) s"
+  started=$SECONDS
+  bash tools/runtime-fuzz-smoke.sh unittests
+  steps+=(--step "asan-runtime-unittests=$?")
+  echo "   unit tests in $((SECONDS - started)) s"
+  for reader in artifact npy npz tensorproto autotune; do
+    started=$SECONDS
+    SHARDFLOW_FUZZ_SECONDS="${SHARDFLOW_RUNTIME_FUZZ_SECONDS:-20}" \
+      bash tools/runtime-fuzz-smoke.sh fuzz "$reader"
+    steps+=(--step "runtime-fuzz-smoke-$reader=$?")
+    echo "   $reader fuzzer in $((SECONDS - started)) s"
+  done
+else
+  steps+=(--step "asan-runtime-build=1")
+fi
+
 echo "== summary"
 "$root/.venv/bin/python" tools/summarize_tests.py "${steps[@]}" \
-  "$results/lit.xml" "$results/unit.xml" "$results/kernel-table.xml" "$results/pytest.xml"
+  "$results/lit.xml" "$results/unit.xml" "$results/runtime-unit.xml" \
+  "$results/kernel-table.xml" "$results/pytest.xml"

@@ -156,7 +156,13 @@ WeightBytes WeightLoader::load(size_t index, WeightStaging *staging) {
   forEachWeightRun(b, rank, [&](size_t offset, size_t len) { runs.emplace_back(offset, len); });
 
   WeightBytes out;
-  bool gathers = runs.size() != 1 || runs[0].first == kZeroRun,
+  // A weight whose bytes start at an address its elements are not aligned
+  // to (an offset inside a protobuf, a damaged artifact) is copied: kernels
+  // load whole elements.
+  bool misaligned = runs.size() == 1 && runs[0].first != kZeroRun &&
+                    reinterpret_cast<uintptr_t>(whole + runs[0].first) %
+                        dtypeSize(b.fileDType());
+  bool gathers = runs.size() != 1 || runs[0].first == kZeroRun || misaligned,
        converts = b.fileDType() != b.dtype || b.scale, permutes = !b.permutation.empty();
   if (uint8_t *block = staging && b.bytes() ? staging->acquire(b.bytes()) : nullptr)
     out.staged = std::unique_ptr<uint8_t, StagedRelease>(block, StagedRelease{staging});

@@ -255,6 +255,13 @@ void shardflow::runtime::writeArtifact(const Artifact &a, std::ostream &os) {
 
 namespace {
 
+// What a reader accepts, bounded so that no size computed from it
+// overflows: elements per tensor (as the importer and the TensorProto
+// reader), bytes of arena, ranks.
+constexpr int64_t kMaxElements = int64_t(1) << 40;
+constexpr int64_t kMaxArenaBytes = int64_t(1) << 48;
+constexpr int64_t kMaxWorldSize = int64_t(1) << 20;
+
 class Reader {
 public:
   Reader(const std::string &text, const std::string &path) : in(text), path(path) {}
@@ -270,11 +277,13 @@ private:
   double toDouble(const std::string &s, const char *what) const;
   std::vector<int64_t> toShape(const std::string &s) const;
   DType toDType(const std::string &s) const;
+  int toIndex(const std::string &s, const char *what) const;
   std::vector<int> toIndices(const std::string &s) const;
   ParamValue toParam(const std::string &s) const;
   void checkWeight(const BufferDesc &b, int worldSize) const;
   void checkCollective(const Instruction &inst, int worldSize) const;
   void checkLocalSlice(const Instruction &inst, const Artifact &a) const;
+  void checkNoAliasing(const Instruction &inst, const Artifact &a) const;
 
   std::istringstream in;
   std::string path;
@@ -335,12 +344,21 @@ std::vector<int64_t> Reader::toShape(const std::string &s) const {
     return shape;
   std::stringstream ss(s);
   std::string d;
+  int64_t elements = 1;
   while (std::getline(ss, d, 'x')) {
     int64_t v = toInt(d, "dimension");
-    if (v < 0 || v > (int64_t(1) << 40))
+    if (v < 0 || v > kMaxElements)
       fail("bad dimension '" + d + "'");
     shape.push_back(v);
+    // Zero dimensions count as 1, so that strides (products of trailing
+    // dimensions) stay in range too; saturated past the limit.
+    int64_t extent = std::max<int64_t>(v, 1);
+    elements = elements > kMaxElements / extent ? kMaxElements + 1 : elements * extent;
   }
+  if (s.empty() || s.back() == 'x')
+    fail("bad shape '" + s + "'");
+  if (elements > kMaxElements)
+    fail("shape '" + s + "' has more than 2^40 elements");
   return shape;
 }
 
@@ -351,6 +369,16 @@ DType Reader::toDType(const std::string &s) const {
   return *t;
 }
 
+int Reader::toIndex(const std::string &s, const char *what) const {
+  int64_t v = toInt(s, what);
+  // In an int's range, so that no index wraps to another; whether it names
+  // a buffer is checked where it is used.
+  if (v < int64_t(std::numeric_limits<int>::min()) ||
+      v > int64_t(std::numeric_limits<int>::max()))
+    fail(std::string("bad ") + what + " '" + s + "'");
+  return int(v);
+}
+
 std::vector<int> Reader::toIndices(const std::string &s) const {
   std::vector<int> out;
   if (s.empty())
@@ -358,7 +386,9 @@ std::vector<int> Reader::toIndices(const std::string &s) const {
   std::stringstream ss(s);
   std::string item;
   while (std::getline(ss, item, ','))
-    out.push_back(int(toInt(item, "buffer index")));
+    out.push_back(toIndex(item, "buffer index"));
+  if (s.back() == ',')
+    fail("bad buffer index list '" + s + "'");
   return out;
 }
 
@@ -423,7 +453,7 @@ void Reader::checkWeight(const BufferDesc &b, int worldSize) const {
       if (start.size() != shape.size())
         fail(what + ": a slice start has the wrong number of dimensions");
       for (size_t d = 0; d < start.size(); ++d)
-        if (start[d] < 0 || start[d] + shape[d] > b.globalShape[d]) {
+        if (start[d] < 0 || start[d] > b.globalShape[d] - shape[d]) {
           // Zero padding: past the tensor, not starting past it.
           if (b.zeroPadded && start[d] >= 0 && start[d] <= b.globalShape[d])
             continue;
@@ -441,9 +471,19 @@ void Reader::checkWeight(const BufferDesc &b, int worldSize) const {
 void Reader::checkCollective(const Instruction &inst, int worldSize) const {
   if (!parseCollectiveKind(inst.kernel))
     fail("unknown collective '" + inst.kernel + "'");
+  // A parameter of the wrong type is refused here, with the line, not
+  // when the executor reads it.
+  auto param = [&](auto get) {
+    try {
+      return get();
+    } catch (const RuntimeError &e) {
+      fail("collective " + inst.kernel + ": " + e.what());
+    }
+  };
   auto ranks = [&](const char *name) {
-    std::vector<int64_t> list = inst.params.has(name) ? inst.params.getInts(name)
-                                                      : std::vector<int64_t>{};
+    std::vector<int64_t> list = param([&] {
+      return inst.params.has(name) ? inst.params.getInts(name) : std::vector<int64_t>{};
+    });
     for (int64_t r : list)
       if (r < -1 || r >= worldSize)
         fail("collective " + inst.kernel + ": rank " + std::to_string(r) +
@@ -473,7 +513,8 @@ void Reader::checkCollective(const Instruction &inst, int worldSize) const {
     return;
   }
   std::vector<int64_t> groups = ranks("groups");
-  int64_t size = inst.params.has("group_size") ? inst.params.getInt("group_size") : 0;
+  int64_t size = param(
+      [&] { return inst.params.has("group_size") ? inst.params.getInt("group_size") : 0; });
   if (size < 1 || groups.empty() || groups.size() % size_t(size))
     fail("collective " + inst.kernel + " needs groups split evenly by group_size");
   std::vector<int> seen(static_cast<size_t>(worldSize), 0);
@@ -500,16 +541,51 @@ void Reader::checkLocalSlice(const Instruction &inst, const Artifact &a) const {
   for (size_t r = 0; r < size_t(a.worldSize); ++r)
     for (size_t d = 0; d < rank; ++d) {
       int64_t start = (*starts)[r * rank + d];
-      if (start < 0 || start + out.shape[d] > in.shape[d])
+      if (start < 0 || start > in.shape[d] - out.shape[d])
         fail("collective local_slice: the block of rank " + std::to_string(r) +
              " leaves the input in dimension " + std::to_string(d));
     }
 }
 
+void Reader::checkNoAliasing(const Instruction &inst, const Artifact &a) const {
+  // A kernel's outputs never share bytes with its inputs or with each
+  // other (Kernel.h): kernels read an input while writing an output, and
+  // copy with memcpy. Outputs lie in the arena (checked before); an input
+  // outside it cannot overlap them.
+  auto arenaRange = [&](int index) {
+    while (a.buffers[size_t(index)].kind == BufferDesc::Kind::View)
+      index = a.buffers[size_t(index)].source;
+    const BufferDesc &b = a.buffers[size_t(index)];
+    if (b.kind != BufferDesc::Kind::Arena || b.bytes() == 0)
+      return std::pair<int64_t, int64_t>(-1, -1);
+    return std::pair<int64_t, int64_t>(b.offset, b.offset + int64_t(b.bytes()));
+  };
+  for (size_t o = 0; o < inst.outputs.size(); ++o) {
+    std::pair<int64_t, int64_t> range = arenaRange(inst.outputs[o]);
+    if (range.first < 0)
+      continue;
+    auto overlaps = [&](int other) {
+      std::pair<int64_t, int64_t> r = arenaRange(other);
+      return r.first >= 0 && r.first < range.second && range.first < r.second;
+    };
+    for (int in : inst.inputs)
+      if (overlaps(in))
+        fail(describeInstruction(inst, a.program.size()) + ": output buffer " +
+             std::to_string(inst.outputs[o]) + " overlaps input buffer " + std::to_string(in) +
+             " in the arena");
+    for (size_t p = 0; p < o; ++p)
+      if (overlaps(inst.outputs[p]))
+        fail(describeInstruction(inst, a.program.size()) + ": output buffers " +
+             std::to_string(inst.outputs[p]) + " and " + std::to_string(inst.outputs[o]) +
+             " overlap in the arena");
+  }
+}
+
 Artifact Reader::read() {
   Artifact a;
   std::string line;
-  bool sawHeader = false, sawEnd = false;
+  bool sawHeader = false, sawEnd = false, sawBody = false;
+  std::vector<std::string> settings; // target, world-size, ... seen so far
   while (std::getline(in, line)) {
     ++lineNo;
     if (line.empty())
@@ -518,6 +594,8 @@ Artifact Reader::read() {
     std::vector<std::string> tok;
     for (std::string t; ls >> t;)
       tok.push_back(t);
+    if (tok.empty())
+      continue; // a line of blanks, as an empty one
     const std::string &key = tok[0];
     auto need = [&](size_t n) {
       if (tok.size() < n)
@@ -536,21 +614,33 @@ Artifact Reader::read() {
     }
     if (sawEnd)
       fail("text after 'end'");
+    // The settings come once, before the buffers: the buffers and the
+    // program are checked against them as they are read.
+    if (key == "target" || key == "world-size" || key == "model-dir" || key == "arena") {
+      if (sawBody)
+        fail("'" + key + "' line after the buffers (the settings come first)");
+      if (std::find(settings.begin(), settings.end(), key) != settings.end())
+        fail("a second '" + key + "' line");
+      settings.push_back(key);
+    } else {
+      sawBody = true;
+    }
     if (key == "target") {
       need(2);
       a.target = tok[1];
     } else if (key == "world-size") {
       need(2);
-      a.worldSize = int(toInt(tok[1], "world size"));
-      if (a.worldSize < 1)
-        fail("world size must be positive");
+      int64_t worldSize = toInt(tok[1], "world size");
+      if (worldSize < 1 || worldSize > kMaxWorldSize)
+        fail("world size " + tok[1] + " is not between 1 and " + std::to_string(kMaxWorldSize));
+      a.worldSize = int(worldSize);
     } else if (key == "model-dir") {
       a.modelDir = tok.size() > 1 ? decode(tok[1]) : "";
     } else if (key == "arena") {
       need(2);
       a.arenaBytes = toInt(tok[1], "arena size");
-      if (a.arenaBytes < 0)
-        fail("arena size must be non-negative");
+      if (a.arenaBytes < 0 || a.arenaBytes > kMaxArenaBytes)
+        fail("arena size " + tok[1] + " is not between 0 and 2^48 bytes");
     } else if (key == "buffer") {
       need(5);
       if (toInt(tok[1], "buffer index") != int64_t(a.buffers.size()))
@@ -567,6 +657,7 @@ Artifact Reader::read() {
       b.dtype = toDType(tok[3]);
       b.shape = toShape(tok[4]);
       int64_t declaredSize = -1;
+      bool sawOffset = false;
       for (size_t i = 5; i < tok.size(); ++i) {
         auto eq = tok[i].find('=');
         if (eq == std::string::npos)
@@ -574,11 +665,13 @@ Artifact Reader::read() {
         std::string k = tok[i].substr(0, eq), v = tok[i].substr(eq + 1);
         if (k == "name")
           b.name = decode(v);
-        else if (k == "offset")
+        else if (k == "offset") {
           (b.kind == BufferDesc::Kind::Weight ? b.fileOffset : b.offset) =
               toInt(v, "offset");
+          sawOffset = true;
+        }
         else if (k == "source")
-          b.source = int(toInt(v, "source"));
+          b.source = toIndex(v, "source");
         else if (k == "storage")
           b.storage = v;
         else if (k == "file")
@@ -629,11 +722,15 @@ Artifact Reader::read() {
             } catch (...) {
               used = 0;
             }
-            if (c.empty() || c.size() > 8 || used != c.size())
+            bool hex = std::all_of(c.begin(), c.end(),
+                                   [](unsigned char ch) { return std::isxdigit(ch); });
+            if (c.empty() || c.size() > 8 || used != c.size() || !hex)
               fail("bad crc32c '" + c + "'");
             b.crc32c.push_back(uint32_t(x));
           }
         } else if (k == "data") {
+          if (b.kind != BufferDesc::Kind::Constant)
+            fail("only constants have data=");
           if (v.size() != 2 * b.bytes())
             fail("constant data has " + std::to_string(v.size() / 2) +
                  " bytes, its type needs " + std::to_string(b.bytes()));
@@ -648,6 +745,12 @@ Artifact Reader::read() {
       }
       if (b.zeroPadded && b.kind != BufferDesc::Kind::Weight)
         fail("only weights can be padded=zeros");
+      // The executors point at a constant's bytes: they must be there.
+      if (b.kind == BufferDesc::Kind::Constant && b.data.size() != b.bytes())
+        fail("constant buffer " + tok[1] + " has no data= (" + std::to_string(b.bytes()) +
+             " bytes)");
+      if (b.kind == BufferDesc::Kind::Weight && b.fileOffset < 0)
+        fail("weight '" + b.name + "' has a negative offset");
       if (declaredSize >= 0 && declaredSize != int64_t(b.fileBytes()))
         fail("weight size " + std::to_string(declaredSize) + " does not match its type");
       if (b.sourceDType && b.kind != BufferDesc::Kind::Weight)
@@ -664,9 +767,17 @@ Artifact Reader::read() {
       if (b.kind == BufferDesc::Kind::View &&
           a.buffers[b.source].bytes() != b.bytes())
         fail("view changes the byte size of buffer " + std::to_string(b.source));
+      if (b.kind == BufferDesc::Kind::Arena && !sawOffset)
+        fail("arena buffer " + tok[1] + " has no offset=");
       if (b.kind == BufferDesc::Kind::Arena &&
-          (b.offset < 0 || b.offset + int64_t(b.bytes()) > a.arenaBytes))
+          (b.offset < 0 || b.offset > a.arenaBytes ||
+           int64_t(b.bytes()) > a.arenaBytes - b.offset))
         fail("buffer lies outside the arena");
+      // Kernels read and write whole elements: an element at an odd
+      // address is a misaligned access.
+      if (b.kind == BufferDesc::Kind::Arena && b.offset % int64_t(dtypeSize(b.dtype)))
+        fail("arena buffer " + tok[1] + " at offset " + std::to_string(b.offset) +
+             " is not aligned to its " + std::to_string(dtypeSize(b.dtype)) + "-byte elements");
       a.buffers.push_back(std::move(b));
     } else if (key == "module") {
       need(5);
@@ -716,15 +827,30 @@ Artifact Reader::read() {
       for (int idx : inst.inputs)
         if (idx < 0 || idx >= int(a.buffers.size()))
           fail("kernel " + inst.kernel + " reads an unknown buffer");
-      for (int idx : inst.outputs)
+      for (int idx : inst.outputs) {
         if (idx < 0 || idx >= int(a.buffers.size()))
           fail("kernel " + inst.kernel + " writes an unknown buffer");
+        // Weights are mapped read-only, constants and inputs are the
+        // artifact's and the caller's: a program writes only the arena
+        // (directly or through a view).
+        int root = idx;
+        while (a.buffers[size_t(root)].kind == BufferDesc::Kind::View)
+          root = a.buffers[size_t(root)].source;
+        BufferDesc::Kind kind = a.buffers[size_t(root)].kind;
+        if (kind != BufferDesc::Kind::Arena)
+          fail(describeInstruction(inst, a.program.size()) + " writes buffer " +
+               std::to_string(idx) + ", " + (root == idx ? "" : "a view of ") + "a" +
+               (kind == BufferDesc::Kind::Input ? "n " : " ") + kindName(kind) +
+               " (read-only)");
+      }
+      if (!inst.collective)
+        checkNoAliasing(inst, a);
       if (inst.collective && inst.kernel == "local_slice")
         checkLocalSlice(inst, a);
       a.program.push_back(std::move(inst));
     } else if (key == "output") {
       need(3);
-      int idx = int(toInt(tok[2], "buffer index"));
+      int idx = toIndex(tok[2], "buffer index");
       if (idx < 0 || idx >= int(a.buffers.size()))
         fail("output of an unknown buffer");
       a.outputs.emplace_back(decode(tok[1]), idx);

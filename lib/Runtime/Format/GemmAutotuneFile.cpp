@@ -63,17 +63,23 @@ AutotuneRecords readAutotuneFile(const std::string &path) {
   return parseAutotuneRecords(text.str(), path);
 }
 
+std::string formatAutotuneRecords(const AutotuneRecords &r) {
+  std::string text = std::string(kAutotuneMagic) + "\ngpu " + r.gpu + "\ncublaslt " +
+                     r.cublasLtVersion + "\n";
+  for (const auto &[key, c] : r.choices)
+    text += "gemm " + key + " " + std::to_string(c.first) + " " + std::to_string(c.second) + "\n";
+  return text;
+}
+
 void writeAutotuneFile(const std::string &path, const AutotuneRecords &r) {
   std::string tmp = path + ".tmp" + std::to_string(long(getpid()));
   std::FILE *f = std::fopen(tmp.c_str(), "w");
   if (!f)
     throw RuntimeError("--gemm-autotune-file: cannot write " + tmp + ": " +
                        std::strerror(errno));
-  std::fprintf(f, "%s\ngpu %s\ncublaslt %s\n", kAutotuneMagic, r.gpu.c_str(),
-               r.cublasLtVersion.c_str());
-  for (const auto &[key, c] : r.choices)
-    std::fprintf(f, "gemm %s %zu %zu\n", key.c_str(), c.first, c.second);
-  bool ok = std::fflush(f) == 0;
+  std::string text = formatAutotuneRecords(r);
+  bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  ok = std::fflush(f) == 0 && ok;
   ok = std::fclose(f) == 0 && ok;
   if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
     std::remove(tmp.c_str());

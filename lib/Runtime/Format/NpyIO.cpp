@@ -129,22 +129,34 @@ HostTensor shardflow::runtime::parseNpy(const std::string &data,
     }
   if (!known)
     throw RuntimeError(what + ": unsupported element type '" + descr + "'");
+  if (shapeText.size() < 2 || shapeText.front() != '(' || shapeText.back() != ')')
+    throw RuntimeError(what + ": bad shape " + shapeText);
   std::string dims = shapeText.substr(1, shapeText.size() - 2);
   std::stringstream ss(dims);
   std::string d;
+  // Element counts above 2^40 are refused (as the artifact and TensorProto
+  // readers do), so that the byte count below cannot overflow.
+  constexpr int64_t kMaxElements = int64_t(1) << 40;
+  int64_t elements = 1;
   while (std::getline(ss, d, ',')) {
-    size_t first = d.find_first_not_of(' ');
+    size_t first = d.find_first_not_of(' '), last = d.find_last_not_of(' ');
     if (first == std::string::npos)
       continue;
+    std::string digits = d.substr(first, last - first + 1);
+    size_t used = 0;
+    int64_t v = -1;
     try {
-      t.shape.push_back(std::stoll(d.substr(first)));
+      v = std::stoll(digits, &used);
     } catch (...) {
-      throw RuntimeError(what + ": bad shape " + shapeText);
     }
-    if (t.shape.back() < 0)
+    if (used != digits.size() || v < 0)
       throw RuntimeError(what + ": bad shape " + shapeText);
+    if (v > kMaxElements || (v && elements > kMaxElements / v))
+      throw RuntimeError(what + ": shape " + shapeText + " has more than 2^40 elements");
+    elements *= v;
+    t.shape.push_back(v);
   }
-  size_t bytes = size_t(Tensor{nullptr, t.dtype, t.shape}.bytes());
+  size_t bytes = size_t(elements) * dtypeSize(t.dtype);
   size_t dataStart = headerStart + headerLen;
   if (data.size() - dataStart != bytes)
     throw RuntimeError(what + ": holds " + std::to_string(data.size() - dataStart) +
@@ -160,15 +172,23 @@ HostTensor shardflow::runtime::readNpy(const std::string &path) {
 
 std::vector<std::pair<std::string, HostTensor>>
 shardflow::runtime::readNpz(const std::string &path) {
-  std::string zip = readWholeFile(path);
+  return parseNpz(readWholeFile(path), path);
+}
+
+std::vector<std::pair<std::string, HostTensor>>
+shardflow::runtime::parseNpz(const std::string &zip, const std::string &path) {
   std::vector<std::pair<std::string, HostTensor>> out;
+  // Every offset below is checked against the file's size before it is
+  // read: a damaged or truncated .npz is refused, never read past.
   size_t at = 0;
   while (at + 30 <= zip.size() && get32(zip, at) == 0x04034b50) {
     uint16_t flags = get16(zip, at + 6), method = get16(zip, at + 8);
-    uint32_t size = get32(zip, at + 18);
+    uint64_t size = get32(zip, at + 18);
     uint16_t nameLen = get16(zip, at + 26), extraLen = get16(zip, at + 28);
+    size_t extra = at + 30 + nameLen, dataAt = extra + extraLen;
+    if (dataAt > zip.size())
+      throw RuntimeError(path + ": truncated zip header at byte " + std::to_string(at));
     std::string name = zip.substr(at + 30, nameLen);
-    size_t dataAt = at + 30 + nameLen + extraLen;
     if (method != 0)
       throw RuntimeError(path + ": member '" + name +
                          "' is compressed; write inputs with numpy.savez, "
@@ -176,38 +196,28 @@ shardflow::runtime::readNpz(const std::string &path) {
     if (flags & 0x08)
       throw RuntimeError(path + ": streamed zip members are not supported");
     if (size == 0xFFFFFFFFu) { // zip64: numpy uses it for large members
-      size_t extra = at + 30 + nameLen;
-      size_t end = extra + extraLen;
       bool found = false;
-      while (extra + 4 <= end) {
+      while (extra + 4 <= dataAt) {
         uint16_t id = get16(zip, extra), len = get16(zip, extra + 2);
-        if (id == 1 && len >= 16) {
-          uint64_t big;
-          std::memcpy(&big, zip.data() + extra + 4, 8);
-          size = uint32_t(0); // not used below
-          if (dataAt + big > zip.size())
-            throw RuntimeError(path + ": truncated member '" + name + "'");
-          std::string member = zip.substr(dataAt, big);
-          if (name.size() > 4 && name.compare(name.size() - 4, 4, ".npy") == 0)
-            name.resize(name.size() - 4);
-          out.emplace_back(name, parseNpy(member, path + ":" + name));
-          at = dataAt + big;
+        if (extra + 4 + len > dataAt)
+          break;
+        if (id == 1 && len >= 8) {
+          std::memcpy(&size, zip.data() + extra + 4, 8);
           found = true;
           break;
         }
-        extra += 4 + len;
+        extra += 4 + size_t(len);
       }
       if (!found)
         throw RuntimeError(path + ": malformed zip64 member '" + name + "'");
-      continue;
     }
-    if (dataAt + size > zip.size())
+    if (size > zip.size() - dataAt)
       throw RuntimeError(path + ": truncated member '" + name + "'");
-    std::string member = zip.substr(dataAt, size);
+    std::string member = zip.substr(dataAt, size_t(size));
     if (name.size() > 4 && name.compare(name.size() - 4, 4, ".npy") == 0)
       name.resize(name.size() - 4);
     out.emplace_back(name, parseNpy(member, path + ":" + name));
-    at = dataAt + size;
+    at = dataAt + size_t(size);
   }
   if (out.empty())
     throw RuntimeError(path + ": not an .npz file (no zip members)");

@@ -40,6 +40,9 @@ AutotuneRecords readAutotuneFile(const std::string &path);
 /// The records in `text`, the contents of the file `path` (for messages).
 AutotuneRecords parseAutotuneRecords(const std::string &text, const std::string &path);
 
+/// The text of a file holding `r`.
+std::string formatAutotuneRecords(const AutotuneRecords &r);
+
 /// Writes `r` to `path` through a temporary file renamed over it, so that
 /// a rank reading it meanwhile sees the old file or the new one. Throws
 /// RuntimeError when it cannot.

@@ -32,6 +32,9 @@ HostTensor readNpy(const std::string &path);
 HostTensor parseNpy(const std::string &data, const std::string &what);
 /// Reads every member of an .npz file, by name (without ".npy").
 std::vector<std::pair<std::string, HostTensor>> readNpz(const std::string &path);
+/// The members of the .npz bytes `zip`; `what` names it in errors.
+std::vector<std::pair<std::string, HostTensor>> parseNpz(const std::string &zip,
+                                                         const std::string &what);
 
 std::string serializeNpy(const Tensor &t);
 void writeNpy(const std::string &path, const Tensor &t);

@@ -231,12 +231,45 @@ void transposeKernel(const KernelContext &ctx) {
     fail(ctx, "perm has " + std::to_string(perm.size()) + " entries for rank " +
                   std::to_string(in.rank()));
   std::vector<int64_t> inStrides = rowMajorStrides(in.shape), strides;
+  std::vector<bool> seen(perm.size(), false);
   for (int64_t p : perm) {
-    if (p < 0 || p >= in.rank())
-      fail(ctx, "perm entry " + std::to_string(p) + " is out of range");
+    if (p < 0 || p >= in.rank() || seen[size_t(p)])
+      fail(ctx, "perm entry " + std::to_string(p) + " is out of range or repeated");
+    seen[size_t(p)] = true;
     strides.push_back(inStrides[size_t(p)]);
   }
+  // The copy walks the output's shape with the input's strides: the two
+  // must agree, or it reads past the input.
+  bool agree = out.rank() == in.rank() && dtypeSize(out.dtype) == dtypeSize(in.dtype);
+  for (size_t i = 0; agree && i < perm.size(); ++i)
+    agree = out.shape[i] == in.shape[size_t(perm[i])];
+  if (!agree)
+    fail(ctx, "the result is not the input permuted by perm");
   stridedCopyAny(ctx, in, 0, out, strides);
+}
+
+/// Checks that `pieces` concatenated along `axis` make `whole` (concat's
+/// inputs and result, split's results and input): the copies below take
+/// their sizes from both.
+void expectPiecesOf(const KernelContext &ctx, const Tensor &whole,
+                    const std::vector<Tensor> &pieces, int64_t axis) {
+  if (axis < 0 || axis >= whole.rank())
+    fail(ctx, "axis " + std::to_string(axis) + " is out of range for rank " +
+                  std::to_string(whole.rank()));
+  int64_t sum = 0;
+  for (const Tensor &t : pieces) {
+    bool fits = t.rank() == whole.rank() && dtypeSize(t.dtype) == dtypeSize(whole.dtype);
+    for (size_t d = 0; fits && d < t.shape.size(); ++d)
+      fits = int64_t(d) == axis || t.shape[d] == whole.shape[d];
+    if (!fits)
+      fail(ctx, "a piece's shape or type does not match the whole's outside axis " +
+                    std::to_string(axis));
+    sum += t.shape[size_t(axis)];
+  }
+  if (sum != whole.shape[size_t(axis)])
+    fail(ctx, "the pieces add up to " + std::to_string(sum) + " along axis " +
+                  std::to_string(axis) + ", the whole has " +
+                  std::to_string(whole.shape[size_t(axis)]));
 }
 
 void concatKernel(const KernelContext &ctx) {
@@ -244,6 +277,7 @@ void concatKernel(const KernelContext &ctx) {
   int64_t axis = ctx.params.getInt("axis");
   if (axis < 0)
     axis += out.rank();
+  expectPiecesOf(ctx, out, ctx.inputs, axis);
   size_t esize = dtypeSize(out.dtype);
   int64_t outer = product(out.shape, 0, size_t(axis));
   int64_t inner = product(out.shape, size_t(axis) + 1);
@@ -262,6 +296,7 @@ void splitKernel(const KernelContext &ctx) {
   int64_t axis = ctx.params.getInt("axis");
   if (axis < 0)
     axis += in.rank();
+  expectPiecesOf(ctx, in, ctx.outputs, axis);
   size_t esize = dtypeSize(in.dtype);
   int64_t outer = product(in.shape, 0, size_t(axis));
   int64_t inner = product(in.shape, size_t(axis) + 1);
@@ -427,6 +462,8 @@ void gatherKernel(const KernelContext &ctx) {
   size_t esize = dtypeSize(in.dtype);
   int64_t outer = product(in.shape, 0, size_t(axis));
   size_t chunk = size_t(product(in.shape, size_t(axis) + 1)) * esize;
+  if (out.bytes() != size_t(outer) * idx.size() * chunk)
+    fail(ctx, "the result does not hold one row of the input per index");
   const char *x = static_cast<const char *>(in.data);
   char *y = static_cast<char *>(out.data);
   // Copy c of the outer * |indices| copies is row idx[c % |indices|] of

@@ -179,7 +179,9 @@ SHARDFLOW_CPU_INLINE float pow2i(int32_t n) { return bitsFloat(uint32_t(n + 127)
 /// exp(x): Cephes' expf polynomial after reduction by ln 2. Overflow gives
 /// inf, results below the smallest subnormal 0; NaN propagates.
 SHARDFLOW_CPU_INLINE float fastExp(float x) {
-  float xc = selectf(x < -104.0f, -104.0f, selectf(x > 88.75f, 88.75f, x));
+  // NaN goes through the polynomial as 0 (converting it to an integer is
+  // undefined) and comes back at the end.
+  float xc = selectf(x < -104.0f, -104.0f, selectf(x > 88.75f, 88.75f, selectf(x != x, 0.0f, x)));
   float fn = xc * 1.44269504088896341f;
   int32_t n = int32_t(fn + selectf(fn >= 0.0f, 0.5f, -0.5f));
   float nf = float(n);
