@@ -30,7 +30,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "python"))
-from shardflow import models, pipeline  # noqa: E402
+from shardflow import models, toolchain  # noqa: E402
 
 CONFIGS = {
     "gpt2": dict(layers=4, hidden=256, heads=8, seq=128, batch=4, vocab=2048),
@@ -97,7 +97,7 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--models", default="gpt2,bert,llama,mlp,resnet")
     args = parser.parse_args()
-    shard_run = str(pipeline.tool("shard-run"))
+    shard_run = str(toolchain.tool("shard-run"))
     _, baseline = run_measured([shard_run, "--help"])
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -106,7 +106,7 @@ def main() -> int:
             model = getattr(models, name)(**CONFIGS[name])
             path = tmp / f"{name}.onnx"
             models.save(model, path, external_data=True)
-            artifact = pipeline.compile_model(path, tmp / f"{name}.shard")
+            artifact = toolchain.compile_model(path, tmp / f"{name}.shard")
             feed = make_inputs(model, name, np.random.default_rng(0))
             np.savez(tmp / f"{name}.npz", **feed)
             weights = sum(np.prod(t.dims) * 4 for t in model.graph.initializer)

@@ -28,7 +28,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "python"))
-from shardflow import models, pipeline  # noqa: E402
+from shardflow import models, toolchain  # noqa: E402
 
 
 def load_seconds(shard_run: str, artifact: Path, inputs: Path, threads: int) -> float:
@@ -58,7 +58,7 @@ def main() -> int:
     counts = [int(t) for t in args.threads.split(",") if t]
     if any(t < 1 for t in counts) or args.repeat < 1:
         parser.error("--threads takes positive counts and --repeat a positive number")
-    shard_run = str(pipeline.tool("shard-run"))
+    shard_run = str(toolchain.tool("shard-run"))
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         path = tmp / "gpt2.onnx"
@@ -74,7 +74,7 @@ def main() -> int:
         for dtype in ("bf16", "f32"):
             print(f"compiling ({dtype}) ...", flush=True)
             extra = ["--dtype", "bf16"] if dtype == "bf16" else []
-            artifacts[dtype] = pipeline.compile_model(path, tmp / f"gpt2-{dtype}.shard",
+            artifacts[dtype] = toolchain.compile_model(path, tmp / f"gpt2-{dtype}.shard",
                                                       extra=extra)
         rows = []
         for dtype, artifact in artifacts.items():

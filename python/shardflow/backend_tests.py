@@ -53,9 +53,9 @@ from pathlib import Path
 
 import numpy as np
 
-from shardflow import pipeline
+from shardflow import toolchain
 
-ROOT = pipeline.ROOT
+ROOT = toolchain.ROOT
 IMPORTER_SOURCE = ROOT / "lib" / "Import" / "ONNX" / "ONNXImporter.cpp"
 OPSET_MIN, OPSET_MAX = 13, 23
 # onnx's defaults (onnx/backend/test/loader/__init__.py); a test case may
@@ -132,7 +132,7 @@ def node_data_dir() -> Path:
     shipped = shipped_node_dir()
     if shipped:
         return shipped
-    cache = pipeline.build_dir() / "onnx-node-tests" / _onnx_version()
+    cache = toolchain.build_dir() / "onnx-node-tests" / _onnx_version()
     if (cache / ".complete").exists():
         return cache
     cache.parent.mkdir(parents=True, exist_ok=True)
@@ -314,7 +314,7 @@ def run_test(info: TestInfo, data_dir: Path | None = None,
         return Result(info.name, info.op, "skipped", message=info.skip, ops=info.ops)
     data_dir = data_dir or node_data_dir()
     folder = data_dir / info.name
-    shard_opt, shard_run = str(pipeline.tool("shard-opt")), str(pipeline.tool("shard-run"))
+    shard_opt, shard_run = str(toolchain.tool("shard-opt")), str(toolchain.tool("shard-run"))
     start = time.monotonic()
 
     def failed(stage: str, message: str) -> Result:
@@ -418,7 +418,7 @@ def run_all(infos: list[TestInfo], jobs: int | None = None,
             env: dict[str, str] | None = None, flags: list[str] | None = None) -> list[Result]:
     """Runs the tests on `jobs` threads (each waits on a child process)."""
     data_dir = data_dir or node_data_dir()
-    pipeline.tool("shard-opt"), pipeline.tool("shard-run")  # fail early when missing
+    toolchain.tool("shard-opt"), toolchain.tool("shard-run")  # fail early when missing
     jobs = jobs or os.cpu_count() or 1
     results: dict[str, Result] = {}
     with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:

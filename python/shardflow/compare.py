@@ -17,7 +17,7 @@ import sys
 import numpy as np
 import onnx
 
-from shardflow import pipeline
+from shardflow import toolchain
 
 
 def make_inputs(model: onnx.ModelProto, shapes: dict, rng, int_high: int) -> dict:
@@ -70,8 +70,8 @@ def main(argv=None) -> int:
     if args.ranks > 1 or shutil.which("mpirun"):
         launcher = [shutil.which("mpirun") or "mpirun", "-np", str(args.ranks),
                     "--oversubscribe"]
-    ours = pipeline.run_artifact(args.artifact, inputs, launcher=launcher)
-    reference = pipeline.run_onnxruntime(args.model, inputs)
+    ours = toolchain.run_artifact(args.artifact, inputs, launcher=launcher)
+    reference = toolchain.run_onnxruntime(args.model, inputs)
     worst = 0.0
     print(f"{'output':24} {'shape':>16} {'rel. L2 error':>14} {'max |diff|':>12}")
     for name, ref in reference.items():
@@ -79,7 +79,7 @@ def main(argv=None) -> int:
         if got.shape != ref.shape:
             print(f"{name:24} shape {got.shape} differs from onnxruntime's {ref.shape}")
             return 1
-        err = pipeline.relative_error(got, ref)
+        err = toolchain.relative_error(got, ref)
         diff = float(np.max(np.abs(got.astype(np.float64) - ref))) if ref.size else 0.0
         worst = max(worst, err)
         print(f"{name:24} {str(list(ref.shape)):>16} {err:14.3e} {diff:12.3e}")

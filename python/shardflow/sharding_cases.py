@@ -982,7 +982,7 @@ def main(argv=None) -> int:
     except KeyError:
         ap.error(f"no case '{args.case}' (--list shows them)")
     path, feeds = write_case(build(case.model), Path(args.out))
-    from shardflow.pipeline import build_dir
+    from shardflow.toolchain import build_dir
     bin_dir = build_dir() / "bin"
     compile_cmd, run_cmd = commands(case, path, feeds, bin_dir / "shard-opt",
                                     bin_dir / "shard-run", Path(args.out) / "out.npz",

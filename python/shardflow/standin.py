@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from shardflow import pipeline
+from shardflow import toolchain
 
 RAISING = ("attention", "normalization", "gelu", "rotate-half")
 _IR_DUMP = "// -----// IR Dump After ConvertRTToGPU (convert-rt-to-gpu) //----- //"
@@ -48,7 +48,7 @@ class RunFailed(RuntimeError):
 def library_dir() -> Path:
     """build/cuda-standin, where the build puts the stand-in libraries (only
     when it builds the CUDA executor)."""
-    return pipeline.build_dir() / "cuda-standin"
+    return toolchain.build_dir() / "cuda-standin"
 
 
 def environment(world: int = 1, nccl_dir: Path | None = None) -> dict[str, str]:
@@ -68,7 +68,7 @@ def compile_cuda(model: str | Path, artifact: str | Path, *flags: str) -> str:
     after convert-rt-to-gpu (generic form). Cubins are built for sm_80 only
     unless FLAGS name --cuda-arch: the stand-ins run the PTX. Raises
     RuntimeError with shard-opt's stderr when the compile fails."""
-    cmd = [str(pipeline.tool("shard-opt")), str(model), "--target", "cuda", "-o", str(artifact),
+    cmd = [str(toolchain.tool("shard-opt")), str(model), "--target", "cuda", "-o", str(artifact),
            *flags, "--mlir-print-ir-after=convert-rt-to-gpu", "--mlir-print-op-generic"]
     if not any(f.startswith("--cuda-arch") for f in flags):
         cmd.append("--cuda-arch=sm_80")
@@ -122,7 +122,7 @@ def run(artifact: str | Path, inputs: dict[str, np.ndarray], *args: str | Path,
         nccl.mkdir()
         extra = {**environment(world, nccl), **(env or {})}
         output = tmp / ("out.{rank}.npz" if world > 1 else "out.npz")
-        program = [str(pipeline.tool("shard-run")), str(artifact), "--inputs", str(feeds),
+        program = [str(toolchain.tool("shard-run")), str(artifact), "--inputs", str(feeds),
                    "--output", str(output), *map(str, args)]
         if world > 1:
             mpirun = shutil.which("mpirun")

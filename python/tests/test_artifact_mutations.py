@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from shardflow import pipeline
+from shardflow import toolchain
 
 ROOT = Path(__file__).resolve().parents[2]
 MUTANTS = 300
@@ -88,13 +88,13 @@ def mutate(rng: random.Random, data: bytes) -> tuple[str, bytes]:
 
 def shard_run_binary() -> Path:
     chosen = os.environ.get("SHARDFLOW_SHARD_RUN")
-    return Path(chosen).resolve() if chosen else pipeline.tool("shard-run")
+    return Path(chosen).resolve() if chosen else toolchain.tool("shard-run")
 
 
 @pytest.fixture(scope="module")
 def example(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("mutations")
-    artifact = pipeline.compile_model(ROOT / "examples" / "tiny-gpt2" / "model.onnx",
+    artifact = toolchain.compile_model(ROOT / "examples" / "tiny-gpt2" / "model.onnx",
                                       tmp / "example.shard", {"input_ids": (1, 4)})
     np.save(tmp / "input_ids.npy", np.array([[5, 17, 3, 42]], np.int64))
     return tmp, artifact

@@ -24,7 +24,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from shardflow import pipeline
+from shardflow import toolchain
 
 MPIRUN = shutil.which("mpirun")
 ENV = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
@@ -86,12 +86,12 @@ def run(tmp_path, program: Program, out_shape, body, data, target="cpu"):
     data.astype(program.dtype).tofile(tmp_path / "w.bin")
     (tmp_path / "p.mlir").write_text(program.text(out_shape, body))
     artifact = tmp_path / "p.shard"
-    out = subprocess.run([str(pipeline.tool("shard-opt")), str(tmp_path / "p.mlir"), "--target",
+    out = subprocess.run([str(toolchain.tool("shard-opt")), str(tmp_path / "p.mlir"), "--target",
                           target, "-o", str(artifact)], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     np.save(tmp_path / "x.npy", np.zeros(1, np.float32))
     cmd, env = launcher(target, program.world, tmp_path)
-    cmd += [str(pipeline.tool("shard-run")), str(artifact), "--input", f"x={tmp_path / 'x.npy'}",
+    cmd += [str(toolchain.tool("shard-run")), str(artifact), "--input", f"x={tmp_path / 'x.npy'}",
             "--output", str(tmp_path / "out.{rank}.npz")]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
     assert out.returncode == 0, out.stdout + out.stderr
@@ -280,7 +280,7 @@ def test_each_rank_checks_the_checksum_of_its_own_slice(tmp_path):
     bad = data.copy()
     bad[3, 1] += 1
     bad.astype(np.float32).tofile(tmp_path / "w.bin")
-    cmd = [MPIRUN, "-np", "2", "--oversubscribe", str(pipeline.tool("shard-run")),
+    cmd = [MPIRUN, "-np", "2", "--oversubscribe", str(toolchain.tool("shard-run")),
            str(tmp_path / "p.shard"), "--input", f"x={tmp_path / 'x.npy'}"]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=ENV)
     assert out.returncode != 0

@@ -15,13 +15,13 @@ import subprocess
 
 import pytest
 
-from shardflow import pipeline
+from shardflow import toolchain
 from test_cuda_standin import standin_env
 from test_mpi import ENV, MPIRUN
 
 
 def comm_tests() -> str:
-    return str(pipeline.tool("shardflow-comm-tests"))
+    return str(toolchain.tool("shardflow-comm-tests"))
 
 
 NCCL_CASES = 6  # NcclCommunicator's cases, skipped without the stand-ins

@@ -10,7 +10,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
-from shardflow import pipeline
+from shardflow import toolchain
 
 
 def test_varint_initializers_from_a_binary_model(tmp_path):
@@ -33,13 +33,13 @@ def test_varint_initializers_from_a_binary_model(tmp_path):
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
     path = tmp_path / "varints.onnx"
     onnx.save(model, path)
-    artifact = pipeline.compile_model(path, tmp_path / "varints.shard")
+    artifact = toolchain.compile_model(path, tmp_path / "varints.shard")
     text = artifact.read_text()
     assert "storage=artifact" in text and (tmp_path / "varints.shard.weights").exists()
     inputs = {"x": rng.integers(-9, 9, size=(64, 32)).astype(np.int64),
               "i": np.array([0, 5, 599, 17, 300], np.int64)}
-    ours = pipeline.run_artifact(artifact, inputs)
-    ref = pipeline.run_onnxruntime(path, inputs)
+    ours = toolchain.run_artifact(artifact, inputs)
+    ref = toolchain.run_onnxruntime(path, inputs)
     for k in ref:
         np.testing.assert_array_equal(ours[k], ref[k])
 
@@ -54,11 +54,11 @@ def test_onnx_text_model_with_large_weights(tmp_path):
     """
     path = tmp_path / "text.onnxtxt"
     path.write_text(text)
-    artifact = pipeline.compile_model(path, tmp_path / "text.shard")
+    artifact = toolchain.compile_model(path, tmp_path / "text.shard")
     assert "storage=artifact" in artifact.read_text()
     x = np.random.default_rng(1).standard_normal((4, 512)).astype(np.float32)
-    ours = pipeline.run_artifact(artifact, {"x": x})["y"]
-    ref = pipeline.run_onnxruntime_model(onnx.parser.parse_model(text), {"x": x})["y"]
+    ours = toolchain.run_artifact(artifact, {"x": x})["y"]
+    ref = toolchain.run_onnxruntime_model(onnx.parser.parse_model(text), {"x": x})["y"]
     np.testing.assert_allclose(ours, ref, rtol=1e-6, atol=0)
 
 
@@ -69,7 +69,7 @@ def test_artifact_to_stdout_with_unmappable_weights_is_refused(tmp_path):
             + ", ".join(["1.0"] * 300) + "}> { y = Add(x, w) }\n")
     path = tmp_path / "m.onnxtxt"
     path.write_text(text)
-    out = subprocess.run([str(pipeline.tool("shard-opt")), str(path), "--target", "cpu",
+    out = subprocess.run([str(toolchain.tool("shard-opt")), str(path), "--target", "cpu",
                           "-o", "-"], capture_output=True, text=True)
     assert out.returncode == 1
     assert "weight 'w' is not byte-addressable in its file" in out.stderr

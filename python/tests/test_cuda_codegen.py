@@ -34,7 +34,7 @@ import onnxruntime as ort
 import pytest
 from onnx import parser
 
-from shardflow import pipeline, standin
+from shardflow import toolchain, standin
 from test_cuda_standin import standin_dir
 
 REPO = Path(__file__).resolve().parents[2]
@@ -729,7 +729,7 @@ def test_max_pool_of_integers_ties_and_nan_match_the_cpu_backend(tmp_path):
     ir, ours = _run(model, feeds, tmp_path)
     assert '"arith.maxsi"' in ir and '"arith.cmpi"' in ir
     path = tmp_path / "m.onnx"
-    cpu = pipeline.run_artifact(pipeline.compile_model(path, tmp_path / "cpu.shard"), feeds)
+    cpu = toolchain.run_artifact(toolchain.compile_model(path, tmp_path / "cpu.shard"), feeds)
     for out, got in zip(model.graph.output, ours):
         np.testing.assert_array_equal(got, cpu[out.name], err_msg=out.name)
     assert (cpu["jf"] == -1).any() and np.isnan(cpu["yf"]).any()
@@ -750,7 +750,7 @@ def test_training_dropout_draws_the_cpu_backends_mask(to, tmp_path):
     ir, ours = _run(model, feeds, tmp_path)
     assert "masked_scale" in ir and '"rt.constant"' in ir
     path = tmp_path / "m.onnx"
-    cpu = pipeline.run_artifact(pipeline.compile_model(path, tmp_path / "cpu.shard"), feeds)
+    cpu = toolchain.run_artifact(toolchain.compile_model(path, tmp_path / "cpu.shard"), feeds)
     for out, got in zip(model.graph.output, ours):
         if to == 16 and out.name != "m":
             # The casts back to float fuse with the dropout, which computes
@@ -1695,7 +1695,7 @@ def test_standalone_kernels_of_unsigned_integers(tmp_path):
             wrap(exact(feeds["e"]) @ exact(feeds["f"]), np.uint32), s_max, s_min,
             np.take_along_axis(feeds["gd"], feeds["gi"] % 6, 1)]
     path = tmp_path / "m.onnx"
-    cpu = pipeline.run_artifact(pipeline.compile_model(path, tmp_path / "cpu.shard"), feeds)
+    cpu = toolchain.run_artifact(toolchain.compile_model(path, tmp_path / "cpu.shard"), feeds)
     for out, got, w in zip(model.graph.output, ours, want):
         assert got.dtype == w.dtype, out.name
         np.testing.assert_array_equal(got, w, err_msg=out.name)
@@ -1825,8 +1825,8 @@ def test_float_to_integer_casts_match_the_cpu_backend(tmp_path):
     feeds = {"x": np.array(values, np.float32), "y": np.array(values, np.float64)}
     _, ours = _run(model, feeds, tmp_path)
     path = tmp_path / "m.onnx"
-    art = pipeline.compile_model(path, tmp_path / "cpu.shard")
-    cpu = pipeline.run_artifact(art, feeds)
+    art = toolchain.compile_model(path, tmp_path / "cpu.shard")
+    cpu = toolchain.run_artifact(art, feeds)
     for out, got in zip(model.graph.output, ours):
         np.testing.assert_array_equal(got, cpu[out.name], err_msg=out.name)
     # In range the conversion is onnxruntime's too.

@@ -15,12 +15,12 @@ import subprocess
 
 import pytest
 
-from shardflow import pipeline
+from shardflow import toolchain
 
 
 def test_device_kernels_match_the_cpu_kernels_under_emulation():
     try:
-        tool = pipeline.tool("cuda-kernel-check")
+        tool = toolchain.tool("cuda-kernel-check")
     except FileNotFoundError:
         pytest.skip("built without the CUDA kernels (no CUDA toolkit headers)")
     out = subprocess.run([str(tool), "--emulate"], capture_output=True, text=True, timeout=1200)
@@ -48,7 +48,7 @@ def test_device_kernels_match_the_cpu_kernels_under_emulation():
 
 def test_emulation_refuses_timing():
     try:
-        tool = pipeline.tool("cuda-kernel-check")
+        tool = toolchain.tool("cuda-kernel-check")
     except FileNotFoundError:
         pytest.skip("built without the CUDA kernels (no CUDA toolkit headers)")
     # Timings measure a GPU; an emulated run would print meaningless ones.

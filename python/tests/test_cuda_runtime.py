@@ -16,13 +16,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from shardflow import models, pipeline
+from shardflow import models, toolchain
 
 CUDA_LIBRARIES = ("libcuda", "libcudart", "libcublas", "libcublasLt", "libnccl")
 
 
 def shard_run(*args, env=None, timeout=60):
-    out = subprocess.run([str(pipeline.tool("shard-run")), *map(str, args)],
+    out = subprocess.run([str(toolchain.tool("shard-run")), *map(str, args)],
                          capture_output=True, text=True, timeout=timeout,
                          env={**os.environ, **(env or {})})
     return out.returncode, out.stdout, out.stderr
@@ -38,7 +38,7 @@ def have_driver() -> bool:
 
 def shard_run_binaries():
     """The suite's shard-run and, when built, the runtime-only ones."""
-    build = pipeline.build_dir()
+    build = toolchain.build_dir()
     candidates = [build / "bin" / "shard-run", Path(f"{build}-runtime-only") / "bin" / "shard-run"]
     extra = os.environ.get("SHARDFLOW_RUNTIME_ONLY_BUILD_DIR")
     if extra:
@@ -161,7 +161,7 @@ def test_cpu_artifact_still_runs(tmp_path):
     # The same binary, with no driver anywhere, runs a CPU artifact.
     model = tmp_path / "mlp.onnx"
     models.save(models.mlp(), model, external_data=True)
-    artifact = pipeline.compile_model(model, tmp_path / "mlp.shard")
+    artifact = toolchain.compile_model(model, tmp_path / "mlp.shard")
     x = np.random.default_rng(0).standard_normal((2, 16)).astype(np.float32)
     np.save(tmp_path / "x.npy", x)
     rc, _, err = shard_run(artifact, "--input", f"x={tmp_path / 'x.npy'}",
@@ -217,7 +217,7 @@ def compile_graph(tmp: Path, graph: str, name: str = "m") -> Path:
 
     path = tmp / f"{name}.onnx"
     onnx.save(parser.parse_model('<ir_version: 8, opset_import: ["" : 20]>\n' + graph), path)
-    return pipeline.compile_model(path, tmp / f"{name}.shard")
+    return toolchain.compile_model(path, tmp / f"{name}.shard")
 
 
 def test_bf16_outputs_are_written_as_float32(tmp_path):

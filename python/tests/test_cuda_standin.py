@@ -32,13 +32,13 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from shardflow import cuda_smoke, cuda_zoo, pipeline, profile_report, standin
+from shardflow import cuda_smoke, cuda_zoo, toolchain, profile_report, standin
 
 ORDERS = ("first", "last")
 
 
 def standin_dir() -> Path:
-    build = pipeline.build_dir()
+    build = toolchain.build_dir()
     lib = standin.library_dir()
     if not (lib / "libcuda.so.1").exists():
         cache = (build / "CMakeCache.txt").read_text()
@@ -59,7 +59,7 @@ def run_standin(*args, order="first", env=None, timeout=300):
     lib = standin_dir()
     full = {**os.environ, "LD_LIBRARY_PATH": f"{lib}:{os.environ.get('LD_LIBRARY_PATH', '')}",
             "SHARDFLOW_STANDIN_ORDER": order, **(env or {})}
-    out = subprocess.run([str(pipeline.tool("shard-run")), *map(str, args)],
+    out = subprocess.run([str(toolchain.tool("shard-run")), *map(str, args)],
                          capture_output=True, text=True, timeout=timeout, env=full)
     return out.returncode, out.stderr
 
@@ -129,7 +129,7 @@ def block_model(path: Path, hidden=64, heads=4, kv_heads=2, batch=2, seq=16, voc
 
 def compile_cuda(model: Path, dtype: str) -> Path:
     artifact = model.with_name(f"{model.stem}.{dtype}.shard")
-    out = subprocess.run([str(pipeline.tool("shard-opt")), str(model), "--target", "cuda",
+    out = subprocess.run([str(toolchain.tool("shard-opt")), str(model), "--target", "cuda",
                           "--dtype", dtype, "-o", str(artifact)], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     # It runs on sm_90, where generated kernels would be cubins, which the
@@ -202,7 +202,7 @@ def test_padded_logits_download_into_page_locked_memory(tmp_path):
     text = artifact.read_text()
     assert re.search(r"^output logits \d+ columns=101$", text, re.M), text
     unpadded = tmp_path / "unpadded.shard"
-    out = subprocess.run([str(pipeline.tool("shard-opt")), str(model), "--target", "cuda",
+    out = subprocess.run([str(toolchain.tool("shard-opt")), str(model), "--target", "cuda",
                           "-o", str(unpadded), "--cuda-disable", "gemm-padding"],
                          capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
@@ -246,7 +246,7 @@ def relu_artifact(tmp_path):
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)],
                                 ir_version=10), model)
     artifact = tmp_path / "relu.shard"
-    out = subprocess.run([str(pipeline.tool("shard-opt")), str(model), "--target", "cuda", "-o",
+    out = subprocess.run([str(toolchain.tool("shard-opt")), str(model), "--target", "cuda", "-o",
                           str(artifact)], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     return artifact
@@ -305,8 +305,8 @@ def zoo(tmp_path_factory):
     """tools/gpu-check.sh's cases (python -m shardflow.cuda_zoo)."""
     standin_dir()
     out = tmp_path_factory.mktemp("zoo")
-    cuda_zoo.write_cases(out, pipeline.tool("shard-opt"))
-    cuda_zoo.write_check_cases(out, pipeline.tool("shard-opt"))
+    cuda_zoo.write_cases(out, toolchain.tool("shard-opt"))
+    cuda_zoo.write_check_cases(out, toolchain.tool("shard-opt"))
     return out
 
 
@@ -340,7 +340,7 @@ def test_codegen_features_turned_off_still_match(zoo, disable, tmp_path):
     showing the feature gone."""
     base = zoo / "bf16" / "gpt2"
     artifact = tmp_path / "gpt2.shard"
-    out = subprocess.run([str(pipeline.tool("shard-opt")), f"{base}.onnx", "--target", "cuda",
+    out = subprocess.run([str(toolchain.tool("shard-opt")), f"{base}.onnx", "--target", "cuda",
                           "--dtype", "bf16", "--cuda-disable", disable, "-o", str(artifact),
                           "--dump-ptx", str(tmp_path / "gpt2.ptx")],
                          capture_output=True, text=True)
@@ -375,7 +375,7 @@ def test_sibling_fusion_gives_the_bits_of_separate_launches(zoo, tmp_path):
     for dtype in ("f32", "bf16"):
         base = zoo / dtype / "llama"
         artifact = tmp_path / f"{dtype}.separate.shard"
-        out = subprocess.run([str(pipeline.tool("shard-opt")), f"{base}.onnx", "--target", "cuda",
+        out = subprocess.run([str(toolchain.tool("shard-opt")), f"{base}.onnx", "--target", "cuda",
                               *(["--dtype", "bf16"] if dtype == "bf16" else []),
                               "--cuda-disable", "sibling-fusion", "-o", str(artifact)],
                              capture_output=True, text=True)
@@ -408,7 +408,7 @@ def test_outputs_in_the_compute_type(zoo, tmp_path):
     back and writes them as float32; against onnxruntime as the default."""
     base = zoo / "bf16" / "gpt2"
     artifact = tmp_path / "gpt2.shard"
-    out = subprocess.run([str(pipeline.tool("shard-opt")), f"{base}.onnx", "--target", "cuda",
+    out = subprocess.run([str(toolchain.tool("shard-opt")), f"{base}.onnx", "--target", "cuda",
                           "--dtype", "bf16", "--outputs-in-dtype", "-o", str(artifact)],
                          capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
@@ -456,7 +456,7 @@ def mpirun_standin(world, *args, env=None, ranks_env=None, timeout=120):
     assert MPIRUN, "mpirun is missing: run tools/setup.sh (openmpi-bin)"
     extra = {**standin_env(world), **(env or {})}
     common = [a for key in extra for a in ("-x", key)]
-    program = [str(pipeline.tool("shard-run")), *map(str, args)]
+    program = [str(toolchain.tool("shard-run")), *map(str, args)]
     cmd = [MPIRUN, "--oversubscribe"]
     for rank in range(world):
         own = [a for k, v in (ranks_env or {}).get(rank, {}).items() for a in ("-x", f"{k}={v}")]
@@ -962,9 +962,9 @@ def test_attention_kernel_is_chosen_at_run_time(zoo, tmp_path):
     models.save(model, path)
     feeds = models.random_inputs(model, seed=1, vocab=64)
     np.savez(tmp_path / "in.npz", **feeds)
-    (want,) = pipeline.run_onnxruntime(path, feeds).values()
+    (want,) = toolchain.run_onnxruntime(path, feeds).values()
     artifact = tmp_path / "d64.shard"
-    out = subprocess.run([str(pipeline.tool("shard-opt")), str(path), "--target", "cuda",
+    out = subprocess.run([str(toolchain.tool("shard-opt")), str(path), "--target", "cuda",
                           "--dtype", "bf16", "-o", str(artifact)], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     # Causal, no mask, no softcap: the tensor-core kernels without the
@@ -1088,7 +1088,7 @@ def test_kernel_check_gpu_path_runs_on_the_standin():
     # tools/cuda-kernel-check without --emulate drives the kernels through
     # the driver API (module from the fatbin, shared-memory opt-in, launch
     # parameters, copies back), as it will on a GPU: a subset here.
-    tool = pipeline.tool("cuda-kernel-check")
+    tool = toolchain.tool("cuda-kernel-check")
     lib = standin_dir()
     env = {**os.environ, "LD_LIBRARY_PATH": str(lib)}
     for subset, cases in (("pad", 45), ("Sq170", 2)):
@@ -1126,7 +1126,7 @@ def bench_on_the_standins(monkeypatch, script: str):
     import importlib.util
 
     spec = importlib.util.spec_from_file_location(Path(script).stem,
-                                                  pipeline.ROOT / "bench" / script)
+                                                  toolchain.ROOT / "bench" / script)
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     monkeypatch.setenv("LD_LIBRARY_PATH",
@@ -1147,8 +1147,8 @@ def test_llama_bench_runs_on_the_standins(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(bench, "SHAPES", {"large": (2, 16), "small": (1, 8)})
     out = tmp_path / "llama"
     assert bench.main(["prepare", "--out", str(out),
-                       "--shard-opt", str(pipeline.tool("shard-opt"))]) == 0
-    assert bench.main(["run", "--dir", str(out), "--shard-run", str(pipeline.tool("shard-run")),
+                       "--shard-opt", str(toolchain.tool("shard-opt"))]) == 0
+    assert bench.main(["run", "--dir", str(out), "--shard-run", str(toolchain.tool("shard-run")),
                        "--repeat", "1"]) == 0
     printed = capsys.readouterr().out
     grouped = re.findall(r"^llama \w+ .*--no-group-gemms [0-9.]+ ms, grouped [0-9.]+ ms.*"
@@ -1200,11 +1200,11 @@ def test_gpt2_bench_runs_on_the_standins(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(bench, "TorchSide", _OnnxruntimeTorchSide)
     out = tmp_path / "gpt2s"
     assert bench.main(["prepare", "--out", str(out),
-                       "--shard-opt", str(pipeline.tool("shard-opt"))]) == 0
+                       "--shard-opt", str(toolchain.tool("shard-opt"))]) == 0
     # `run` takes the small shape from what prepare wrote, not from its own
     # module (the GPU machine runs it in another process).
     monkeypatch.setattr(bench, "SMALL", None)
-    run = ["run", "--dir", str(out), "--shard-run", str(pipeline.tool("shard-run")),
+    run = ["run", "--dir", str(out), "--shard-run", str(toolchain.tool("shard-run")),
            "--repeat", "1"]
     _OnnxruntimeTorchSide.compiled = []
     status = bench.main(run)

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from shardflow import models, pipeline
+from shardflow import models, toolchain
 from test_cuda_standin import mpirun_standin, run_standin, standin_dir
 
 LOGS = Path(__file__).parent / "data" / "device_logs"
@@ -68,7 +68,7 @@ def sources(tmp_path_factory):
 def device_log(sources: Path, name: str, dtype: str, suffix: str, compile_flags, ranks,
                run_flags, tmp_path: Path) -> str:
     artifact = tmp_path / f"{name}{suffix}.shard"
-    subprocess.run([str(pipeline.tool("shard-opt")), str(sources / f"{name}.onnx"), "--target",
+    subprocess.run([str(toolchain.tool("shard-opt")), str(sources / f"{name}.onnx"), "--target",
                     "cuda", "--dtype", dtype, *compile_flags, "-o", str(artifact)], check=True)
     args = [artifact, "--weights", sources / f"{name}.onnx", "--inputs",
             sources / f"{name}.inputs.npz", "--output", tmp_path / "out.npz", *run_flags]

@@ -26,7 +26,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from shardflow import pipeline
+from shardflow import toolchain
 from test_collectives import ENV, MLIR_TYPES, MPIRUN, check, rank_lists
 
 pytestmark = pytest.mark.skipif(
@@ -114,11 +114,11 @@ def run(tmp_path, mesh, text, inputs=None, weights=None, extra=()):
     # The program is already partitioned: shard-opt --target lowers it as
     # it is (it runs the sharding passes only on global programs).
     artifact = tmp_path / "p.shard"
-    out = subprocess.run([str(pipeline.tool("shard-opt")), str(tmp_path / "p.mlir"),
+    out = subprocess.run([str(toolchain.tool("shard-opt")), str(tmp_path / "p.mlir"),
                           "--target", "cpu", "-o", str(artifact)],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
-    cmd = [MPIRUN, "-np", str(mesh.world), "--oversubscribe", str(pipeline.tool("shard-run")),
+    cmd = [MPIRUN, "-np", str(mesh.world), "--oversubscribe", str(toolchain.tool("shard-run")),
            str(artifact), "--output", str(tmp_path / "out.{rank}.npz"), *extra]
     for name, data in (inputs or {}).items():
         np.save(tmp_path / f"{name}.npy", data)
@@ -472,14 +472,14 @@ def test_global_reshard_through_the_whole_pipeline(tmp_path, mesh_name, src, dst
         f"  return %y : {t}", "}", ""])
     (tmp_path / "g.mlir").write_text(text)
     artifact = tmp_path / "g.shard"
-    out = subprocess.run([str(pipeline.tool("shard-opt")), str(tmp_path / "g.mlir"),
+    out = subprocess.run([str(toolchain.tool("shard-opt")), str(tmp_path / "g.mlir"),
                           "--target", "cpu", "-o", str(artifact)],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     x = np.random.default_rng(31).standard_normal([4, 8, 4]).astype(np.float32)
     np.save(tmp_path / "x.npy", x)
     out = subprocess.run([MPIRUN, "-np", str(mesh.world), "--oversubscribe",
-                          str(pipeline.tool("shard-run")), str(artifact),
+                          str(toolchain.tool("shard-run")), str(artifact),
                           "--input", f"x={tmp_path / 'x.npy'}",
                           "--output", str(tmp_path / "out.{rank}.npz")],
                          capture_output=True, text=True, timeout=120, env=ENV)

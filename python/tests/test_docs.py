@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from shardflow import pipeline
+from shardflow import toolchain
 
 ROOT = Path(__file__).resolve().parents[2]
 GENERATED = {
@@ -24,7 +24,7 @@ GENERATED = {
 
 @pytest.mark.parametrize("name", sorted(GENERATED))
 def test_reference_is_current(name):
-    built = pipeline.build_dir() / "docs" / GENERATED[name]
+    built = toolchain.build_dir() / "docs" / GENERATED[name]
     if not built.exists():
         pytest.fail(f"{built} was not generated; the build's mlir-doc target makes it")
     copy = ROOT / "docs" / "reference" / name

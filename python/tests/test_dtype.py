@@ -28,7 +28,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from shardflow import models, pipeline  # noqa: E402
+from shardflow import models, toolchain  # noqa: E402
 from test_e2e_zoo import random_inputs  # noqa: E402
 
 TOLERANCE = {"bf16": 2e-2, "f16": 5e-3}
@@ -49,14 +49,14 @@ def check_artifact(text: str, dtype: str) -> None:
 def compare(model, path: Path, artifact: Path, dtype: str, seed: str, launcher=None) -> None:
     inputs = random_inputs(model, np.random.default_rng(zlib.crc32(seed.encode())))
     if launcher:
-        ours = pipeline.run_artifact(artifact, inputs, launcher=launcher)
+        ours = toolchain.run_artifact(artifact, inputs, launcher=launcher)
     else:
-        ours = pipeline.run_artifact(artifact, inputs)
-    reference = pipeline.run_onnxruntime(path, inputs)
+        ours = toolchain.run_artifact(artifact, inputs)
+    reference = toolchain.run_onnxruntime(path, inputs)
     assert set(ours) == set(reference)
     for key, ref in reference.items():
         assert ours[key].shape == ref.shape and ours[key].dtype == ref.dtype, key
-        err = pipeline.relative_error(ours[key], ref)
+        err = toolchain.relative_error(ours[key], ref)
         assert err < TOLERANCE[dtype], f"{seed}/{key}: relative L2 error {err:.3g}"
         # Not f32 by accident: 16-bit storage leaves a visible error.
         assert err > 1e-5, f"{seed}/{key}: error {err:.3g} looks like an f32 run"
@@ -68,7 +68,7 @@ def test_zoo_in_low_precision_matches_onnxruntime(tmp_path, name, dtype):
     model = getattr(models, name)()
     path = tmp_path / f"{name}.onnx"
     models.save(model, path)
-    artifact = pipeline.compile_model(path, tmp_path / f"{name}.shard", extra=["--dtype", dtype])
+    artifact = toolchain.compile_model(path, tmp_path / f"{name}.shard", extra=["--dtype", dtype])
     check_artifact(artifact.read_text(), dtype)
     compare(model, path, artifact, dtype, f"{name}-{dtype}")
 
@@ -78,7 +78,7 @@ def test_ir_computes_in_bf16(tmp_path):
     weights themselves, each read only by its cast."""
     path = tmp_path / "gpt2.onnx"
     models.save(models.gpt2(), path)
-    out = subprocess.run([str(pipeline.tool("shard-opt")), str(path), "--dtype", "bf16"],
+    out = subprocess.run([str(toolchain.tool("shard-opt")), str(path), "--dtype", "bf16"],
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     body = [line.strip() for line in out.stdout.splitlines() if re.match(r"\s*%", line)]
@@ -105,7 +105,7 @@ def test_sharded_low_precision(tmp_path, name, flags):
     model = getattr(models, name)()
     path = tmp_path / f"{name}.onnx"
     models.save(model, path)
-    artifact = pipeline.compile_model(
+    artifact = toolchain.compile_model(
         path, tmp_path / f"{name}.shard",
         extra=["--mesh", "dp=2,tp=2", "--strategy", "megatron", "--dtype", "bf16", *flags])
     text = artifact.read_text()
@@ -127,23 +127,23 @@ def test_outputs_in_the_compute_type(tmp_path, dtype):
     model = models.gpt2()
     path = tmp_path / "gpt2.onnx"
     models.save(model, path)
-    artifact = pipeline.compile_model(path, tmp_path / "gpt2.shard",
+    artifact = toolchain.compile_model(path, tmp_path / "gpt2.shard",
                                       extra=["--dtype", dtype, "--outputs-in-dtype"])
     text = artifact.read_text()
     check_artifact(text, dtype)
     out_id = re.search(r"^output logits (\d+)$", text, re.M).group(1)
     assert re.search(rf"^buffer {out_id} arena {dtype} ", text, re.M), text
-    default = pipeline.compile_model(path, tmp_path / "f32-out.shard", extra=["--dtype", dtype])
+    default = toolchain.compile_model(path, tmp_path / "f32-out.shard", extra=["--dtype", dtype])
     out_id = re.search(r"^output logits (\d+)$", default.read_text(), re.M).group(1)
     assert re.search(rf"^buffer {out_id} arena f32 ", default.read_text(), re.M)
     inputs = random_inputs(model, np.random.default_rng(7))
-    ours = pipeline.run_artifact(artifact, inputs)["logits"]
+    ours = toolchain.run_artifact(artifact, inputs)["logits"]
     assert ours.dtype == {"bf16": np.float32, "f16": np.float16}[dtype]
-    err = pipeline.relative_error(ours.astype(np.float32),
-                                  pipeline.run_onnxruntime(path, inputs)["logits"])
+    err = toolchain.relative_error(ours.astype(np.float32),
+                                  toolchain.run_onnxruntime(path, inputs)["logits"])
     assert 1e-5 < err < TOLERANCE[dtype], err
 
-    refused = subprocess.run([str(pipeline.tool("shard-opt")), str(path), "--target", "cpu",
+    refused = subprocess.run([str(toolchain.tool("shard-opt")), str(path), "--target", "cpu",
                               "--outputs-in-dtype", "-o", str(tmp_path / "x.shard")],
                              capture_output=True, text=True)
     assert refused.returncode != 0

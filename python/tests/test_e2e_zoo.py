@@ -13,7 +13,7 @@ import numpy as np
 import onnx
 import pytest
 
-from shardflow import models, pipeline
+from shardflow import models, toolchain
 
 TOLERANCE = 1e-5
 
@@ -45,15 +45,15 @@ def test_zoo_matches_onnxruntime(tmp_path, name, external):
     model = getattr(models, name)()
     path = tmp_path / f"{name}.onnx"
     models.save(model, path, external_data=external)
-    artifact = pipeline.compile_model(path, tmp_path / f"{name}.shard")
+    artifact = toolchain.compile_model(path, tmp_path / f"{name}.shard")
     rng = np.random.default_rng(zlib.crc32(f"{name}-{external}".encode()))
     inputs = random_inputs(model, rng)
-    ours = pipeline.run_artifact(artifact, inputs)
-    reference = pipeline.run_onnxruntime(path, inputs)
+    ours = toolchain.run_artifact(artifact, inputs)
+    reference = toolchain.run_onnxruntime(path, inputs)
     assert set(ours) == set(reference)
     for key, ref in reference.items():
         assert ours[key].shape == ref.shape and ours[key].dtype == ref.dtype, key
-        err = pipeline.relative_error(ours[key], ref)
+        err = toolchain.relative_error(ours[key], ref)
         assert err < TOLERANCE, f"{name}/{key}: relative L2 error {err:.3g}"
 
 
@@ -67,9 +67,9 @@ def test_profile_on_the_cpu(tmp_path, name):
     model = getattr(models, name)()
     path = tmp_path / f"{name}.onnx"
     models.save(model, path)
-    artifact = pipeline.compile_model(path, tmp_path / f"{name}.shard")
+    artifact = toolchain.compile_model(path, tmp_path / f"{name}.shard")
     np.savez(tmp_path / "in.npz", **random_inputs(model, np.random.default_rng(3)))
-    out = subprocess.run([str(pipeline.tool("shard-run")), str(artifact), "--inputs",
+    out = subprocess.run([str(toolchain.tool("shard-run")), str(artifact), "--inputs",
                           str(tmp_path / "in.npz"), "--profile", "--repeat", "4"],
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr

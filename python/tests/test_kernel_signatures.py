@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from shardflow import pipeline
+from shardflow import toolchain
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_checked_in_table_is_current():
-    built = pipeline.build_dir() / "generated" / "KernelSignatures.inc"
+    built = toolchain.build_dir() / "generated" / "KernelSignatures.inc"
     assert built.exists(), f"{built} was not generated; the build's ShardflowKernelTable makes it"
     copy = ROOT / "include" / "shardflow" / "Runtime" / "Format" / "KernelSignatures.inc"
     assert copy.read_text() == built.read_text(), (

@@ -13,7 +13,7 @@ import time
 import numpy as np
 import pytest
 
-from shardflow import models, pipeline
+from shardflow import models, toolchain
 
 MPIRUN = shutil.which("mpirun")
 ENV = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
@@ -26,7 +26,7 @@ def mlp(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("mpi")
     path = tmp / "mlp.onnx"
     models.save(models.mlp(), path)
-    artifact = pipeline.compile_model(path, tmp / "mlp.shard")
+    artifact = toolchain.compile_model(path, tmp / "mlp.shard")
     # The same program for two ranks: a replicated (data-parallel-free) run.
     two = tmp / "mlp2.shard"
     two.write_text(artifact.read_text().replace("world-size 1\n", "world-size 2\n", 1))
@@ -39,7 +39,7 @@ def mpirun(n, *args, env=None, timeout=60):
     cmd = [MPIRUN, "-np", str(n), "--oversubscribe"]
     for key in (env or {}):
         cmd += ["-x", key]
-    cmd += [str(pipeline.tool("shard-run")), *map(str, args)]
+    cmd += [str(toolchain.tool("shard-run")), *map(str, args)]
     start = time.monotonic()
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
                          env={**ENV, **(env or {})})
@@ -51,8 +51,8 @@ def test_replicated_run_on_two_ranks_matches_onnxruntime(mlp):
     rc, log, _ = mpirun(2, two, "--input", f"x={tmp / 'x.npy'}", "--output", tmp / "out.npz")
     assert rc == 0, log
     ours = np.load(tmp / "out.npz")["probs"]
-    ref = pipeline.run_onnxruntime(path, {"x": x})["probs"]
-    assert pipeline.relative_error(ours, ref) < 1e-5
+    ref = toolchain.run_onnxruntime(path, {"x": x})["probs"]
+    assert toolchain.relative_error(ours, ref) < 1e-5
 
 
 def test_world_size_mismatch_under_mpirun(mlp):
@@ -80,7 +80,7 @@ def test_broadcast_within_a_deadline(mode):
     included, long before the root would have joined."""
     assert MPIRUN, "mpirun is missing: run tools/setup.sh (openmpi-bin)"
     cmd = [MPIRUN, "-np", "2", "--oversubscribe",
-           str(pipeline.tool("shardflow-mpi-check")), mode]
+           str(toolchain.tool("shardflow-mpi-check")), mode]
     start = time.monotonic()
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=ENV)
     elapsed = time.monotonic() - start

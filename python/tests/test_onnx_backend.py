@@ -25,7 +25,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from shardflow import backend_tests, pipeline
+from shardflow import backend_tests, toolchain
 
 # test name -> why it fails today (one line). The goal is an empty dict.
 _STRING = "importer: string tensors are not supported"
@@ -52,8 +52,8 @@ def backend_results(request):
 
 def test_tools_are_built():
     # A missing shard-opt or shard-run is a failure, not a skip.
-    assert pipeline.tool("shard-opt").exists()
-    assert pipeline.tool("shard-run").exists()
+    assert toolchain.tool("shard-opt").exists()
+    assert toolchain.tool("shard-run").exists()
 
 
 def test_known_failures_are_attempted():
@@ -117,11 +117,11 @@ def test_tensorproto_roundtrip(tmp_path, type_name, raw):
         x = np.array([[info.min, info.max, 0], [1, info.max - 1, info.min + 1]], dtype)
     model = tmp_path / "m.onnx"
     onnx.save(_identity_model(elem_type, shape), str(model))
-    artifact = pipeline.compile_model(model, tmp_path / "m.shard")
+    artifact = toolchain.compile_model(model, tmp_path / "m.shard")
     tensor = _typed_tensor(x, elem_type) if not raw else numpy_helper.from_array(x, "x")
     (tmp_path / "x.pb").write_bytes(tensor.SerializeToString())
     out = tmp_path / "y.pb"
-    subprocess.run([str(pipeline.tool("shard-run")), str(artifact),
+    subprocess.run([str(toolchain.tool("shard-run")), str(artifact),
                     "--input", f"x={tmp_path / 'x.pb'}", "--output", str(out)],
                    check=True, capture_output=True, text=True)
     y = onnx.load_tensor(str(out))
@@ -154,10 +154,10 @@ def test_tensorproto_bfloat16(tmp_path):
     bits = np.array([[0x3F80, 0xC000, 0x7F80], [0x0000, 0x8000, 0x3E80]], np.uint16)
     model = tmp_path / "m.onnx"
     onnx.save(_identity_model(TensorProto.BFLOAT16, [2, 3]), str(model))
-    artifact = pipeline.compile_model(model, tmp_path / "m.shard")
+    artifact = toolchain.compile_model(model, tmp_path / "m.shard")
     tensor = _typed_tensor(bits, TensorProto.BFLOAT16)
     (tmp_path / "x.pb").write_bytes(tensor.SerializeToString())
-    subprocess.run([str(pipeline.tool("shard-run")), str(artifact),
+    subprocess.run([str(toolchain.tool("shard-run")), str(artifact),
                     "--input", f"x={tmp_path / 'x.pb'}", "--output", str(tmp_path / "y.pb")],
                    check=True, capture_output=True)
     y = onnx.load_tensor(str(tmp_path / "y.pb"))
@@ -169,7 +169,7 @@ def test_tensorproto_bfloat16(tmp_path):
 def test_tensorproto_errors(tmp_path, case):
     model = tmp_path / "m.onnx"
     onnx.save(_identity_model(TensorProto.FLOAT, [2]), str(model))
-    artifact = pipeline.compile_model(model, tmp_path / "m.shard")
+    artifact = toolchain.compile_model(model, tmp_path / "m.shard")
     good = numpy_helper.from_array(np.ones(2, np.float32), "x")
     if case == "string":
         data = helper.make_tensor("x", TensorProto.STRING, [2], [b"a", b"b"]).SerializeToString()
@@ -201,7 +201,7 @@ def test_tensorproto_errors(tmp_path, case):
         expect = "no data_type"
     pb = tmp_path / "x.pb"
     pb.write_bytes(data)
-    out = subprocess.run([str(pipeline.tool("shard-run")), str(artifact),
+    out = subprocess.run([str(toolchain.tool("shard-run")), str(artifact),
                           "--input", f"x={pb}"], capture_output=True, text=True)
     assert out.returncode != 0
     assert str(pb) in out.stderr and expect in out.stderr, out.stderr
@@ -215,9 +215,9 @@ def test_output_pb_needs_one_output(tmp_path):
          helper.make_tensor_value_info("z", TensorProto.FLOAT, [2])])
     model = tmp_path / "m.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(model))
-    artifact = pipeline.compile_model(model, tmp_path / "m.shard")
+    artifact = toolchain.compile_model(model, tmp_path / "m.shard")
     np.save(tmp_path / "x.npy", np.ones(2, np.float32))
-    out = subprocess.run([str(pipeline.tool("shard-run")), str(artifact),
+    out = subprocess.run([str(toolchain.tool("shard-run")), str(artifact),
                           "--input", f"x={tmp_path / 'x.npy'}",
                           "--output", str(tmp_path / "y.pb")], capture_output=True, text=True)
     assert out.returncode != 0 and "2 outputs" in out.stderr, out.stderr

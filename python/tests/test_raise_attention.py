@@ -27,7 +27,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from shardflow import models, pipeline  # noqa: E402
+from shardflow import models, toolchain  # noqa: E402
 from test_e2e_zoo import random_inputs  # noqa: E402
 
 TOLERANCE = 1e-5
@@ -35,7 +35,7 @@ LAYERS = 3
 
 
 def shard_opt(*args: str) -> subprocess.CompletedProcess:
-    out = subprocess.run([str(pipeline.tool("shard-opt")), *map(str, args)],
+    out = subprocess.run([str(toolchain.tool("shard-opt")), *map(str, args)],
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     return out
@@ -43,12 +43,12 @@ def shard_opt(*args: str) -> subprocess.CompletedProcess:
 
 def compare_with_onnxruntime(model, path: Path, artifact: Path, seed: str) -> None:
     inputs = random_inputs(model, np.random.default_rng(zlib.crc32(seed.encode())))
-    ours = pipeline.run_artifact(artifact, inputs)
-    reference = pipeline.run_onnxruntime(path, inputs)
+    ours = toolchain.run_artifact(artifact, inputs)
+    reference = toolchain.run_onnxruntime(path, inputs)
     assert set(ours) == set(reference)
     for key, ref in reference.items():
         assert ours[key].shape == ref.shape and ours[key].dtype == ref.dtype, key
-        err = pipeline.relative_error(ours[key], ref)
+        err = toolchain.relative_error(ours[key], ref)
         assert err < TOLERANCE, f"{seed}/{key}: relative L2 error {err:.3g}"
 
 
@@ -79,7 +79,7 @@ def test_zoo_raises_one_attention_per_layer(tmp_path, name, config):
     expected = LAYERS if name == "llama" else 0
     assert unraised.count("nn.attention") == expected
 
-    artifact = pipeline.compile_model(path, tmp_path / f"{name}.shard",
+    artifact = toolchain.compile_model(path, tmp_path / f"{name}.shard",
                                       extra=["--raise-attention"])
     assert artifact.read_text().count("kernel attention") == LAYERS
     compare_with_onnxruntime(model, path, artifact, f"{name}-{config}")
@@ -90,7 +90,7 @@ def test_cpu_target_does_not_raise_by_default(tmp_path):
     --raise-attention help says why); --target cuda raises by default."""
     path = tmp_path / "gpt2.onnx"
     models.save(models.gpt2(layers=LAYERS), path)
-    text = pipeline.compile_model(path, tmp_path / "gpt2.shard").read_text()
+    text = toolchain.compile_model(path, tmp_path / "gpt2.shard").read_text()
     assert "kernel attention" not in text
     assert text.count("kernel softmax") == LAYERS
 
@@ -148,7 +148,7 @@ def test_grouped_query_repeats_are_dropped(tmp_path):
     assert "nn.expand" not in ir and "nn.softmax" not in ir, ir
     assert re.search(r"nn\.attention %arg0, %arg1, %arg2 \{is_causal = true, scale = 2\.5\S* : f32\} : "
                      r"\(tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>\)", ir), ir
-    artifact = pipeline.compile_model(path, tmp_path / "gqa.shard", extra=["--raise-attention"])
+    artifact = toolchain.compile_model(path, tmp_path / "gqa.shard", extra=["--raise-attention"])
     assert "kernel attention" in artifact.read_text()
     compare_with_onnxruntime(model, path, artifact, "gqa")
 
@@ -182,15 +182,15 @@ def test_raised_and_sharded_matches_onnxruntime(tmp_path, name):
     model = getattr(models, name)()
     path = tmp_path / f"{name}.onnx"
     models.save(model, path)
-    artifact = pipeline.compile_model(
+    artifact = toolchain.compile_model(
         path, tmp_path / f"{name}.shard",
         extra=["--raise-attention", "--mesh", "dp=2,tp=2", "--strategy", "megatron"])
     text = artifact.read_text()
     assert text.count("kernel attention") == 2 and "all_reduce" in text
     inputs = random_inputs(model, np.random.default_rng(zlib.crc32(f"{name}-tp".encode())))
-    ours = pipeline.run_artifact(artifact, inputs,
+    ours = toolchain.run_artifact(artifact, inputs,
                                  launcher=[shutil.which("mpirun"), "-np", "4", "--oversubscribe"])
-    reference = pipeline.run_onnxruntime(path, inputs)
+    reference = toolchain.run_onnxruntime(path, inputs)
     for key, ref in reference.items():
-        err = pipeline.relative_error(ours[key], ref)
+        err = toolchain.relative_error(ours[key], ref)
         assert err < TOLERANCE, f"{name}/{key}: relative L2 error {err:.3g}"

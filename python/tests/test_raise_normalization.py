@@ -34,7 +34,7 @@ import onnxruntime as ort
 import pytest
 from onnx import parser
 
-from shardflow import pipeline, standin
+from shardflow import toolchain, standin
 from test_cuda_standin import standin_dir
 
 CASES = {
@@ -114,7 +114,7 @@ def _onnxruntime(model, feeds):
 
 
 def _shard_opt(*args):
-    out = subprocess.run([str(pipeline.tool("shard-opt")), *map(str, args)],
+    out = subprocess.run([str(toolchain.tool("shard-opt")), *map(str, args)],
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     return out
@@ -138,8 +138,8 @@ def test_cpu_artifact_runs_one_norm_kernel(name, tmp_path):
             assert kernels.count(kind) == 1 and "reduce_mean" not in kernels, kernels
         else:
             assert kind not in kernels and kernels.count("reduce_mean") >= 1, kernels
-        got = pipeline.run_artifact(artifact, feeds)["y"]
-        err = pipeline.relative_error(got, want)
+        got = toolchain.run_artifact(artifact, feeds)["y"]
+        err = toolchain.relative_error(got, want)
         assert err < 1e-5, f"{name} raised={raise_norms}: relative L2 error {err:.3g}"
 
 
@@ -217,8 +217,8 @@ def test_written_out_gelu_is_one_kernel(name, tmp_path):
         kernels = re.findall(r"^kernel (\w+)", artifact.read_text(), re.M)
         expected = "erf" not in kernels and "tanh" not in kernels and kernels.count("gelu") == 1
         assert expected == raise_gelu, kernels
-        got = pipeline.run_artifact(artifact, feeds)["y"]
-        err = pipeline.relative_error(got, want)
+        got = toolchain.run_artifact(artifact, feeds)["y"]
+        err = toolchain.relative_error(got, want)
         assert err < 1e-5, f"{name} raised={raise_gelu}: relative L2 error {err:.3g}"
         # CUDA: the tanh form is the GEMM's epilogue, the erf form one
         # generated kernel after the GEMM's bias epilogue.

@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 from onnx import parser
 
-from shardflow import models, pipeline, standin
+from shardflow import models, toolchain, standin
 from test_cuda_standin import standin_dir
 
 B, H, KV, S, D = 2, 4, 2, 6, 16
@@ -67,12 +67,12 @@ def _case(name, tmp_path, partner=None):
     path = tmp_path / "m.onnx"
     path.write_bytes(model.SerializeToString())
     feeds = models.random_inputs(model, zlib.crc32(f"{name}{partner}".encode()))
-    want = pipeline.run_onnxruntime_model(model, feeds)
+    want = toolchain.run_onnxruntime_model(model, feeds)
     return path, feeds, [want["qy"], want["ky"]]
 
 
 def _shard_opt(*args):
-    out = subprocess.run([str(pipeline.tool("shard-opt")), *map(str, args)],
+    out = subprocess.run([str(toolchain.tool("shard-opt")), *map(str, args)],
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     return out
@@ -97,9 +97,9 @@ def test_cpu_artifact_runs_one_rotate_half_kernel(name, tmp_path):
             assert kernels.count("rotate_half") == 2 and not copies, kernels
         else:
             assert "rotate_half" not in kernels and copies, kernels
-        got = pipeline.run_artifact(artifact, feeds)
+        got = toolchain.run_artifact(artifact, feeds)
         for out, ref in zip(("qy", "ky"), want):
-            err = pipeline.relative_error(got[out], ref)
+            err = toolchain.relative_error(got[out], ref)
             assert err < 1e-6, f"{name} raised={raised} {out}: relative L2 error {err:.3g}"
 
 
@@ -139,9 +139,9 @@ def test_other_concats_stay(partner, tmp_path):
     artifact = tmp_path / "m.shard"
     _shard_opt(path, "--target", "cpu", "-o", artifact)
     assert "rotate_half" not in artifact.read_text()
-    got = pipeline.run_artifact(artifact, feeds)
+    got = toolchain.run_artifact(artifact, feeds)
     for out_name, ref in zip(("qy", "ky"), want):
-        assert pipeline.relative_error(got[out_name], ref) < 1e-6, out_name
+        assert toolchain.relative_error(got[out_name], ref) < 1e-6, out_name
 
 
 def test_tensor_parallel_rotary_matches(tmp_path):
@@ -153,7 +153,7 @@ def test_tensor_parallel_rotary_matches(tmp_path):
     _shard_opt(path, "--target", "cpu", "--mesh", "tp=2", "--shard", "q=_,tp,_,_",
                "--shard", "k=_,tp,_,_", "-o", artifact)
     assert "rotate_half" in artifact.read_text()
-    got = pipeline.run_artifact(artifact, feeds,
+    got = toolchain.run_artifact(artifact, feeds,
                                 launcher=[shutil.which("mpirun"), "-np", "2", "--oversubscribe"])
     for out_name, ref in zip(("qy", "ky"), want):
-        assert pipeline.relative_error(got[out_name], ref) < 1e-6, out_name
+        assert toolchain.relative_error(got[out_name], ref) < 1e-6, out_name

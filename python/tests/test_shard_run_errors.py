@@ -10,7 +10,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from shardflow import models, pipeline
+from shardflow import models, toolchain
 
 
 @pytest.fixture(scope="module")
@@ -18,14 +18,14 @@ def compiled(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("run-errors")
     path = tmp / "mlp.onnx"
     models.save(models.mlp(), path, external_data=True)
-    artifact = pipeline.compile_model(path, tmp / "mlp.shard")
+    artifact = toolchain.compile_model(path, tmp / "mlp.shard")
     x = np.zeros((2, 16), np.float32)
     np.save(tmp / "x.npy", x)
     return tmp, artifact
 
 
 def shard_run(*args, env=None):
-    out = subprocess.run([str(pipeline.tool("shard-run")), *map(str, args)],
+    out = subprocess.run([str(toolchain.tool("shard-run")), *map(str, args)],
                          capture_output=True, text=True, timeout=60,
                          env={**os.environ, **(env or {})})
     return out.returncode, out.stderr
@@ -159,12 +159,12 @@ def test_load_threads_load_the_same_weights(tmp_path):
     path = tmp_path / "gpt2.onnx"
     model = models.gpt2(layers=2, hidden=64, heads=4, seq=8, batch=2, vocab=128)
     models.save(model, path, external_data=True)
-    artifact = pipeline.compile_model(path, tmp_path / "gpt2.shard", extra=["--dtype", "bf16"])
+    artifact = toolchain.compile_model(path, tmp_path / "gpt2.shard", extra=["--dtype", "bf16"])
     assert "source-dtype=f32" in artifact.read_text()
     ids = np.random.default_rng(0).integers(0, 128, (2, 8), dtype=np.int64)
-    one = pipeline.run_artifact(artifact, {"input_ids": ids}, extra=["--load-threads", "1"])
+    one = toolchain.run_artifact(artifact, {"input_ids": ids}, extra=["--load-threads", "1"])
     for threads in ("3", "16"):
-        many = pipeline.run_artifact(artifact, {"input_ids": ids},
+        many = toolchain.run_artifact(artifact, {"input_ids": ids},
                                      extra=["--load-threads", threads])
         assert one.keys() == many.keys()
         for name in one:

@@ -48,7 +48,7 @@ from onnx import TensorProto, helper, numpy_helper
 # tools/test.sh sets PYTHONPATH=python; this makes a bare `pytest FILE` work too.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from shardflow import models, pipeline  # noqa: E402
+from shardflow import models, toolchain  # noqa: E402
 from shardflow import sharding_cases as sc  # noqa: E402
 from test_mpi import ENV  # noqa: E402  (mpirun as root, oversubscribed)
 
@@ -80,7 +80,7 @@ def run_tool(cmd: list[str], timeout: int = 120, env=None) -> subprocess.Complet
 
 
 def tool(name: str) -> str:
-    return str(pipeline.tool(name))
+    return str(toolchain.tool(name))
 
 
 def errors_of(stderr: str, lines: int = 8) -> str:
@@ -401,15 +401,15 @@ def test_strategy_preset(name, config, flags, target, tmp_path):
         from test_cuda_standin import standin_env  # skips when CUDA is not built
         (tmp_path / "nccl").mkdir()
         env = standin_env(world, tmp_path / "nccl")
-    ours = pipeline.run_artifact(artifact, feeds, env=env,
+    ours = toolchain.run_artifact(artifact, feeds, env=env,
                                  launcher=[MPIRUN, "-np", str(world), "--oversubscribe"])
-    ref = pipeline.run_onnxruntime(path, feeds)
+    ref = toolchain.run_onnxruntime(path, feeds)
     context = f"{' '.join(cmd)}\nthen mpirun -np {world} shard-run"
     assert set(ours) == set(ref), context
     for out_name, want in ref.items():
         got = ours[out_name]
         assert got.shape == want.shape, (out_name, got.shape, want.shape, context)
-        err = pipeline.relative_error(got, want)
+        err = toolchain.relative_error(got, want)
         diff = float(np.max(np.abs(got.astype(np.float64) - want)))
         assert err <= 1e-5, f"{out_name}: relative L2 error {err:.3e}, max |diff| " \
                             f"{diff:.3e}\n{context}"
@@ -443,14 +443,14 @@ def test_vocabulary_parallel_embedding_takes_global_ids(vocab, target, tmp_path)
     ids = feeds["input_ids"]
     ids[..., ::2] -= vocab  # every other id negative: the same token
     ids[0, :2] = [vocab - 1, -1]  # the last row, held by the last rank
-    ours = pipeline.run_artifact(artifact, feeds, env=env, launcher=launcher)
-    ref = pipeline.run_onnxruntime(path, feeds)
+    ours = toolchain.run_artifact(artifact, feeds, env=env, launcher=launcher)
+    ref = toolchain.run_onnxruntime(path, feeds)
     assert ours["logits"].shape == ref["logits"].shape
-    err = pipeline.relative_error(ours["logits"], ref["logits"])
+    err = toolchain.relative_error(ours["logits"], ref["logits"])
     assert err <= 1e-5, f"relative L2 error {err:.3e}"
     ids[0, 1] = vocab
     with pytest.raises(RuntimeError) as failed:
-        pipeline.run_artifact(artifact, feeds, env=env, launcher=launcher)
+        toolchain.run_artifact(artifact, feeds, env=env, launcher=launcher)
     message = str(failed.value)
     assert f"index {vocab} is out of range" in message or \
         f"index {vocab} read from the data is out of range" in message, message
@@ -511,10 +511,10 @@ def test_partial_sums_through_linear_ops(mesh, tmp_path):
     assert steps.count("all_reduce") == 1, steps
     world = math.prod(int(p.split("=")[1]) for p in mesh.split(","))
     feeds = {"x": rng.standard_normal((2, t, d)).astype(np.float32)}
-    ours = pipeline.run_artifact(artifact, feeds,
+    ours = toolchain.run_artifact(artifact, feeds,
                                  launcher=[MPIRUN, "-np", str(world), "--oversubscribe"])
-    ref = pipeline.run_onnxruntime(path, feeds)
-    err = pipeline.relative_error(ours["y"], ref["y"])
+    ref = toolchain.run_onnxruntime(path, feeds)
+    err = toolchain.relative_error(ours["y"], ref["y"])
     assert err <= 1e-5, f"relative L2 error {err:.3e}"
 
 

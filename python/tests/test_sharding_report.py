@@ -12,7 +12,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from shardflow import models, pipeline
+from shardflow import models, toolchain
 
 # Weights a Megatron split must cover, by name pattern.
 SPLIT = re.compile(r"(attn|self_attn|attention|mlp|intermediate|output)\.")
@@ -22,7 +22,7 @@ def compile_sharded(tmp_path, name, strategy, mesh):
     model_path = tmp_path / f"{name}.onnx"
     model = models.generate_to_file(name, model_path, external_data=True)
     artifact = tmp_path / f"{name}.{strategy}.shard"
-    cmd = [str(pipeline.tool("shard-opt")), str(model_path), "--mesh", mesh,
+    cmd = [str(toolchain.tool("shard-opt")), str(model_path), "--mesh", mesh,
            "--strategy", strategy, "--target", "cpu", "--report", "-o", str(artifact)]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, f"{' '.join(cmd)}\n{out.stderr}"
@@ -75,7 +75,7 @@ def test_vocabulary_tables_are_split(tmp_path, variant):
     model_path = tmp_path / f"{name}.onnx"
     model = models.generate_to_file(name, model_path, external_data=True, **config)
     artifact = tmp_path / f"{name}.shard"
-    cmd = [str(pipeline.tool("shard-opt")), str(model_path), "--mesh", "dp=2,tp=2",
+    cmd = [str(toolchain.tool("shard-opt")), str(model_path), "--mesh", "dp=2,tp=2",
            "--strategy", "megatron", "--target", "cpu", "-o", str(artifact)]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
@@ -105,7 +105,7 @@ def test_a_vocabulary_tp_does_not_divide_is_zero_padded(tmp_path):
     model_path = tmp_path / "gpt2.onnx"
     models.generate_to_file("gpt2", model_path, external_data=True, vocab=131)
     artifact = tmp_path / "gpt2.shard"
-    cmd = [str(pipeline.tool("shard-opt")), str(model_path), "--mesh", "dp=2,tp=2",
+    cmd = [str(toolchain.tool("shard-opt")), str(model_path), "--mesh", "dp=2,tp=2",
            "--strategy", "megatron", "--target", "cpu", "-o", str(artifact)]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
@@ -158,7 +158,7 @@ def test_parallel_residual_blocks_reduce_once_per_layer(tmp_path, strategy, mesh
     for parallel in (True, False):
         path = models.save(models.gpt2(layers=3, seq=seq, parallel_residual=parallel),
                            tmp_path / f"gpt2-{parallel}.onnx", external_data=True)
-        cmd = [str(pipeline.tool("shard-opt")), str(path), "--mesh", mesh,
+        cmd = [str(toolchain.tool("shard-opt")), str(path), "--mesh", mesh,
                "--strategy", strategy, "--target", "cpu", "--report",
                "-o", str(tmp_path / f"gpt2-{parallel}.shard")]
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)

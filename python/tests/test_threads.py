@@ -29,7 +29,7 @@ import onnx
 import pytest
 from onnx import helper, numpy_helper
 
-from shardflow import models, pipeline
+from shardflow import models, toolchain
 
 THREADS = (1, 2, 3)
 ZOO_TOLERANCE = 1e-5
@@ -42,7 +42,7 @@ def rng_for(name: str) -> np.random.Generator:
 
 
 def run_all_thread_counts(artifact, inputs) -> dict[int, dict[str, np.ndarray]]:
-    return {t: pipeline.run_artifact(artifact, inputs, extra=["--threads", str(t)])
+    return {t: toolchain.run_artifact(artifact, inputs, extra=["--threads", str(t)])
             for t in THREADS}
 
 
@@ -96,13 +96,13 @@ def test_zoo_same_bits_for_every_thread_count(tmp_path, name):
     model = getattr(models, name)(**config)
     path = tmp_path / f"{name}.onnx"
     models.save(model, path, external_data=True)
-    artifact = pipeline.compile_model(path, tmp_path / f"{name}.shard")
+    artifact = toolchain.compile_model(path, tmp_path / f"{name}.shard")
     inputs = zoo_inputs(model, rng_for(name), config.get("vocab", 128))
     results = run_all_thread_counts(artifact, inputs)
     assert_bitwise_equal(results)
-    reference = pipeline.run_onnxruntime(path, inputs)
+    reference = toolchain.run_onnxruntime(path, inputs)
     for key, ref in reference.items():
-        err = pipeline.relative_error(results[2][key], ref)
+        err = toolchain.relative_error(results[2][key], ref)
         assert err < ZOO_TOLERANCE, f"{name}/{key}: relative L2 error {err:.3g}"
 
 
@@ -245,10 +245,10 @@ def test_kernel_same_bits_for_every_thread_count(tmp_path, name):
     model, feeds, tol = KERNELS[name]
     path = tmp_path / "model.onnx"
     onnx.save(model, path)
-    artifact = pipeline.compile_model(path, tmp_path / "model.shard")
+    artifact = toolchain.compile_model(path, tmp_path / "model.shard")
     results = run_all_thread_counts(artifact, feeds)
     assert_bitwise_equal(results)
-    reference = pipeline.run_onnxruntime(path, feeds)
+    reference = toolchain.run_onnxruntime(path, feeds)
     for i, ref in enumerate(reference.values()):
         got = results[3][f"y{i}"]
         assert got.shape == ref.shape and got.dtype == ref.dtype
@@ -268,11 +268,11 @@ def test_error_in_a_worker_thread_is_reported(tmp_path):
     model, feeds, _ = node_case("Div", [("a", a), ("b", b)])
     path = tmp_path / "model.onnx"
     onnx.save(model, path)
-    artifact = pipeline.compile_model(path, tmp_path / "model.shard")
+    artifact = toolchain.compile_model(path, tmp_path / "model.shard")
     for t in THREADS:
         with pytest.raises(RuntimeError, match=r"kernel 'div' \(ONNX node '[^']+', "
                                                r"instruction \d+\): integer division by zero"):
-            pipeline.run_artifact(artifact, feeds, extra=["--threads", str(t)])
+            toolchain.run_artifact(artifact, feeds, extra=["--threads", str(t)])
 
 
 def test_gemms_never_run_openblas_sse_fallback_on_a_vector_cpu(tmp_path):
@@ -287,13 +287,13 @@ def test_gemms_never_run_openblas_sse_fallback_on_a_vector_cpu(tmp_path):
     model, feeds, _ = node_case("MatMul", [("x", x), ("w", w)], consts=("w",))
     path = tmp_path / "model.onnx"
     onnx.save(model, path)
-    artifact = pipeline.compile_model(path, tmp_path / "model.shard")
+    artifact = toolchain.compile_model(path, tmp_path / "model.shard")
     np.save(tmp_path / "x.npy", x)
-    reference = pipeline.run_onnxruntime(path, {"x": x})["y0"]
+    reference = toolchain.run_onnxruntime(path, {"x": x})["y0"]
 
     def run(env):
         env = {**{k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"}, **env}
-        proc = subprocess.run([str(pipeline.tool("shard-run")), str(artifact), "--input",
+        proc = subprocess.run([str(toolchain.tool("shard-run")), str(artifact), "--input",
                                f"x={tmp_path / 'x.npy'}", "--output", str(tmp_path / "y.npy"),
                                "--verbose"], capture_output=True, text=True, env=env)
         assert proc.returncode == 0, proc.stderr

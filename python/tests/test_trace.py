@@ -17,7 +17,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from shardflow import models, pipeline, profile_report
+from shardflow import models, toolchain, profile_report
 from test_cuda_standin import mpirun_standin, run_standin, standin_dir
 from test_mpi import MPIRUN, mpirun
 
@@ -37,7 +37,7 @@ def compile_gpt2(base, target: str, mesh: bool) -> str:
     artifact = base / f"gpt2-{target}{'-tp' if mesh else ''}.shard"
     if not artifact.exists():
         flags = ["--mesh", "dp=2,tp=2", "--strategy", "megatron"] if mesh else []
-        subprocess.run([str(pipeline.tool("shard-opt")), str(base / "gpt2.onnx"), "--target",
+        subprocess.run([str(toolchain.tool("shard-opt")), str(base / "gpt2.onnx"), "--target",
                         target, *flags, "-o", str(artifact)], check=True)
     return str(artifact)
 

@@ -1,9 +1,9 @@
 """Drive the Shardflow tools from Python: compile with shard-opt, run with
 shard-run, compare with onnxruntime.
 
-    from shardflow import pipeline
-    artifact = pipeline.compile_model("model.onnx", "model.shard")
-    outputs = pipeline.run_artifact(artifact, {"x": x})
+    from shardflow import toolchain
+    artifact = toolchain.compile_model("model.onnx", "model.shard")
+    outputs = toolchain.run_artifact(artifact, {"x": x})
 """
 from __future__ import annotations
 
