@@ -12,7 +12,7 @@ onnx's `backend-test-tools generate-data` writes them, into
 
 A test is attempted when every node of its graph is in the default domain
 and has an op type the importer handles (the handler table in
-lib/Import/ONNX/ONNXImporter.cpp), when its default-domain opset is 13 to
+lib/Import/ONNX/OpHandlers.cpp), when its default-domain opset is 13 to
 23, and when its graph inputs and outputs are tensors (the command line
 takes tensors only). Every other test is skipped, with the reason.
 
@@ -56,7 +56,7 @@ import numpy as np
 from shardflow import toolchain
 
 ROOT = toolchain.ROOT
-IMPORTER_SOURCE = ROOT / "lib" / "Import" / "ONNX" / "ONNXImporter.cpp"
+IMPORTER_SOURCE = ROOT / "lib" / "Import" / "ONNX" / "OpHandlers.cpp"
 OPSET_MIN, OPSET_MAX = 13, 23
 # onnx's defaults (onnx/backend/test/loader/__init__.py); a test case may
 # carry its own in data.json.

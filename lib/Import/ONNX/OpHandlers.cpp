@@ -1,0 +1,86 @@
+//===- OpHandlers.cpp - the ONNX ops the importer supports ----------------===//
+//
+// The single list of supported ops: ONNX op type -> (handler, first opset
+// it exists in). A node whose op is not here is refused by name.
+//
+//===----------------------------------------------------------------------===//
+
+#include "GraphImporter.h"
+
+namespace shardflow::onnx_import {
+
+const llvm::StringMap<std::pair<GraphImporter::Handler, int64_t>> &
+GraphImporter::handlers() {
+  using G = GraphImporter;
+  static const llvm::StringMap<std::pair<Handler, int64_t>> table = {
+      {"Add", {&G::binary<nn::AddOp>, 1}},
+      {"Sub", {&G::binary<nn::SubOp>, 1}},
+      {"Mul", {&G::binary<nn::MulOp>, 1}},
+      {"Div", {&G::binary<nn::DivOp>, 1}},
+      {"Pow", {&G::binary<nn::PowOp>, 1}},
+      {"Equal", {&G::binary<nn::EqualOp>, 1}},
+      {"Less", {&G::binary<nn::LessOp>, 1}},
+      {"Greater", {&G::binary<nn::GreaterOp>, 1}},
+      {"And", {&G::binary<nn::AndOp>, 1}},
+      {"Min", {&G::variadicChain<nn::MinOp>, 1}},
+      {"Max", {&G::variadicChain<nn::MaxOp>, 1}},
+      {"Sqrt", {&G::unary<nn::SqrtOp>, 1}},
+      {"Exp", {&G::unary<nn::ExpOp>, 1}},
+      {"Log", {&G::unary<nn::LogOp>, 1}},
+      {"Neg", {&G::unary<nn::NegOp>, 1}},
+      {"Abs", {&G::unary<nn::AbsOp>, 1}},
+      {"Reciprocal", {&G::unary<nn::ReciprocalOp>, 1}},
+      {"Tanh", {&G::unary<nn::TanhOp>, 1}},
+      {"Sigmoid", {&G::unary<nn::SigmoidOp>, 1}},
+      {"Relu", {&G::unary<nn::ReluOp>, 1}},
+      {"Erf", {&G::unary<nn::ErfOp>, 1}},
+      {"Not", {&G::unary<nn::NotOp>, 1}},
+      {"Identity", {&G::unary<nn::IdentityOp>, 1}},
+      {"LeakyRelu", {&G::importLeakyRelu, 1}},
+      {"Gelu", {&G::importGelu, 20}},
+      {"Clip", {&G::importClip, 1}},
+      {"Dropout", {&G::importDropout, 1}},
+      {"Cast", {&G::importCast, 1}},
+      {"Softmax", {&G::softmax<nn::SoftmaxOp>, 1}},
+      {"LogSoftmax", {&G::softmax<nn::LogSoftmaxOp>, 1}},
+      {"MatMul", {&G::importMatMul, 1}},
+      {"Gemm", {&G::importGemm, 1}},
+      {"Einsum", {&G::importEinsum, 12}},
+      {"Conv", {&G::importConv, 1}},
+      {"MaxPool", {&G::pool<nn::MaxPoolOp>, 1}},
+      {"AveragePool", {&G::pool<nn::AveragePoolOp>, 1}},
+      {"GlobalAveragePool", {&G::importGlobalAveragePool, 1}},
+      {"BatchNormalization", {&G::importBatchNormalization, 1}},
+      {"LayerNormalization", {&G::importLayerNormalization, 17}},
+      {"RMSNormalization", {&G::importRMSNormalization, 23}},
+      {"ReduceMean", {&G::reduce<nn::ReduceMeanOp, 18>, 1}},
+      {"ReduceSum", {&G::reduce<nn::ReduceSumOp, 13>, 1}},
+      {"ReduceMax", {&G::reduce<nn::ReduceMaxOp, 18>, 1}},
+      {"Reshape", {&G::importReshape, 5}},
+      {"Transpose", {&G::importTranspose, 1}},
+      {"Flatten", {&G::importFlatten, 1}},
+      {"Squeeze", {&G::importSqueeze, 1}},
+      {"Unsqueeze", {&G::importUnsqueeze, 1}},
+      {"Concat", {&G::importConcat, 1}},
+      {"Split", {&G::importSplit, 1}},
+      {"Slice", {&G::importSlice, 10}},
+      {"Pad", {&G::importPad, 11}},
+      {"Gather", {&G::importGather, 1}},
+      {"GatherElements", {&G::importGatherElements, 11}},
+      {"ScatterND", {&G::importScatterND, 11}},
+      {"Expand", {&G::importExpand, 8}},
+      {"Where", {&G::importWhere, 9}},
+      {"Trilu", {&G::importTrilu, 14}},
+      {"CumSum", {&G::importCumSum, 11}},
+      {"Range", {&G::importRange, 11}},
+      {"Shape", {&G::importShape, 1}},
+      {"ConstantOfShape", {&G::importConstantOfShape, 9}},
+      {"Constant", {&G::importConstant, 1}},
+      {"TopK", {&G::importTopK, 10}},
+      {"Attention", {&G::importAttention, 23}},
+      {"RotaryEmbedding", {&G::importRotaryEmbedding, 23}},
+  };
+  return table;
+}
+
+} // namespace shardflow::onnx_import
