@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "shardflow/Target/ArtifactExport.h"
+#include "shardflow/Dialect/NN/IR/Evaluate.h"
 #include "shardflow/Dialect/NN/IR/NNOps.h"
 #include "shardflow/Dialect/RT/IR/RTOps.h"
 
@@ -21,10 +22,7 @@ using namespace shardflow;
 namespace rtm = shardflow::runtime;
 
 static FailureOr<rtm::DType> dtypeOf(Type t, Operation *op) {
-  std::string name;
-  llvm::raw_string_ostream os(name);
-  os << t;
-  if (auto d = rtm::parseDType(name))
+  if (auto d = nn::getRuntimeDType(t))
     return *d;
   return op->emitOpError("element type ") << t << " has no runtime equivalent";
 }
@@ -39,51 +37,15 @@ static LogicalResult describe(Value v, Operation *op, rtm::BufferDesc &b) {
   return success();
 }
 
-/// Little-endian bytes of a dense constant; bools one byte each.
-static std::vector<uint8_t> constantBytes(DenseElementsAttr attr) {
-  std::vector<uint8_t> out;
-  Type elem = attr.getElementType();
-  int64_t n = attr.getNumElements();
-  if (elem.isInteger(1)) {
-    for (bool b : attr.getValues<bool>())
-      out.push_back(b ? 1 : 0);
-    return out;
-  }
-  size_t width = size_t(nn::getElementStorageBytes(elem));
-  ArrayRef<char> raw = attr.getRawData();
-  for (int64_t i = 0; i < n; ++i) {
-    const char *p = raw.data() + (attr.isSplat() ? 0 : i * width);
-    out.insert(out.end(), p, p + width);
-  }
-  return out;
-}
-
 static LogicalResult addParam(rtm::Params &params, NamedAttribute attr,
                               Operation *op) {
-  std::string name = attr.getName().str();
-  Attribute a = attr.getValue();
-  if (auto b = dyn_cast<BoolAttr>(a))
-    params.set(name, int64_t(b.getValue()));
-  else if (auto i = dyn_cast<IntegerAttr>(a))
-    params.set(name, i.getType().isUnsignedInteger()
-                         ? int64_t(i.getValue().getZExtValue())
-                         : i.getValue().getSExtValue());
-  else if (auto f = dyn_cast<FloatAttr>(a))
-    params.set(name, f.getValueAsDouble());
-  else if (auto s = dyn_cast<StringAttr>(a))
-    params.set(name, s.str());
-  else if (auto arr = dyn_cast<DenseI64ArrayAttr>(a))
-    params.set(name, std::vector<int64_t>(arr.asArrayRef().begin(),
-                                          arr.asArrayRef().end()));
-  else if (auto t = dyn_cast<TypeAttr>(a)) {
-    auto d = dtypeOf(t.getValue(), op);
-    if (failed(d))
-      return failure();
-    params.set(name, *d);
-  } else
-    return op->emitOpError("parameter '") << name << "' of kind " << a
-                                          << " cannot be written to an artifact";
-  return success();
+  if (nn::setKernelParam(params, attr.getName().getValue(), attr.getValue()))
+    return success();
+  if (auto t = dyn_cast<TypeAttr>(attr.getValue()))
+    return dtypeOf(t.getValue(), op);
+  return op->emitOpError("parameter '")
+         << attr.getName().getValue() << "' of kind " << attr.getValue()
+         << " cannot be written to an artifact";
 }
 
 /// Rank lists flattened, with their common length.
@@ -235,7 +197,7 @@ FailureOr<rtm::Artifact> shardflow::exportArtifact(ModuleOp module,
       b.kind = rtm::BufferDesc::Kind::Constant;
       if (failed(describe(c, &op, b)))
         return failure();
-      b.data = constantBytes(dense);
+      b.data = nn::getRuntimeBytes(dense);
       add(c, b);
     } else if (auto k = dyn_cast<rt::KernelOp>(op)) {
       rtm::Instruction inst;

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "shardflow/Dialect/NN/IR/NNOps.h"
+#include "shardflow/Dialect/NN/IR/Evaluate.h"
 
 #include "mlir/Dialect/Traits.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -1363,242 +1364,25 @@ LogicalResult WeightOp::verify() {
 //===----------------------------------------------------------------------===//
 // Folders
 //===----------------------------------------------------------------------===//
-
-// Folding materializes new constants; keep them small so the IR stays small.
-static constexpr int64_t kMaxFoldElements = 1 << 16;
+//
+// Only what needs no op semantics: identities, values known from types or
+// attributes, and views of constants. Everything else an op computes from
+// constants is folded by the constant evaluator (Evaluate.h), which runs
+// the CPU kernel, through the dialect's fold interface.
 
 static DenseElementsAttr denseOf(Attribute a) {
   auto d = dyn_cast_or_null<DenseElementsAttr>(a);
-  if (!d || d.getNumElements() > kMaxFoldElements)
+  if (!d || d.getNumElements() * getElementStorageBytes(d.getElementType()) >
+                kMaxFoldedBytes)
     return {};
   return d;
 }
 
-/// Maps each result index of a broadcast to the flat index of an operand.
-static int64_t broadcastIndex(int64_t flat, ArrayRef<int64_t> outShape,
-                              ArrayRef<int64_t> inShape) {
-  int64_t index = 0, stride = 1;
-  for (int64_t i = outShape.size() - 1, j = inShape.size() - 1; i >= 0; --i, --j) {
-    int64_t coord = flat % outShape[i];
-    flat /= outShape[i];
-    if (j >= 0) {
-      if (inShape[j] != 1)
-        index += coord * stride;
-      stride *= inShape[j];
-    }
-  }
-  return index;
-}
-
-/// Folds an elementwise op over two dense constants with broadcasting.
-/// `intFn` and `floatFn` map two APInt (with signedness) or two APFloat values
-/// to an optional APInt or APFloat, matching the result element type.
-template <typename IntFn, typename FloatFn>
-static Attribute foldBinary(Attribute lhsAttr, Attribute rhsAttr,
-                            ShapedType resultType, IntFn intFn,
-                            FloatFn floatFn) {
-  auto lhs = denseOf(lhsAttr), rhs = denseOf(rhsAttr);
-  if (!lhs || !rhs || !resultType.hasStaticShape() ||
-      resultType.getNumElements() > kMaxFoldElements)
-    return {};
-  Type elem = lhs.getElementType();
-  ArrayRef<int64_t> outShape = resultType.getShape();
-  auto ls = lhs.getType().getShape(), rs = rhs.getType().getShape();
-  int64_t n = resultType.getNumElements();
-  auto apply = [&](auto lv, auto rv, auto fn) -> Attribute {
-    using R = typename decltype(fn(lv[0], rv[0]))::value_type;
-    SmallVector<R> out;
-    for (int64_t i = 0; i < n; ++i) {
-      auto r = fn(lv[broadcastIndex(i, outShape, ls)],
-                  rv[broadcastIndex(i, outShape, rs)]);
-      if (!r)
-        return {};
-      out.push_back(*r);
-    }
-    return DenseElementsAttr::get(resultType, out);
-  };
-  if (isa<IntegerType>(elem)) {
-    bool isUnsigned = elem.isUnsignedInteger();
-    return apply(llvm::to_vector(lhs.getValues<APInt>()),
-                 llvm::to_vector(rhs.getValues<APInt>()),
-                 [&](const APInt &a, const APInt &b) {
-                   return intFn(a, b, isUnsigned);
-                 });
-  }
-  if (isa<FloatType>(elem))
-    return apply(llvm::to_vector(lhs.getValues<APFloat>()),
-                 llvm::to_vector(rhs.getValues<APFloat>()), floatFn);
-  return {};
-}
-
-using OptInt = std::optional<APInt>;
-using OptFloat = std::optional<APFloat>;
-
-OpFoldResult AddOp::fold(FoldAdaptor adaptor) {
-  return foldBinary(
-      adaptor.getLhs(), adaptor.getRhs(), getType(),
-      [](const APInt &a, const APInt &b, bool) -> OptInt { return a + b; },
-      [](const APFloat &a, const APFloat &b) -> OptFloat { return a + b; });
-}
-OpFoldResult SubOp::fold(FoldAdaptor adaptor) {
-  return foldBinary(
-      adaptor.getLhs(), adaptor.getRhs(), getType(),
-      [](const APInt &a, const APInt &b, bool) -> OptInt { return a - b; },
-      [](const APFloat &a, const APFloat &b) -> OptFloat { return a - b; });
-}
-OpFoldResult MulOp::fold(FoldAdaptor adaptor) {
-  return foldBinary(
-      adaptor.getLhs(), adaptor.getRhs(), getType(),
-      [](const APInt &a, const APInt &b, bool) -> OptInt { return a * b; },
-      [](const APFloat &a, const APFloat &b) -> OptFloat { return a * b; });
-}
-OpFoldResult DivOp::fold(FoldAdaptor adaptor) {
-  return foldBinary(
-      adaptor.getLhs(), adaptor.getRhs(), getType(),
-      [](const APInt &a, const APInt &b, bool isUnsigned) -> OptInt {
-        if (b.isZero())
-          return std::nullopt; // Division by zero is left to run time.
-        return isUnsigned ? a.udiv(b) : a.sdiv(b);
-      },
-      [](const APFloat &a, const APFloat &b) -> OptFloat { return a / b; });
-}
-OpFoldResult MinOp::fold(FoldAdaptor adaptor) {
-  return foldBinary(
-      adaptor.getLhs(), adaptor.getRhs(), getType(),
-      [](const APInt &a, const APInt &b, bool u) -> OptInt {
-        return (u ? a.ult(b) : a.slt(b)) ? a : b;
-      },
-      [](const APFloat &a, const APFloat &b) -> OptFloat {
-        return llvm::minimum(a, b);
-      });
-}
-OpFoldResult MaxOp::fold(FoldAdaptor adaptor) {
-  return foldBinary(
-      adaptor.getLhs(), adaptor.getRhs(), getType(),
-      [](const APInt &a, const APInt &b, bool u) -> OptInt {
-        return (u ? a.ugt(b) : a.sgt(b)) ? a : b;
-      },
-      [](const APFloat &a, const APFloat &b) -> OptFloat {
-        return llvm::maximum(a, b);
-      });
-}
-
-static APInt boolInt(bool b) { return APInt(1, b ? 1 : 0); }
-
-OpFoldResult EqualOp::fold(FoldAdaptor adaptor) {
-  return foldBinary(
-      adaptor.getLhs(), adaptor.getRhs(), getType(),
-      [](const APInt &a, const APInt &b, bool) -> OptInt { return boolInt(a == b); },
-      [](const APFloat &a, const APFloat &b) -> OptInt {
-        return boolInt(a.compare(b) == APFloat::cmpEqual);
-      });
-}
-OpFoldResult LessOp::fold(FoldAdaptor adaptor) {
-  return foldBinary(
-      adaptor.getLhs(), adaptor.getRhs(), getType(),
-      [](const APInt &a, const APInt &b, bool u) -> OptInt {
-        return boolInt(u ? a.ult(b) : a.slt(b));
-      },
-      [](const APFloat &a, const APFloat &b) -> OptInt {
-        return boolInt(a.compare(b) == APFloat::cmpLessThan);
-      });
-}
-OpFoldResult GreaterOp::fold(FoldAdaptor adaptor) {
-  return foldBinary(
-      adaptor.getLhs(), adaptor.getRhs(), getType(),
-      [](const APInt &a, const APInt &b, bool u) -> OptInt {
-        return boolInt(u ? a.ugt(b) : a.sgt(b));
-      },
-      [](const APFloat &a, const APFloat &b) -> OptInt {
-        return boolInt(a.compare(b) == APFloat::cmpGreaterThan);
-      });
-}
-
-OpFoldResult NegOp::fold(FoldAdaptor adaptor) {
-  auto in = denseOf(adaptor.getInput());
-  if (!in)
-    return {};
-  if (isa<IntegerType>(in.getElementType()))
-    return in.mapValues(in.getElementType(), [](const APInt &v) { return -v; });
-  return in.mapValues(in.getElementType(), [](const APFloat &v) {
-    APFloat r = v;
-    r.changeSign();
-    return r.bitcastToAPInt();
-  });
-}
-
 OpFoldResult IdentityOp::fold(FoldAdaptor) { return getInput(); }
 
-OpFoldResult WhereOp::fold(FoldAdaptor adaptor) {
-  auto c = denseOf(adaptor.getCondition()), x = denseOf(adaptor.getX()),
-       y = denseOf(adaptor.getY());
-  auto type = getType();
-  if (!c || !x || !y || type.getNumElements() > kMaxFoldElements)
-    return {};
-  auto cv = llvm::to_vector(c.getValues<bool>());
-  auto xv = llvm::to_vector(x.getValues<Attribute>());
-  auto yv = llvm::to_vector(y.getValues<Attribute>());
-  SmallVector<Attribute> out;
-  for (int64_t i = 0, n = type.getNumElements(); i < n; ++i)
-    out.push_back(cv[broadcastIndex(i, type.getShape(), c.getType().getShape())]
-                      ? xv[broadcastIndex(i, type.getShape(), x.getType().getShape())]
-                      : yv[broadcastIndex(i, type.getShape(), y.getType().getShape())]);
-  return DenseElementsAttr::get(type, out);
-}
-
-OpFoldResult CastOp::fold(FoldAdaptor adaptor) {
-  auto in = denseOf(adaptor.getInput());
-  Type from = getInput().getType().getElementType(), to = getTo();
-  if (from == to)
+OpFoldResult CastOp::fold(FoldAdaptor) {
+  if (getInput().getType().getElementType() == getTo())
     return getInput();
-  if (!in)
-    return {};
-  auto type = getType();
-  if (isa<IntegerType>(from) && isa<IntegerType>(to)) {
-    unsigned w = to.getIntOrFloatBitWidth();
-    bool fromUnsigned = from.isUnsignedInteger() || from.isInteger(1);
-    return in.mapValues(to, [&](const APInt &v) {
-      if (to.isInteger(1))
-        return APInt(1, !v.isZero());
-      return fromUnsigned ? v.zextOrTrunc(w) : v.sextOrTrunc(w);
-    });
-  }
-  if (isa<IntegerType>(from) && isa<FloatType>(to)) {
-    SmallVector<APFloat> out;
-    bool isSigned = !(from.isUnsignedInteger() || from.isInteger(1));
-    for (const APInt &v : in.getValues<APInt>()) {
-      APFloat f(cast<FloatType>(to).getFloatSemantics());
-      f.convertFromAPInt(v, isSigned, APFloat::rmNearestTiesToEven);
-      out.push_back(f);
-    }
-    return DenseElementsAttr::get(type, out);
-  }
-  if (isa<FloatType>(from) && isa<FloatType>(to)) {
-    SmallVector<APFloat> out;
-    for (APFloat v : in.getValues<APFloat>()) {
-      bool lost;
-      v.convert(cast<FloatType>(to).getFloatSemantics(),
-                APFloat::rmNearestTiesToEven, &lost);
-      out.push_back(v);
-    }
-    return DenseElementsAttr::get(type, out);
-  }
-  if (isa<FloatType>(from) && isa<IntegerType>(to)) {
-    SmallVector<APInt> out;
-    for (const APFloat &v : in.getValues<APFloat>()) {
-      if (!v.isFinite())
-        return {};
-      if (to.isInteger(1)) {
-        out.push_back(APInt(1, !v.isZero()));
-        continue;
-      }
-      APSInt i(to.getIntOrFloatBitWidth(), to.isUnsignedInteger());
-      bool exact;
-      v.convertToInteger(i, APFloat::rmTowardZero, &exact);
-      out.push_back(i);
-    }
-    return DenseElementsAttr::get(type, out);
-  }
   return {};
 }
 
@@ -1635,119 +1419,6 @@ OpFoldResult UnsqueezeOp::fold(FoldAdaptor adaptor) {
   if (auto in = denseOf(adaptor.getInput()))
     return in.reshape(getType());
   return {};
-}
-
-/// Visits the coordinates of a static shape in row-major order.
-static void forEachIndex(ArrayRef<int64_t> shape,
-                         llvm::function_ref<void(ArrayRef<int64_t>)> fn) {
-  int64_t n = 1;
-  for (int64_t d : shape)
-    n *= d;
-  SmallVector<int64_t> idx(shape.size(), 0);
-  for (int64_t i = 0; i < n; ++i) {
-    fn(idx);
-    for (int64_t d = shape.size() - 1; d >= 0; --d) {
-      if (++idx[d] < shape[d])
-        break;
-      idx[d] = 0;
-    }
-  }
-}
-
-static int64_t flatIndex(ArrayRef<int64_t> idx, ArrayRef<int64_t> shape) {
-  int64_t flat = 0;
-  for (size_t i = 0; i < shape.size(); ++i)
-    flat = flat * shape[i] + idx[i];
-  return flat;
-}
-
-OpFoldResult ConcatOp::fold(FoldAdaptor adaptor) {
-  auto type = getType();
-  if (type.getNumElements() > kMaxFoldElements)
-    return {};
-  int64_t axis = *normalizeAxis(getAxis(), type.getRank());
-  SmallVector<DenseElementsAttr> ins;
-  for (Attribute a : adaptor.getInputs()) {
-    auto d = denseOf(a);
-    if (!d)
-      return {};
-    ins.push_back(d);
-  }
-  SmallVector<SmallVector<Attribute>> values;
-  for (auto d : ins)
-    values.push_back(llvm::to_vector(d.getValues<Attribute>()));
-  SmallVector<Attribute> out;
-  forEachIndex(type.getShape(), [&](ArrayRef<int64_t> idx) {
-    SmallVector<int64_t> local(idx);
-    for (auto [d, vals] : llvm::zip(ins, values)) {
-      int64_t size = d.getType().getDimSize(axis);
-      if (local[axis] < size) {
-        out.push_back(vals[flatIndex(local, d.getType().getShape())]);
-        return;
-      }
-      local[axis] -= size;
-    }
-  });
-  return DenseElementsAttr::get(type, out);
-}
-
-OpFoldResult GatherOp::fold(FoldAdaptor adaptor) {
-  auto data = denseOf(adaptor.getInput()), indices = denseOf(adaptor.getIndices());
-  auto type = getType();
-  // A block of a split axis depends on the rank: not folded.
-  if (!data || !indices || type.getNumElements() > kMaxFoldElements || getAxisStarts())
-    return {};
-  auto dataShape = data.getType().getShape();
-  int64_t axis = *normalizeAxis(getAxis(), dataShape.size());
-  int64_t idxRank = indices.getType().getRank();
-  auto idxVals = llvm::to_vector(indices.getValues<APInt>());
-  auto vals = llvm::to_vector(data.getValues<Attribute>());
-  SmallVector<Attribute> out;
-  bool ok = true;
-  forEachIndex(type.getShape(), [&](ArrayRef<int64_t> idx) {
-    if (!ok)
-      return;
-    SmallVector<int64_t> src(idx.take_front(axis));
-    int64_t i = idxVals[flatIndex(idx.slice(axis, idxRank),
-                                  indices.getType().getShape())]
-                    .getSExtValue();
-    if (i < 0)
-      i += dataShape[axis];
-    if (i < 0 || i >= dataShape[axis]) {
-      ok = false; // Out-of-range indices are reported at run time, not folded.
-      return;
-    }
-    src.push_back(i);
-    src.append(idx.begin() + axis + idxRank, idx.end());
-    out.push_back(vals[flatIndex(src, dataShape)]);
-  });
-  if (!ok)
-    return {};
-  return DenseElementsAttr::get(type, out);
-}
-
-OpFoldResult SliceOp::fold(FoldAdaptor adaptor) {
-  auto data = denseOf(adaptor.getInput());
-  auto type = getType();
-  if (!data)
-    return {};
-  auto shape = data.getType().getShape();
-  SmallVector<int64_t> start(shape.size(), 0), step(shape.size(), 1);
-  for (size_t i = 0; i < getAxes().size(); ++i) {
-    int64_t axis = *normalizeAxis(getAxes()[i], shape.size());
-    start[axis] = sliceRange(shape[axis], getStarts()[i], getEnds()[i],
-                             getSteps()[i]).first;
-    step[axis] = getSteps()[i];
-  }
-  auto vals = llvm::to_vector(data.getValues<Attribute>());
-  SmallVector<Attribute> out;
-  forEachIndex(type.getShape(), [&](ArrayRef<int64_t> idx) {
-    SmallVector<int64_t> src;
-    for (size_t d = 0; d < idx.size(); ++d)
-      src.push_back(start[d] + idx[d] * step[d]);
-    out.push_back(vals[flatIndex(src, shape)]);
-  });
-  return DenseElementsAttr::get(type, out);
 }
 
 #define GET_OP_CLASSES

@@ -105,6 +105,10 @@ def NN_MadeFromAttributes : NN_Trait<"MadeFromAttributes">;
 // softmax, rotary_embedding, rotate_half, attention).
 def NN_KeepsColumnsApart : NN_Trait<"KeepsColumnsApart">;
 
+// Draws from a random stream (training dropout's mask): the constant
+// evaluator never folds it, whatever its operands.
+def NN_Random : NN_Trait<"Random">;
+
 //===----------------------------------------------------------------------===//
 // Op base classes
 //===----------------------------------------------------------------------===//

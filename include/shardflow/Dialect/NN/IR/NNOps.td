@@ -77,27 +77,24 @@ def NN_WeightOp : NN_Op<"weight"> {
 // Elementwise
 //===----------------------------------------------------------------------===//
 
-def NN_AddOp : NN_BinaryOp<"add", "Add", [Commutative, NN_Additive]> { let hasFolder = 1; }
-def NN_SubOp : NN_BinaryOp<"sub", "Sub", [NN_Additive]> { let hasFolder = 1; }
-def NN_MulOp : NN_BinaryOp<"mul", "Mul", [Commutative, NN_LinearInEachOperand]> { let hasFolder = 1; }
+def NN_AddOp : NN_BinaryOp<"add", "Add", [Commutative, NN_Additive]>;
+def NN_SubOp : NN_BinaryOp<"sub", "Sub", [NN_Additive]>;
+def NN_MulOp : NN_BinaryOp<"mul", "Mul", [Commutative, NN_LinearInEachOperand]>;
 def NN_DivOp : NN_BinaryOp<"div", "Div", [NN_LinearInFirstOperand]> {
   let description = [{ Integer division truncates toward zero, as in ONNX. }];
-  let hasFolder = 1;
 }
 def NN_PowOp : NN_BinaryOp<"pow", "Pow"> {
   let description = [{ The result has the element type of `lhs` (the base). }];
 }
 def NN_MinOp : NN_BinaryOp<"min", "Min", [Commutative]> {
   let description = [{ ONNX's variadic Min is imported as a chain of these. }];
-  let hasFolder = 1;
 }
 def NN_MaxOp : NN_BinaryOp<"max", "Max", [Commutative]> {
   let description = [{ ONNX's variadic Max is imported as a chain of these. }];
-  let hasFolder = 1;
 }
-def NN_EqualOp : NN_CompareOp<"equal", "Equal"> { let hasFolder = 1; }
-def NN_LessOp : NN_CompareOp<"less", "Less"> { let hasFolder = 1; }
-def NN_GreaterOp : NN_CompareOp<"greater", "Greater"> { let hasFolder = 1; }
+def NN_EqualOp : NN_CompareOp<"equal", "Equal">;
+def NN_LessOp : NN_CompareOp<"less", "Less">;
+def NN_GreaterOp : NN_CompareOp<"greater", "Greater">;
 
 def NN_AndOp : NN_InferredOp<"and", [Commutative, NN_Elementwise]> {
   let summary = "ONNX And: logical and with broadcasting";
@@ -109,7 +106,6 @@ def NN_WhereOp : NN_InferredOp<"where", [NN_Elementwise]> {
   let summary = "ONNX Where: select with three-way broadcasting";
   let arguments = (ins NN_BoolTensor:$condition, NN_Tensor:$x, NN_Tensor:$y);
   let results = (outs NN_Tensor:$result);
-  let hasFolder = 1;
 }
 
 def NN_SqrtOp : NN_UnaryOp<"sqrt", "Sqrt">;
@@ -120,7 +116,7 @@ def NN_SigmoidOp : NN_UnaryOp<"sigmoid", "Sigmoid">;
 def NN_ErfOp : NN_UnaryOp<"erf", "Erf">;
 def NN_ReciprocalOp : NN_UnaryOp<"reciprocal", "Reciprocal">;
 def NN_ReluOp : NN_UnaryOp<"relu", "Relu", NN_NumericTensor>;
-def NN_NegOp : NN_UnaryOp<"neg", "Neg", NN_NumericTensor, [NN_LinearInFirstOperand]> { let hasFolder = 1; }
+def NN_NegOp : NN_UnaryOp<"neg", "Neg", NN_NumericTensor, [NN_LinearInFirstOperand]>;
 def NN_AbsOp : NN_UnaryOp<"abs", "Abs", NN_NumericTensor>;
 def NN_NotOp : NN_UnaryOp<"not", "Not", NN_BoolTensor>;
 def NN_IdentityOp : NN_UnaryOp<"identity", "Identity", NN_Tensor,
@@ -164,7 +160,7 @@ def NN_DropoutOp : NN_UnaryOp<"dropout", "Dropout (inference)", NN_FloatTensor,
                        DefaultValuedAttr<F32Attr, "0.5f">:$ratio);
 }
 
-def NN_TrainingDropoutOp : NN_InferredOp<"training_dropout"> {
+def NN_TrainingDropoutOp : NN_InferredOp<"training_dropout", [NN_Random]> {
   let summary = "Dropout in training mode: a seeded random mask";
   let description = [{
     `mask` holds `u >= ratio` for uniform draws `u` in [0, 1) and `result` is
@@ -464,7 +460,6 @@ def NN_ConcatOp : NN_InferredOp<"concat", [NN_KeepsColumnsApart]> {
   let summary = "ONNX Concat along `axis`";
   let arguments = (ins Variadic<NN_Tensor>:$inputs, I64Attr:$axis);
   let results = (outs NN_Tensor:$result);
-  let hasFolder = 1;
 }
 
 def NN_SplitOp : NN_InferredOp<"split", [NN_KeepsColumnsApart]> {
@@ -484,7 +479,6 @@ def NN_SliceOp : NN_InferredOp<"slice", [NN_KeepsColumnsApart]> {
                        DenseI64ArrayAttr:$ends, DenseI64ArrayAttr:$axes,
                        DenseI64ArrayAttr:$steps);
   let results = (outs NN_Tensor:$result);
-  let hasFolder = 1;
 }
 
 def NN_PadOp : NN_InferredOp<"pad"> {
@@ -519,7 +513,6 @@ def NN_GatherOp : NN_InferredOp<"gather"> {
                        OptionalAttr<I64Attr>:$axis_size,
                        OptionalAttr<DenseI64ArrayAttr>:$axis_starts);
   let results = (outs NN_Tensor:$result);
-  let hasFolder = 1;
 }
 
 def NN_GatherElementsOp : NN_InferredOp<"gather_elements"> {

@@ -24,7 +24,11 @@ SHARDFLOW_NN_TRAIT(LinearInEachOperand)
 SHARDFLOW_NN_TRAIT(LinearInFirstOperand)
 SHARDFLOW_NN_TRAIT(MadeFromAttributes)
 SHARDFLOW_NN_TRAIT(KeepsColumnsApart)
+SHARDFLOW_NN_TRAIT(Random)
 #undef SHARDFLOW_NN_TRAIT
+
+/// Draws from a random stream: never evaluated at compile time.
+inline bool isRandom(mlir::Operation *op) { return op->hasTrait<Random>(); }
 
 /// Each result element from the operands' elements at its position.
 inline bool isElementwise(mlir::Operation *op) { return op->hasTrait<Elementwise>(); }
