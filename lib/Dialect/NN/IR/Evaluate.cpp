@@ -10,6 +10,8 @@
 #include "shardflow/Dialect/NN/IR/NNTraits.h"
 #include "shardflow/Runtime/Format/KernelSignature.h"
 
+#include "mlir/IR/Matchers.h"
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <cstring>
@@ -87,7 +89,8 @@ bool setKernelParam(rtm::Params &params, StringRef name, Attribute value) {
 }
 
 LogicalResult evaluate(Operation *op, ArrayRef<Attribute> operands,
-                       SmallVectorImpl<OpFoldResult> &results) {
+                       SmallVectorImpl<OpFoldResult> &results,
+                       int64_t maxBytes) {
   if (isRandom(op) || operands.size() != op->getNumOperands())
     return failure();
   StringRef opName = op->getName().getStringRef();
@@ -130,7 +133,7 @@ LogicalResult evaluate(Operation *op, ArrayRef<Attribute> operands,
     if (!type || !type.hasStaticShape())
       return failure();
     auto bytes = getTensorStorageBytes(type);
-    if (!bytes || *bytes > kMaxFoldedBytes ||
+    if (!bytes || *bytes > maxBytes ||
         !getRuntimeDType(type.getElementType()))
       return failure();
     outBytes.emplace_back(size_t(*bytes), 0);
@@ -156,6 +159,55 @@ LogicalResult evaluate(Operation *op, ArrayRef<Attribute> operands,
     results.push_back(
         getFromRuntimeBytes(cast<RankedTensorType>(result.getType()), bytes));
   return success();
+}
+
+/// evaluateValue's walk: `memo` holds the values computed so far.
+static DenseElementsAttr evaluateValue(Value v, int64_t maxBytes, int depth,
+                                       llvm::DenseMap<Value, DenseElementsAttr> &memo) {
+  if (auto it = memo.find(v); it != memo.end())
+    return it->second;
+  Operation *op = v.getDefiningOp();
+  // Deep chains are not what masks and tables are made of.
+  if (!op || depth > 64 || op->getNumRegions() != 0)
+    return {};
+  Attribute constant;
+  if (matchPattern(v, m_Constant(&constant)))
+    return memo[v] = dyn_cast<DenseElementsAttr>(constant);
+  // Ops whose value needs no operand value (nn.shape reads a type).
+  SmallVector<OpFoldResult> own;
+  if (succeeded(op->fold(SmallVector<Attribute>(op->getNumOperands()), own)) &&
+      own.size() == op->getNumResults()) {
+    auto i = cast<OpResult>(v).getResultNumber();
+    if (auto d = dyn_cast_or_null<DenseElementsAttr>(
+            dyn_cast_if_present<Attribute>(own[i])))
+      return memo[v] = d;
+  }
+  auto type = dyn_cast<RankedTensorType>(v.getType());
+  auto bytes = type ? getTensorStorageBytes(type) : std::nullopt;
+  if (!bytes || *bytes > maxBytes)
+    return {};
+  SmallVector<Attribute> operands;
+  for (Value operand : op->getOperands()) {
+    DenseElementsAttr in = evaluateValue(operand, maxBytes, depth + 1, memo);
+    if (!in)
+      return {};
+    operands.push_back(in);
+  }
+  // A view is its operand, reshaped.
+  if (isViewLike(op) && op->getNumResults() == 1)
+    return memo[v] = cast<DenseElementsAttr>(operands[0]).reshape(type);
+  SmallVector<OpFoldResult> results;
+  if (failed(evaluate(op, operands, results, maxBytes)))
+    return {};
+  for (auto [result, folded] : llvm::zip(op->getResults(), results))
+    memo[result] = dyn_cast_or_null<DenseElementsAttr>(
+        dyn_cast_if_present<Attribute>(folded));
+  return memo[v];
+}
+
+DenseElementsAttr evaluateValue(Value v, int64_t maxBytes) {
+  llvm::DenseMap<Value, DenseElementsAttr> memo;
+  return evaluateValue(v, maxBytes, 0, memo);
 }
 
 } // namespace shardflow::nn

@@ -18,6 +18,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "shardflow/Dialect/NN/Transforms/Passes.h"
+#include "shardflow/Dialect/NN/IR/Evaluate.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -41,8 +42,10 @@ namespace {
 /// exponential exactly 0 in f32 and absorbs any finite score added to it.
 constexpr double kMaskFillLimit = -1e30;
 
-/// Constant masks are evaluated at compile time up to this many elements.
-constexpr int64_t kMaxEvaluatedElements = int64_t(1) << 22;
+/// Constant masks are evaluated at compile time (by the constant evaluator,
+/// nn/IR/Evaluate.h) up to this many bytes: a causal mask of 4,096
+/// positions.
+constexpr int64_t kMaxEvaluatedBytes = int64_t(1) << 24;
 
 RankedTensorType tensorType(Value v) {
   return dyn_cast<RankedTensorType>(v.getType());
@@ -74,159 +77,27 @@ bool isMaskFill(double fill) {
 }
 
 //===----------------------------------------------------------------------===//
-// Compile-time evaluation of small constant masks
+// Constant masks
 //===----------------------------------------------------------------------===//
 
-/// A constant tensor as doubles (booleans as 0 and 1), row-major.
-struct ConstTensor {
-  SmallVector<int64_t> shape;
+/// The elements of a constant as doubles (booleans as 0 and 1), row-major.
+std::optional<std::vector<double>> valuesOf(DenseElementsAttr dense) {
   std::vector<double> data;
-};
-
-int64_t numElements(ArrayRef<int64_t> shape) {
-  int64_t n = 1;
-  for (int64_t d : shape)
-    n *= d;
-  return n;
-}
-
-/// `t` broadcast (numpy rules) to `shape`, which it must broadcast to.
-ConstTensor broadcastTo(const ConstTensor &t, ArrayRef<int64_t> shape) {
-  ConstTensor out;
-  out.shape.assign(shape.begin(), shape.end());
-  int64_t n = numElements(shape), rank = shape.size(),
-          lead = rank - t.shape.size();
-  SmallVector<int64_t> strides(rank, 0);
-  for (int64_t d = rank - 1, acc = 1; d >= lead; --d) {
-    int64_t size = t.shape[d - lead];
-    strides[d] = size == 1 ? 0 : acc;
-    acc *= size;
-  }
-  out.data.resize(n);
-  SmallVector<int64_t> index(rank, 0);
-  for (int64_t i = 0; i < n; ++i) {
-    int64_t at = 0;
-    for (int64_t d = 0; d < rank; ++d)
-      at += index[d] * strides[d];
-    out.data[i] = t.data[at];
-    for (int64_t d = rank - 1; d >= 0 && ++index[d] == shape[d]; --d)
-      index[d] = 0;
-  }
-  return out;
-}
-
-/// Evaluates the small op chains exporters build masks from: constants,
-/// trilu, casts, logical not, shape-only ops and broadcasting arithmetic.
-std::optional<ConstTensor> evaluate(Value v, int depth = 0) {
-  auto type = tensorType(v);
-  if (!type || !type.hasStaticShape() ||
-      type.getNumElements() > kMaxEvaluatedElements || depth > 16)
+  data.reserve(dense.getNumElements());
+  Type elem = dense.getElementType();
+  if (elem.isInteger(1)) {
+    for (bool b : dense.getValues<bool>())
+      data.push_back(b ? 1.0 : 0.0);
+  } else if (isa<FloatType>(elem)) {
+    for (APFloat x : dense.getValues<APFloat>())
+      data.push_back(x.convertToDouble());
+  } else if (isa<IntegerType>(elem)) {
+    for (APInt x : dense.getValues<APInt>())
+      data.push_back(double(x.getSExtValue()));
+  } else {
     return std::nullopt;
-  Operation *op = v.getDefiningOp();
-  if (!op)
-    return std::nullopt;
-  auto recurse = [&](Value operand) { return evaluate(operand, depth + 1); };
-  auto withShape = [&](ConstTensor t) {
-    t.shape.assign(type.getShape().begin(), type.getShape().end());
-    return t;
-  };
-  if (auto c = dyn_cast<nn::ConstantOp>(op)) {
-    auto dense = dyn_cast<DenseElementsAttr>(c.getValue());
-    if (!dense)
-      return std::nullopt;
-    ConstTensor t;
-    t.shape.assign(type.getShape().begin(), type.getShape().end());
-    Type elem = dense.getElementType();
-    if (elem.isInteger(1)) {
-      for (bool b : dense.getValues<bool>())
-        t.data.push_back(b ? 1.0 : 0.0);
-    } else if (isa<FloatType>(elem)) {
-      for (APFloat x : dense.getValues<APFloat>())
-        t.data.push_back(x.convertToDouble());
-    } else if (isa<IntegerType>(elem)) {
-      for (APInt x : dense.getValues<APInt>())
-        t.data.push_back(double(x.getSExtValue()));
-    } else {
-      return std::nullopt;
-    }
-    if (int64_t(t.data.size()) != type.getNumElements())
-      return std::nullopt;
-    return t;
   }
-  if (isa<nn::ReshapeOp, nn::UnsqueezeOp, nn::SqueezeOp, nn::FlattenOp,
-          nn::IdentityOp>(op)) {
-    auto in = recurse(op->getOperand(0));
-    if (!in)
-      return std::nullopt;
-    return withShape(std::move(*in));
-  }
-  if (isa<nn::ExpandOp>(op)) {
-    auto in = recurse(op->getOperand(0));
-    if (!in)
-      return std::nullopt;
-    return broadcastTo(*in, type.getShape());
-  }
-  if (auto cast = dyn_cast<nn::CastOp>(op)) {
-    auto in = recurse(cast.getInput());
-    if (!in)
-      return std::nullopt;
-    Type to = cast.getTo();
-    for (double &x : in->data) {
-      if (to.isInteger(1))
-        x = x != 0.0 ? 1.0 : 0.0;
-      else if (isa<IntegerType>(to))
-        x = std::trunc(x);
-      else if (!isa<FloatType>(to))
-        return std::nullopt;
-    }
-    return in;
-  }
-  if (auto n = dyn_cast<nn::NotOp>(op)) {
-    auto in = recurse(n.getInput());
-    if (!in)
-      return std::nullopt;
-    for (double &x : in->data)
-      x = x != 0.0 ? 0.0 : 1.0;
-    return in;
-  }
-  if (auto trilu = dyn_cast<nn::TriluOp>(op)) {
-    auto in = recurse(trilu.getInput());
-    if (!in || in->shape.size() < 2)
-      return std::nullopt;
-    int64_t rows = in->shape[in->shape.size() - 2], cols = in->shape.back();
-    int64_t k = trilu.getK();
-    bool upper = trilu.getUpper();
-    for (int64_t at = 0, n = in->data.size(); at < n; ++at) {
-      int64_t i = at / cols % rows, j = at % cols;
-      bool keep = upper ? j - i >= k : j - i <= k;
-      if (!keep)
-        in->data[at] = 0.0;
-    }
-    return in;
-  }
-  // Broadcasting arithmetic and selection, as masks are combined.
-  if (isa<nn::AddOp, nn::SubOp, nn::MulOp, nn::WhereOp>(op)) {
-    SmallVector<ConstTensor> ins;
-    for (Value operand : op->getOperands()) {
-      auto in = recurse(operand);
-      if (!in)
-        return std::nullopt;
-      ins.push_back(broadcastTo(*in, type.getShape()));
-    }
-    ConstTensor out = ins[0];
-    for (size_t i = 0, n = out.data.size(); i < n; ++i) {
-      if (isa<nn::AddOp>(op))
-        out.data[i] = ins[0].data[i] + ins[1].data[i];
-      else if (isa<nn::SubOp>(op))
-        out.data[i] = ins[0].data[i] - ins[1].data[i];
-      else if (isa<nn::MulOp>(op))
-        out.data[i] = ins[0].data[i] * ins[1].data[i];
-      else
-        out.data[i] = ins[0].data[i] != 0.0 ? ins[1].data[i] : ins[2].data[i];
-    }
-    return out;
-  }
-  return std::nullopt;
+  return data;
 }
 
 /// Whether `mask` (broadcast to the scores, whose last two dimensions are
@@ -234,13 +105,17 @@ std::optional<ConstTensor> evaluate(Value v, int depth = 0) {
 /// `keep(x)` says whether element value x keeps its key.
 template <typename Keep>
 bool isCausal(Value mask, int64_t sq, int64_t skv, Keep keep) {
-  auto t = evaluate(mask);
-  if (!t || t->shape.size() < 2 || t->shape[t->shape.size() - 2] != sq ||
-      t->shape.back() != skv)
+  DenseElementsAttr dense = nn::evaluateValue(mask, kMaxEvaluatedBytes);
+  if (!dense)
     return false;
-  for (int64_t at = 0, n = t->data.size(); at < n; ++at) {
+  auto shape = dense.getType().getShape();
+  auto data = valuesOf(dense);
+  if (!data || shape.size() < 2 || shape[shape.size() - 2] != sq ||
+      shape.back() != skv)
+    return false;
+  for (int64_t at = 0, n = data->size(); at < n; ++at) {
     int64_t i = at / skv % sq, j = at % skv;
-    if (keep(t->data[at]) != (j <= i))
+    if (keep((*data)[at]) != (j <= i))
       return false;
   }
   return true;

@@ -55,7 +55,16 @@ bool setKernelParam(runtime::Params &params, llvm::StringRef name,
 /// range, say, which the program then reports at run time).
 mlir::LogicalResult evaluate(mlir::Operation *op,
                              llvm::ArrayRef<mlir::Attribute> operands,
-                             llvm::SmallVectorImpl<mlir::OpFoldResult> &results);
+                             llvm::SmallVectorImpl<mlir::OpFoldResult> &results,
+                             int64_t maxBytes = kMaxFoldedBytes);
+
+/// The value of `v` when it is computed from constants alone -- nn ops all
+/// the way up, no function argument, weight or random op -- by the same
+/// kernels, without changing the IR; null otherwise, or when a value on the
+/// way is over `maxBytes`. For passes that inspect a value the size policy
+/// kept from folding (raise-attention reading a long causal mask).
+mlir::DenseElementsAttr evaluateValue(mlir::Value v,
+                                      int64_t maxBytes = kMaxFoldedBytes);
 
 } // namespace shardflow::nn
 
