@@ -635,13 +635,20 @@ class Exporter:
         proto = onnx.load(str(path), load_external_data=False)
         inits = map_initializers(proto, model, prefix, str(folder))
         mapped = sum(1 for v in inits.values() if v)
+        seen = set()
+        for v in inits.values():
+            if v:
+                seen.update([v.get("parameter")] + v.get("tied_to", []) + v.get("concat_of", []))
+        tensors, aliases = param_table(model)
+        no_init = [n for n in tensors if n not in seen and not (set(aliases.get(n, [])) & seen)]
         result = {
             **info,
             "test_inputs": {k: {"shape": list(v.shape), "dtype": v.dtype.name} for k, v in inputs.items()},
             "check": {"against": "PyTorch on the same inputs", "metric": "relative L2",
                       "tolerance": TOLERANCE, "outputs": check,
                       "ok": all(c.get("ok") for c in check.values())},
-            "initializer_map": {"mapped": mapped, "unmapped": len(inits) - mapped, "initializers": inits},
+            "initializer_map": {"mapped": mapped, "unmapped": len(inits) - mapped,
+                                "parameters_in_no_initializer": no_init, "initializers": inits},
             "files": sorted(p.name for p in folder.iterdir()),
             "bytes": folder_bytes(folder),
         }
@@ -809,7 +816,12 @@ def export_genai(ex: Exporter) -> None:
         tiny_tokenizer(model.config.vocab_size, hf)
         cmd = [sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", str(hf), "-o", str(out),
                "-p", "fp32", "-e", "cpu", "-c", str(cache)]
-        run = subprocess.run(cmd, capture_output=True, text=True)
+        # The builder appends to the model's producer_version the git commit
+        # of the folder its package lies in: inside the venv, that would be
+        # this repository's HEAD. Stop git at the venv, so that it takes the
+        # package's own commit.
+        env = {**os.environ, "GIT_CEILING_DIRECTORIES": str(VENV.parent)}
+        run = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp, env=env)
         how = {"call": "python -m onnxruntime_genai.models.builder -i LLAMA_FOLDER -o OUT -p fp32 -e cpu",
                "source": "the tiny random llama, save_pretrained, plus a tiny word-level tokenizer"}
         if run.returncode != 0 or not (out / "model.onnx").exists():
