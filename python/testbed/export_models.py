@@ -598,7 +598,7 @@ def config_summary(model) -> dict:
     out = {k: getattr(c, k) for k in keys if getattr(c, k, None) is not None}
     out["model_class"] = type(model).__name__
     out["attn_implementation"] = getattr(c, "_attn_implementation", None)
-    if getattr(c, "_experts_implementation", None):
+    if getattr(c, "num_local_experts", None) and getattr(c, "_experts_implementation", None):
         out["experts_implementation"] = c._experts_implementation
     out["parameters"] = sum(p.numel() for p in model.parameters())
     return out
