@@ -995,12 +995,14 @@ def export_minilm(ex: Exporter, layers: int, exporters: list[str]) -> None:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", nargs="*", help="model names (gpt2, llama, ..., genai, minilm) to export")
-    ap.add_argument("--exporters", default="torchscript,dynamo")
-    ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--exporters", default="torchscript,dynamo",
+                    help="for the random-weight models (default: torchscript,dynamo)")
+    ap.add_argument("--out", type=Path, default=OUT, help="default: test/real-exports")
     ap.add_argument("--latest", action="store_true", help="install the newest packages, not the pinned ones")
-    ap.add_argument("--minilm-layers", type=int, default=1)
-    ap.add_argument("--minilm-exporters", default="torchscript")
-    ap.add_argument("--list", action="store_true")
+    ap.add_argument("--minilm-layers", type=int, default=1,
+                    help="how many of MiniLM's 6 layers to keep (default 1, to keep the repository small)")
+    ap.add_argument("--minilm-exporters", default="torchscript", help="default: torchscript")
+    ap.add_argument("--list", action="store_true", help="print the model names")
     args = ap.parse_args()
     if not in_venv():
         bootstrap(args.latest)
