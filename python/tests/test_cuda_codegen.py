@@ -1047,8 +1047,9 @@ def test_report_on_cuda_programs(tmp_path):
                              "-o", str(tmp_path / "a.shard")], capture_output=True, text=True)
     assert single.returncode == 0, single.stderr
     assert "global=" not in (tmp_path / "a.shard").read_text()  # QKV one GEMM
-    assert re.search(r"parameters per rank: (\d+) bytes in 11 weights \(0 sliced\); "
-                     r"the whole model has \1 bytes: 1.000 per rank", single.stderr), single.stderr
+    assert re.search(r"parameters per rank: (\d+) bytes in 11 weights \(0 sliced\) and \d+ "
+                     r"embedded constants \(\d+ bytes\); the whole model has \1 bytes of float "
+                     r"initializers: 1.000 per rank", single.stderr), single.stderr
     assert "collectives: 0," in single.stderr
     sharded = subprocess.run([str(SHARD_OPT), str(path), "--mesh", "dp=2,tp=2", "--strategy",
                               "megatron", "--target", "cuda", "--report",
@@ -1074,8 +1075,9 @@ def test_report_counts_zero_padding(tmp_path):
     padded = subprocess.run([str(SHARD_OPT), str(path), "--target", "cuda", "--report",
                              "-o", str(tmp_path / "a.shard")], capture_output=True, text=True)
     assert padded.returncode == 0, padded.stderr
-    m = re.search(r"parameters per rank: (\d+) bytes in 11 weights \(0 sliced\); "
-                  r"the whole model has (\d+) bytes", padded.stderr)
+    m = re.search(r"parameters per rank: (\d+) bytes in 11 weights \(0 sliced\) and \d+ "
+                  r"embedded constants \(\d+ bytes\); the whole model has (\d+) bytes",
+                  padded.stderr)
     assert m and int(m.group(1)) - int(m.group(2)) == 768, padded.stderr
     assert "zero padding: 768 of those bytes per rank in 1 weight slice that reach" \
         in padded.stderr, padded.stderr
@@ -1084,7 +1086,8 @@ def test_report_counts_zero_padding(tmp_path):
                            capture_output=True, text=True)
     assert plain.returncode == 0, plain.stderr
     assert "zero padding" not in plain.stderr
-    assert re.search(r"the whole model has (\d+) bytes: 1.000 per rank", plain.stderr)
+    assert re.search(r"the whole model has (\d+) bytes of float initializers: 1.000 per rank",
+                     plain.stderr)
 
 
 #

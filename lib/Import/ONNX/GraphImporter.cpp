@@ -881,6 +881,31 @@ OwningOpRef<ModuleOp> GraphImporter::run() {
     if (isOpTriviallyDead(&op))
       op.erase();
   (*module)->setAttr("nn.source", b.getStringAttr(llvm::sys::path::filename(path)));
+  // Every float initializer is a parameter, whether it became a weight, an
+  // embedded constant or nothing: --report's denominator.
+  int64_t parameterBytes = 0;
+  for (const auto &init : graph.initializer()) {
+    int64_t width = 0;
+    switch (init.data_type()) {
+    case onnx::TensorProto::FLOAT:
+      width = 4;
+      break;
+    case onnx::TensorProto::DOUBLE:
+      width = 8;
+      break;
+    case onnx::TensorProto::FLOAT16:
+    case onnx::TensorProto::BFLOAT16:
+      width = 2;
+      break;
+    default:
+      continue;
+    }
+    int64_t n = 1;
+    for (int64_t d : init.dims())
+      n = d < 0 || (d && n > kMaxElements / d) ? kMaxElements : n * d;
+    parameterBytes += std::min(n, kMaxElements) * width;
+  }
+  (*module)->setAttr("nn.parameter_bytes", b.getI64IntegerAttr(parameterBytes));
   (*module)->setAttr("nn.opset", b.getI64IntegerAttr(opset));
   if (!model.producer_name().empty())
     (*module)->setAttr("nn.producer",

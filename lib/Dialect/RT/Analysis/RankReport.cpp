@@ -58,7 +58,21 @@ void shardflow::rt::printRankReport(ModuleOp module, llvm::raw_ostream &os) {
     SmallVector<std::string> steps;
     int64_t moved = 0, sent = 0;
     double totalSeconds = 0;
+    // Float initializers small enough to be embedded as constants are
+    // parameters too (norm scales, biases): an rt.constant still located at
+    // the initializer's name. Each rank holds all of it.
+    int64_t embedded = 0, embeddedCount = 0;
     fn.walk([&](Operation *op) {
+      if (auto c = dyn_cast<rt::ConstantOp>(op)) {
+        auto m = cast<MemRefType>(c->getResult(0).getType());
+        auto nameLoc = dyn_cast<NameLoc>(c->getLoc());
+        if (nameLoc && isa<UnknownLoc>(nameLoc.getChildLoc()) &&
+            isa<FloatType>(m.getElementType())) {
+          embedded += bytesOf(m);
+          ++embeddedCount;
+        }
+        return;
+      }
       if (auto w = dyn_cast<rt::WeightOp>(op)) {
         auto m = cast<MemRefType>(w.getType());
         int64_t n = m.getNumElements();
@@ -146,9 +160,17 @@ void shardflow::rt::printRankReport(ModuleOp module, llvm::raw_ostream &os) {
       peak = p.getInt();
     os << "report: @" << fn.getName() << " on " << world << " rank"
        << (world == 1 ? "" : "s") << " (every rank runs the same program)\n";
-    os << llvm::formatv("  parameters per rank: {0} bytes in {1} weights ({2} sliced); "
-                        "the whole model has {3} bytes: {4:F3} per rank\n",
-                        local, weights, sliced, global,
+    // Every float initializer is a parameter, weight or embedded constant;
+    // the importer records their total (nn.parameter_bytes).
+    int64_t weightsLocal = local;
+    local += embedded;
+    global += embedded;
+    if (auto total = module->getAttrOfType<IntegerAttr>("nn.parameter_bytes"))
+      global = std::max(global, total.getInt());
+    os << llvm::formatv("  parameters per rank: {0} bytes in {1} weights ({2} sliced) and "
+                        "{3} embedded constants ({4} bytes); the whole model has {5} bytes "
+                        "of float initializers: {6:F3} per rank\n",
+                        local, weights, sliced, embeddedCount, embedded, global,
                         global ? double(local) / double(global) : 1.0);
     if (sliced)
       os << llvm::formatv("  split weights: {0} of {1} weights, {2} of their {3} bytes per "
@@ -156,7 +178,7 @@ void shardflow::rt::printRankReport(ModuleOp module, llvm::raw_ostream &os) {
                           "({6} bytes)\n",
                           sliced, weights, slicedLocal, slicedGlobal,
                           double(slicedLocal) / double(slicedGlobal), weights - sliced,
-                          local - slicedLocal);
+                          weightsLocal - slicedLocal);
     if (paddedWeights) {
       int64_t most = *llvm::max_element(padding);
       os << llvm::formatv("  zero padding: {0} of those bytes per rank{1} in {2} weight "
