@@ -347,3 +347,73 @@ func.func @query_broadcasts_heads(%q: tensor<1x1x4x8xf32>, %k: tensor<1x2x4x8xf3
   %o = nn.matmul %p, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
   return %o : tensor<1x2x4x8xf32>
 }
+
+// -----
+
+// PyTorch's scaled_dot_product_attention as both exporters write it: Q and
+// K^T each scaled by the square root of the scale (here 1/sqrt(sqrt(16)) =
+// 0.5 each, 0.25 in all), a data-dependent additive mask where(keep, 0,
+// -inf), and the NaN guard where(isnan(p), 0, p) after the softmax, isnan
+// imported as not(equal(p, p)). A NaN leaves the softmax only for a fully
+// masked row, which nn.attention makes zeros: the guard is its semantics.
+// CHECK-LABEL: func.func @sdpa_export
+// CHECK: %[[M:.*]] = nn.where %arg3
+// CHECK: %[[A:.*]] = nn.attention %arg0, %arg1, %arg2, %[[M]] {scale = 2.500000e-01 : f32}
+// CHECK-NOT: nn.softmax
+// CHECK-NOT: nn.equal
+// CHECK-NOT: nn.not
+// CHECK: return %[[A]]
+// EXPLAIN: remark: raised to nn.attention: scale 2.500000e-01, float mask
+func.func @sdpa_export(%q: tensor<1x2x4x16xf32>, %k: tensor<1x2x4x16xf32>, %v: tensor<1x2x4x16xf32>, %keep: tensor<1x1x4x4xi1>) -> tensor<1x2x4x16xf32> {
+  %half = nn.constant dense<0.5> : tensor<f32>
+  %zero = nn.constant dense<0.0> : tensor<f32>
+  %ninf = nn.constant dense<0xFF800000> : tensor<f32>
+  %bias = nn.where %keep, %zero, %ninf : (tensor<1x1x4x4xi1>, tensor<f32>, tensor<f32>) -> tensor<1x1x4x4xf32>
+  %kt = nn.transpose %k {perm = array<i64: 0, 1, 3, 2>} : (tensor<1x2x4x16xf32>) -> tensor<1x2x16x4xf32>
+  %qs = nn.mul %q, %half : (tensor<1x2x4x16xf32>, tensor<f32>) -> tensor<1x2x4x16xf32>
+  %ks = nn.mul %kt, %half : (tensor<1x2x16x4xf32>, tensor<f32>) -> tensor<1x2x16x4xf32>
+  %s = nn.matmul %qs, %ks : (tensor<1x2x4x16xf32>, tensor<1x2x16x4xf32>) -> tensor<1x2x4x4xf32>
+  %m = nn.add %s, %bias : (tensor<1x2x4x4xf32>, tensor<1x1x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %p = nn.softmax %m {axis = 3 : i64} : (tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %eq = nn.equal %p, %p : (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xi1>
+  %nan = nn.not %eq : (tensor<1x2x4x4xi1>) -> tensor<1x2x4x4xi1>
+  %g = nn.where %nan, %zero, %p : (tensor<1x2x4x4xi1>, tensor<f32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %o = nn.matmul %g, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x16xf32>) -> tensor<1x2x4x16xf32>
+  return %o : tensor<1x2x4x16xf32>
+}
+
+// -----
+
+// The dynamo exporter's K^T: K [B, H, S, D] reshaped to [B*H, S, D],
+// transposed and reshaped to [B, H, D, S]: the key is K itself.
+// CHECK-LABEL: func.func @dynamo_key
+// CHECK-NOT: nn.transpose
+// CHECK: nn.attention %arg0, %arg1, %arg2 {scale = 2.500000e-01 : f32}
+// EXPLAIN: remark: raised to nn.attention: scale 2.500000e-01, no mask
+func.func @dynamo_key(%q: tensor<2x2x4x16xf32>, %k: tensor<2x2x4x16xf32>, %v: tensor<2x2x4x16xf32>) -> tensor<2x2x4x16xf32> {
+  %c = nn.constant dense<0.25> : tensor<f32>
+  %k3 = nn.reshape %k : (tensor<2x2x4x16xf32>) -> tensor<4x4x16xf32>
+  %t = nn.transpose %k3 {perm = array<i64: 0, 2, 1>} : (tensor<4x4x16xf32>) -> tensor<4x16x4xf32>
+  %kt = nn.reshape %t : (tensor<4x16x4xf32>) -> tensor<2x2x16x4xf32>
+  %s = nn.matmul %q, %kt : (tensor<2x2x4x16xf32>, tensor<2x2x16x4xf32>) -> tensor<2x2x4x4xf32>
+  %d = nn.mul %s, %c : (tensor<2x2x4x4xf32>, tensor<f32>) -> tensor<2x2x4x4xf32>
+  %p = nn.softmax %d {axis = 3 : i64} : (tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
+  %o = nn.matmul %p, %v : (tensor<2x2x4x4xf32>, tensor<2x2x4x16xf32>) -> tensor<2x2x4x16xf32>
+  return %o : tensor<2x2x4x16xf32>
+}
+
+// -----
+
+// A guard that reads something else than the probabilities is not one.
+// CHECK-LABEL: func.func @not_a_guard
+// CHECK: nn.softmax
+// EXPLAIN: remark: not raised to nn.attention: the probabilities are not the left operand of a matmul
+func.func @not_a_guard(%q: tensor<1x2x4x16xf32>, %k: tensor<1x2x4x16xf32>, %v: tensor<1x2x4x16xf32>, %other: tensor<1x2x4x4xi1>) -> tensor<1x2x4x16xf32> {
+  %zero = nn.constant dense<0.0> : tensor<f32>
+  %kt = nn.transpose %k {perm = array<i64: 0, 1, 3, 2>} : (tensor<1x2x4x16xf32>) -> tensor<1x2x16x4xf32>
+  %s = nn.matmul %q, %kt : (tensor<1x2x4x16xf32>, tensor<1x2x16x4xf32>) -> tensor<1x2x4x4xf32>
+  %p = nn.softmax %s {axis = 3 : i64} : (tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %g = nn.where %other, %zero, %p : (tensor<1x2x4x4xi1>, tensor<f32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %o = nn.matmul %g, %v : (tensor<1x2x4x4xf32>, tensor<1x2x4x16xf32>) -> tensor<1x2x4x16xf32>
+  return %o : tensor<1x2x4x16xf32>
+}

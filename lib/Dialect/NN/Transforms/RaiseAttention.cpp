@@ -129,6 +129,10 @@ enum class MaskKind { None, Causal, Bool, Float };
 
 struct Chain {
   nn::MatMulOp scores, output;
+  /// The scores matmul's operands with any splat scale peeled off: exporters
+  /// of PyTorch's scaled_dot_product_attention scale Q and K^T each by the
+  /// square root of the scale.
+  Value query, keyT;
   nn::SoftmaxOp softmax;
   double scale = 1.0, softcap = 0.0;
   MaskKind maskKind = MaskKind::None;
@@ -207,7 +211,29 @@ std::optional<std::string> matchScores(Value v, Chain &chain) {
                        "scaled by a splat constant and soft-capped");
   if (!ops.empty() && !onlyUsedBy(v, ops.back()))
     return std::string("the scores matmul has other users");
+  // Q and K^T each scaled by a splat constant (x * c or c * x).
+  chain.query = matmul.getLhs();
+  chain.keyT = matmul.getRhs();
+  SmallVector<Operation *> operandScales;
+  for (Value *operand : {&chain.query, &chain.keyT}) {
+    auto mul = operand->getDefiningOp<nn::MulOp>();
+    if (!mul || !onlyUsedBy(mul.getResult(), matmul) ||
+        mul.getLhs() == mul.getRhs())
+      continue;
+    for (int side = 0; side < 2; ++side) {
+      auto factor = splatValue(mul->getOperand(1 - side));
+      Value x = mul->getOperand(side);
+      if (!factor || *factor == 0.0 || !std::isfinite(*factor) ||
+          tensorType(x) != tensorType(mul.getResult()))
+        continue;
+      chain.scale *= *factor;
+      operandScales.push_back(mul);
+      *operand = x;
+      break;
+    }
+  }
   ops.push_back(matmul);
+  ops.append(operandScales.begin(), operandScales.end());
   chain.scores = matmul;
   // Program order: the matmul first.
   chain.ops.append(ops.rbegin(), ops.rend());
@@ -328,6 +354,22 @@ struct KeySource {
 };
 
 KeySource keyFromTransposed(Value keyT) {
+  // K^T as dynamo writes it: K [B, H, S, D] reshaped to [B*H, S, D],
+  // transposed to [B*H, D, S] and reshaped to [B, H, D, S].
+  if (auto outer = keyT.getDefiningOp<nn::ReshapeOp>())
+    if (auto t = outer.getInput().getDefiningOp<nn::TransposeOp>())
+      if (auto inner = t.getInput().getDefiningOp<nn::ReshapeOp>()) {
+        auto k = tensorType(inner.getInput()), merged = tensorType(inner.getResult()),
+             kt = tensorType(keyT);
+        if (k && merged && kt && k.getRank() == 4 && merged.getRank() == 3 &&
+            kt.getRank() == 4 && llvm::equal(t.getPerm(), ArrayRef<int64_t>{0, 2, 1}) &&
+            merged.getDimSize(0) == k.getDimSize(0) * k.getDimSize(1) &&
+            merged.getDimSize(1) == k.getDimSize(2) &&
+            merged.getDimSize(2) == k.getDimSize(3) &&
+            kt.getDimSize(0) == k.getDimSize(0) && kt.getDimSize(1) == k.getDimSize(1) &&
+            kt.getDimSize(2) == k.getDimSize(3) && kt.getDimSize(3) == k.getDimSize(2))
+          return {inner.getInput(), {}};
+      }
   if (auto t = keyT.getDefiningOp<nn::TransposeOp>()) {
     // K^T dim i is X dim p[i]; K = K^T with its last two dims swapped.
     SmallVector<int64_t> p(t.getPerm());
@@ -336,6 +378,31 @@ KeySource keyFromTransposed(Value keyT) {
     return {t.getInput(), identity ? SmallVector<int64_t>{} : p};
   }
   return {keyT, {0, 1, 3, 2}};
+}
+
+/// The ops of where(isnan(p), 0, p) -- equal(p, p), not, where, in program
+/// order -- when they are all p's users and read only by each other.
+std::optional<SmallVector<Operation *>> matchNaNGuard(Value p) {
+  nn::WhereOp where;
+  nn::EqualOp equal;
+  for (Operation *user : p.getUsers()) {
+    if (auto w = dyn_cast<nn::WhereOp>(user))
+      where = w;
+    else if (auto e = dyn_cast<nn::EqualOp>(user))
+      equal = e;
+    else
+      return std::nullopt;
+  }
+  if (!where || !equal || equal.getLhs() != p || equal.getRhs() != p ||
+      where.getY() != p || !equal.getResult().hasOneUse())
+    return std::nullopt;
+  auto isNaN = dyn_cast<nn::NotOp>(*equal.getResult().getUsers().begin());
+  auto zero = splatValue(where.getX());
+  if (!isNaN || where.getCondition() != isNaN.getResult() ||
+      !isNaN.getResult().hasOneUse() || !zero || *zero != 0.0 ||
+      tensorType(where.getResult()) != tensorType(p))
+    return std::nullopt;
+  return SmallVector<Operation *>{equal, isNaN, where};
 }
 
 MatchResult matchChain(nn::SoftmaxOp softmax) {
@@ -350,6 +417,14 @@ MatchResult matchChain(nn::SoftmaxOp softmax) {
   // Forward: softmax -> [inference dropout] -> matmul(probs, V).
   Value probs = softmax.getResult();
   SmallVector<Operation *> tail;
+  // PyTorch's attention export guards the probabilities:
+  // where(isnan(p), 0, p), isnan(p) imported as not(equal(p, p)). A NaN
+  // comes out of the softmax only for a row whose every score is -inf (a
+  // fully masked row, given finite inputs), which nn.attention makes 0.
+  if (auto guard = matchNaNGuard(probs)) {
+    tail.append(*guard);
+    probs = guard->back()->getResult(0);
+  }
   if (!probs.hasOneUse())
     return Mismatch{"the probabilities have other users"};
   Operation *user = *probs.getUsers().begin();
@@ -373,8 +448,8 @@ MatchResult matchChain(nn::SoftmaxOp softmax) {
   chain.ops.append(tail);
   chain.ops.push_back(output);
 
-  auto q = tensorType(chain.scores.getLhs()),
-       kT = tensorType(chain.scores.getRhs()), v = tensorType(output.getRhs());
+  auto q = tensorType(chain.query),
+       kT = tensorType(chain.keyT), v = tensorType(output.getRhs());
   if (!q || !kT || !v || q.getRank() != 4 || kT.getRank() != 4 ||
       v.getRank() != 4)
     return Mismatch{"query, key and value are not all 4-D [B, H, S, D]"};
@@ -417,7 +492,7 @@ int64_t headsOf(Value source, ArrayRef<int64_t> perm) {
 /// Replaces the matched chain by nn.attention; fails, changing nothing,
 /// when key and value do not have the same heads.
 FailureOr<nn::AttentionOp> rewrite(Chain &chain) {
-  KeySource key = keyFromTransposed(chain.scores.getRhs());
+  KeySource key = keyFromTransposed(chain.keyT);
   Value value = chain.output.getRhs();
   // Grouped-query attention: K and V unrepeated when both repeat their
   // heads by the same factor (and the key's transpose keeps batch and
@@ -460,7 +535,7 @@ FailureOr<nn::AttentionOp> rewrite(Chain &chain) {
     mask = chain.mask;
   }
   auto attention = nn::AttentionOp::create(
-      b, loc, chain.scores.getLhs(), k, value, mask,
+      b, loc, chain.query, k, value, mask,
       b.getBoolAttr(chain.maskKind == MaskKind::Causal), b.getI64IntegerAttr(0),
       b.getI64IntegerAttr(0), b.getF32FloatAttr(float(chain.scale)),
       b.getF32FloatAttr(float(chain.softcap)));
