@@ -155,6 +155,10 @@ LogicalResult dist::localizeGatherRows(Operation *op, const LocalizationContext 
   int64_t axis = static_cast<int64_t>(g.getAxis());
   if (axis < 0)
     axis += rank0;
+  // A table without a layout is whole (a reshard made it so): nothing to
+  // localize.
+  if (axis >= static_cast<int64_t>(context.operandLayouts[0].dims.size()))
+    return success();
   const AxisList &axes = context.operandLayouts[0].dims[axis];
   if (axes.empty() || rule.operands[0][axis].empty())
     return success();
