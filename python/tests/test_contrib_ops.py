@@ -1,0 +1,273 @@
+"""onnxruntime's com.microsoft contrib ops (as its transformer optimizer and
+onnxruntime-genai's model builder write them) match onnxruntime's CPU
+kernels, one node at a time.
+
+Each case is a one-node model (opset 17 plus com.microsoft 1, ir_version 8)
+with seeded random inputs, compiled by shard-opt (--target cpu), run by
+shard-run and compared with onnxruntime (graph optimizations off, so that
+the node runs as written). Tolerances: rtol 1e-5 / atol 1e-5 for the
+elementwise and normalization ops; rtol 1e-4 / atol 1e-5 for the attentions,
+whose matmuls and softmax sum in another order than onnxruntime's.
+Constant inputs (weights, total_sequence_length) are initializers.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+ROOT = Path(__file__).resolve().parents[2]
+BUILD = Path(os.environ.get("SHARDFLOW_BUILD_DIR", ROOT / "build"))
+
+F32 = {"rtol": 1e-5, "atol": 1e-5}
+SUM = {"rtol": 1e-4, "atol": 1e-5}
+MS = "com.microsoft"
+
+
+def tool(name: str) -> Path:
+    path = BUILD / "bin" / name
+    assert path.exists(), f"{path} is missing: build the project first (tools/build.sh)"
+    return path
+
+
+def rng_for(name: str) -> np.random.Generator:
+    return np.random.default_rng(zlib.crc32(name.encode()))
+
+
+@dataclass
+class Case:
+    op: str
+    inputs: dict  # name -> array (graph inputs); "" entries are absent inputs
+    outputs: list[str]
+    attrs: dict = field(default_factory=dict)
+    inits: dict = field(default_factory=dict)
+    domain: str = MS
+    tol: dict = field(default_factory=lambda: F32)
+    order: list[str] | None = None  # node input order, "" for absent
+
+
+def onnx_type(a: np.ndarray) -> int:
+    return helper.np_dtype_to_tensor_dtype(a.dtype)
+
+
+def build_model(case: Case) -> onnx.ModelProto:
+    order = case.order or list(case.inputs) + list(case.inits)
+    node = helper.make_node(case.op, order, case.outputs, domain=case.domain, **case.attrs)
+    ins = [helper.make_tensor_value_info(n, onnx_type(a), a.shape)
+           for n, a in case.inputs.items()]
+    outs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in case.outputs if n]
+    inits = [numpy_helper.from_array(a, n) for n, a in case.inits.items()]
+    graph = helper.make_graph([node], case.op, ins, outs, inits)
+    return helper.make_model(graph, ir_version=8, opset_imports=[
+        helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)])
+
+
+def run_ort(model: onnx.ModelProto, inputs: dict) -> list[np.ndarray]:
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    sess = ort.InferenceSession(model.SerializeToString(), opts,
+                                providers=["CPUExecutionProvider"])
+    return sess.run(None, inputs)
+
+
+def run_ours(model: onnx.ModelProto, inputs: dict, tmp_path: Path) -> dict:
+    path = tmp_path / "model.onnx"
+    onnx.save(model, path)
+    artifact = tmp_path / "model.sfa"
+    out = subprocess.run([str(tool("shard-opt")), str(path), "--target", "cpu", "-o",
+                          str(artifact)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, f"shard-opt failed:\n{out.stderr}"
+    cmd = [str(tool("shard-run")), str(artifact), "--output", str(tmp_path / "out.npz")]
+    for name, array in inputs.items():
+        p = tmp_path / f"in_{name}.npy"
+        np.save(p, array)
+        cmd += ["--input", f"{name}={p}"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, f"shard-run failed:\n{out.stderr}"
+    with np.load(tmp_path / "out.npz") as data:
+        return {k: data[k] for k in data.files}
+
+
+def check(case: Case, tmp_path: Path):
+    model = build_model(case)
+    expected = run_ort(model, case.inputs)
+    ours = run_ours(model, case.inputs, tmp_path)
+    for name, want in zip([n for n in case.outputs if n], expected):
+        got = ours[name]
+        assert got.shape == want.shape, f"{name}: shape {got.shape} != {want.shape}"
+        np.testing.assert_allclose(got, want, err_msg=name, **case.tol)
+
+
+def f32(rng, *shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def mask01(rng, batch, seq):
+    """A 0/1 int32 key mask with right padding: batch b keeps its first
+    seq - b keys (at least one)."""
+    m = np.ones((batch, seq), np.int32)
+    for b in range(batch):
+        m[b, max(1, seq - b):] = 0
+    return m
+
+
+def rope_caches(rng, positions, half):
+    angles = rng.uniform(0, 3, (positions, half)).astype(np.float32)
+    return np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+
+
+def cases() -> dict[str, Case]:
+    c: dict[str, Case] = {}
+    r = rng_for("contrib")
+    B, S, H = 2, 5, 16
+    x, skip = f32(r, B, S, H), f32(r, B, S, H)
+    gamma, beta, bias = f32(r, H), f32(r, H), f32(r, H)
+
+    # Normalizations.
+    c["skip_layer_norm"] = Case("SkipLayerNormalization",
+                                {"x": x, "skip": skip, "gamma": gamma, "beta": beta,
+                                 "bias": bias}, ["y", "mean", "inv_std", "sum"])
+    c["skip_layer_norm_eps_no_beta"] = Case(
+        "SkipLayerNormalization", {"x": x, "skip": skip[0:1], "gamma": gamma},
+        ["y", "", "", "sum"], attrs={"epsilon": 1e-5})
+    c["skip_layer_norm_2d_skip"] = Case(
+        "SkipLayerNormalization", {"x": x, "skip": skip[0], "gamma": gamma, "beta": beta},
+        ["y"])
+    c["skip_simplified_layer_norm"] = Case(
+        "SkipSimplifiedLayerNormalization",
+        {"x": x, "skip": skip, "gamma": gamma, "bias": bias}, ["y", "", "inv_std", "sum"],
+        attrs={"epsilon": 1e-6})
+    c["skip_simplified_layer_norm_default_eps"] = Case(
+        "SkipSimplifiedLayerNormalization", {"x": x, "skip": skip, "gamma": gamma}, ["y"])
+    c["simplified_layer_norm_default_domain"] = Case(
+        "SimplifiedLayerNormalization", {"x": x, "gamma": gamma}, ["y", "inv_std"],
+        attrs={"epsilon": 1e-6}, domain="")
+    c["simplified_layer_norm_axis"] = Case(
+        "SimplifiedLayerNormalization", {"x": x, "gamma": f32(r, S, H)}, ["y"],
+        attrs={"axis": 1}, domain="")
+
+    # The Gelu family.
+    g = f32(r, B, S, H) * 3
+    c["gelu"] = Case("Gelu", {"x": g}, ["y"])
+    c["bias_gelu"] = Case("BiasGelu", {"a": g, "b": bias}, ["y"])
+    c["fast_gelu"] = Case("FastGelu", {"x": g}, ["y"])
+    c["fast_gelu_bias"] = Case("FastGelu", {"x": g, "bias": bias}, ["y"])
+    c["quick_gelu"] = Case("QuickGelu", {"x": g}, ["y"])
+    c["quick_gelu_alpha"] = Case("QuickGelu", {"x": g}, ["y"], attrs={"alpha": 1.1})
+
+    # RotaryEmbedding: input, position_ids, cos_cache, sin_cache.
+    N, D, P = 2, 8, 12
+    cos, sin = rope_caches(r, P, D // 2)
+    pos = r.integers(0, P, (B, S)).astype(np.int64)
+    xr = f32(r, B, S, N * D)
+    c["rotary_3d"] = Case("RotaryEmbedding", {"x": xr, "pos": pos, "cos": cos, "sin": sin},
+                          ["y"], attrs={"num_heads": N})
+    c["rotary_3d_interleaved"] = Case(
+        "RotaryEmbedding", {"x": xr, "pos": pos, "cos": cos, "sin": sin}, ["y"],
+        attrs={"num_heads": N, "interleaved": 1})
+    c["rotary_4d_offset"] = Case(
+        "RotaryEmbedding", {"x": f32(r, B, N, S, D), "cos": cos, "sin": sin}, ["y"],
+        inits={"pos": np.array([3], np.int64)}, order=["x", "pos", "cos", "sin"])
+    cos4, sin4 = rope_caches(r, P, 2)
+    c["rotary_partial"] = Case(
+        "RotaryEmbedding", {"x": xr, "pos": pos, "cos": cos4, "sin": sin4}, ["y"],
+        attrs={"num_heads": N, "rotary_embedding_dim": 4})
+
+    # Attention: packed projection weights.
+    Din, heads = 12, 2
+    xa = f32(r, B, S, Din)
+    w, wb = f32(r, Din, 3 * H) * 0.3, f32(r, 3 * H)
+    m = mask01(r, B, S)
+    att = dict(inits={"w": w, "wb": wb}, tol=SUM, attrs={"num_heads": heads})
+    c["attention"] = Case("Attention", {"x": xa}, ["y"], order=["x", "w", "wb"], **att)
+    c["attention_mask"] = Case("Attention", {"x": xa, "m": m}, ["y"],
+                               order=["x", "w", "wb", "m"], **att)
+    c["attention_gpt2"] = Case(
+        "Attention", {"x": xa, "m": m}, ["y"], order=["x", "w", "wb", "m"],
+        inits={"w": w, "wb": wb}, tol=SUM, attrs={"num_heads": heads, "unidirectional": 1})
+    c["attention_causal_no_mask"] = Case(
+        "Attention", {"x": xa}, ["y"], order=["x", "w", "wb"],
+        inits={"w": w, "wb": wb}, tol=SUM, attrs={"num_heads": heads, "unidirectional": 1})
+    c["attention_mask_index_end"] = Case(
+        "Attention", {"x": xa, "m": np.array([S, 2], np.int32)}, ["y"],
+        order=["x", "w", "wb", "m"], **att)
+    c["attention_scale_no_bias"] = Case(
+        "Attention", {"x": xa}, ["y"], order=["x", "w"], inits={"w": w}, tol=SUM,
+        attrs={"num_heads": heads, "scale": 0.2})
+    c["attention_qkv_sizes"] = Case(
+        "Attention", {"x": xa}, ["y"], order=["x", "w", "wb"],
+        inits={"w": f32(r, Din, 40) * 0.3, "wb": f32(r, 40)}, tol=SUM,
+        attrs={"num_heads": heads, "qkv_hidden_sizes": [16, 16, 8]})
+
+    # MultiHeadAttention: separate Q/K/V.
+    L = 7
+    q, k, v = f32(r, B, S, H), f32(r, B, L, H), f32(r, B, L, H)
+    mha = dict(tol=SUM, attrs={"num_heads": heads})
+    c["mha"] = Case("MultiHeadAttention", {"q": q, "k": k, "v": v}, ["y"], **mha)
+    c["mha_bias_mask"] = Case(
+        "MultiHeadAttention",
+        {"q": q, "k": k, "v": v, "b": f32(r, 3 * H), "m": mask01(r, B, L)}, ["y"], **mha)
+    c["mha_attention_bias"] = Case(
+        "MultiHeadAttention", {"q": q, "k": k, "v": v, "ab": f32(r, 1, heads, S, L)}, ["y"],
+        order=["q", "k", "v", "", "", "ab"], **mha)
+    c["mha_scale"] = Case("MultiHeadAttention", {"q": q, "k": k, "v": v}, ["y"], tol=SUM,
+                          attrs={"num_heads": heads, "scale": 0.5})
+    c["mha_bnsh_kv"] = Case(
+        "MultiHeadAttention",
+        {"q": q, "k": f32(r, B, heads, L, H // heads), "v": f32(r, B, heads, L, H // heads)},
+        ["y"], **mha)
+
+    # GroupQueryAttention, prefill.
+    Nq, Nkv, Dh = 4, 2, 16
+    gq, gk, gv = f32(r, B, S, Nq * Dh), f32(r, B, S, Nkv * Dh), f32(r, B, S, Nkv * Dh)
+    past = np.zeros((B, Nkv, 0, Dh), np.float32)
+    seqlens = np.full((B,), S - 1, np.int32)
+    gcos, gsin = rope_caches(r, 16, Dh // 2)
+    gqa_in = {"q": gq, "k": gk, "v": gv, "pk": past, "pv": past, "sl": seqlens}
+    gqa = dict(inits={"tot": np.array(S, np.int32)}, tol=SUM,
+               order=["q", "k", "v", "pk", "pv", "sl", "tot"],
+               attrs={"num_heads": Nq, "kv_num_heads": Nkv})
+    c["gqa"] = Case("GroupQueryAttention", gqa_in, ["y", "pk_out", "pv_out"], **gqa)
+    # Right padding: batch 1 has 3 tokens (seqlens_k = 2), as the model
+    # builder computes seqlens_k from the attention mask.
+    c["gqa_padded"] = Case(
+        "GroupQueryAttention", {**gqa_in, "sl": np.array([S - 1, 2], np.int32)},
+        ["y", "pk_out", "pv_out"], **gqa)
+    c["gqa_rotary"] = Case(
+        "GroupQueryAttention", {**gqa_in, "cos": gcos, "sin": gsin},
+        ["y", "pk_out", "pv_out"], inits={"tot": np.array(S, np.int32)}, tol=SUM,
+        order=["q", "k", "v", "pk", "pv", "sl", "tot", "cos", "sin"],
+        attrs={"num_heads": Nq, "kv_num_heads": Nkv, "do_rotary": 1})
+    c["gqa_rotary_interleaved"] = Case(
+        "GroupQueryAttention", {**gqa_in, "cos": gcos, "sin": gsin}, ["y", "pk_out", "pv_out"],
+        inits={"tot": np.array(S, np.int32)}, tol=SUM,
+        order=["q", "k", "v", "pk", "pv", "sl", "tot", "cos", "sin"],
+        attrs={"num_heads": Nq, "kv_num_heads": Nkv, "do_rotary": 1,
+               "rotary_interleaved": 1})
+    c["gqa_softcap_scale"] = Case(
+        "GroupQueryAttention", gqa_in, ["y"], inits={"tot": np.array(S, np.int32)},
+        tol=SUM, order=["q", "k", "v", "pk", "pv", "sl", "tot"],
+        attrs={"num_heads": Nq, "kv_num_heads": Nkv, "softcap": 2.0, "scale": 0.3})
+    c["gqa_packed"] = Case(
+        "GroupQueryAttention",
+        {"q": np.concatenate([gq, gk, gv], -1), "sl": seqlens}, ["y"],
+        inits={"tot": np.array(S, np.int32)}, tol=SUM,
+        order=["q", "", "", "", "", "sl", "tot"],
+        attrs={"num_heads": Nq, "kv_num_heads": Nkv})
+    return c
+
+
+CASES = cases()
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_contrib_op(tmp_path, name):
+    check(CASES[name], tmp_path)
