@@ -110,7 +110,8 @@ private:
   std::string nodeDescription() const {
     if (!nodeDomain.empty())
       return "node '" + nodeName + "' (" + nodeDomain + "." +
-             node->op_type() + ", opset " + std::to_string(nodeOpset) + ")";
+             node->op_type() +
+             (nodeOpset ? ", opset " + std::to_string(nodeOpset) : "") + ")";
     return "node '" + nodeName + "' (" + node->op_type() + ", opset " +
            std::to_string(opset) + ")";
   }

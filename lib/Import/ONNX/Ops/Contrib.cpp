@@ -51,13 +51,16 @@ LogicalResult GraphImporter::skipNormalization(bool simplified) {
   if (simplified && wantsOutput(1))
     return fail("output 'mean' is not computed by "
                 "SkipSimplifiedLayerNormalization");
-  // skip is [B, S, H], [1, S, H] or [S, H]; bias is [H]: both broadcast to
-  // the input's shape without changing it.
+  // skip is [B, S, H], [1, S, H] or [S, H]; bias is [H].
+  auto dims = xt.getShape(), skipDims = typeOf(skip).getShape();
+  SmallVector<int64_t> batchOne(dims);
+  batchOne[0] = 1;
+  if (skipDims != dims && skipDims != ArrayRef<int64_t>(batchOne) &&
+      skipDims != dims.drop_front())
+    return fail("skip has shape " + shapeString(skipDims) +
+                "; it must be the input's " + shapeString(dims) +
+                ", or that with a batch of 1 or none");
   Value sum = make<nn::AddOp>({x, skip});
-  if (sum && typeOf(sum) != xt)
-    return fail("skip has shape " + shapeString(typeOf(skip).getShape()) +
-                ", which does not broadcast to the input's " +
-                shapeString(xt.getShape()));
   if (bias) {
     auto bt = typeOf(bias);
     if (bt.getRank() != 1 || bt.getDimSize(0) != xt.getShape().back())
@@ -412,12 +415,10 @@ Value GraphImporter::contribAttention(Value q, Value k, Value v, int64_t heads,
 LogicalResult GraphImporter::importContribAttention() {
   if (failed(requireInputs(2, 7)) || failed(allowOutputs(2)))
     return failure();
-  const char *refused[] = {nullptr, nullptr, nullptr, nullptr,
-                           "past (the KV cache)", nullptr,
-                           "past_sequence_length"};
-  for (int i : {4, 6})
-    if (hasInput(i))
-      return fail(Twine("input '") + refused[i] + "' is not supported");
+  if (hasInput(4))
+    return fail("input 'past' (the KV cache) is not supported");
+  if (hasInput(6))
+    return fail("input 'past_sequence_length' is not supported");
   if (wantsOutput(1))
     return fail("output 'present' (the KV cache) is not supported");
   Value x = input(0), w = input(1), bias = input(2), mask = input(3),
