@@ -407,10 +407,8 @@ Value GraphImporter::contribAttention(Value q, Value k, Value v, int64_t heads,
 
 /// Attention (com.microsoft): input [B, S, Din] projected by the packed
 /// weights [Din, Hq + Hk + Hv] (qkv_hidden_sizes; equal thirds by default)
-/// and bias, then nn.attention heads-first. The weights and bias are sliced
-/// per projection before the three matmuls (rather than one matmul split
-/// after), so that each projection is the column-parallel matmul a plain
-/// export has. mask_index: none, [B] end positions, raw [B, T] or
+/// and bias, split into Q, K and V, then nn.attention heads-first: the
+/// graph of the plain export the optimizer fused. mask_index: none, [B] end positions, raw [B, T] or
 /// [B, S, T]; unidirectional is the causal mask; attention_bias is added.
 LogicalResult GraphImporter::importContribAttention() {
   if (failed(requireInputs(2, 7)) || failed(allowOutputs(2)))
@@ -463,26 +461,23 @@ LogicalResult GraphImporter::importContribAttention() {
   if (bias && (typeOf(bias).getRank() != 1 ||
                typeOf(bias).getDimSize(0) != packed))
     return fail("bias must have shape [" + std::to_string(packed) + "]");
-  auto project = [&](int64_t begin, int64_t size) -> Value {
-    Value wi = make<nn::SliceOp>(
-        {w}, {named("starts", b.getDenseI64ArrayAttr({begin})),
-              named("ends", b.getDenseI64ArrayAttr({begin + size})),
-              named("axes", b.getDenseI64ArrayAttr({1})),
-              named("steps", b.getDenseI64ArrayAttr({1}))});
-    Value y = make<nn::MatMulOp>({x, wi});
-    if (!bias)
-      return y;
-    Value bi = make<nn::SliceOp>(
-        {bias}, {named("starts", b.getDenseI64ArrayAttr({begin})),
-                 named("ends", b.getDenseI64ArrayAttr({begin + size})),
-                 named("axes", b.getDenseI64ArrayAttr({0})),
-                 named("steps", b.getDenseI64ArrayAttr({1}))});
-    return make<nn::AddOp>({y, bi});
-  };
-  Value q = project(0, sizes[0]), k = project(sizes[0], sizes[1]),
-        v = project(sizes[0] + sizes[1], sizes[2]);
-  if (!q || !k || !v)
+  // One projection of the packed width, split into Q, K and V: the form of
+  // GPT-2's and BERT's exports, whose fused weight the megatron presets
+  // shard by heads and nn-split-fused-projections splits when it pays.
+  Value qkv = make<nn::MatMulOp>({x, w});
+  if (bias)
+    qkv = make<nn::AddOp>({qkv, bias});
+  if (!qkv)
     return failure();
+  auto split = build<nn::SplitOp>(
+      {qkv}, {named("axis", b.getI64IntegerAttr(2)),
+              named("sizes", b.getDenseI64ArrayAttr(sizes))});
+  if (failed(split))
+    return failure();
+  auto pieces = finish(*split);
+  if (failed(pieces))
+    return failure();
+  Value q = (*pieces)[0], k = (*pieces)[1], v = (*pieces)[2];
   int64_t batch = xt.getDimSize(0), seq = xt.getDimSize(1);
   Value keep;
   if (mask && !(keep = contribKeyMask(mask, "mask_index", batch, seq, seq)))
