@@ -54,15 +54,18 @@ class Case:
     domain: str = MS
     tol: dict = field(default_factory=lambda: F32)
     order: list[str] | None = None  # node input order, "" for absent
+    # The domain onnxruntime runs the op in, when it registers it elsewhere.
+    ort_domain: str | None = None
 
 
 def onnx_type(a: np.ndarray) -> int:
     return helper.np_dtype_to_tensor_dtype(a.dtype)
 
 
-def build_model(case: Case) -> onnx.ModelProto:
+def build_model(case: Case, domain: str | None = None) -> onnx.ModelProto:
     order = case.order or list(case.inputs) + list(case.inits)
-    node = helper.make_node(case.op, order, case.outputs, domain=case.domain, **case.attrs)
+    node = helper.make_node(case.op, order, case.outputs,
+                            domain=case.domain if domain is None else domain, **case.attrs)
     ins = [helper.make_tensor_value_info(n, onnx_type(a), a.shape)
            for n, a in case.inputs.items()]
     outs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in case.outputs if n]
@@ -100,7 +103,7 @@ def run_ours(model: onnx.ModelProto, inputs: dict, tmp_path: Path) -> dict:
 
 def check(case: Case, tmp_path: Path):
     model = build_model(case)
-    expected = run_ort(model, case.inputs)
+    expected = run_ort(build_model(case, case.ort_domain), case.inputs)
     ours = run_ours(model, case.inputs, tmp_path)
     for name, want in zip([n for n in case.outputs if n], expected):
         got = ours[name]
@@ -152,6 +155,10 @@ def cases() -> dict[str, Case]:
     c["simplified_layer_norm_default_domain"] = Case(
         "SimplifiedLayerNormalization", {"x": x, "gamma": gamma}, ["y", "inv_std"],
         attrs={"epsilon": 1e-6}, domain="")
+    # Written in com.microsoft by some builders; onnxruntime registers it in
+    # the default domain only.
+    c["simplified_layer_norm_com_microsoft"] = Case(
+        "SimplifiedLayerNormalization", {"x": x, "gamma": gamma}, ["y"], ort_domain="")
     c["simplified_layer_norm_axis"] = Case(
         "SimplifiedLayerNormalization", {"x": x, "gamma": f32(r, S, H)}, ["y"],
         attrs={"axis": 1}, domain="")
@@ -209,6 +216,21 @@ def cases() -> dict[str, Case]:
         inits={"w": f32(r, Din, 40) * 0.3, "wb": f32(r, 40)}, tol=SUM,
         attrs={"num_heads": heads, "qkv_hidden_sizes": [16, 16, 8]})
 
+    m3 = (r.uniform(0, 1, (B, S, S)) > 0.3).astype(np.int32)
+    m3[:, :, 0] = 1
+    c["attention_mask_3d"] = Case("Attention", {"x": xa, "m": m3}, ["y"],
+                                  order=["x", "w", "wb", "m"], **att)
+    # A batch whose keys are all masked: onnxruntime's finite filter value
+    # leaves a softmax over the unmasked scores.
+    dead = m.copy()
+    dead[1] = 0
+    c["attention_fully_masked_batch"] = Case("Attention", {"x": xa, "m": dead}, ["y"],
+                                             order=["x", "w", "wb", "m"], **att)
+    c["attention_filter_value_bias"] = Case(
+        "Attention", {"x": xa, "m": m, "ab": f32(r, B, heads, S, S)}, ["y"],
+        order=["x", "w", "wb", "m", "", "ab"], inits={"w": w, "wb": wb}, tol=SUM,
+        attrs={"num_heads": heads, "mask_filter_value": -30.0, "unidirectional": 1})
+
     # MultiHeadAttention: separate Q/K/V.
     L = 7
     q, k, v = f32(r, B, S, H), f32(r, B, L, H), f32(r, B, L, H)
@@ -220,6 +242,11 @@ def cases() -> dict[str, Case]:
     c["mha_attention_bias"] = Case(
         "MultiHeadAttention", {"q": q, "k": k, "v": v, "ab": f32(r, 1, heads, S, L)}, ["y"],
         order=["q", "k", "v", "", "", "ab"], **mha)
+    c["mha_causal_end_positions"] = Case(
+        "MultiHeadAttention", {"q": f32(r, B, L, H), "k": k, "v": v,
+                               "m": np.array([L, 4], np.int32)}, ["y"],
+        order=["q", "k", "v", "", "m"], tol=SUM, attrs={"num_heads": heads,
+                                                         "unidirectional": 1})
     c["mha_scale"] = Case("MultiHeadAttention", {"q": q, "k": k, "v": v}, ["y"], tol=SUM,
                           attrs={"num_heads": heads, "scale": 0.5})
     c["mha_bnsh_kv"] = Case(
