@@ -783,7 +783,19 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &n, int index) {
   node = &n;
   nodeName = n.name().empty() ? n.op_type() + "_" + std::to_string(index)
                               : n.name();
-  loc = getONNXNodeLoc(ctx, nodeName, n.op_type(), opset, path);
+  bool defaultDomain = n.domain().empty() || n.domain() == "ai.onnx";
+  nodeDomain = defaultDomain ? "" : n.domain();
+  nodeOpset = opset;
+  if (!defaultDomain) {
+    nodeOpset = 0;
+    for (const auto &imp : model.opset_import())
+      if (imp.domain() == n.domain())
+        nodeOpset = imp.version();
+  }
+  // Ops of other domains are named with it, and that domain's version.
+  loc = getONNXNodeLoc(ctx, nodeName,
+                       defaultDomain ? n.op_type() : n.domain() + "." + n.op_type(),
+                       nodeOpset, path);
   attrFailed = false;
 
   // Collect what goes wrong while converting the node into one error.
@@ -798,15 +810,6 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &n, int index) {
       reasons += diag.str();
       return success();
     });
-    bool defaultDomain = n.domain().empty() || n.domain() == "ai.onnx";
-    nodeDomain = defaultDomain ? "" : n.domain();
-    nodeOpset = opset;
-    if (!defaultDomain) {
-      nodeOpset = 0;
-      for (const auto &imp : model.opset_import())
-        if (imp.domain() == n.domain())
-          nodeOpset = imp.version();
-    }
     if (!defaultDomain && n.domain() != "com.microsoft") {
       emitError(loc) << "domain '" << n.domain()
                      << "' is not supported (only the default ONNX domain "
