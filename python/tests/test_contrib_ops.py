@@ -12,6 +12,7 @@ Constant inputs (weights, total_sequence_length) are initializers.
 """
 from __future__ import annotations
 
+import math
 import os
 import re
 import shutil
@@ -226,6 +227,11 @@ def cases() -> dict[str, Case]:
     dead[1] = 0
     c["attention_fully_masked_batch"] = Case("Attention", {"x": xa, "m": dead}, ["y"],
                                              order=["x", "w", "wb", "m"], **att)
+    # Query rows whose visible keys (causal) are all masked.
+    c["attention_causal_masked_rows"] = Case(
+        "Attention", {"x": xa, "m": np.array([[0, 1, 0, 1, 1], [0, 0, 1, 1, 0]], np.int32)},
+        ["y"], order=["x", "w", "wb", "m"], inits={"w": w, "wb": wb}, tol=SUM,
+        attrs={"num_heads": heads, "unidirectional": 1})
     c["attention_filter_value_bias"] = Case(
         "Attention", {"x": xa, "m": m, "ab": f32(r, B, heads, S, S)}, ["y"],
         order=["x", "w", "wb", "m", "", "ab"], inits={"w": w, "wb": wb}, tol=SUM,
@@ -245,6 +251,12 @@ def cases() -> dict[str, Case]:
     c["mha_causal_end_positions"] = Case(
         "MultiHeadAttention", {"q": f32(r, B, L, H), "k": k, "v": v,
                                "m": np.array([L, 4], np.int32)}, ["y"],
+        order=["q", "k", "v", "", "m"], tol=SUM, attrs={"num_heads": heads,
+                                                         "unidirectional": 1})
+    c["mha_causal_masked_rows"] = Case(
+        "MultiHeadAttention", {"q": f32(r, B, L, H), "k": k, "v": v,
+                               "m": np.array([[0, 0, 1, 1, 0, 1, 1], [0, 1, 1, 0, 1, 1, 0]],
+                                             np.int32)}, ["y"],
         order=["q", "k", "v", "", "m"], tol=SUM, attrs={"num_heads": heads,
                                                          "unidirectional": 1})
     c["mha_scale"] = Case("MultiHeadAttention", {"q": q, "k": k, "v": v}, ["y"], tol=SUM,
@@ -371,14 +383,15 @@ def block_model(name: str) -> tuple[onnx.ModelProto, dict]:
 
 
 @pytest.mark.skipif(MPIRUN is None, reason="mpirun is not installed")
+@pytest.mark.parametrize("mesh,strategy", [("tp=2", "megatron"), ("dp=2,tp=2", "megatron-sp")])
 @pytest.mark.parametrize("name", ["gpt2", "llama"])
-def test_contrib_block_under_megatron(name, tmp_path):
+def test_contrib_block_under_megatron(name, mesh, strategy, tmp_path):
     from shardflow import toolchain
     model, feeds = block_model(name)
     path = tmp_path / f"{name}.onnx"
     onnx.save(model, path)
     artifact = tmp_path / f"{name}.shard"
-    cmd = [str(tool("shard-opt")), str(path), "--mesh", "tp=2", "--strategy", "megatron",
+    cmd = [str(tool("shard-opt")), str(path), "--mesh", mesh, "--strategy", strategy,
            "--target", "cpu", "-o", str(artifact), "--report"]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
@@ -387,8 +400,9 @@ def test_contrib_block_under_megatron(name, tmp_path):
     # the composition is the graph of a plain export.
     split, total = map(int, re.search(r"split weights: (\d+) of (\d+)", report).groups())
     assert split == total > 0, report
+    world = math.prod(int(a.split("=")[1]) for a in mesh.split(","))
     ours = toolchain.run_artifact(artifact, feeds,
-                                  launcher=[MPIRUN, "-np", "2", "--oversubscribe"])
+                                  launcher=[MPIRUN, "-np", str(world), "--oversubscribe"])
     want = run_ort(model, feeds)
     for i, out_name in enumerate([o.name for o in model.graph.output]):
         np.testing.assert_allclose(ours[out_name], want[i], err_msg=out_name, **SUM)

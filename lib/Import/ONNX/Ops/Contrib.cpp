@@ -363,16 +363,12 @@ Value GraphImporter::contribAttention(Value q, Value k, Value v, int64_t heads,
     return nullptr;
   }
   Type elem = qt.getElementType();
-  int64_t qSeq = qt.getDimSize(1), totalSeq = kt.getDimSize(1);
-  // onnxruntime's contrib kernels mask with a finite filter value (-10000 by
-  // default) that replaces the score's bias: bias = keep ? 0 : filter. A
-  // fully masked row is then a softmax over unmasked scores shifted by the
-  // filter, which this reproduces exactly.
+  // onnxruntime's contrib kernels add a finite filter value (-10000 by
+  // default) to the scores of masked keys: bias = keep ? 0 : filter, so a
+  // row whose keys are all masked is a softmax over its scores shifted by
+  // the filter, not zeros. The causal mask (unidirectional) excludes the
+  // keys after the query outright, as nn.attention's is_causal does.
   Value bias;
-  if (keep && causal) {
-    keep = attentionCausalMask(keep, qSeq, totalSeq, 0);
-    causal = false;
-  }
   if (keep)
     bias = make<nn::WhereOp>(
         {keep, scalar(elem, 0.0), scalar(elem, double(filter))});
