@@ -7,7 +7,9 @@ with seeded random inputs, compiled by shard-opt (--target cpu), run by
 shard-run and compared with onnxruntime (graph optimizations off, so that
 the node runs as written). Tolerances: rtol 1e-5 / atol 1e-5 for the
 elementwise and normalization ops; rtol 1e-4 / atol 1e-5 for the attentions,
-whose matmuls and softmax sum in another order than onnxruntime's.
+whose matmuls and softmax sum in another order than onnxruntime's;
+rtol 4e-3 / atol 4e-3 for float16 (computed in float32 and rounded once,
+where onnxruntime may round intermediate results).
 Constant inputs (weights, total_sequence_length) are initializers.
 """
 from __future__ import annotations
@@ -32,6 +34,7 @@ BUILD = Path(os.environ.get("SHARDFLOW_BUILD_DIR", ROOT / "build"))
 
 F32 = {"rtol": 1e-5, "atol": 1e-5}
 SUM = {"rtol": 1e-4, "atol": 1e-5}
+HALF = {"rtol": 4e-3, "atol": 4e-3}
 MS = "com.microsoft"
 
 
@@ -57,6 +60,7 @@ class Case:
     order: list[str] | None = None  # node input order, "" for absent
     # The domain onnxruntime runs the op in, when it registers it elsewhere.
     ort_domain: str | None = None
+    out_type: int = TensorProto.FLOAT
 
 
 def onnx_type(a: np.ndarray) -> int:
@@ -69,7 +73,7 @@ def build_model(case: Case, domain: str | None = None) -> onnx.ModelProto:
                             domain=case.domain if domain is None else domain, **case.attrs)
     ins = [helper.make_tensor_value_info(n, onnx_type(a), a.shape)
            for n, a in case.inputs.items()]
-    outs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in case.outputs if n]
+    outs = [helper.make_tensor_value_info(n, case.out_type, None) for n in case.outputs if n]
     inits = [numpy_helper.from_array(a, n) for n, a in case.inits.items()]
     graph = helper.make_graph([node], case.op, ins, outs, inits)
     return helper.make_model(graph, ir_version=8, opset_imports=[
@@ -163,6 +167,19 @@ def cases() -> dict[str, Case]:
     c["simplified_layer_norm_axis"] = Case(
         "SimplifiedLayerNormalization", {"x": x, "gamma": f32(r, S, H)}, ["y"],
         attrs={"axis": 1}, domain="")
+
+    # float16.
+    h16 = lambda *shape: r.standard_normal(shape).astype(np.float16)
+    c["skip_layer_norm_f16"] = Case(
+        "SkipLayerNormalization", {"x": h16(B, S, H), "skip": h16(B, S, H), "gamma": h16(H),
+                                   "beta": h16(H), "bias": h16(H)}, ["y", "", "", "sum"],
+        tol=HALF, out_type=TensorProto.FLOAT16)
+    c["skip_simplified_layer_norm_f16"] = Case(
+        "SkipSimplifiedLayerNormalization", {"x": h16(B, S, H), "skip": h16(B, S, H),
+                                             "gamma": h16(H)}, ["y"],
+        tol=HALF, out_type=TensorProto.FLOAT16)
+    c["fast_gelu_f16"] = Case("FastGelu", {"x": h16(B, S, H), "bias": h16(H)}, ["y"],
+                              tol=HALF, out_type=TensorProto.FLOAT16)
 
     # The Gelu family.
     g = f32(r, B, S, H) * 3

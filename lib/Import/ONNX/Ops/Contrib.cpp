@@ -594,7 +594,7 @@ LogicalResult GraphImporter::importMultiHeadAttention() {
 /// sequence length (pin it with --input-value), seqlens_k[b] the index of
 /// batch b's last key. Query [B, S, N * D] and key / value
 /// [B, S, Nkv * D] (or one packed query), rotated by nn.rotary_embedding at
-/// positions 0 ... S - 1 with do_rotary, then nn.attention with Nkv key /
+/// positions 0 ... S - 1 with do_rotary (a position_ids input is refused), then nn.attention with Nkv key /
 /// value heads, causal, keys after seqlens_k masked. present_key /
 /// present_value are the (rotated) keys and values heads-first.
 LogicalResult GraphImporter::importGroupQueryAttention() {
@@ -610,7 +610,7 @@ LogicalResult GraphImporter::importGroupQueryAttention() {
       "cos_cache",      "sin_cache",     "position_ids",  "attention_bias",
       "head_sink",      "k_scale",       "v_scale",       "q_norm_weight",
       "k_norm_weight",  "query_seqlens"};
-  for (int i = 10; i < numInputs(); ++i)
+  for (int i = 9; i < numInputs(); ++i)
     if (hasInput(i))
       return fail(Twine("input '") + names[i] + "' is not supported");
   if (node->output_size() > 3 && !node->output(3).empty())
@@ -716,23 +716,16 @@ LogicalResult GraphImporter::importGroupQueryAttention() {
     Value cosC = input(7), sinC = input(8);
     if (!cosC || !sinC)
       return failure();
-    Value pos;
+    // The prefill's positions: 0 ... S - 1 in every batch.
     Type i64 = b.getI64Type();
-    if (hasInput(9)) {
-      pos = input(9);
-      if (!pos)
-        return failure();
-    } else {
-      // The prefill's positions: 0 ... S - 1 in every batch.
-      Value steps = makeTyped<nn::RangeOp>(
-          RankedTensorType::get({seq}, i64), {},
-          {named("start", b.getF64FloatAttr(0.0)),
-           named("limit", b.getF64FloatAttr(double(seq))),
-           named("delta", b.getF64FloatAttr(1.0))});
-      pos = make<nn::AddOp>({splat(RankedTensorType::get({batch, seq}, i64),
-                                   b.getI64IntegerAttr(0)),
-                             steps});
-    }
+    Value steps = makeTyped<nn::RangeOp>(
+        RankedTensorType::get({seq}, i64), {},
+        {named("start", b.getF64FloatAttr(0.0)),
+         named("limit", b.getF64FloatAttr(double(seq))),
+         named("delta", b.getF64FloatAttr(1.0))});
+    Value pos = make<nn::AddOp>(
+        {splat(RankedTensorType::get({batch, seq}, i64), b.getI64IntegerAttr(0)),
+         steps});
     auto ct = typeOf(cosC);
     if (ct.getRank() != 2)
       return fail("cos_cache must be [max_position, rotary_dim / 2]");
@@ -748,8 +741,8 @@ LogicalResult GraphImporter::importGroupQueryAttention() {
     k = rope(k, kvHeads);
     if (!q || !k)
       return failure();
-  } else if (hasInput(7) || hasInput(8) || hasInput(9)) {
-    return fail("cos_cache, sin_cache and position_ids need do_rotary = 1");
+  } else if (hasInput(7) || hasInput(8)) {
+    return fail("cos_cache and sin_cache need do_rotary = 1");
   }
   // Key j of batch b is kept iff j <= seqlens_k[b]; causal on top.
   Type i64 = b.getI64Type();
