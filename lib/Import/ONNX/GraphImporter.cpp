@@ -770,12 +770,12 @@ LogicalResult GraphImporter::orderNodes(SmallVectorImpl<int> &order) {
 /// in their refusal so that a quantized model is recognized as such.
 static bool isQuantizedContribOp(StringRef op) {
   return op.contains("NBits") || op.starts_with("QLinear") ||
-         op.starts_with("DynamicQuantize") || op.starts_with("QuantizeLinear") ||
+         op.starts_with("DynamicQuantize") ||
+         op.starts_with("QuantizeLinear") ||
          op.starts_with("DequantizeLinear") || op.starts_with("QAttention") ||
          op.starts_with("QOrdered") || op.starts_with("QGemm") ||
-         op.starts_with("QEmbed") ||
-         op == "MatMulInteger16" || op == "MatMulIntegerToFloat" ||
-         op == "DynamicQuantizeMatMul" || op == "GatherBlockQuantized" ||
+         op.starts_with("QEmbed") || op == "MatMulInteger16" ||
+         op == "MatMulIntegerToFloat" || op == "GatherBlockQuantized" ||
          op == "MatMulBnb4" || op == "MatMulFpQ4";
 }
 
@@ -793,9 +793,9 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &n, int index) {
         nodeOpset = imp.version();
   }
   // Ops of other domains are named with it, and that domain's version.
-  loc = getONNXNodeLoc(ctx, nodeName,
-                       defaultDomain ? n.op_type() : n.domain() + "." + n.op_type(),
-                       nodeOpset, path);
+  std::string opType =
+      defaultDomain ? n.op_type() : n.domain() + "." + n.op_type();
+  loc = getONNXNodeLoc(ctx, nodeName, opType, nodeOpset, path);
   attrFailed = false;
 
   // Collect what goes wrong while converting the node into one error.

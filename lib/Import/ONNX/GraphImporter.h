@@ -276,9 +276,9 @@ private:
   Value contribKeyMask(Value mask, StringRef name, int64_t batch, int64_t qSeq,
                        int64_t totalSeq);
   /// softmax(scale Q K^T + bias) V over [B, S, H*D] q/k/v and back to
-  /// [B, S, H*Dv]; `keep` (i1) and `causal` become an additive bias of 0 or
-  /// `filter` as onnxruntime's contrib kernels apply it; `extraBias` is
-  /// added too (attention_bias).
+  /// [B, S, H*Dv]; `keep` (i1) becomes an additive bias of 0 or `filter` as
+  /// onnxruntime's contrib kernels apply it, `extraBias` (attention_bias) is
+  /// added too, and `causal` excludes the keys after each query.
   Value contribAttention(Value q, Value k, Value v, int64_t heads,
                          int64_t kvHeads, Value keep, bool causal,
                          float filter, Value extraBias,

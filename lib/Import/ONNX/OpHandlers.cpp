@@ -83,9 +83,10 @@ GraphImporter::handlers() {
       {"TopK", {&G::importTopK, 10}},
       {"Attention", {&G::importAttention, 23}},
       {"RotaryEmbedding", {&G::importRotaryEmbedding, 23}},
-      // onnxruntime registers SimplifiedLayerNormalization in the default
-      // domain (as well as in com.microsoft, below).
-      {"SimplifiedLayerNormalization", {&G::importSimplifiedLayerNormalization, 1}},
+      // onnxruntime's SimplifiedLayerNormalization, which it registers in
+      // the default domain (builders also write it in com.microsoft, below).
+      {"SimplifiedLayerNormalization",
+       {&G::importSimplifiedLayerNormalization, 1}},
   };
   return table;
 }

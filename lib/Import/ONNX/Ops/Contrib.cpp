@@ -32,8 +32,7 @@ LogicalResult GraphImporter::importSkipSimplifiedLayerNormalization() {
 /// last axis. Outputs: the normalized sum; mean and inv_std_var, the
 /// statistics ([..., 1], float) as the kernels compute them; the sum.
 LogicalResult GraphImporter::skipNormalization(bool simplified) {
-  if (failed(requireInputs(3, simplified ? 4 : 5)) ||
-      failed(allowOutputs(4)))
+  if (failed(requireInputs(3, simplified ? 4 : 5)) || failed(allowOutputs(4)))
     return failure();
   int biasIndex = simplified ? 3 : 4;
   Value x = input(0), skip = input(1), gamma = input(2);
@@ -71,9 +70,9 @@ LogicalResult GraphImporter::skipNormalization(bool simplified) {
   if (!sum)
     return failure();
   int64_t axis = xt.getRank() - 1;
-  auto normAttrs = SmallVector<NamedAttribute>{
-      named("axis", b.getI64IntegerAttr(axis)),
-      named("epsilon", b.getF32FloatAttr(eps))};
+  auto normAttrs =
+      SmallVector<NamedAttribute>{named("axis", b.getI64IntegerAttr(axis)),
+                                  named("epsilon", b.getF32FloatAttr(eps))};
   Value y;
   if (simplified) {
     y = make<nn::RMSNormalizationOp>({sum, gamma}, normAttrs);
@@ -94,10 +93,10 @@ LogicalResult GraphImporter::skipNormalization(bool simplified) {
       xs = make<nn::CastOp>({sum}, {named("to", TypeAttr::get(f32))});
     Value var;
     if (simplified) {
-      var = make<nn::ReduceMeanOp>(
-          {make<nn::MulOp>({xs, xs})},
-          {named("axes", b.getDenseI64ArrayAttr({axis})),
-           named("keepdims", b.getBoolAttr(true))});
+      var =
+          make<nn::ReduceMeanOp>({make<nn::MulOp>({xs, xs})},
+                                 {named("axes", b.getDenseI64ArrayAttr({axis})),
+                                  named("keepdims", b.getBoolAttr(true))});
     } else {
       std::tie(mean, var) = meanAndVariance(xs, {axis});
     }
@@ -262,15 +261,14 @@ LogicalResult GraphImporter::importContribRotaryEmbedding() {
     Value offset = pos;
     if (pt.getElementType() != i64)
       offset = make<nn::CastOp>({pos}, {named("to", TypeAttr::get(i64))});
-    Value steps = makeTyped<nn::RangeOp>(
-        RankedTensorType::get({seq}, i64), {},
-        {named("start", b.getF64FloatAttr(0.0)),
-         named("limit", b.getF64FloatAttr(double(seq))),
-         named("delta", b.getF64FloatAttr(1.0))});
-    pos = make<nn::AddOp>(
-        {splat(RankedTensorType::get({batch, seq}, i64),
-               b.getI64IntegerAttr(0)),
-         make<nn::AddOp>({steps, offset})});
+    Value steps =
+        makeTyped<nn::RangeOp>(RankedTensorType::get({seq}, i64), {},
+                               {named("start", b.getF64FloatAttr(0.0)),
+                                named("limit", b.getF64FloatAttr(double(seq))),
+                                named("delta", b.getF64FloatAttr(1.0))});
+    pos = make<nn::AddOp>({splat(RankedTensorType::get({batch, seq}, i64),
+                                 b.getI64IntegerAttr(0)),
+                           make<nn::AddOp>({steps, offset})});
     if (!pos)
       return failure();
   } else if (pt.getRank() != 2) {
@@ -337,9 +335,8 @@ Value GraphImporter::contribKeyMask(Value mask, StringRef name, int64_t batch,
   // A raw mask keeps the keys where it is > 0.
   Value keep = mask;
   if (!elem.isInteger(1))
-    keep = make<nn::GreaterOp>(
-        {mask, splat(RankedTensorType::get({}, elem),
-                     b.getIntegerAttr(elem, 0))});
+    keep = make<nn::GreaterOp>({mask, splat(RankedTensorType::get({}, elem),
+                                            b.getIntegerAttr(elem, 0))});
   return makeTyped<nn::ReshapeOp>(RankedTensorType::get(shape, i1), {keep});
 }
 
@@ -404,8 +401,9 @@ Value GraphImporter::contribAttention(Value q, Value k, Value v, int64_t heads,
 /// Attention (com.microsoft): input [B, S, Din] projected by the packed
 /// weights [Din, Hq + Hk + Hv] (qkv_hidden_sizes; equal thirds by default)
 /// and bias, split into Q, K and V, then nn.attention heads-first: the
-/// graph of the plain export the optimizer fused. mask_index: none, [B] end positions, raw [B, T] or
-/// [B, S, T]; unidirectional is the causal mask; attention_bias is added.
+/// graph of the plain export the optimizer fused. mask_index: none, [B] end
+/// positions, raw [B, T] or [B, S, T]; unidirectional is the causal mask;
+/// attention_bias is added.
 LogicalResult GraphImporter::importContribAttention() {
   if (failed(requireInputs(2, 7)) || failed(allowOutputs(2)))
     return failure();
@@ -454,8 +452,8 @@ LogicalResult GraphImporter::importContribAttention() {
                 " must be three sizes (q and k equal) adding up to the "
                 "weights' " +
                 std::to_string(packed));
-  if (bias && (typeOf(bias).getRank() != 1 ||
-               typeOf(bias).getDimSize(0) != packed))
+  if (bias &&
+      (typeOf(bias).getRank() != 1 || typeOf(bias).getDimSize(0) != packed))
     return fail("bias must have shape [" + std::to_string(packed) + "]");
   // One projection of the packed width, split into Q, K and V: the form of
   // GPT-2's and BERT's exports, whose fused weight the megatron presets
@@ -496,9 +494,16 @@ LogicalResult GraphImporter::importContribAttention() {
 LogicalResult GraphImporter::importMultiHeadAttention() {
   if (failed(requireInputs(1, 10)) || failed(allowOutputs(4)))
     return failure();
-  const char *names[] = {"query", "key", "value", "bias", "key_padding_mask",
-                         "attention_bias", "past_key", "past_value",
-                         "past_sequence_length", "cache_indirection"};
+  const char *names[] = {"query",
+                         "key",
+                         "value",
+                         "bias",
+                         "key_padding_mask",
+                         "attention_bias",
+                         "past_key",
+                         "past_value",
+                         "past_sequence_length",
+                         "cache_indirection"};
   for (int i : {6, 7, 8, 9})
     if (hasInput(i))
       return fail(Twine("input '") + names[i] + "' is not supported");
@@ -561,11 +566,12 @@ LogicalResult GraphImporter::importMultiHeadAttention() {
                   "] (query, key and value hidden sizes)");
     auto part = [&](Value t, int64_t begin, int64_t size) {
       return make<nn::AddOp>(
-          {t, make<nn::SliceOp>(
-                  {bias}, {named("starts", b.getDenseI64ArrayAttr({begin})),
-                           named("ends", b.getDenseI64ArrayAttr({begin + size})),
-                           named("axes", b.getDenseI64ArrayAttr({0})),
-                           named("steps", b.getDenseI64ArrayAttr({1}))})});
+          {t,
+           make<nn::SliceOp>(
+               {bias}, {named("starts", b.getDenseI64ArrayAttr({begin})),
+                        named("ends", b.getDenseI64ArrayAttr({begin + size})),
+                        named("axes", b.getDenseI64ArrayAttr({0})),
+                        named("steps", b.getDenseI64ArrayAttr({1}))})});
     };
     q = part(q, 0, hq);
     k = part(k, hq, hk);
@@ -594,9 +600,10 @@ LogicalResult GraphImporter::importMultiHeadAttention() {
 /// sequence length (pin it with --input-value), seqlens_k[b] the index of
 /// batch b's last key. Query [B, S, N * D] and key / value
 /// [B, S, Nkv * D] (or one packed query), rotated by nn.rotary_embedding at
-/// positions 0 ... S - 1 with do_rotary (a position_ids input is refused), then nn.attention with Nkv key /
-/// value heads, causal, keys after seqlens_k masked. present_key /
-/// present_value are the (rotated) keys and values heads-first.
+/// positions 0 ... S - 1 with do_rotary (a position_ids input is refused), then
+/// nn.attention with Nkv key / value heads, causal, keys after seqlens_k
+/// masked. present_key / present_value are the (rotated) keys and values
+/// heads-first.
 LogicalResult GraphImporter::importGroupQueryAttention() {
   // key and value are absent when the query is packed: only query,
   // seqlens_k and total_sequence_length are required.
@@ -604,12 +611,23 @@ LogicalResult GraphImporter::importGroupQueryAttention() {
     return failure();
   if (!hasInput(5) || !hasInput(6))
     return fail("inputs 'seqlens_k' and 'total_sequence_length' are required");
-  const char *names[] = {
-      "query",          "key",           "value",         "past_key",
-      "past_value",     "seqlens_k",     "total_sequence_length",
-      "cos_cache",      "sin_cache",     "position_ids",  "attention_bias",
-      "head_sink",      "k_scale",       "v_scale",       "q_norm_weight",
-      "k_norm_weight",  "query_seqlens"};
+  const char *names[] = {"query",
+                         "key",
+                         "value",
+                         "past_key",
+                         "past_value",
+                         "seqlens_k",
+                         "total_sequence_length",
+                         "cos_cache",
+                         "sin_cache",
+                         "position_ids",
+                         "attention_bias",
+                         "head_sink",
+                         "k_scale",
+                         "v_scale",
+                         "q_norm_weight",
+                         "k_norm_weight",
+                         "query_seqlens"};
   for (int i = 9; i < numInputs(); ++i)
     if (hasInput(i))
       return fail(Twine("input '") + names[i] + "' is not supported");
@@ -718,14 +736,14 @@ LogicalResult GraphImporter::importGroupQueryAttention() {
       return failure();
     // The prefill's positions: 0 ... S - 1 in every batch.
     Type i64 = b.getI64Type();
-    Value steps = makeTyped<nn::RangeOp>(
-        RankedTensorType::get({seq}, i64), {},
-        {named("start", b.getF64FloatAttr(0.0)),
-         named("limit", b.getF64FloatAttr(double(seq))),
-         named("delta", b.getF64FloatAttr(1.0))});
-    Value pos = make<nn::AddOp>(
-        {splat(RankedTensorType::get({batch, seq}, i64), b.getI64IntegerAttr(0)),
-         steps});
+    Value steps =
+        makeTyped<nn::RangeOp>(RankedTensorType::get({seq}, i64), {},
+                               {named("start", b.getF64FloatAttr(0.0)),
+                                named("limit", b.getF64FloatAttr(double(seq))),
+                                named("delta", b.getF64FloatAttr(1.0))});
+    Value pos = make<nn::AddOp>({splat(RankedTensorType::get({batch, seq}, i64),
+                                       b.getI64IntegerAttr(0)),
+                                 steps});
     auto ct = typeOf(cosC);
     if (ct.getRank() != 2)
       return fail("cos_cache must be [max_position, rotary_dim / 2]");
@@ -746,11 +764,11 @@ LogicalResult GraphImporter::importGroupQueryAttention() {
   }
   // Key j of batch b is kept iff j <= seqlens_k[b]; causal on top.
   Type i64 = b.getI64Type();
-  Value keys = makeTyped<nn::RangeOp>(
-      RankedTensorType::get({seq}, i64), {},
-      {named("start", b.getF64FloatAttr(0.0)),
-       named("limit", b.getF64FloatAttr(double(seq))),
-       named("delta", b.getF64FloatAttr(1.0))});
+  Value keys =
+      makeTyped<nn::RangeOp>(RankedTensorType::get({seq}, i64), {},
+                             {named("start", b.getF64FloatAttr(0.0)),
+                              named("limit", b.getF64FloatAttr(double(seq))),
+                              named("delta", b.getF64FloatAttr(1.0))});
   Value last = makeTyped<nn::ReshapeOp>(
       RankedTensorType::get({batch, 1}, i64),
       {make<nn::CastOp>({seqlens}, {named("to", TypeAttr::get(i64))})});
@@ -769,7 +787,8 @@ LogicalResult GraphImporter::importGroupQueryAttention() {
   if (typeOf(q).getDimSize(2) % heads || kt.getDimSize(2) % kvHeads ||
       vt.getDimSize(2) % kvHeads)
     return fail("hidden sizes must divide by num_heads and kv_num_heads");
-  Value qh = attentionHeadsFirst(q, heads), kh = attentionHeadsFirst(k, kvHeads),
+  Value qh = attentionHeadsFirst(q, heads),
+        kh = attentionHeadsFirst(k, kvHeads),
         vh = attentionHeadsFirst(v, kvHeads);
   if (!qh || !kh || !vh)
     return failure();
