@@ -320,6 +320,21 @@ def cases() -> dict[str, Case]:
         inits={"tot": np.array(S, np.int32)}, tol=SUM,
         order=["q", "", "", "", "", "sl", "tot"],
         attrs={"num_heads": Nq, "kv_num_heads": Nkv})
+
+    # float16 attention.
+    c["mha_f16"] = Case(
+        "MultiHeadAttention", {"q": h16(B, S, H), "k": h16(B, L, H), "v": h16(B, L, H)}, ["y"],
+        attrs={"num_heads": heads}, tol=HALF, out_type=TensorProto.FLOAT16)
+    p16 = np.zeros((B, Nkv, 0, Dh), np.float16)
+    c["gqa_rotary_f16"] = Case(
+        "GroupQueryAttention",
+        {"q": h16(B, S, Nq * Dh), "k": h16(B, S, Nkv * Dh), "v": h16(B, S, Nkv * Dh),
+         "pk": p16, "pv": p16, "sl": np.array([S - 1, 2], np.int32),
+         "cos": gcos.astype(np.float16), "sin": gsin.astype(np.float16)},
+        ["y", "pk_out", "pv_out"], inits={"tot": np.array(S, np.int32)}, tol=HALF,
+        order=["q", "k", "v", "pk", "pv", "sl", "tot", "cos", "sin"],
+        attrs={"num_heads": Nq, "kv_num_heads": Nkv, "do_rotary": 1},
+        out_type=TensorProto.FLOAT16)
     return c
 
 
