@@ -438,3 +438,49 @@ def test_contrib_block_under_megatron(name, mesh, strategy, tmp_path):
     want = run_ort(model, feeds)
     for i, out_name in enumerate([o.name for o in model.graph.output]):
         np.testing.assert_allclose(ours[out_name], want[i], err_msg=out_name, **SUM)
+
+
+def test_gqa_prefill_as_the_model_builder_writes_it(tmp_path):
+    """seqlens_k from the attention mask (ReduceSum - 1, int32) and
+    total_sequence_length a graph input, pinned with --input-value."""
+    r = rng_for("gqa-builder")
+    B, S, Nq, Nkv, D = 2, 6, 4, 2, 16
+    mask = np.ones((B, S), np.int64)
+    mask[1, 4:] = 0
+    cos, sin = rope_caches(r, 32, D // 2)
+    feeds = {"q": f32(r, B, S, Nq * D), "k": f32(r, B, S, Nkv * D), "v": f32(r, B, S, Nkv * D),
+             "attention_mask": mask, "past_key": np.zeros((B, Nkv, 0, D), np.float32),
+             "past_value": np.zeros((B, Nkv, 0, D), np.float32),
+             "total_sequence_length": np.array(S, np.int32)}
+    nodes = [
+        helper.make_node("ReduceSum", ["attention_mask", "one"], ["sum"], keepdims=0),
+        helper.make_node("Sub", ["sum", "one"], ["last"]),
+        helper.make_node("Cast", ["last"], ["seqlens_k"], to=TensorProto.INT32),
+        helper.make_node("GroupQueryAttention",
+                         ["q", "k", "v", "past_key", "past_value", "seqlens_k",
+                          "total_sequence_length", "cos", "sin"],
+                         ["y", "present_key", "present_value"], domain=MS,
+                         num_heads=Nq, kv_num_heads=Nkv, do_rotary=1, local_window_size=-1),
+    ]
+    ins = [helper.make_tensor_value_info(n, onnx_type(a), a.shape) for n, a in feeds.items()]
+    outs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, None)
+            for n in ["y", "present_key", "present_value"]]
+    inits = [numpy_helper.from_array(np.array([1], np.int64), "one"),
+             numpy_helper.from_array(cos, "cos"), numpy_helper.from_array(sin, "sin")]
+    model = helper.make_model(helper.make_graph(nodes, "gqa", ins, outs, inits), ir_version=8,
+                              opset_imports=[helper.make_opsetid("", 17),
+                                             helper.make_opsetid(MS, 1)])
+    path = tmp_path / "model.onnx"
+    onnx.save(model, path)
+    np.save(tmp_path / "total.npy", feeds["total_sequence_length"])
+    artifact = tmp_path / "model.shard"
+    out = subprocess.run([str(tool("shard-opt")), str(path), "--input-value",
+                          f"total_sequence_length={tmp_path / 'total.npy'}", "--target", "cpu",
+                          "-o", str(artifact)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    from shardflow import toolchain
+    ours = toolchain.run_artifact(artifact, {k: v for k, v in feeds.items()
+                                             if k != "total_sequence_length"})
+    want = run_ort(model, feeds)
+    for name, w in zip(["y", "present_key", "present_value"], want):
+        np.testing.assert_allclose(ours[name], w, err_msg=name, **SUM)
