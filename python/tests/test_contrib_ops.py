@@ -226,6 +226,10 @@ def cases() -> dict[str, Case]:
     c["attention_mask_index_end"] = Case(
         "Attention", {"x": xa, "m": np.array([S, 2], np.int32)}, ["y"],
         order=["x", "w", "wb", "m"], **att)
+    # [2B]: the ends, then the starts (left padding).
+    c["attention_mask_index_end_start"] = Case(
+        "Attention", {"x": xa, "m": np.array([S, 4, 1, 0], np.int32)}, ["y"],
+        order=["x", "w", "wb", "m"], **att)
     c["attention_scale_no_bias"] = Case(
         "Attention", {"x": xa}, ["y"], order=["x", "w"], inits={"w": w}, tol=SUM,
         attrs={"num_heads": heads, "scale": 0.2})

@@ -297,25 +297,37 @@ Value GraphImporter::contribKeyMask(Value mask, StringRef name, int64_t batch,
   }
   auto dims = mt.getShape();
   Type i1 = b.getI1Type();
-  if (mt.getRank() == 1 && dims[0] == batch) {
+  if (mt.getRank() == 1 && (dims[0] == batch || dims[0] == 2 * batch)) {
     // [B]: the end of each batch's keys (right padding): keep j < end[b].
+    // [2B]: the ends, then the starts (left padding): start[b] <= j too.
     Type i64 = b.getI64Type();
-    Value ends = make<nn::CastOp>({mask}, {named("to", TypeAttr::get(i64))});
+    Value positions = makeTyped<nn::ReshapeOp>(
+        RankedTensorType::get({dims[0], 1}, i64),
+        {make<nn::CastOp>({mask}, {named("to", TypeAttr::get(i64))})});
+    auto half = [&](int64_t begin) {
+      return make<nn::SliceOp>(
+          {positions}, {named("starts", b.getDenseI64ArrayAttr({begin})),
+                        named("ends", b.getDenseI64ArrayAttr({begin + batch})),
+                        named("axes", b.getDenseI64ArrayAttr({0})),
+                        named("steps", b.getDenseI64ArrayAttr({1}))});
+    };
     Value keys = makeTyped<nn::RangeOp>(
         RankedTensorType::get({totalSeq}, i64), {},
         {named("start", b.getF64FloatAttr(0.0)),
          named("limit", b.getF64FloatAttr(double(totalSeq))),
          named("delta", b.getF64FloatAttr(1.0))});
-    Value keep = make<nn::LessOp>(
-        {keys, makeTyped<nn::ReshapeOp>(RankedTensorType::get({batch, 1}, i64),
-                                        {ends})});
+    Value keep = make<nn::LessOp>({keys, half(0)});
+    if (dims[0] == 2 * batch)
+      keep = make<nn::AndOp>(
+          {keep, make<nn::NotOp>({make<nn::LessOp>({keys, half(batch)})})});
     return makeTyped<nn::ReshapeOp>(
         RankedTensorType::get({batch, 1, 1, totalSeq}, i1), {keep});
   }
   if (mt.getRank() == 1) {
     (void)fail(name + " of shape " + shapeString(dims) +
-               " is not supported: only [batch] end positions, a raw "
-               "[batch, total_seq] or [batch, seq, total_seq] 0/1 mask");
+               " is not supported: only [batch] end positions, [2 * batch] "
+               "end and start positions, a raw [batch, total_seq] or "
+               "[batch, seq, total_seq] 0/1 mask");
     return nullptr;
   }
   SmallVector<int64_t> shape;
@@ -326,8 +338,8 @@ Value GraphImporter::contribKeyMask(Value mask, StringRef name, int64_t batch,
     shape = {batch, 1, qSeq, totalSeq};
   else {
     (void)fail(name + " of shape " + shapeString(dims) +
-               " is not supported: only [batch] end positions, a raw [batch, "
-               "total_seq] = [" +
+               " is not supported: only [batch] end positions, [2 * batch] "
+               "end and start positions, a raw [batch, total_seq] = [" +
                std::to_string(batch) + "," + std::to_string(totalSeq) +
                "] or [batch, seq, total_seq] 0/1 mask");
     return nullptr;
@@ -581,6 +593,14 @@ LogicalResult GraphImporter::importMultiHeadAttention() {
   }
   int64_t batch = qt.getDimSize(0), seq = qt.getDimSize(1),
           kvSeq = typeOf(k).getDimSize(1);
+  // Start positions ([2 * batch]) are Attention's mask_index format, not
+  // key_padding_mask's.
+  if (mask && typeOf(mask).getRank() == 1 &&
+      typeOf(mask).getDimSize(0) != batch)
+    return fail("key_padding_mask of shape " +
+                shapeString(typeOf(mask).getShape()) +
+                " is not supported: only [batch] end positions, a raw [batch, "
+                "kv_seq] or [batch, seq, kv_seq] 0/1 mask");
   Value keep;
   if (mask &&
       !(keep = contribKeyMask(mask, "key_padding_mask", batch, seq, kvSeq)))
