@@ -129,9 +129,10 @@ class Net:
 
     def op(self, op_type: str, inputs, outputs: int = 1, domain: str = "", **attrs):
         outs = [self._fresh(op_type.lower()) for _ in range(outputs)]
+        if domain:
+            attrs["domain"] = domain
         self.nodes.append(helper.make_node(op_type, list(inputs), outs,
-                                           name=self._fresh(op_type + "_"), domain=domain,
-                                           **attrs))
+                                           name=self._fresh(op_type + "_"), **attrs))
         return outs[0] if outputs == 1 else outs
 
     def output(self, value: str, dtype=F32, name: str | None = None, shape=None) -> str:
