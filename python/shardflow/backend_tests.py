@@ -156,8 +156,9 @@ def node_data_dir() -> Path:
 # --------------------------------------------------------------------------
 
 def supported_ops() -> set[str]:
-    """The op types in the importer's handler table."""
-    text = IMPORTER_SOURCE.read_text()
+    """The op types in the importer's default-domain handler table (the
+    com.microsoft table that follows it is not the backend tests' concern)."""
+    text = IMPORTER_SOURCE.read_text().split("GraphImporter::contribHandlers()")[0]
     ops = set(re.findall(r'\{"(\w+)",\s*\{&G::', text))
     if not ops:
         raise RuntimeError(f"no handler table found in {IMPORTER_SOURCE}")

@@ -726,7 +726,8 @@ def cases() -> list[Case]:
     add("opset_7.onnx", "model uses opset 7; supported opsets are 13 to 23", _opset(7, 3))
     add("opset_30.onnx", "model uses opset 30; supported opsets are 13 to 23", _opset(30, 10))
     add("no_default_opset.onnx", "imports no default-domain", _no_default_opset)
-    add("other_domain.onnx", "domain 'com.microsoft' is not supported", _other_domain)
+    add("other_domain.onnx", "operator is not supported in domain 'com.microsoft'",
+        _other_domain)
     add("unknown_op.onnx", "operator is not supported", _unknown_op)
     add("if_subgraph.onnx", "(If, opset 23): operator is not supported", _if_subgraph)
     add("sequence_input.onnx", "graph input 'xs' is not a tensor", _sequence_input)

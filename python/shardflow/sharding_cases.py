@@ -87,6 +87,7 @@ class Net:
         self.outputs: list = []
         self.feeds: dict[str, np.ndarray] = {}
         self.shardable: dict[str, tuple[int, ...]] = {}
+        self.domains: dict[str, int] = {}  # imported besides the default one
         self._n = 0
 
     def _fresh(self, base: str) -> str:
@@ -126,24 +127,28 @@ class Net:
         self.inits.append(numpy_helper.from_array(arr, name))
         return name
 
-    def op(self, op_type: str, inputs, outputs: int = 1, **attrs):
+    def op(self, op_type: str, inputs, outputs: int = 1, domain: str = "", **attrs):
         outs = [self._fresh(op_type.lower()) for _ in range(outputs)]
+        if domain:
+            attrs["domain"] = domain
         self.nodes.append(helper.make_node(op_type, list(inputs), outs,
                                            name=self._fresh(op_type + "_"), **attrs))
         return outs[0] if outputs == 1 else outs
 
-    def output(self, value: str, dtype=F32, name: str | None = None) -> str:
+    def output(self, value: str, dtype=F32, name: str | None = None, shape=None) -> str:
+        """`shape`: for outputs ONNX's shape inference does not reach (after
+        ops of other domains)."""
         name = name or f"y{len(self.outputs)}"
         self.nodes.append(helper.make_node("Identity", [value], [name],
                                            name=self._fresh("out_")))
         self.outputs.append(helper.make_tensor_value_info(
-            name, helper.np_dtype_to_tensor_dtype(np.dtype(dtype)), None))
+            name, helper.np_dtype_to_tensor_dtype(np.dtype(dtype)), shape))
         return name
 
     def model(self) -> onnx.ModelProto:
         graph = helper.make_graph(self.nodes, self.name, self.inputs, self.outputs, self.inits)
-        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
-                              ir_version=IR_VERSION)
+        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)] + [
+            helper.make_opsetid(d, v) for d, v in self.domains.items()], ir_version=IR_VERSION)
         # Strict shape inference checks every node; the outputs get the
         # inferred shapes, then the whole model is checked.
         inferred = onnx.shape_inference.infer_shapes(m, check_type=True, strict_mode=True)
@@ -775,6 +780,34 @@ _rope("rope_4d", (2, 4, 8, 16))
 _rope("rope_4d_interleaved", (2, 4, 8, 16), interleaved=1)
 _rope("rope_3d", (2, 8, 64), num_heads=4)
 _rope("rope_no_position_ids", (2, 4, 8, 16), pos=False)
+
+
+# --------------------------------------------------------------------------
+# onnxruntime's com.microsoft contrib ops
+# --------------------------------------------------------------------------
+
+
+@spec("contrib_attention_block", "contrib", reduce=64, cases=6)
+def _(n: Net):
+    """A GPT-2 block as onnxruntime's optimizer writes it: packed-QKV
+    Attention with a raw mask, SkipLayerNormalization, FastGelu. ONNX's
+    shape inference does not know the contrib ops: the output's shape is
+    given."""
+    n.domains["com.microsoft"] = 1
+    ms = "com.microsoft"
+    x = n.input("x", (2, 8, 32))
+    keep = (n.rng.random((2, 8)) < 0.8).astype(np.int32)
+    keep[:, 0] = 1
+    a = n.op("Attention", [x, n.weight("wqkv", (32, 96), scale=0.2),
+                           n.const(n.normal(96, 0.1)), n.input("mask", (2, 8), keep)],
+             domain=ms, num_heads=4, unidirectional=1)
+    o = n.op("MatMul", [a, n.weight("wo", (32, 32), scale=0.2)])
+    h = n.op("SkipLayerNormalization", [o, x, n.const(n.normal(32, 0.2) + 1),
+                                        n.const(n.normal(32, 0.2))], domain=ms)
+    u = n.op("FastGelu", [n.op("MatMul", [h, n.weight("w1", (32, 64), scale=0.2)]),
+                          n.const(n.normal(64, 0.1))], domain=ms)
+    d = n.op("MatMul", [u, n.weight("w2", (64, 32), scale=0.125)])
+    n.output(n.op("Add", [d, h]), shape=[2, 8, 32])
 
 
 # --------------------------------------------------------------------------

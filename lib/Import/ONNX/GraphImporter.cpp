@@ -566,9 +566,12 @@ Value GraphImporter::splat(RankedTensorType type, Attribute element) {
 
 LogicalResult GraphImporter::readOpset() {
   loc = FileLineColLoc::get(ctx, path, 0, 0);
-  for (const auto &imp : model.opset_import())
+  for (const auto &imp : model.opset_import()) {
     if (imp.domain().empty() || imp.domain() == "ai.onnx")
       opset = imp.version();
+    else if (imp.domain() == "com.microsoft")
+      contribOpset = imp.version();
+  }
   if (opset == 0)
     return fail("model imports no default-domain (ai.onnx) opset");
   if (opset < kMinOpset || opset > kMaxOpset)
@@ -763,11 +766,36 @@ LogicalResult GraphImporter::orderNodes(SmallVectorImpl<int> &order) {
   return success();
 }
 
+/// com.microsoft's quantized operators, which the importer leaves out: named
+/// in their refusal so that a quantized model is recognized as such.
+static bool isQuantizedContribOp(StringRef op) {
+  return op.contains("NBits") || op.starts_with("QLinear") ||
+         op.starts_with("DynamicQuantize") ||
+         op.starts_with("QuantizeLinear") ||
+         op.starts_with("DequantizeLinear") || op.starts_with("QAttention") ||
+         op.starts_with("QOrdered") || op.starts_with("QGemm") ||
+         op.starts_with("QEmbed") || op == "MatMulInteger16" ||
+         op == "MatMulIntegerToFloat" || op == "GatherBlockQuantized" ||
+         op == "MatMulBnb4" || op == "MatMulFpQ4";
+}
+
 LogicalResult GraphImporter::importNode(const onnx::NodeProto &n, int index) {
   node = &n;
   nodeName = n.name().empty() ? n.op_type() + "_" + std::to_string(index)
                               : n.name();
-  loc = getONNXNodeLoc(ctx, nodeName, n.op_type(), opset, path);
+  bool defaultDomain = n.domain().empty() || n.domain() == "ai.onnx";
+  nodeDomain = defaultDomain ? "" : n.domain();
+  nodeOpset = opset;
+  if (!defaultDomain) {
+    nodeOpset = 0;
+    for (const auto &imp : model.opset_import())
+      if (imp.domain() == n.domain())
+        nodeOpset = imp.version();
+  }
+  // Ops of other domains are named with it, and that domain's version.
+  std::string opType =
+      defaultDomain ? n.op_type() : n.domain() + "." + n.op_type();
+  loc = getONNXNodeLoc(ctx, nodeName, opType, nodeOpset, path);
   attrFailed = false;
 
   // Collect what goes wrong while converting the node into one error.
@@ -782,16 +810,28 @@ LogicalResult GraphImporter::importNode(const onnx::NodeProto &n, int index) {
       reasons += diag.str();
       return success();
     });
-    if (!n.domain().empty() && n.domain() != "ai.onnx") {
+    if (!defaultDomain && n.domain() != "com.microsoft") {
       emitError(loc) << "domain '" << n.domain()
-                     << "' is not supported (only the default ONNX domain is)";
+                     << "' is not supported (only the default ONNX domain "
+                        "and com.microsoft are)";
+    } else if (!defaultDomain && contribOpset == 0) {
+      emitError(loc) << "the model's opset_import has no version for domain "
+                        "'com.microsoft'";
     } else {
-      const auto &table = handlers();
+      const auto &table = defaultDomain ? handlers() : contribHandlers();
+      int64_t version = defaultDomain ? opset : contribOpset;
       auto it = table.find(n.op_type());
-      if (it == table.end()) {
+      if (it == table.end() && defaultDomain) {
         emitError(loc) << "operator is not supported";
-      } else if (opset < it->second.second) {
-        emitError(loc) << n.op_type() << " needs opset "
+      } else if (it == table.end()) {
+        emitError(loc) << "operator is not supported in domain '"
+                       << n.domain() << "'"
+                       << (isQuantizedContribOp(n.op_type())
+                               ? " (quantized operators are not imported)"
+                               : "");
+      } else if (version < it->second.second) {
+        emitError(loc) << n.op_type() << " needs "
+                       << (defaultDomain ? "opset " : n.domain() + " version ")
                        << it->second.second << " or later";
       } else {
         result = (this->*(it->second.first))();

@@ -92,6 +92,10 @@ public:
 private:
   using Handler = LogicalResult (GraphImporter::*)();
   static const llvm::StringMap<std::pair<Handler, int64_t>> &handlers();
+  /// The same for the com.microsoft domain (onnxruntime's contrib ops),
+  /// keyed by op type with the first version of that domain.
+  static const llvm::StringMap<std::pair<Handler, int64_t>> &
+  contribHandlers();
 
   // --- module-level steps
   LogicalResult readOpset();
@@ -104,6 +108,10 @@ private:
   InFlightDiagnostic error() { return emitError(loc); }
   LogicalResult fail(const Twine &msg) { return emitError(loc) << msg.str(); }
   std::string nodeDescription() const {
+    if (!nodeDomain.empty())
+      return "node '" + nodeName + "' (" + nodeDomain + "." +
+             node->op_type() +
+             (nodeOpset ? ", opset " + std::to_string(nodeOpset) : "") + ")";
     return "node '" + nodeName + "' (" + node->op_type() + ", opset " +
            std::to_string(opset) + ")";
   }
@@ -249,6 +257,33 @@ private:
                                     Value &y, Value &qk);
   LogicalResult importRotaryEmbedding();
 
+  // --- com.microsoft contrib ops (Ops/Contrib.cpp)
+  LogicalResult importSkipLayerNormalization();
+  LogicalResult importSkipSimplifiedLayerNormalization();
+  LogicalResult skipNormalization(bool simplified);
+  LogicalResult importSimplifiedLayerNormalization();
+  LogicalResult importContribGelu();
+  LogicalResult importBiasGelu();
+  LogicalResult importFastGelu();
+  LogicalResult importQuickGelu();
+  LogicalResult importContribRotaryEmbedding();
+  LogicalResult importContribAttention();
+  LogicalResult importMultiHeadAttention();
+  LogicalResult importGroupQueryAttention();
+  /// A contrib attention's key mask (mask_index / key_padding_mask: raw
+  /// [B, T] or [B, S, T] 0/1, or [B] end positions) as an i1 "keep" tensor
+  /// broadcasting to [B, H, S, T]; null after an error.
+  Value contribKeyMask(Value mask, StringRef name, int64_t batch, int64_t qSeq,
+                       int64_t totalSeq);
+  /// softmax(scale Q K^T + bias) V over [B, S, H*D] q/k/v and back to
+  /// [B, S, H*Dv]; `keep` (i1) becomes an additive bias of 0 or `filter` as
+  /// onnxruntime's contrib kernels apply it, `extraBias` (attention_bias) is
+  /// added too, and `causal` excludes the keys after each query.
+  Value contribAttention(Value q, Value k, Value v, int64_t heads,
+                         int64_t kvHeads, Value keep, bool causal,
+                         float filter, Value extraBias,
+                         std::optional<float> scale);
+
   MLIRContext *ctx;
   OpBuilder b;
   const onnx::ModelProto &model;
@@ -256,6 +291,8 @@ private:
   std::string path, modelDir;
   const ONNXImportOptions &options;
   int64_t opset = 0;
+  /// The com.microsoft version the model imports (0: none).
+  int64_t contribOpset = 0;
   llvm::StringMap<PayloadRange> payloads;
   llvm::StringMap<const onnx::TensorProto *> initializers;
   llvm::StringMap<Value> values;
@@ -265,6 +302,9 @@ private:
   // The node being imported.
   const onnx::NodeProto *node = nullptr;
   std::string nodeName;
+  /// The node's domain when it is not the default one, and its version.
+  std::string nodeDomain;
+  int64_t nodeOpset = 0;
   Location loc;
   bool attrFailed = false;
 };

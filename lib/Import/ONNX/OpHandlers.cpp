@@ -1,7 +1,11 @@
 //===- OpHandlers.cpp - the ONNX ops the importer supports ----------------===//
 //
-// The single list of supported ops: ONNX op type -> (handler, first opset
-// it exists in). A node whose op is not here is refused by name.
+// The single list of supported ops, per domain: op type -> (handler, first
+// version of the domain it exists in). The default ONNX domain is keyed by
+// opset; com.microsoft (onnxruntime's contrib ops, as its transformer
+// optimizer and onnxruntime-genai's model builder write them) by that
+// domain's version. A node whose op is not in its domain's table is refused
+// by name, and a node of any other domain by its domain.
 //
 //===----------------------------------------------------------------------===//
 
@@ -79,6 +83,33 @@ GraphImporter::handlers() {
       {"TopK", {&G::importTopK, 10}},
       {"Attention", {&G::importAttention, 23}},
       {"RotaryEmbedding", {&G::importRotaryEmbedding, 23}},
+      // onnxruntime's SimplifiedLayerNormalization, which it registers in
+      // the default domain (builders also write it in com.microsoft, below).
+      {"SimplifiedLayerNormalization",
+       {&G::importSimplifiedLayerNormalization, 1}},
+  };
+  return table;
+}
+
+const llvm::StringMap<std::pair<GraphImporter::Handler, int64_t>> &
+GraphImporter::contribHandlers() {
+  using G = GraphImporter;
+  // Quantized contrib ops (MatMulNBits, QAttention, QLinear*, ...) are left
+  // out on purpose: they are refused by name.
+  static const llvm::StringMap<std::pair<Handler, int64_t>> table = {
+      {"SkipLayerNormalization", {&G::importSkipLayerNormalization, 1}},
+      {"SkipSimplifiedLayerNormalization",
+       {&G::importSkipSimplifiedLayerNormalization, 1}},
+      {"SimplifiedLayerNormalization",
+       {&G::importSimplifiedLayerNormalization, 1}},
+      {"Gelu", {&G::importContribGelu, 1}},
+      {"BiasGelu", {&G::importBiasGelu, 1}},
+      {"FastGelu", {&G::importFastGelu, 1}},
+      {"QuickGelu", {&G::importQuickGelu, 1}},
+      {"RotaryEmbedding", {&G::importContribRotaryEmbedding, 1}},
+      {"Attention", {&G::importContribAttention, 1}},
+      {"MultiHeadAttention", {&G::importMultiHeadAttention, 1}},
+      {"GroupQueryAttention", {&G::importGroupQueryAttention, 1}},
   };
   return table;
 }
