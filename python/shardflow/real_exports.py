@@ -229,6 +229,8 @@ def run_step(export: Export, step: str, tmp: Path) -> str:
                     "-o", str(artifact)])
         try:
             ours = standin.run(artifact, inputs, timeout=900)
+        except FileNotFoundError as e:
+            raise StepFailed(str(e)) from None
         except standin.RunFailed as e:
             raise StepFailed("shard-run (stand-in): " + str(e).strip().splitlines()[-1]) from None
         return f"relative L2 {_compare(ours, expected, BF16_TOLERANCE, 'cuda-bf16'):.2g}"
