@@ -79,6 +79,14 @@ GraphImporter::handlers() {
       {"TopK", {&G::importTopK, 10}},
       {"Attention", {&G::importAttention, 23}},
       {"RotaryEmbedding", {&G::importRotaryEmbedding, 23}},
+      // ONNX data movement and loss ops
+      {"GatherND", {&G::importGatherND, 11}},
+      {"ScatterElements", {&G::importScatterElements, 11}},
+      {"OneHot", {&G::importOneHot, 9}},
+      {"Tile", {&G::importTile, 6}},
+      {"NonZero", {&G::importNonZero, 9}},
+      {"NegativeLogLikelihoodLoss", {&G::importNegativeLogLikelihoodLoss, 13}},
+      {"SoftmaxCrossEntropyLoss", {&G::importSoftmaxCrossEntropyLoss, 13}},
   };
   return table;
 }
