@@ -813,6 +813,22 @@ def indexing_and_loss_cases():
     c["sce_ignore_only_no_weight"] = loss(sce, s2, np.where(t2 > 2, 7, t2), ignore_index=7)
     c["nll_mean_weight_ignore"] = loss(nll, s2, np.where(t2 == 1, -100, t2), w5,
                                        ignore_index=-100)
+    # Edge cases: every target ignored (mean is 0/0 = NaN, as in onnxruntime),
+    # NaN and -inf scores (an ignored row stays 0 only where its scores are
+    # finite: log_softmax spreads a NaN over its row), float64 and float16.
+    c["nll_all_ignored_mean_is_nan"] = loss(nll, s2, np.full(6, 3), ignore_index=3)
+    bad = s2.copy()
+    bad[0, 1], bad[2, 3], bad[4, 0] = -np.inf, np.nan, -np.inf
+    c["sce_nan_and_inf_scores_ignore"] = loss(sce, bad, np.array([1, 2, 3, 0, 2, 4]),
+                                              reduction="none", ignore_index=2)
+    c["sce_f64_weight_mean"] = loss(sce, s4.astype(np.float64), t4, w4.astype(np.float64))
+    c["sce_f16_sum"] = Case(sce, [("x", s2.astype(np.float16)), ("t", t2)],
+                            {"reduction": "sum"}, out_dtypes=[np.float16], tol=HALF)
+    c["scatter_elements_bool"] = scatter_el(1, "none", r.random((3, 4)) < 0.5,
+                                            i64([[0, 1], [2, 0], [3, -1]]),
+                                            r.random((3, 2)) < 0.5)
+    c["gather_nd_empty_tuples"] = Case("GatherND", [("x", f32(r, 2, 3)),
+                                                    ("i", np.zeros((2, 0), np.int64))], tol=EXACT)
     return c
 
 
