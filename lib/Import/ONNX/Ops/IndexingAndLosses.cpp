@@ -24,9 +24,11 @@ static Value i64Constant(OpBuilder &b, Location loc, ArrayRef<int64_t> shape,
 /// entries counted from the end) becomes one linear row number
 /// sum(idx[j] * stride[j]) plus batch * rows-per-batch, and Gather takes
 /// those rows (axis 0) of data reshaped to
-/// [batch product * indexed product, remaining dims...]. A tuple with an
-/// entry out of its dimension's range is sent to row `rows` (past the end),
-/// which the gather kernel reports as an out-of-range index.
+/// [batch product * indexed product, remaining dims...]. Each entry
+/// idx[j] * stride[j] is itself a gather from a constant
+/// [0, stride[j], 2 stride[j], ...] of the dimension's length, so an entry
+/// out of range is reported by the gather kernel with its value and the
+/// dimension's size.
 LogicalResult GraphImporter::importGatherND() {
   if (failed(requireInputs(2, 2)) || failed(allowOutputs(1)))
     return failure();
@@ -66,9 +68,6 @@ LogicalResult GraphImporter::importGatherND() {
   }
   int64_t rows = batch * rowsPerBatch;
   Type i64 = b.getI64Type();
-  auto i64Scalar = [&](int64_t v) {
-    return splat(RankedTensorType::get({}, i64), b.getI64IntegerAttr(v));
-  };
   Value ix = idx;
   if (!it.getElementType().isSignlessInteger(64))
     ix = make<nn::CastOp>({idx}, {named("to", TypeAttr::get(i64))});
@@ -78,19 +77,25 @@ LogicalResult GraphImporter::importGatherND() {
   if (k == 0) {
     linear = splat(RankedTensorType::get(lead, i64), b.getI64IntegerAttr(0));
   } else {
-    Value dimsC = i64Constant(b, loc, {k}, dims);
-    Value normalized =
-        make<nn::WhereOp>({make<nn::LessOp>({ix, i64Scalar(0)}),
-                           make<nn::AddOp>({ix, dimsC}), ix});
-    Value inRange = make<nn::AndOp>(
-        {make<nn::NotOp>({make<nn::LessOp>({normalized, i64Scalar(0)})}),
-         make<nn::LessOp>({normalized, dimsC})});
-    // An entry out of range pushes the row number past `rows`.
-    Value checked = make<nn::WhereOp>({inRange, normalized, i64Scalar(rows)});
-    linear = make<nn::ReduceSumOp>(
-        {make<nn::MulOp>({checked, i64Constant(b, loc, {k}, strides)})},
-        {named("axes", b.getDenseI64ArrayAttr({q - 1})),
-         named("keepdims", b.getBoolAttr(false))});
+    // Entry j of each tuple picks from [0, stride_j, 2 stride_j, ...]
+    // (length dims[j]) by nn.gather, which counts negative indices from the
+    // end and reports one out of range by its value and the dimension's size.
+    for (int64_t j = 0; j < k; ++j) {
+      Value entry = k == 1 ? ix : make<nn::SliceOp>(
+          {ix}, {named("starts", b.getDenseI64ArrayAttr({j})),
+                 named("ends", b.getDenseI64ArrayAttr({j + 1})),
+                 named("axes", b.getDenseI64ArrayAttr({q - 1})),
+                 named("steps", b.getDenseI64ArrayAttr({1}))});
+      SmallVector<int64_t> scaled;
+      for (int64_t i = 0; i < dims[j]; ++i)
+        scaled.push_back(i * strides[j]);
+      Value term =
+          make<nn::GatherOp>({i64Constant(b, loc, {dims[j]}, scaled), entry},
+                             {named("axis", b.getI64IntegerAttr(0))});
+      linear = j ? make<nn::AddOp>({linear, term}) : term;
+    }
+    linear = make<nn::SqueezeOp>(
+        {linear}, {named("axes", b.getDenseI64ArrayAttr({q - 1}))});
   }
   if (batchDims > 0) {
     SmallVector<int64_t> shape(lead.size(), 1), offsets;
