@@ -877,6 +877,57 @@ def _(n: Net):
     n.output(n.op("Gemm", [y, n.weight("fc", (32, 16), scale=0.3)], transB=1))
 
 
+# ONNX data movement and loss ops (compositions of nn ops at import).
+
+
+@spec("gather_nd_batch_dims", "gather_nd", exact=True, cases=3)
+def _(n: Net):
+    idx = n.input("i", (8, 3, 1), n.rng.integers(-12, 12, (8, 3, 1)).astype(I64))
+    n.output(n.op("GatherND", [n.input("x", E), idx], batch_dims=1))
+
+
+@spec("gather_nd_tuples", "gather_nd", exact=True, cases=3)
+def _(n: Net):
+    idx = n.const([[1, 2], [-1, 5], [3, 11]], I64)
+    n.output(n.op("GatherND", [n.input("x", E), idx]))
+
+
+@spec("scatter_elements_add", "scatter_elements", reduce=5, cases=3)
+def _(n: Net):
+    idx = n.input("i", (8, 5, 4), n.rng.integers(-12, 12, (8, 5, 4)).astype(I64))
+    n.output(n.op("ScatterElements", [n.input("x", E), idx, n.input("u", (8, 5, 4))],
+                  axis=1, reduction="add"))
+
+
+@spec("one_hot", "one_hot", exact=True, cases=3)
+def _(n: Net):
+    idx = n.input("i", (8, 12), n.rng.integers(-5, 5, (8, 12)).astype(I64))
+    n.output(n.op("OneHot", [idx, n.const(4, I64), n.input("v", (2,))]))
+
+
+@spec("tile", "tile", exact=True, cases=3)
+def _(n: Net):
+    n.output(n.op("Tile", [n.input("x", (4, 6, 4)), n.const([2, 1, 2], I64)]))
+
+
+@spec("softmax_cross_entropy_loss", "loss", reduce=12, cases=4)
+def _(n: Net):
+    labels = n.rng.integers(0, 12, (8, 4))
+    labels[n.rng.random((8, 4)) < 0.25] = -1
+    loss, log_prob = n.op("SoftmaxCrossEntropyLoss",
+                          [n.input("x", E), n.input("t", (8, 4), labels.astype(I64)),
+                           n.const(n.rng.random(12) + 0.5, F32)],
+                          outputs=2, ignore_index=-1)
+    n.output(loss)
+    n.output(log_prob)
+
+
+@spec("negative_log_likelihood_loss_none", "loss", reduce=12, cases=3)
+def _(n: Net):
+    t = n.input("t", (8, 4), n.rng.integers(0, 12, (8, 4)).astype(I64))
+    n.output(n.op("NegativeLogLikelihoodLoss", [n.input("x", E), t], reduction="none"))
+
+
 # --------------------------------------------------------------------------
 # Cases and their shardings
 # --------------------------------------------------------------------------

@@ -717,3 +717,140 @@ def test_einsums_that_are_matmuls_run_on_the_gemm(tmp_path, equation, shapes, ma
     assert set(ours) == set(want)
     for name, ref in want.items():
         np.testing.assert_allclose(ours[name], ref, **SUM)
+
+
+# --------------------------------------------------------------------------
+# ONNX data movement and losses: GatherND, ScatterElements, OneHot, Tile,
+# NonZero (compositions of nn ops, NonZero folded at import) and
+# SoftmaxCrossEntropyLoss / NegativeLogLikelihoodLoss.
+# --------------------------------------------------------------------------
+def indexing_and_loss_cases():
+    r = rng_for("indexing_and_losses")
+    c = {}
+    data = f32(r, 4, 3, 5)
+    c["gather_nd_full_tuples"] = Case("GatherND", [("x", data), ("i", i64([[1, 2, 4], [-1, 0, -5]]))],
+                                      tol=EXACT)
+    c["gather_nd_slices_negative"] = Case(
+        "GatherND", [("x", data), ("i", i64([[[0], [-1]], [[2], [3]]]))], tol=EXACT)
+    c["gather_nd_pairs"] = Case(
+        "GatherND", [("x", data), ("i", i64([[3, -3], [0, 1], [2, 2]]))], tol=EXACT)
+    c["gather_nd_batch_dims1"] = Case(
+        "GatherND", [("x", data), ("i", r.integers(-3, 3, (4, 2, 1)))], {"batch_dims": 1},
+        tol=EXACT)
+    c["gather_nd_batch_dims2_i64_data"] = Case(
+        "GatherND", [("x", r.integers(-9, 9, (2, 3, 4))), ("i", r.integers(-4, 4, (2, 3, 1)))],
+        {"batch_dims": 2}, tol=EXACT)
+    c["gather_nd_batch_dims1_full"] = Case(
+        "GatherND", [("x", data), ("i", r.integers(0, 3, (4, 2)))], {"batch_dims": 1}, tol=EXACT)
+    c["gather_nd_rank1_indices"] = Case("GatherND", [("x", data), ("i", i64([2, -1]))], tol=EXACT)
+
+    def scatter_el(axis, reduction, base, idx, upd, opset=18):
+        attrs = {"axis": axis}
+        if reduction != "none":
+            attrs["reduction"] = reduction
+        return Case("ScatterElements", [("x", base), ("i", idx), ("u", upd)], attrs,
+                    opset=opset, tol=EXACT)
+    base = f32(r, 3, 4, 2)
+    # Distinct indices along the axis for "none" (duplicates are undefined).
+    perm = np.stack([np.stack([r.permutation(4)[:3] for _ in range(2)], -1) for _ in range(3)])
+    c["scatter_elements_axis1_none"] = scatter_el(1, "none", base, perm - 4 * (perm % 2),
+                                                  f32(r, 3, 3, 2))
+    c["scatter_elements_axis0_add_duplicates"] = scatter_el(
+        0, "add", base, r.integers(-3, 3, (5, 4, 2)), f32(r, 5, 4, 2))
+    c["scatter_elements_axis_last_mul"] = scatter_el(
+        -1, "mul", base, r.integers(0, 2, (3, 2, 3)), f32(r, 3, 2, 3))
+    c["scatter_elements_max_i64"] = scatter_el(
+        1, "max", r.integers(-9, 9, (2, 5)), r.integers(-5, 5, (2, 6)), r.integers(-9, 9, (2, 6)))
+    c["scatter_elements_min_i32_indices"] = scatter_el(
+        0, "min", base, r.integers(0, 3, (2, 4, 2)).astype(np.int32), f32(r, 2, 4, 2))
+    c["scatter_elements_opset13"] = scatter_el(0, "none", f32(r, 3, 3), i64([[1, 0, 2]]),
+                                               f32(r, 1, 3), opset=13)
+
+    # onnxruntime implements a few type combinations; the others are checked
+    # against the onnx reference evaluator. Float indices are cast to int64
+    # (truncated), as the spec says and onnxruntime does.
+    def onehot(idx, depth, values, axis=None, reference=None):
+        return Case("OneHot", [("i", idx), ("depth", np.array(depth)), ("v", values)],
+                    {} if axis is None else {"axis": axis}, consts=["depth"],
+                    out_dtypes=[values.dtype], tol=EXACT, reference=reference)
+    c["onehot_default_axis_out_of_range"] = onehot(i64([[0, 3, -1], [5, -4, -6]]), 4,
+                                                   np.array([0.0, 1.0], np.float32))
+    c["onehot_axis0_i32_values_i64"] = onehot(np.array([1, 2, -3], np.int32), np.int64(3),
+                                              i64([-2, 7]), axis=0, reference="onnx")
+    c["onehot_float_indices_middle_axis"] = onehot(np.array([[1.0, 2.7], [0.0, -1.0]], np.float32),
+                                                   np.float32(5), np.array([3, 9], np.float32),
+                                                   axis=1)
+
+    def tile(x, repeats):
+        return Case("Tile", [("x", x), ("r", i64(repeats))], consts=["r"], tol=EXACT)
+    c["tile_2d"] = tile(f32(r, 2, 3), [2, 3])
+    c["tile_3d_ones_and_zero"] = tile(r.integers(0, 9, (2, 1, 3)), [1, 4, 0])
+    c["tile_bool"] = tile(r.random((3,)) < 0.5, [3])
+
+    c["nonzero_folded"] = Case("NonZero", [("x", np.array([[0, 1.5, 0], [2, 0, -1]], np.float32))],
+                               consts=["x"], out_dtypes=[np.int64], tol=EXACT)
+    c["nonzero_folded_bool_3d"] = Case("NonZero", [("x", r.random((2, 3, 2)) < 0.5)],
+                                       consts=["x"], out_dtypes=[np.int64], tol=EXACT)
+
+    def loss(op, scores, target, weight=None, outputs=1, **attrs):
+        inputs = [("x", scores), ("t", target), ("w", weight)]
+        return Case(op, inputs, attrs, outputs=outputs,
+                    out_dtypes=[scores.dtype] * outputs, tol=F32)
+    sce = "SoftmaxCrossEntropyLoss"
+    nll = "NegativeLogLikelihoodLoss"
+    s2, t2 = f32(r, 6, 5), r.integers(0, 5, (6,))
+    s4, t4 = f32(r, 3, 4, 2, 5), r.integers(0, 4, (3, 2, 5))
+    w5, w4 = r.random(5).astype(np.float32) + 0.5, r.random(4).astype(np.float32) + 0.5
+    t4_ign = np.where(r.random(t4.shape) < 0.3, -1, t4)
+    for red in ("none", "sum", "mean"):
+        c[f"sce_2d_{red}"] = loss(sce, s2, t2, reduction=red)
+        c[f"sce_4d_weight_ignore_{red}_log_prob"] = loss(sce, s4, t4_ign, w4, outputs=2,
+                                                         reduction=red, ignore_index=-1)
+        c[f"nll_2d_weight_{red}"] = loss(nll, s2, t2.astype(np.int32), w5, reduction=red)
+        c[f"nll_4d_ignore_{red}"] = loss(nll, s4, np.where(t4 == 2, 2, t4), reduction=red,
+                                         ignore_index=2)
+    c["sce_default_mean_3d"] = loss(sce, f32(r, 2, 3, 4), r.integers(0, 3, (2, 4)))
+    c["sce_ignore_only_no_weight"] = loss(sce, s2, np.where(t2 > 2, 7, t2), ignore_index=7)
+    c["nll_mean_weight_ignore"] = loss(nll, s2, np.where(t2 == 1, -100, t2), w5,
+                                       ignore_index=-100)
+    # Edge cases: every target ignored (mean is 0/0 = NaN, as in onnxruntime),
+    # NaN and -inf scores (an ignored row stays 0 only where its scores are
+    # finite: log_softmax spreads a NaN over its row), float64 and float16.
+    c["nll_all_ignored_mean_is_nan"] = loss(nll, s2, np.full(6, 3), ignore_index=3)
+    bad = s2.copy()
+    bad[0, 1], bad[2, 3], bad[4, 0] = -np.inf, np.nan, -np.inf
+    c["sce_nan_and_inf_scores_ignore"] = loss(sce, bad, np.array([1, 2, 3, 0, 2, 4]),
+                                              reduction="none", ignore_index=2)
+    c["sce_f64_weight_mean"] = loss(sce, s4.astype(np.float64), t4, w4.astype(np.float64))
+    c["sce_f16_sum"] = Case(sce, [("x", s2.astype(np.float16)), ("t", t2)],
+                            {"reduction": "sum"}, out_dtypes=[np.float16], tol=HALF)
+    c["scatter_elements_bool"] = scatter_el(1, "none", r.random((3, 4)) < 0.5,
+                                            i64([[0, 1], [2, 0], [3, -1]]),
+                                            r.random((3, 2)) < 0.5)
+    c["gather_nd_empty_tuples"] = Case("GatherND", [("x", f32(r, 2, 3)),
+                                                    ("i", np.zeros((2, 0), np.int64))], tol=EXACT)
+    return c
+
+
+INDEXING = indexing_and_loss_cases()
+
+
+@pytest.mark.parametrize("name", list(INDEXING))
+def test_indexing_and_losses(tmp_path, name):
+    run_case(tmp_path, INDEXING[name])
+
+
+@pytest.mark.parametrize("op,inputs,message", [
+    ("GatherND", [("x", np.zeros((3, 4), np.float32)), ("i", i64([[1, 4]]))],
+     "index 4 is out of range for axis 0 of size 4"),
+    ("ScatterElements", [("x", np.zeros((3, 4), np.float32)), ("i", i64([[5]])),
+                         ("u", np.ones((1, 1), np.float32))], "index 5"),
+])
+def test_indexing_out_of_range_is_an_error(tmp_path, op, inputs, message):
+    case = Case(op, inputs)
+    path = tmp_path / "model.onnx"
+    onnx.save(case.model(), path)
+    artifact = compile_model(path, tmp_path / "model.shard")
+    out = shard_run(artifact, case.feeds(), tmp_path)
+    assert out.returncode != 0
+    assert message in out.stderr, out.stderr

@@ -256,6 +256,19 @@ private:
                                     int64_t softmaxPrecision, int64_t qkMode,
                                     Value &y, Value &qk);
   LogicalResult importRotaryEmbedding();
+  // ONNX data movement and loss ops (Ops/IndexingAndLosses.cpp)
+  LogicalResult importGatherND();
+  LogicalResult importScatterElements();
+  LogicalResult importOneHot();
+  LogicalResult importTile();
+  LogicalResult importNonZero();
+  LogicalResult importNegativeLogLikelihoodLoss();
+  LogicalResult importSoftmaxCrossEntropyLoss();
+  LogicalResult lossAttributes(std::string &reduction,
+                               std::optional<int64_t> &ignore);
+  Value negativeLogLikelihood(Value logProb, Value target, Value weight,
+                              std::optional<int64_t> ignore,
+                              StringRef reduction);
 
   // --- com.microsoft contrib ops (Ops/Contrib.cpp)
   LogicalResult importSkipLayerNormalization();

@@ -87,6 +87,14 @@ GraphImporter::handlers() {
       // the default domain (builders also write it in com.microsoft, below).
       {"SimplifiedLayerNormalization",
        {&G::importSimplifiedLayerNormalization, 1}},
+      // ONNX data movement and loss ops
+      {"GatherND", {&G::importGatherND, 11}},
+      {"ScatterElements", {&G::importScatterElements, 11}},
+      {"OneHot", {&G::importOneHot, 9}},
+      {"Tile", {&G::importTile, 6}},
+      {"NonZero", {&G::importNonZero, 9}},
+      {"NegativeLogLikelihoodLoss", {&G::importNegativeLogLikelihoodLoss, 13}},
+      {"SoftmaxCrossEntropyLoss", {&G::importSoftmaxCrossEntropyLoss, 13}},
   };
   return table;
 }
