@@ -242,6 +242,69 @@ def test_compare(request, tmp_path, op, dtype, shapes):
     check(tmp_path, op, {"a": a, "b": b})
 
 
+# LessOrEqual and GreaterOrEqual (written as not(strict) and ordered):
+# NaN on either side gives false, as in onnxruntime.
+OR_EQUAL_CASES = [(op, dt, s) for op in ["LessOrEqual", "GreaterOrEqual"]
+                  for dt, shapes in [(F32, ["same", "row", "scalar", "both"]),
+                                     (I64, ["same", "col"]), (F16, ["row"]), (I32, ["row"])]
+                  for s in shapes]
+
+
+@pytest.mark.parametrize("op,dtype,shapes", OR_EQUAL_CASES,
+                         ids=[f"{o}-{dtype_id(d)}-{s}" for o, d, s in OR_EQUAL_CASES])
+def test_compare_or_equal(request, tmp_path, op, dtype, shapes):
+    rng = rng_for(request)
+    sa, sb = SHAPES[shapes]
+    a = rng.integers(-2, 3, size=sa).astype(dtype)
+    b = rng.integers(-2, 3, size=sb).astype(dtype)
+    if np.dtype(dtype).kind == "f":
+        a = (a / 2).astype(dtype)
+        b = (b / 2).astype(dtype)
+    check(tmp_path, op, {"a": a, "b": b}, opset=16)
+
+
+@pytest.mark.parametrize("op", ["LessOrEqual", "GreaterOrEqual"])
+def test_compare_or_equal_nan(tmp_path, op):
+    a = np.array([np.nan, 1.0, np.nan, np.inf, -np.inf, 0.0, -0.0], F32)
+    b = np.array([1.0, np.nan, np.nan, np.inf, np.inf, -0.0, 0.0], F32)
+    check(tmp_path, op, {"a": a, "b": b}, opset=16)
+
+
+@pytest.mark.parametrize("positive,negative", [(1, 1), (1, 0), (0, 1), (0, 0)])
+def test_is_inf(tmp_path, positive, negative):
+    check(tmp_path, "IsInf", {"x": SPECIAL},
+          {"detect_positive": positive, "detect_negative": negative})
+
+
+@pytest.mark.parametrize("dtype", [F32, F16, F64], ids=dtype_id)
+def test_is_nan(request, tmp_path, dtype):
+    x = rand(rng_for(request), [3, 4], dtype)
+    x[0, 1] = np.nan
+    x[2, 3] = np.inf
+    check(tmp_path, "IsNaN", {"x": x})
+
+
+@pytest.mark.parametrize("op", ["Or", "Xor"])
+@pytest.mark.parametrize("shapes", ["same", "row", "scalar", "both"])
+def test_or_xor(request, tmp_path, op, shapes):
+    rng = rng_for(request)
+    sa, sb = SHAPES[shapes]
+    check(tmp_path, op, {"a": rand(rng, sa, BOOL), "b": rand(rng, sb, BOOL)})
+
+
+@pytest.mark.parametrize("src,like", [(F32, F16), (I64, F32), (F32, I32), (F16, F64)],
+                         ids=lambda d: dtype_id(d))
+def test_cast_like(request, tmp_path, src, like):
+    rng = rng_for(request)
+    check(tmp_path, "CastLike", {"x": rand(rng, [2, 3], src, -50, 50),
+                                 "like": rand(rng, [1], like)})
+
+
+@pytest.mark.parametrize("shape", [[2, 3, 4], [], [5]])
+def test_size(tmp_path, shape):
+    check(tmp_path, "Size", {"x": np.ones(shape, F32)})
+
+
 @pytest.mark.parametrize("shapes", ["same", "row", "col", "scalar", "both"])
 def test_and(request, tmp_path, shapes):
     rng = rng_for(request)
@@ -281,11 +344,13 @@ UNARY_FLOAT = {
     "Relu": (-3.0, 3.0),
     "Neg": (-3.0, 3.0),
     "Abs": (-3.0, 3.0),
+    "Cos": (-30.0, 30.0),
+    "Sin": (-30.0, 30.0),
 }
 UNARY_CASES = (
     [(op, F32) for op in UNARY_FLOAT]
     + [(op, F64) for op in UNARY_FLOAT if op != "Erf"]  # no f64 Erf in onnxruntime
-    + [(op, F16) for op in ["Sqrt", "Exp", "Tanh", "Sigmoid", "Relu", "Abs"]]
+    + [(op, F16) for op in ["Sqrt", "Exp", "Tanh", "Sigmoid", "Relu", "Abs", "Cos", "Sin"]]
     + [(op, dt) for op in ["Relu", "Neg", "Abs"] for dt in [I64, I32, I8]]
 )
 
@@ -307,7 +372,8 @@ def test_unary(request, tmp_path, op, dtype):
 SPECIAL = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 88.0, 89.0, -88.0, -104.0, -110.0,
                     1e-30, -1e-30, 0.625, -0.625, 0.921875, 4.0, 9.5, -20.0], F32)
 SPECIAL_CASES = [("Exp", 18), ("Tanh", 18), ("Sigmoid", 18), ("Erf", 18), ("Relu", 18),
-                 ("Abs", 18), ("Neg", 18), ("Gelu", 20)]
+                 ("Abs", 18), ("Neg", 18), ("Gelu", 20), ("Cos", 18), ("Sin", 18),
+                 ("IsNaN", 18), ("IsInf", 18)]
 
 
 @pytest.mark.parametrize("op,opset", SPECIAL_CASES, ids=[c[0] for c in SPECIAL_CASES])

@@ -138,6 +138,7 @@ enum class Op : uint8_t {
   CNot,
   Shl,
   Shr,
+  Shf, // funnel shift of two 32-bit words
   Setp,
   Selp,
   Cvt,
@@ -170,7 +171,7 @@ enum class Op : uint8_t {
 };
 
 enum class Rnd : uint8_t { None, Rn, Rz, Rm, Rp, Rni, Rzi, Rmi, Rpi };
-enum class Space : uint8_t { Generic, Global, Shared, Param };
+enum class Space : uint8_t { Generic, Global, Shared, Param, Local };
 enum class Cmp : uint8_t {
   Eq,
   Ne,
@@ -252,6 +253,11 @@ struct Inst {
   T type = T::None, from = T::None; // cvt: type is the destination
   Rnd rnd = Rnd::None;
   bool ftz = false, sat = false, nan = false;
+  // Extended-precision integer arithmetic: .cc writes the carry flag,
+  // madc/addc read it (libdevice's trig reduction multiplies 96-bit words).
+  bool carryOut = false, carryIn = false;
+  // shf: .l (else .r) and .wrap (else .clamp).
+  bool shiftLeft = false, shiftWrap = false;
   Part part = Part::None;
   Cmp cmp = Cmp::Eq;
   BoolOp bop = BoolOp::None;
@@ -284,6 +290,8 @@ namespace {
 constexpr uint64_t kSharedWindow = uint64_t(1)
                                    << 56; // generic addresses of shared memory
 constexpr uint64_t kWindowMask = ~((uint64_t(1) << 56) - 1);
+// Generic addresses of a thread's local memory (each thread reaches its own).
+constexpr uint64_t kLocalWindow = uint64_t(2) << 56;
 
 //===----------------------------------------------------------------------===//
 // Lexing and parsing
@@ -426,9 +434,8 @@ public:
           SharedVar v = variable(name, external);
           moduleShared[name] = v;
         } else if (what == ".global" || what == ".const") {
-          while (i < toks.size() && peek() != ";")
-            ++i;
-          ++i; // kernels that use it fail on the unknown symbol
+          ++i;
+          moduleGlobal(); // one it cannot read: its users fail on the symbol
         } else {
           throw ParseError("line " + std::to_string(line()) + ": unexpected '" +
                            what + "'");
@@ -475,6 +482,60 @@ private:
   }
   size_t i = 0;
   std::map<std::string, SharedVar> moduleShared;
+  // Module-scope .global/.const arrays, initialized as declared.
+  std::map<std::string, std::shared_ptr<const std::vector<uint8_t>>> moduleGlobals;
+
+  /// [.align N] .bK|.uK|.sK name[N] [= {v, ...}] ; after .global or .const.
+  /// Anything else is skipped (kernels that use it fail on the symbol).
+  void moduleGlobal() {
+    size_t start = i;
+    auto skip = [&] {
+      i = start;
+      while (i < toks.size() && peek() != ";")
+        ++i;
+      ++i;
+    };
+    if (peek() == ".align") {
+      ++i;
+      std::string a = next();
+      int64_t ignored;
+      if (!parseInteger(a, ignored))
+        return skip();
+    }
+    std::string type = next();
+    T ty = type.size() > 1 ? typeNamed(type.substr(1)) : T::None;
+    if (ty == T::None || ty == T::Pred || ty == T::F32 || ty == T::F64)
+      return skip();
+    size_t width = size_t(bitsOf(ty) / 8);
+    std::string name = next();
+    int64_t count = 1;
+    if (peek() == "[") {
+      ++i;
+      std::string n = next();
+      if (!parseInteger(n, count) || count < 0 || count > (int64_t(1) << 20) || next() != "]")
+        return skip();
+    }
+    auto data = std::make_shared<std::vector<uint8_t>>(size_t(count) * width, 0);
+    if (peek() == "=") {
+      ++i;
+      if (next() != "{")
+        return skip();
+      for (int64_t k = 0; peek() != "}"; ++k) {
+        std::string v = next();
+        int64_t x;
+        if (k >= count || !parseInteger(v, x))
+          return skip();
+        for (size_t byte = 0; byte < width; ++byte)
+          (*data)[size_t(k) * width + byte] = uint8_t(uint64_t(x) >> (8 * byte));
+        if (peek() == ",")
+          ++i;
+      }
+      ++i; // }
+    }
+    if (next() != ";")
+      return skip();
+    moduleGlobals[name] = data;
+  }
 
   const std::string &peek() const {
     static const std::string end;
@@ -551,6 +612,8 @@ private:
     Program program;
     std::vector<std::unordered_map<std::string, int>> scopes;
     std::map<std::string, SharedVar> localShared;
+    // .local variables (libdevice's trig reduction keeps a few words there).
+    std::map<std::string, SharedVar> localVars;
     // .param variables held in registers: a function's parameters and
     // return values, and the arguments a body passes to calls.
     std::unordered_map<std::string, int> paramRegs;
@@ -737,8 +800,14 @@ private:
     std::string prefix = "$inline" + std::to_string(inlined++) + "$";
     for (size_t a = 0; a < call.callArgs.size(); ++a)
       out.push_back(move(f.paramOrder[a] + base, call.callArgs[a], call));
+    // The callee's local variables become the caller's, renamed.
+    for (const auto &[name, v] : f.localVars)
+      ks.localVars[prefix + name] = v;
     for (Inst in : f.program.code) {
       renumber(in, base);
+      for (Operand &o : in.o)
+        if (!o.symbol.empty() && in.op != Op::Bra && f.localVars.count(o.symbol))
+          o.symbol = prefix + o.symbol;
       if (in.op == Op::Label) {
         in.text = prefix + in.text;
       } else if (in.op == Op::Bra) {
@@ -839,7 +908,7 @@ private:
     }
     if (head == ".pragma" || head == ".loc" || head == ".file")
       return;
-    if (head == ".shared") {
+    if (head == ".shared" || head == ".local") {
       size_t save = i;
       std::vector<Token> saved;
       saved.swap(toks);
@@ -857,7 +926,13 @@ private:
       }
       toks.swap(saved);
       i = save;
-      ks.localShared[name] = v;
+      if (head == ".local") {
+        if (v.dynamic)
+          unsupported(s, "a .local variable has no size");
+        ks.localVars[name] = v;
+      } else {
+        ks.localShared[name] = v;
+      }
       return;
     }
     if (head ==
@@ -1144,6 +1219,7 @@ private:
         {"mov", Op::Mov},    {"add", Op::Add},
         {"sub", Op::Sub},    {"mul", Op::Mul},
         {"mad", Op::Mad},    {"fma", Op::Fma},
+        {"madc", Op::Mad},   {"addc", Op::Add},
         {"div", Op::Div},    {"rem", Op::Rem},
         {"min", Op::Min},    {"max", Op::Max},
         {"abs", Op::Abs},    {"neg", Op::Neg},
@@ -1151,6 +1227,7 @@ private:
         {"xor", Op::Xor},    {"not", Op::Not},
         {"cnot", Op::CNot},  {"shl", Op::Shl},
         {"shr", Op::Shr},    {"setp", Op::Setp},
+        {"shf", Op::Shf},
         {"selp", Op::Selp},  {"cvt", Op::Cvt},
         {"cvta", Op::Cvta},  {"ld", Op::Ld},
         {"st", Op::St},      {"bra", Op::Bra},
@@ -1170,6 +1247,7 @@ private:
     if (it == ops.end())
       unsupported(s, "the stand-in does not interpret '" + base + "'");
     in.op = it->second;
+    in.carryIn = base == "madc" || base == "addc";
     in.atomReturns = base != "red";
     static const std::unordered_map<std::string, Cmp> cmps = {
         {"eq", Cmp::Eq},   {"ne", Cmp::Ne},   {"lt", Cmp::Lt},
@@ -1210,6 +1288,12 @@ private:
         in.bop = p == "and"  ? BoolOp::And
                  : p == "or" ? BoolOp::Or
                              : BoolOp::Xor;
+      } else if (in.op == Op::Shf && (p == "l" || p == "r")) {
+        in.shiftLeft = p == "l";
+      } else if (in.op == Op::Shf && (p == "wrap" || p == "clamp")) {
+        in.shiftWrap = p == "wrap";
+      } else if (p == "cc" && (in.op == Op::Mad || in.op == Op::Add)) {
+        in.carryOut = true;
       } else if ((in.op == Op::Mul || in.op == Op::Mad) &&
                  (p == "lo" || p == "hi" || p == "wide")) {
         in.part = p == "lo" ? Part::Lo : p == "hi" ? Part::Hi : Part::Wide;
@@ -1228,9 +1312,10 @@ private:
                  (memory && (p == "ca" || p == "cg" || p == "cs" || p == "lu" ||
                              p == "cv" || p == "wb" || p == "wt" ||
                              p.find("::") != std::string::npos))) {
-      } else if (p == "global" || p == "shared" || p == "param") {
+      } else if (p == "global" || p == "shared" || p == "param" || p == "local") {
         in.space = p == "global"   ? Space::Global
                    : p == "shared" ? Space::Shared
+                   : p == "local"  ? Space::Local
                                    : Space::Param;
       } else if (in.op == Op::Cvta && p == "to") {
         in.toGeneric = false;
@@ -1328,6 +1413,11 @@ private:
       if (!floating && in.part == Part::None)
         unsupported(s, "integer mul needs .lo, .hi or .wide");
       break;
+    case Op::Shf:
+      plain(4);
+      if (in.type != T::B32)
+        unsupported(s, "shf is .b32");
+      break;
     case Op::Mad:
       plain(4);
       if (!floating && in.part == Part::None)
@@ -1362,8 +1452,9 @@ private:
       break;
     case Op::Cvta:
       plain(2);
-      if (in.space != Space::Global && in.space != Space::Shared)
-        unsupported(s, "cvta is interpreted for .global and .shared");
+      if (in.space != Space::Global && in.space != Space::Shared &&
+          in.space != Space::Local)
+        unsupported(s, "cvta is interpreted for .global, .shared and .local");
       break;
     case Op::Setp:
       if (in.o.size() != 3 && in.o.size() != 4)
@@ -1445,7 +1536,8 @@ private:
         in.op != Op::Nop && in.op != Op::Bar)
       unsupported(s, "the instruction has no type");
     bool intOnly = in.op == Op::Rem || in.op == Op::Not || in.op == Op::CNot ||
-                   in.op == Op::Shl || in.op == Op::Shr || in.op == Op::Bfe ||
+                   in.op == Op::Shl || in.op == Op::Shr || in.op == Op::Shf ||
+                   in.op == Op::Bfe ||
                    in.op == Op::Bfi || in.op == Op::Popc || in.op == Op::Clz ||
                    in.op == Op::Brev || in.op == Op::Prmt || in.op == Op::And ||
                    in.op == Op::Or || in.op == Op::Xor;
@@ -1494,6 +1586,15 @@ private:
     for (const std::string &name : dynamicNames)
       sharedOffset[name] = size;
     ks.k.staticShared = size;
+    // Local variables: one area per thread, in declaration order.
+    std::map<std::string, size_t> localOffset;
+    size_t local = 0;
+    for (const auto &[name, v] : ks.localVars) {
+      local = (local + v.align - 1) / v.align * v.align;
+      localOffset[name] = local;
+      local += v.bytes;
+    }
+    ks.k.localBytes = local;
     // Labels become instruction indices.
     std::map<std::string, int> labels;
     std::vector<Inst> code;
@@ -1521,7 +1622,15 @@ private:
         }
         auto it = sharedOffset.find(o.symbol);
         auto pt = params.find(o.symbol);
-        if (o.kind == Operand::Addr && pt != params.end()) {
+        auto lt = localOffset.find(o.symbol);
+        if (lt != localOffset.end()) {
+          bool generic = o.kind == Operand::Addr && in.space == Space::Generic;
+          if (o.kind == Operand::Addr && in.space != Space::Local && !generic)
+            return fail("local variable " + o.symbol + " in a non-local access");
+          o.imm += int64_t(lt->second) + (generic ? int64_t(kLocalWindow) : 0);
+          if (o.kind == Operand::Symbol)
+            o.kind = Operand::Imm; // its address in the local space
+        } else if (o.kind == Operand::Addr && pt != params.end()) {
           if (in.space != Space::Param)
             return fail("a parameter is read with ld.param");
           o.imm += int64_t(pt->second);
@@ -1533,9 +1642,20 @@ private:
           o.imm += int64_t(it->second) + (generic ? int64_t(kSharedWindow) : 0);
           if (o.kind == Operand::Symbol)
             o.kind = Operand::Imm; // its address in the shared window
+        } else if (auto gt = moduleGlobals.find(o.symbol); gt != moduleGlobals.end()) {
+          if (o.kind == Operand::Addr && in.space != Space::Global &&
+              in.space != Space::Generic)
+            return fail("global variable " + o.symbol + " in a non-global access");
+          o.imm += int64_t(reinterpret_cast<uintptr_t>(gt->second->data()));
+          if (o.kind == Operand::Symbol)
+            o.kind = Operand::Imm; // its (host) address
+          if (std::find(ks.k.globals.begin(), ks.k.globals.end(), gt->second) ==
+              ks.k.globals.end())
+            ks.k.globals.push_back(gt->second);
         } else {
           return fail("unknown symbol " + o.symbol +
-                      " (the stand-in models parameters and shared variables)");
+                      " (the stand-in models parameters, shared, local and initialized "
+                      "global variables)");
         }
         o.symbol.clear();
       }
@@ -1867,6 +1987,7 @@ struct Thread {
   size_t pc = 0;
   enum State : uint8_t { Run, AtBarrier, AtShuffle, Done } state = Run;
   uint64_t *r;
+  uint8_t carry = 0; // the condition code's carry flag (.cc, madc)
 };
 
 class BlockRunner {
@@ -1887,6 +2008,7 @@ public:
     registers.resize(size_t(nthreads) * std::max(k.program->registers, 1));
     shared.resize(k.staticShared + l.dynamicShared);
     sharedAccess.assign(shared.size(), SharedAccess{});
+    local.assign(size_t(nthreads) * k.localBytes, 0);
     threads.resize(nthreads);
     syncGen.assign(nthreads, 0);
   }
@@ -1899,6 +2021,7 @@ public:
         traceBlock == long(bx + launch.grid[0] * (by + launch.grid[1] * bz));
     std::fill(registers.begin(), registers.end(), 0);
     std::fill(shared.begin(), shared.end(), 0xff);
+    std::fill(local.begin(), local.end(), 0xff);
     ++epoch; // a new block: nothing it does races with the last one's
     int regs = std::max(kernel.program->registers, 1);
     for (unsigned i = 0; i < nthreads; ++i) {
@@ -1966,6 +2089,19 @@ private:
   unsigned cta[3];
   std::vector<uint64_t> registers;
   std::vector<uint8_t> shared;
+  /// Whether [address, address + bytes) lies in one of the module's
+  /// initialized arrays the kernel reads.
+  bool moduleGlobal(uint64_t address, size_t bytes) const {
+    for (const auto &g : kernel.globals) {
+      auto begin = reinterpret_cast<uintptr_t>(g->data());
+      if (address >= begin && address - begin <= g->size() &&
+          bytes <= g->size() - (address - begin))
+        return true;
+    }
+    return false;
+  }
+  // Every thread's .local variables, kernel.localBytes each.
+  std::vector<uint8_t> local;
   std::vector<Thread> threads;
 
   // The race check: per byte of shared memory, who last wrote it and who
@@ -2138,6 +2274,9 @@ private:
       if ((address & kWindowMask) == kSharedWindow) {
         space = Space::Shared;
         address -= kSharedWindow;
+      } else if ((address & kWindowMask) == kLocalWindow) {
+        space = Space::Local;
+        address -= kLocalWindow;
       } else {
         space = Space::Global;
       }
@@ -2152,12 +2291,13 @@ private:
       fault(t,
             describe(space == Space::Shared  ? "shared"
                      : space == Space::Param ? "parameter"
+                     : space == Space::Local ? "local"
                                              : "global") +
                 " is misaligned",
             Fault::Kind::Misaligned);
     switch (space) {
     case Space::Global:
-      if (!global(address, bytes))
+      if (!global(address, bytes) && !moduleGlobal(address, bytes))
         fault(t, describe("global") + " is outside every device allocation",
               Fault::Kind::IllegalAddress);
       return reinterpret_cast<uint8_t *>(address);
@@ -2169,6 +2309,15 @@ private:
               Fault::Kind::IllegalAddress);
       checkRace(t, address, bytes, access, incoming);
       return shared.data() + address;
+    case Space::Local: {
+      size_t n = kernel.localBytes;
+      if (address > n || bytes > n - address)
+        fault(t,
+              describe("local") + " is outside the thread's " + std::to_string(n) +
+                  " bytes of local memory",
+              Fault::Kind::IllegalAddress);
+      return local.data() + size_t(t.linear) * n + address;
+    }
     case Space::Param:
       if (address > launch.parameters.size() ||
           bytes > launch.parameters.size() - address)
@@ -2491,6 +2640,12 @@ void BlockRunner::step(Thread &t) {
                         : signExtend(v(1), 32) - signExtend(v(2), 32);
         r = std::min<int64_t>(std::max<int64_t>(r, INT32_MIN), INT32_MAX);
         write(o[0], t, uint64_t(r), bits);
+      } else if (add && (in.carryIn || in.carryOut)) {
+        unsigned __int128 sum = (unsigned __int128)maskTo(v(1), bits) + maskTo(v(2), bits) +
+                                (in.carryIn ? t.carry : 0);
+        if (in.carryOut)
+          t.carry = uint8_t((sum >> bits) & 1);
+        write(o[0], t, uint64_t(sum), bits);
       } else {
         write(o[0], t, add ? v(1) + v(2) : v(1) - v(2), bits);
       }
@@ -2539,8 +2694,16 @@ void BlockRunner::step(Thread &t) {
       } else {
         r = a * b;
       }
-      if (mad)
+      if (mad && (in.carryIn || in.carryOut)) {
+        // Carry out of the addend's width (unsigned, as the .cc forms are).
+        unsigned __int128 sum = (unsigned __int128)maskTo(r, bits) + maskTo(v(3), bits) +
+                                (in.carryIn ? t.carry : 0);
+        if (in.carryOut)
+          t.carry = uint8_t((sum >> bits) & 1);
+        r = uint64_t(sum);
+      } else if (mad) {
         r += v(3);
+      }
       write(o[0], t, r, bits);
       break;
     }
@@ -2634,6 +2797,16 @@ void BlockRunner::step(Thread &t) {
     case Op::CNot:
       write(o[0], t, maskTo(v(1), bits) == 0, bits);
       break;
+    case Op::Shf: {
+      // {b, a} as 64 bits (b high), shifted by n: .l keeps the high word,
+      // .r the low one; n is taken mod 32 (.wrap) or capped at 32 (.clamp).
+      uint64_t pair = (maskTo(v(2), 32) << 32) | maskTo(v(1), 32);
+      uint32_t n = uint32_t(v(3));
+      n = in.shiftWrap ? n & 31 : std::min<uint32_t>(n, 32);
+      uint64_t r = in.shiftLeft ? (n == 0 ? pair : pair << n) >> 32 : pair >> n;
+      write(o[0], t, maskTo(r, 32), 32);
+      break;
+    }
     case Op::Shl:
     case Op::Shr: {
       uint64_t amount = uint32_t(v(2)), x = v(1), r;
@@ -2704,11 +2877,11 @@ void BlockRunner::step(Thread &t) {
     }
     case Op::Cvta: {
       uint64_t a = v(1);
+      uint64_t window = in.space == Space::Local ? kLocalWindow : kSharedWindow;
       if (in.space == Space::Global)
         write(o[0], t, a, 64); // generic and global addresses are the same
       else
-        write(o[0], t, in.toGeneric ? a + kSharedWindow : a - kSharedWindow,
-              bits);
+        write(o[0], t, in.toGeneric ? a + window : a - window, bits);
       break;
     }
     case Op::Rcp:

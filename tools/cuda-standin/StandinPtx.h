@@ -39,11 +39,15 @@ struct Kernel {
   std::vector<Parameter> parameters;
   size_t parameterBytes = 0;
   size_t staticShared = 0;            // bytes of .shared variables it may use
+  size_t localBytes = 0;              // bytes of .local variables per thread
   unsigned maxThreads[3] = {0, 0, 0}; // .maxntid / .reqntid; 0: none
   bool exactThreads = false;          // .reqntid
   /// Non-empty when the kernel cannot be interpreted: what and where.
   std::string problem;
   std::shared_ptr<const Program> program;
+  /// The module's initialized .global arrays it reads (libdevice's tables),
+  /// held here so that their host addresses stay valid while it runs.
+  std::vector<std::shared_ptr<const std::vector<uint8_t>>> globals;
 };
 
 struct Module {

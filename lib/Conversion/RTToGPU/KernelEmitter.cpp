@@ -525,6 +525,10 @@ FailureOr<Value> KernelEmitter::elementwise(rt::KernelOp k, ArrayRef<Value> in, 
     return math::TanhOp::create(b, loc, x).getResult();
   if (name == "erf")
     return math::ErfOp::create(b, loc, x).getResult();
+  if (name == "cos")
+    return math::CosOp::create(b, loc, x).getResult();
+  if (name == "sin")
+    return math::SinOp::create(b, loc, x).getResult();
   if (name == "reciprocal")
     return arith::DivFOp::create(b, loc, one, x).getResult();
   if (name == "neg")

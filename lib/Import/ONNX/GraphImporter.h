@@ -210,6 +210,16 @@ private:
   template <typename OpTy> LogicalResult softmax();
   template <typename OpTy> LogicalResult pool();
   LogicalResult importLeakyRelu();
+  LogicalResult importLessOrEqual();
+  LogicalResult importGreaterOrEqual();
+  /// x <= y (or x >= y with `greater`), false where either is NaN.
+  LogicalResult orEqual(bool greater);
+  LogicalResult importIsNaN();
+  LogicalResult importIsInf();
+  LogicalResult importOr();
+  LogicalResult importXor();
+  LogicalResult importCastLike();
+  LogicalResult importSize();
   LogicalResult importGelu();
   LogicalResult importClip();
   LogicalResult importDropout();

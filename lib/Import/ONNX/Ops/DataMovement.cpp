@@ -428,7 +428,11 @@ LogicalResult GraphImporter::importRange() {
                    named("delta", b.getF64FloatAttr(*delta))});
   if (failed(op))
     return failure();
-  return setOutputs((*op)->getResults());
+  // Folded by the constant evaluator unless over its size limit.
+  auto results = finish(*op);
+  if (failed(results))
+    return failure();
+  return setOutputs(*results);
 }
 
 LogicalResult GraphImporter::importShape() {

@@ -1,11 +1,17 @@
 //===- Elementwise.cpp - elementwise ONNX ops -----------------------------===//
 //
-// Elementwise ops with attributes (LeakyRelu, Gelu, Clip, Dropout, Cast);
+// Elementwise ops with attributes (LeakyRelu, Gelu, Clip, Dropout, Cast),
+// and the comparisons, tests and logic written with existing nn ops
+// (LessOrEqual, GreaterOrEqual, IsNaN, IsInf, Or, Xor, CastLike, Size);
 // the plain unary and binary ones use the templates of GraphImporter.h.
 //
 //===----------------------------------------------------------------------===//
 
 #include "../GraphImporter.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+#include <limits>
 
 namespace shardflow::onnx_import {
 
@@ -113,6 +119,117 @@ LogicalResult GraphImporter::importCast() {
   if (failed(elem))
     return failure();
   return emit<nn::CastOp>({x}, {named("to", TypeAttr::get(*elem))});
+}
+
+/// x <= y as not(x > y) and (x == x) and (y == y): a NaN on either side
+/// makes it false, as IEEE comparisons (and onnxruntime) do; for integers
+/// not(x > y) alone. x >= y the same with x < y.
+LogicalResult GraphImporter::orEqual(bool greater) {
+  if (failed(requireInputs(2, 2)) || failed(allowOutputs(1)))
+    return failure();
+  Value x = input(0), y = input(1);
+  if (!x || !y)
+    return failure();
+  Value strict = greater ? make<nn::LessOp>({x, y}) : make<nn::GreaterOp>({x, y});
+  Value result = make<nn::NotOp>({strict});
+  if (result && isa<FloatType>(typeOf(x).getElementType())) {
+    Value ordered = make<nn::AndOp>(
+        {make<nn::EqualOp>({x, x}), make<nn::EqualOp>({y, y})});
+    result = make<nn::AndOp>({result, ordered});
+  }
+  if (!result)
+    return failure();
+  return setOutputs({result});
+}
+
+LogicalResult GraphImporter::importLessOrEqual() { return orEqual(false); }
+LogicalResult GraphImporter::importGreaterOrEqual() { return orEqual(true); }
+
+/// isnan(x) as not(x == x): only NaN is unequal to itself.
+LogicalResult GraphImporter::importIsNaN() {
+  if (failed(requireInputs(1, 1)) || failed(allowOutputs(1)))
+    return failure();
+  Value x = input(0);
+  if (!x)
+    return failure();
+  if (!isa<FloatType>(typeOf(x).getElementType()))
+    return fail("input 'X' must be a float tensor, got " +
+                std::string(llvm::formatv("{0}", typeOf(x).getElementType())));
+  Value r = make<nn::NotOp>({make<nn::EqualOp>({x, x})});
+  return r ? setOutputs({r}) : failure();
+}
+
+/// isinf(x) as x == +inf, x == -inf or |x| == +inf (both detected).
+LogicalResult GraphImporter::importIsInf() {
+  if (failed(requireInputs(1, 1)) || failed(allowOutputs(1)))
+    return failure();
+  Value x = input(0);
+  bool positive = attrInt("detect_positive", 1) != 0;
+  bool negative = attrInt("detect_negative", 1) != 0;
+  if (!x || attrFailed)
+    return failure();
+  Type elem = typeOf(x).getElementType();
+  if (!isa<FloatType>(elem))
+    return fail("input 'X' must be a float tensor, got " +
+                std::string(llvm::formatv("{0}", elem)));
+  double inf = std::numeric_limits<double>::infinity();
+  Value r;
+  if (positive && negative)
+    r = make<nn::EqualOp>({make<nn::AbsOp>({x}), scalar(elem, inf)});
+  else if (positive || negative)
+    r = make<nn::EqualOp>({x, scalar(elem, positive ? inf : -inf)});
+  else // Nothing detected: every element false.
+    r = make<nn::LessOp>({x, scalar(elem, -inf)});
+  return r ? setOutputs({r}) : failure();
+}
+
+/// a or b as not(not a and not b).
+LogicalResult GraphImporter::importOr() {
+  if (failed(requireInputs(2, 2)) || failed(allowOutputs(1)))
+    return failure();
+  Value x = input(0), y = input(1);
+  if (!x || !y)
+    return failure();
+  Value r = make<nn::NotOp>(
+      {make<nn::AndOp>({make<nn::NotOp>({x}), make<nn::NotOp>({y})})});
+  return r ? setOutputs({r}) : failure();
+}
+
+/// a xor b as a != b, compared as 0/1 bytes.
+LogicalResult GraphImporter::importXor() {
+  if (failed(requireInputs(2, 2)) || failed(allowOutputs(1)))
+    return failure();
+  Value x = input(0), y = input(1);
+  if (!x || !y)
+    return failure();
+  auto asByte = [&](Value v) {
+    return make<nn::CastOp>({v}, {named("to", TypeAttr::get(b.getIntegerType(8)))});
+  };
+  Value r = make<nn::NotOp>({make<nn::EqualOp>({asByte(x), asByte(y)})});
+  return r ? setOutputs({r}) : failure();
+}
+
+/// CastLike: Cast to the element type of the second input.
+LogicalResult GraphImporter::importCastLike() {
+  if (failed(requireInputs(2, 2)) || failed(allowOutputs(1)))
+    return failure();
+  Value x = input(0), like = input(1);
+  if (!x || !like)
+    return failure();
+  return emit<nn::CastOp>(
+      {x}, {named("to", TypeAttr::get(typeOf(like).getElementType()))});
+}
+
+/// Size: the element count, known from the static shape.
+LogicalResult GraphImporter::importSize() {
+  if (failed(requireInputs(1, 1)) || failed(allowOutputs(1)))
+    return failure();
+  Value x = input(0);
+  if (!x)
+    return failure();
+  auto type = RankedTensorType::get({}, b.getI64Type());
+  return setOutputs(
+      {splat(type, b.getI64IntegerAttr(typeOf(x).getNumElements()))});
 }
 
 } // namespace shardflow::onnx_import

@@ -114,6 +114,8 @@ def NN_LogOp : NN_UnaryOp<"log", "Log">;
 def NN_TanhOp : NN_UnaryOp<"tanh", "Tanh">;
 def NN_SigmoidOp : NN_UnaryOp<"sigmoid", "Sigmoid">;
 def NN_ErfOp : NN_UnaryOp<"erf", "Erf">;
+def NN_CosOp : NN_UnaryOp<"cos", "Cos">;
+def NN_SinOp : NN_UnaryOp<"sin", "Sin">;
 def NN_ReciprocalOp : NN_UnaryOp<"reciprocal", "Reciprocal">;
 def NN_ReluOp : NN_UnaryOp<"relu", "Relu", NN_NumericTensor>;
 def NN_NegOp : NN_UnaryOp<"neg", "Neg", NN_NumericTensor, [NN_LinearInFirstOperand]>;

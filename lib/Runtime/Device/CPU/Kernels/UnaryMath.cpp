@@ -58,6 +58,14 @@ void tanhKernel(const KernelContext &ctx) {
 void erfKernel(const KernelContext &ctx) {
   floatUnary(ctx, [](auto z) { return [](decltype(z) x) { return fastErf(x); }; });
 }
+// libm's: rotary tables are folded at compile time by these kernels, so a
+// table is bit for bit what the runtime would compute.
+void cosKernel(const KernelContext &ctx) {
+  floatUnary(ctx, [](auto z) { return [](decltype(z) x) { return std::cos(x); }; });
+}
+void sinKernel(const KernelContext &ctx) {
+  floatUnary(ctx, [](auto z) { return [](decltype(z) x) { return std::sin(x); }; });
+}
 void reciprocalKernel(const KernelContext &ctx) {
   floatUnary(ctx, [](auto z) {
     using C = decltype(z);
@@ -209,6 +217,8 @@ SHARDFLOW_REGISTER_KERNEL("log", logKernel);
 SHARDFLOW_REGISTER_KERNEL("tanh", tanhKernel);
 SHARDFLOW_REGISTER_KERNEL("sigmoid", sigmoidKernel);
 SHARDFLOW_REGISTER_KERNEL("erf", erfKernel);
+SHARDFLOW_REGISTER_KERNEL("cos", cosKernel);
+SHARDFLOW_REGISTER_KERNEL("sin", sinKernel);
 SHARDFLOW_REGISTER_KERNEL("reciprocal", reciprocalKernel);
 SHARDFLOW_REGISTER_KERNEL("relu", reluKernel);
 SHARDFLOW_REGISTER_KERNEL("neg", negKernel);
