@@ -74,9 +74,11 @@ struct CompileOptions {
   /// phases requested by the other options (see defaultPhase()).
   std::optional<CompilePhase> compileTo;
 
-  // Raising (phase nn). Unset: on with a target (attention: with cuda only,
-  // where it is a fused kernel; on the CPU the materialized form's GEMMs
-  // are faster), off when printing IR.
+  // Raising (phase nn). Unset: on with a target (attention: with cuda,
+  // where it is a fused kernel, and with the megatron presets, which split
+  // nn.attention by heads whatever layout the exporter gave K; otherwise
+  // not on the CPU, where the materialized form's GEMMs are faster), off
+  // when printing IR.
   std::optional<bool> raiseAttention, raiseNormalization, raiseGelu, raiseRotateHalf;
 
   // Sharding (phases sharded and partitioned).
@@ -107,7 +109,12 @@ struct CompileOptions {
   bool raises(const std::optional<bool> &flag) const {
     return flag ? *flag : !target.empty();
   }
-  bool raisesAttention() const { return raiseAttention ? *raiseAttention : target == "cuda"; }
+  bool raisesAttention() const {
+    if (raiseAttention)
+      return *raiseAttention;
+    return target == "cuda" ||
+           (!target.empty() && llvm::StringRef(strategy).starts_with("megatron"));
+  }
   /// Whether any option asks for sharding.
   bool shardingRequested() const {
     return !mesh.empty() || !shard.empty() || !strategy.empty();
