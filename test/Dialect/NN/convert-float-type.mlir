@@ -105,3 +105,22 @@ func.func @low_outputs(%x: tensor<4xf32> {nn.name = "x"}, %i: tensor<4xi64>) -> 
   %y = nn.relu %x : (tensor<4xf32>) -> tensor<4xf32>
   return %y, %x, %i : tensor<4xf32>, tensor<4xf32>, tensor<4xi64>
 }
+
+// -----
+
+// A finite constant stays finite: f32's lowest (PyTorch's mask fill) and a
+// value beyond f16's range become the low type's largest finite value of
+// their sign; infinities stay infinities.
+// CHECK-LABEL: func.func @saturate
+// CHECK: nn.constant dense<[-3.389530e+38, 9.969200e+37, 0xFF80, 1.000000e+00]> : tensor<4xbf16>
+// CHECK: nn.constant_of_shape -3.389530e+38 : bf16
+// F16-LABEL: func.func @saturate
+// F16: nn.constant dense<[-6.550400e+04, 6.550400e+04, 0xFC00, 1.000000e+00]> : tensor<4xf16>
+// F16: nn.constant_of_shape -6.550400e+04 : f16
+func.func @saturate(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
+  %c = nn.constant dense<[-3.40282347E+38, 1.0e+38, 0xFF800000, 1.0]> : tensor<4xf32>
+  %f = nn.constant_of_shape -3.40282347E+38 : f32 : tensor<4xf32>
+  %a = nn.add %x, %c : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %b = nn.add %x, %f : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %a, %b : tensor<4xf32>, tensor<4xf32>
+}

@@ -53,16 +53,26 @@ bool isF32Tensor(Type t) {
   return tensor && tensor.getElementType().isF32();
 }
 
+/// `x` rounded (to nearest even) to `semantics`; a finite value beyond its
+/// range becomes its largest finite value of that sign, not an infinity.
+/// Exporters fill masks with f32's lowest value (PyTorch's
+/// finfo(float32).min), finite by intent: a row whose every key is masked
+/// then attends uniformly, as it does in f32 (and as PyTorch's bf16 model,
+/// filled with finfo(bfloat16).min, does), rather than becoming zeros.
+APFloat roundToLow(const APFloat &x, const llvm::fltSemantics &semantics) {
+  APFloat y = x;
+  bool lost;
+  y.convert(semantics, APFloat::rmNearestTiesToEven, &lost);
+  if (y.isInfinity() && x.isFinite())
+    return APFloat::getLargest(semantics, x.isNegative());
+  return y;
+}
+
 /// An f32 constant's elements rounded (to nearest even) to `low`.
 DenseElementsAttr lowerConstant(DenseElementsAttr value, FloatType low) {
   auto tensor = cast<ShapedType>(value.getType()).clone(low);
   const llvm::fltSemantics &semantics = low.getFloatSemantics();
-  auto round = [&](const APFloat &x) {
-    APFloat y = x;
-    bool lost;
-    y.convert(semantics, APFloat::rmNearestTiesToEven, &lost);
-    return y;
-  };
+  auto round = [&](const APFloat &x) { return roundToLow(x, semantics); };
   if (value.isSplat())
     return DenseElementsAttr::get(tensor,
                                   round(value.getSplatValue<APFloat>()));
@@ -143,9 +153,7 @@ LogicalResult convertFunction(func::FuncOp fn, FloatType low, bool lowOutputs) {
       auto value = dyn_cast<FloatAttr>(fill.getValue());
       if (!value || !value.getType().isF32())
         continue;
-      APFloat x = value.getValue();
-      bool lost;
-      x.convert(low.getFloatSemantics(), APFloat::rmNearestTiesToEven, &lost);
+      APFloat x = roundToLow(value.getValue(), low.getFloatSemantics());
       fill.setValueAttr(FloatAttr::get(low, x));
       fill.getResult().setType(
           cast<RankedTensorType>(lower(fill.getType(), low)));
