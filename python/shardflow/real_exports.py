@@ -107,9 +107,13 @@ class Export:
         must cover."""
         out = {}
         for init, info in self.entry["initializer_map"]["initializers"].items():
-            param = (info or {}).get("parameter") if isinstance(info, dict) else None
-            if param and PROJECTION.search(param) and not EXPERTS.search(param):
-                out[init] = param
+            if not isinstance(info, dict):
+                continue
+            # A packed projection (onnxruntime-genai's qkv_proj) holds several.
+            params = info.get("concat_of") or [info.get("parameter")]
+            hits = [p for p in params if p and PROJECTION.search(p) and not EXPERTS.search(p)]
+            if hits:
+                out[init] = "+".join(hits)
         return out
 
 
