@@ -103,6 +103,10 @@ CASES = {
         " a = Sigmoid(x) b = Erf(a) s = Add(b, a) c = Reciprocal(s) n = Neg(c) d = Relu(n)"
         " t = Sub(x, d) e = LeakyRelu <alpha = 0.2> (t) f = Clip(e, lo, hi) y = Pow(f, two) }",
         {"lo": -0.5, "hi": 0.75, "two": 2.0}, 1e-5, 1),  # a is read twice, in registers
+    "rounding": (
+        "g (float[64] x) => (float[64] y) {"
+        " f = Floor(x) c = Ceil(x) r = Round(x) a = Add(f, c) y = Add(a, r) }",
+        None, 0.0, 1),
     "trigonometry": (
         "g (float[64] x) => (float[64] y) {"
         " c = Cos(x) s = Sin(x) p = Mul(c, s) y = Add(p, x) }",

@@ -300,6 +300,24 @@ def test_cast_like(request, tmp_path, src, like):
                                  "like": rand(rng, [1], like)})
 
 
+def test_round_halves_to_even(tmp_path):
+    x = np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 3.5, 1e30, -0.0], F32)
+    check(tmp_path, "Round", {"x": x})
+
+
+@pytest.mark.parametrize("op,attrs", [("Elu", {"alpha": 0.5}), ("Selu", {"alpha": 1.5, "gamma": 2.0}),
+                                      ("HardSigmoid", {"alpha": 0.3, "beta": 0.4})],
+                         ids=["Elu", "Selu", "HardSigmoid"])
+def test_activation_attributes(request, tmp_path, op, attrs):
+    check(tmp_path, op, {"x": rand(rng_for(request), [3, 5], F32, -4, 4)}, attrs)
+
+
+@pytest.mark.parametrize("slope_shape", [[1], [4], [3, 1], [2, 3, 4]])
+def test_prelu(request, tmp_path, slope_shape):
+    rng = rng_for(request)
+    check(tmp_path, "PRelu", {"x": rand(rng, [2, 3, 4], F32), "slope": rand(rng, slope_shape, F32)})
+
+
 @pytest.mark.parametrize("shape", [[2, 3, 4], [], [5]])
 def test_size(tmp_path, shape):
     check(tmp_path, "Size", {"x": np.ones(shape, F32)})
@@ -346,11 +364,23 @@ UNARY_FLOAT = {
     "Abs": (-3.0, 3.0),
     "Cos": (-30.0, 30.0),
     "Sin": (-30.0, 30.0),
+    "Floor": (-30.0, 30.0),
+    "Ceil": (-30.0, 30.0),
+    "Round": (-30.0, 30.0),
+    "Sign": (-3.0, 3.0),
+    "Softplus": (-30.0, 30.0),
+    "Elu": (-5.0, 5.0),
+    "Selu": (-5.0, 5.0),
+    "HardSigmoid": (-5.0, 5.0),
+    "HardSwish": (-5.0, 5.0),
+    "Mish": (-10.0, 10.0),
 }
 UNARY_CASES = (
     [(op, F32) for op in UNARY_FLOAT]
     + [(op, F64) for op in UNARY_FLOAT if op != "Erf"]  # no f64 Erf in onnxruntime
-    + [(op, F16) for op in ["Sqrt", "Exp", "Tanh", "Sigmoid", "Relu", "Abs", "Cos", "Sin"]]
+    + [(op, F16) for op in ["Sqrt", "Exp", "Tanh", "Sigmoid", "Relu", "Abs", "Cos", "Sin",
+                            "Floor", "Ceil", "Round", "Sign", "Softplus", "HardSigmoid"]]
+    + [(op, dt) for op in ["Sign"] for dt in [I64, I32, I8]]
     + [(op, dt) for op in ["Relu", "Neg", "Abs"] for dt in [I64, I32, I8]]
 )
 
@@ -373,7 +403,9 @@ SPECIAL = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 88.0, 89.0, -88.0, -104.
                     1e-30, -1e-30, 0.625, -0.625, 0.921875, 4.0, 9.5, -20.0], F32)
 SPECIAL_CASES = [("Exp", 18), ("Tanh", 18), ("Sigmoid", 18), ("Erf", 18), ("Relu", 18),
                  ("Abs", 18), ("Neg", 18), ("Gelu", 20), ("Cos", 18), ("Sin", 18),
-                 ("IsNaN", 18), ("IsInf", 18)]
+                 ("IsNaN", 18), ("IsInf", 18), ("Floor", 18), ("Ceil", 18), ("Round", 18),
+                 ("Sign", 18), ("Softplus", 18), ("Elu", 18), ("Selu", 18),
+                 ("HardSigmoid", 18), ("HardSwish", 18), ("Mish", 18)]
 
 
 @pytest.mark.parametrize("op,opset", SPECIAL_CASES, ids=[c[0] for c in SPECIAL_CASES])

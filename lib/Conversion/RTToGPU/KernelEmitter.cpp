@@ -529,6 +529,12 @@ FailureOr<Value> KernelEmitter::elementwise(rt::KernelOp k, ArrayRef<Value> in, 
     return math::CosOp::create(b, loc, x).getResult();
   if (name == "sin")
     return math::SinOp::create(b, loc, x).getResult();
+  if (name == "floor")
+    return math::FloorOp::create(b, loc, x).getResult();
+  if (name == "ceil")
+    return math::CeilOp::create(b, loc, x).getResult();
+  if (name == "round")
+    return math::RoundEvenOp::create(b, loc, x).getResult();
   if (name == "reciprocal")
     return arith::DivFOp::create(b, loc, one, x).getResult();
   if (name == "neg")

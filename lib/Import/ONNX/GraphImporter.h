@@ -220,6 +220,18 @@ private:
   LogicalResult importXor();
   LogicalResult importCastLike();
   LogicalResult importSize();
+  LogicalResult importSign();
+  LogicalResult importSoftplus();
+  LogicalResult importElu();
+  LogicalResult importSelu();
+  LogicalResult importHardSigmoid();
+  LogicalResult importHardSwish();
+  LogicalResult importMish();
+  LogicalResult importPRelu();
+  /// softplus(x) = max(x, 0) + log(1 + exp(-|x|)), which never overflows.
+  Value softplusOf(Value x);
+  /// max(0, min(1, alpha * x + beta)).
+  Value hardSigmoidOf(Value x, double alpha, double beta);
   LogicalResult importGelu();
   LogicalResult importClip();
   LogicalResult importDropout();

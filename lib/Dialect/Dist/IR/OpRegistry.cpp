@@ -121,7 +121,7 @@ Registry::Registry() {
       .cost(sourceCost);
 
   // Elementwise.
-  facts<SqrtOp, ExpOp, LogOp, TanhOp, SigmoidOp, ErfOp, CosOp, SinOp, ReciprocalOp, ReluOp, NegOp, AbsOp,
+  facts<SqrtOp, ExpOp, LogOp, TanhOp, SigmoidOp, ErfOp, CosOp, SinOp, FloorOp, CeilOp, RoundOp, ReciprocalOp, ReluOp, NegOp, AbsOp,
         NotOp, LeakyReluOp, GeluOp, ClipOp, CastOp>()
       .rule(elementwiseRule)
       .localize(localizeNothing)

@@ -1,8 +1,9 @@
 //===- Elementwise.cpp - elementwise ONNX ops -----------------------------===//
 //
 // Elementwise ops with attributes (LeakyRelu, Gelu, Clip, Dropout, Cast),
-// and the comparisons, tests and logic written with existing nn ops
-// (LessOrEqual, GreaterOrEqual, IsNaN, IsInf, Or, Xor, CastLike, Size);
+// and the comparisons, tests, logic and activations written with existing
+// nn ops (LessOrEqual, GreaterOrEqual, IsNaN, IsInf, Or, Xor, CastLike,
+// Size, Sign, Softplus, Elu, Selu, HardSigmoid, HardSwish, Mish, PRelu);
 // the plain unary and binary ones use the templates of GraphImporter.h.
 //
 //===----------------------------------------------------------------------===//
@@ -230,6 +231,142 @@ LogicalResult GraphImporter::importSize() {
   auto type = RankedTensorType::get({}, b.getI64Type());
   return setOutputs(
       {splat(type, b.getI64IntegerAttr(typeOf(x).getNumElements()))});
+}
+
+/// sign(x) = (x > 0) - (x < 0) in x's type; for floats a NaN stays NaN
+/// (where(x == x, sign, x)).
+LogicalResult GraphImporter::importSign() {
+  if (failed(requireInputs(1, 1)) || failed(allowOutputs(1)))
+    return failure();
+  Value x = input(0);
+  if (!x)
+    return failure();
+  Type elem = typeOf(x).getElementType();
+  if (elem.isInteger(1))
+    return fail("input 'input' must be numeric, got a boolean tensor");
+  auto zeroAttr = isa<FloatType>(elem) ? Attribute(b.getFloatAttr(elem, 0.0))
+                                       : Attribute(b.getIntegerAttr(elem, 0));
+  Value zero = splat(RankedTensorType::get({}, elem), zeroAttr);
+  auto as = [&](Value bit) {
+    return make<nn::CastOp>({bit}, {named("to", TypeAttr::get(elem))});
+  };
+  Value r = make<nn::SubOp>({as(make<nn::GreaterOp>({x, zero})),
+                             as(make<nn::LessOp>({x, zero}))});
+  if (r && isa<FloatType>(elem))
+    r = make<nn::WhereOp>({make<nn::EqualOp>({x, x}), r, x});
+  return r ? setOutputs({r}) : failure();
+}
+
+Value GraphImporter::softplusOf(Value x) {
+  Type elem = typeOf(x).getElementType();
+  Value negAbs = make<nn::NegOp>({make<nn::AbsOp>({x})});
+  Value log1p = make<nn::LogOp>(
+      {make<nn::AddOp>({make<nn::ExpOp>({negAbs}), scalar(elem, 1.0)})});
+  return make<nn::AddOp>({make<nn::MaxOp>({x, scalar(elem, 0.0)}), log1p});
+}
+
+/// Softplus: log(1 + exp(x)), written so that exp never overflows.
+LogicalResult GraphImporter::importSoftplus() {
+  if (failed(requireInputs(1, 1)) || failed(allowOutputs(1)))
+    return failure();
+  Value x = input(0);
+  if (!x)
+    return failure();
+  Value r = softplusOf(x);
+  return r ? setOutputs({r}) : failure();
+}
+
+/// Elu: x where x > 0, else alpha * (exp(x) - 1).
+LogicalResult GraphImporter::importElu() {
+  if (failed(requireInputs(1, 1)) || failed(allowOutputs(1)))
+    return failure();
+  Value x = input(0);
+  double alpha = attrFloat("alpha", 1.0f);
+  if (!x || attrFailed)
+    return failure();
+  Type elem = typeOf(x).getElementType();
+  Value negative = make<nn::MulOp>(
+      {make<nn::SubOp>({make<nn::ExpOp>({x}), scalar(elem, 1.0)}), scalar(elem, alpha)});
+  Value r = make<nn::WhereOp>(
+      {make<nn::GreaterOp>({x, scalar(elem, 0.0)}), x, negative});
+  return r ? setOutputs({r}) : failure();
+}
+
+/// Selu: gamma * x where x > 0, else gamma * (alpha * exp(x) - alpha).
+LogicalResult GraphImporter::importSelu() {
+  if (failed(requireInputs(1, 1)) || failed(allowOutputs(1)))
+    return failure();
+  Value x = input(0);
+  double alpha = attrFloat("alpha", 1.67326319217681884765625f);
+  double gamma = attrFloat("gamma", 1.05070102214813232421875f);
+  if (!x || attrFailed)
+    return failure();
+  Type elem = typeOf(x).getElementType();
+  Value negative = make<nn::SubOp>(
+      {make<nn::MulOp>({make<nn::ExpOp>({x}), scalar(elem, alpha)}), scalar(elem, alpha)});
+  Value r = make<nn::MulOp>(
+      {make<nn::WhereOp>({make<nn::GreaterOp>({x, scalar(elem, 0.0)}), x, negative}),
+       scalar(elem, gamma)});
+  return r ? setOutputs({r}) : failure();
+}
+
+Value GraphImporter::hardSigmoidOf(Value x, double alpha, double beta) {
+  Type elem = typeOf(x).getElementType();
+  Value line = make<nn::AddOp>({make<nn::MulOp>({x, scalar(elem, alpha)}), scalar(elem, beta)});
+  return make<nn::MaxOp>({make<nn::MinOp>({line, scalar(elem, 1.0)}), scalar(elem, 0.0)});
+}
+
+LogicalResult GraphImporter::importHardSigmoid() {
+  if (failed(requireInputs(1, 1)) || failed(allowOutputs(1)))
+    return failure();
+  Value x = input(0);
+  double alpha = attrFloat("alpha", 0.2f), beta = attrFloat("beta", 0.5f);
+  if (!x || attrFailed)
+    return failure();
+  Value r = hardSigmoidOf(x, alpha, beta);
+  return r ? setOutputs({r}) : failure();
+}
+
+/// HardSwish: x * HardSigmoid(x) with alpha 1/6 and beta 0.5, alpha the
+/// float attribute of ONNX's function body (1/6 rounded to f32).
+LogicalResult GraphImporter::importHardSwish() {
+  if (failed(requireInputs(1, 1)) || failed(allowOutputs(1)))
+    return failure();
+  Value x = input(0);
+  if (!x)
+    return failure();
+  Value r = make<nn::MulOp>({x, hardSigmoidOf(x, double(1.0f / 6.0f), 0.5)});
+  return r ? setOutputs({r}) : failure();
+}
+
+/// Mish: x * tanh(softplus(x)).
+LogicalResult GraphImporter::importMish() {
+  if (failed(requireInputs(1, 1)) || failed(allowOutputs(1)))
+    return failure();
+  Value x = input(0);
+  if (!x)
+    return failure();
+  Value r = make<nn::MulOp>({x, make<nn::TanhOp>({softplusOf(x)})});
+  return r ? setOutputs({r}) : failure();
+}
+
+/// PRelu: slope * x where x < 0, else x; slope broadcasts to x.
+LogicalResult GraphImporter::importPRelu() {
+  if (failed(requireInputs(2, 2)) || failed(allowOutputs(1)))
+    return failure();
+  Value x = input(0), slope = input(1);
+  if (!x || !slope)
+    return failure();
+  Type elem = typeOf(x).getElementType();
+  auto zeroAttr = isa<FloatType>(elem) ? Attribute(b.getFloatAttr(elem, 0.0))
+                                       : Attribute(b.getIntegerAttr(elem, 0));
+  Value zero = splat(RankedTensorType::get({}, elem), zeroAttr);
+  Value r = make<nn::WhereOp>(
+      {make<nn::LessOp>({x, zero}), make<nn::MulOp>({x, slope}), x});
+  if (r && typeOf(r) != typeOf(x))
+    return fail("slope of shape " + shapeString(typeOf(slope).getShape()) +
+                " does not broadcast to the input's " + shapeString(typeOf(x).getShape()));
+  return r ? setOutputs({r}) : failure();
 }
 
 } // namespace shardflow::onnx_import

@@ -116,6 +116,11 @@ def NN_SigmoidOp : NN_UnaryOp<"sigmoid", "Sigmoid">;
 def NN_ErfOp : NN_UnaryOp<"erf", "Erf">;
 def NN_CosOp : NN_UnaryOp<"cos", "Cos">;
 def NN_SinOp : NN_UnaryOp<"sin", "Sin">;
+def NN_FloorOp : NN_UnaryOp<"floor", "Floor">;
+def NN_CeilOp : NN_UnaryOp<"ceil", "Ceil">;
+def NN_RoundOp : NN_UnaryOp<"round", "Round"> {
+  let description = [{ Halves round to the nearest even integer, as in ONNX. }];
+}
 def NN_ReciprocalOp : NN_UnaryOp<"reciprocal", "Reciprocal">;
 def NN_ReluOp : NN_UnaryOp<"relu", "Relu", NN_NumericTensor>;
 def NN_NegOp : NN_UnaryOp<"neg", "Neg", NN_NumericTensor, [NN_LinearInFirstOperand]>;

@@ -87,7 +87,8 @@ def : RT_NotAKernel<NN_UnsqueezeOp, "becomes rt.view">;
 
 foreach op = [NN_AddOp, NN_SubOp, NN_MulOp, NN_DivOp, NN_PowOp, NN_MinOp, NN_MaxOp,
               NN_EqualOp, NN_LessOp, NN_GreaterOp, NN_AndOp, NN_WhereOp, NN_SqrtOp,
-              NN_ExpOp, NN_LogOp, NN_TanhOp, NN_SigmoidOp, NN_ErfOp, NN_CosOp, NN_SinOp, NN_ReciprocalOp,
+              NN_ExpOp, NN_LogOp, NN_TanhOp, NN_SigmoidOp, NN_ErfOp, NN_CosOp, NN_SinOp, NN_FloorOp, NN_CeilOp,
+              NN_RoundOp, NN_ReciprocalOp,
               NN_ReluOp, NN_NegOp, NN_AbsOp, NN_NotOp, NN_LeakyReluOp, NN_GeluOp,
               NN_ClipOp, NN_CastOp, NN_RangeOp, NN_TriluOp, NN_ConstantOfShapeOp] in
   def : RT_NNKernel<op, RT_CudaElementwise>;

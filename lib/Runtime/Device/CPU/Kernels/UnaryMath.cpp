@@ -66,6 +66,16 @@ void cosKernel(const KernelContext &ctx) {
 void sinKernel(const KernelContext &ctx) {
   floatUnary(ctx, [](auto z) { return [](decltype(z) x) { return std::sin(x); }; });
 }
+void floorKernel(const KernelContext &ctx) {
+  floatUnary(ctx, [](auto z) { return [](decltype(z) x) { return std::floor(x); }; });
+}
+void ceilKernel(const KernelContext &ctx) {
+  floatUnary(ctx, [](auto z) { return [](decltype(z) x) { return std::ceil(x); }; });
+}
+// Halves to even (the default rounding mode).
+void roundKernel(const KernelContext &ctx) {
+  floatUnary(ctx, [](auto z) { return [](decltype(z) x) { return std::nearbyint(x); }; });
+}
 void reciprocalKernel(const KernelContext &ctx) {
   floatUnary(ctx, [](auto z) {
     using C = decltype(z);
@@ -219,6 +229,9 @@ SHARDFLOW_REGISTER_KERNEL("sigmoid", sigmoidKernel);
 SHARDFLOW_REGISTER_KERNEL("erf", erfKernel);
 SHARDFLOW_REGISTER_KERNEL("cos", cosKernel);
 SHARDFLOW_REGISTER_KERNEL("sin", sinKernel);
+SHARDFLOW_REGISTER_KERNEL("floor", floorKernel);
+SHARDFLOW_REGISTER_KERNEL("ceil", ceilKernel);
+SHARDFLOW_REGISTER_KERNEL("round", roundKernel);
 SHARDFLOW_REGISTER_KERNEL("reciprocal", reciprocalKernel);
 SHARDFLOW_REGISTER_KERNEL("relu", reluKernel);
 SHARDFLOW_REGISTER_KERNEL("neg", negKernel);
