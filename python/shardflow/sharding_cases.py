@@ -454,6 +454,19 @@ _reduce("reduce_mean_last_keep", "ReduceMean", [-1], 1)
 _reduce("reduce_mean_axes12_drop", "ReduceMean", [1, 2], 0)
 _reduce("reduce_max_axis1_drop", "ReduceMax", [1], 0)
 _reduce("reduce_max_axis0_keep", "ReduceMax", [0], 1)
+# ONNX reduction compositions: ReduceL2, ReduceLogSumExp (its shift is a
+# reduce_max over the same axes) and ReduceSumSquare.
+_reduce("reduce_l2_axis1_drop", "ReduceL2", [1], 0)
+_reduce("reduce_l2_all_keep", "ReduceL2", None, 1)
+_reduce("reduce_log_sum_exp_last_keep", "ReduceLogSumExp", [-1], 1)
+_reduce("reduce_log_sum_exp_axes01_drop", "ReduceLogSumExp", [0, 1], 0)
+_reduce("reduce_sum_square_axis0_drop", "ReduceSumSquare", [0], 0)
+
+
+@spec("reduce_sum_square_int64", "reduce", exact=True, cases=3)
+def _(n: Net):
+    x = n.input("x", R, n.rng.integers(-1000, 1000, R).astype(I64))
+    n.output(n.op("ReduceSumSquare", [x, n.const([1, 2], I64)], keepdims=0), I64)
 
 
 @spec("reduce_sum_int32_keep", "reduce", exact=True, cases=3)
