@@ -430,6 +430,25 @@ def _(n: Net):
     n.output(n.op("BatchNormalization", [n.input("x", (4, c, 6, 4)), *params], epsilon=1e-3))
 
 
+# ONNX normalization compositions: GroupNormalization (opset 23: per-channel
+# scale and bias) reshapes channels into groups; InstanceNormalization
+# normalizes each channel over the spatial dims.
+@spec("group_norm", "normalization", reduce=4 * 6 * 4)
+def _(n: Net):
+    c = 8
+    y = n.op("GroupNormalization", [n.input("x", (4, c, 6, 4)), n.const(n.normal(c) + 1),
+                                    n.const(n.normal(c))], num_groups=2, epsilon=1e-3)
+    # onnx's shape inference gives GroupNormalization no shape: a reshape does.
+    n.output(n.op("Reshape", [y, n.const([4, c, 6, 4], I64)]))
+
+
+@spec("instance_norm", "normalization", reduce=6 * 4)
+def _(n: Net):
+    c = 8
+    n.output(n.op("InstanceNormalization", [n.input("x", (4, c, 6, 4)), n.input("scale", (c,)),
+                                            n.input("bias", (c,))], epsilon=1e-3))
+
+
 # --------------------------------------------------------------------------
 # Reductions, scans, top-k
 # --------------------------------------------------------------------------

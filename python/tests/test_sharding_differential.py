@@ -239,7 +239,8 @@ def test_cases_cover_the_ops_and_meshes():
                "AveragePool", "GlobalAveragePool", "Attention", "RotaryEmbedding", "CumSum",
                "TopK", "Cast", "Gelu", "Dropout", "Trilu", "Clip", "Max", "Min", "Equal",
                "Greater", "Less", "And", "Not",
-               "ReduceL2", "ReduceLogSumExp", "ReduceSumSquare"]:
+               "ReduceL2", "ReduceLogSumExp", "ReduceSumSquare", "GroupNormalization",
+               "InstanceNormalization"]:
         assert op in ops, op
     # Every seed is valid: known axes, each used once per tensor, dividing its dim.
     shapes_of = {name: sc.build(name).shardable for name in sc.SPECS}
