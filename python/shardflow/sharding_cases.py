@@ -474,12 +474,13 @@ _reduce("reduce_mean_axes12_drop", "ReduceMean", [1, 2], 0)
 _reduce("reduce_max_axis1_drop", "ReduceMax", [1], 0)
 _reduce("reduce_max_axis0_keep", "ReduceMax", [0], 1)
 # ONNX reduction compositions: ReduceL2, ReduceLogSumExp (its shift is a
-# reduce_max over the same axes) and ReduceSumSquare.
+# reduce_max over the same axes), ReduceSumSquare and ReduceMin.
 _reduce("reduce_l2_axis1_drop", "ReduceL2", [1], 0)
 _reduce("reduce_l2_all_keep", "ReduceL2", None, 1)
 _reduce("reduce_log_sum_exp_last_keep", "ReduceLogSumExp", [-1], 1)
 _reduce("reduce_log_sum_exp_axes01_drop", "ReduceLogSumExp", [0, 1], 0)
 _reduce("reduce_sum_square_axis0_drop", "ReduceSumSquare", [0], 0)
+_reduce("reduce_min_axes12_keep", "ReduceMin", [1, 2], 1)
 
 
 @spec("reduce_sum_square_int64", "reduce", exact=True, cases=3)

@@ -583,10 +583,10 @@ def test_reduce(request, tmp_path, op, dtype, axes, keepdims):
 # ReduceL2, ReduceLogSumExp and ReduceSumSquare are compositions at import
 # (reduce_sum/reduce_max and elementwise ops); these compare the compositions.
 COMPOSED_REDUCE_CASES = (
-    [(op, F32, ax, kd) for op in ["ReduceL2", "ReduceLogSumExp", "ReduceSumSquare"]
+    [(op, F32, ax, kd) for op in ["ReduceL2", "ReduceLogSumExp", "ReduceSumSquare", "ReduceMin"]
      for ax in REDUCE_AXES for kd in [1, 0]]
     + [("ReduceSumSquare", dt, ax, 1) for dt in [I64, I32] for ax in ["a1", "all"]]
-    + [(op, dt, "a02", 0) for op in ["ReduceL2", "ReduceLogSumExp", "ReduceSumSquare"]
+    + [(op, dt, "a02", 0) for op in ["ReduceL2", "ReduceLogSumExp", "ReduceSumSquare", "ReduceMin"]
        for dt in [F64, F16]]
 )
 
@@ -608,7 +608,7 @@ def test_composed_reduce(request, tmp_path, op, dtype, axes, keepdims):
     check(tmp_path, op, {"x": x}, {"keepdims": keepdims}, initializers=inits, tol=tol)
 
 
-@pytest.mark.parametrize("op", ["ReduceL2", "ReduceLogSumExp", "ReduceSumSquare"])
+@pytest.mark.parametrize("op", ["ReduceL2", "ReduceLogSumExp", "ReduceSumSquare", "ReduceMin"])
 def test_composed_reduce_noop_with_empty_axes(request, tmp_path, op):
     x = rand(rng_for(request), [3, 4], F32)
     check(tmp_path, op, {"x": x}, {"noop_with_empty_axes": 1})
@@ -618,6 +618,25 @@ def test_composed_reduce_noop_with_empty_axes(request, tmp_path, op):
 def test_composed_reduce_opset13_axes_attribute(request, tmp_path, op):
     x = rand(rng_for(request), [3, 4, 5], F32)
     check(tmp_path, op, {"x": x}, {"axes": [0, -1], "keepdims": 0}, opset=13)
+
+
+def test_reduce_min_nan_inf_and_bool(request, tmp_path):
+    inf = np.inf
+    x = np.array([[1, 0.5, -2], [inf, 3, -inf], [-0.5, 2, 7]], F32)
+    check(tmp_path, "ReduceMin", {"x": x}, {"keepdims": 0},
+          initializers={"axes": np.array([1], np.int64)})
+    # NaN propagates, as in onnx's reference and nn.reduce_max (onnxruntime
+    # 's CPU ReduceMin skips a NaN after the first element: -2 here).
+    x = np.array([[1, np.nan, -2], [np.nan, 3, 4]], F32)
+    model = make_model("ReduceMin", {"x": x}, {"keepdims": 0},
+                       {"axes": np.array([1], np.int64)}, 18, ("y",))
+    (tmp_path / "nan").mkdir()
+    got = run_shardflow(model, {"x": x}, tmp_path / "nan")["y"]
+    np.testing.assert_array_equal(got, np.array([np.nan, np.nan], F32))
+    b = rand(rng_for(request), [4, 5], np.bool_)
+    b[0] = True
+    check(tmp_path, "ReduceMin", {"x": b}, {"keepdims": 1},
+          initializers={"axes": np.array([-1], np.int64)}, opset=20)
 
 
 def test_reduce_log_sum_exp_infinities_and_nan(tmp_path):

@@ -239,7 +239,7 @@ def test_cases_cover_the_ops_and_meshes():
                "AveragePool", "GlobalAveragePool", "Attention", "RotaryEmbedding", "CumSum",
                "TopK", "Cast", "Gelu", "Dropout", "Trilu", "Clip", "Max", "Min", "Equal",
                "Greater", "Less", "And", "Not",
-               "ReduceL2", "ReduceLogSumExp", "ReduceSumSquare", "GroupNormalization",
+               "ReduceL2", "ReduceLogSumExp", "ReduceSumSquare", "ReduceMin", "GroupNormalization",
                "InstanceNormalization"]:
         assert op in ops, op
     # Every seed is valid: known axes, each used once per tensor, dividing its dim.

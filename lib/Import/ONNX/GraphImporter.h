@@ -209,6 +209,7 @@ private:
   LogicalResult importReduceL2();
   LogicalResult importReduceLogSumExp();
   LogicalResult importReduceSumSquare();
+  LogicalResult importReduceMin();
   template <typename OpTy> LogicalResult softmax();
   template <typename OpTy> LogicalResult pool();
   LogicalResult importLeakyRelu();

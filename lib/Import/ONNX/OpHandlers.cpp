@@ -63,6 +63,7 @@ GraphImporter::handlers() {
       {"ReduceL2", {&G::importReduceL2, 1}},
       {"ReduceLogSumExp", {&G::importReduceLogSumExp, 1}},
       {"ReduceSumSquare", {&G::importReduceSumSquare, 1}},
+      {"ReduceMin", {&G::importReduceMin, 1}},
       {"Reshape", {&G::importReshape, 5}},
       {"Transpose", {&G::importTranspose, 1}},
       {"Flatten", {&G::importFlatten, 1}},

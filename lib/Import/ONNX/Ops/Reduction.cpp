@@ -137,4 +137,33 @@ LogicalResult GraphImporter::importReduceLogSumExp() {
   return emit<nn::AddOp>({make<nn::LogOp>({s}), m});
 }
 
+// ReduceMin = -reduce_max(-x) on floating point (negation is exact and
+// reverses the order; NaN stays NaN, an empty reduction's -inf becomes
+// +inf); bool is not(reduce_max(not x)). Integers would overflow negating
+// their minimum and are refused.
+LogicalResult GraphImporter::importReduceMin() {
+  Value x;
+  SmallVector<int64_t> axes;
+  bool keepdims, noop;
+  if (failed(reductionOperands(18, x, axes, keepdims, noop)))
+    return failure();
+  Type elem = typeOf(x).getElementType();
+  if (noop)
+    return emit<nn::IdentityOp>({x});
+  if (elem.isInteger(1)) {
+    // bool (opset 20): all = not(any(not x)).
+    Value any = make<nn::ReduceMaxOp>({make<nn::NotOp>({x})}, reduceAttrs(b, axes, keepdims));
+    if (!any)
+      return failure();
+    return emit<nn::NotOp>({any});
+  }
+  if (!isa<FloatType>(elem))
+    return fail("input 'data' must be a floating-point or bool tensor (integer "
+                "ReduceMin is not supported)");
+  Value m = make<nn::ReduceMaxOp>({make<nn::NegOp>({x})}, reduceAttrs(b, axes, keepdims));
+  if (!m)
+    return failure();
+  return emit<nn::NegOp>({m});
+}
+
 } // namespace shardflow::onnx_import
