@@ -440,6 +440,25 @@ def _(n: Net):
     n.output(n.op("BatchNormalization", [n.input("x", (4, c, 6, 4)), *params], epsilon=1e-3))
 
 
+# ONNX normalization compositions: GroupNormalization (opset 23: per-channel
+# scale and bias) reshapes channels into groups; InstanceNormalization
+# normalizes each channel over the spatial dims.
+@spec("group_norm", "normalization", reduce=4 * 6 * 4)
+def _(n: Net):
+    c = 8
+    y = n.op("GroupNormalization", [n.input("x", (4, c, 6, 4)), n.const(n.normal(c) + 1),
+                                    n.const(n.normal(c))], num_groups=2, epsilon=1e-3)
+    # onnx's shape inference gives GroupNormalization no shape: a reshape does.
+    n.output(n.op("Reshape", [y, n.const([4, c, 6, 4], I64)]))
+
+
+@spec("instance_norm", "normalization", reduce=6 * 4)
+def _(n: Net):
+    c = 8
+    n.output(n.op("InstanceNormalization", [n.input("x", (4, c, 6, 4)), n.input("scale", (c,)),
+                                            n.input("bias", (c,))], epsilon=1e-3))
+
+
 # --------------------------------------------------------------------------
 # Reductions, scans, top-k
 # --------------------------------------------------------------------------
@@ -464,6 +483,20 @@ _reduce("reduce_mean_last_keep", "ReduceMean", [-1], 1)
 _reduce("reduce_mean_axes12_drop", "ReduceMean", [1, 2], 0)
 _reduce("reduce_max_axis1_drop", "ReduceMax", [1], 0)
 _reduce("reduce_max_axis0_keep", "ReduceMax", [0], 1)
+# ONNX reduction compositions: ReduceL2, ReduceLogSumExp (its shift is a
+# reduce_max over the same axes), ReduceSumSquare and ReduceMin.
+_reduce("reduce_l2_axis1_drop", "ReduceL2", [1], 0)
+_reduce("reduce_l2_all_keep", "ReduceL2", None, 1)
+_reduce("reduce_log_sum_exp_last_keep", "ReduceLogSumExp", [-1], 1)
+_reduce("reduce_log_sum_exp_axes01_drop", "ReduceLogSumExp", [0, 1], 0)
+_reduce("reduce_sum_square_axis0_drop", "ReduceSumSquare", [0], 0)
+_reduce("reduce_min_axes12_keep", "ReduceMin", [1, 2], 1)
+
+
+@spec("reduce_sum_square_int64", "reduce", exact=True, cases=3)
+def _(n: Net):
+    x = n.input("x", R, n.rng.integers(-1000, 1000, R).astype(I64))
+    n.output(n.op("ReduceSumSquare", [x, n.const([1, 2], I64)], keepdims=0), I64)
 
 
 @spec("reduce_sum_int32_keep", "reduce", exact=True, cases=3)

@@ -160,6 +160,14 @@ CASES = {
         "g (float[10,1024] x, float[1024] s, float[3,1025] u) => (float[10,1024] y, float[3,1025] v) {"
         " y = LayerNormalization(x, s) v = Softmax(u) }",
         None, 1e-5, 2),
+    # Strided rows of 96 and 160 elements (and 33) run blocks of 128, 256
+    # (64) threads, a power of two: gpu.all_reduce raced in shared memory on
+    # blocks of 96 or 160.
+    "block_rows_not_a_power_of_two": (
+        "g (float[96,5] x, float[160,3] u, float[33,2] w) => (float[5] m, float[1,3] n, float[2] k) {"
+        " m = ReduceSum <keepdims = 0> (x, axes) n = ReduceMax <keepdims = 1> (u, axes)"
+        " k = ReduceMean <keepdims = 0> (w, axes) }",
+        {"axes": ("int64[1]", "0")}, 1e-5, 3),
     "warp_rows_reductions": (
         "g (float[11,100] x) => (float[11,1] m, float[11] n) {"
         " m = ReduceMax <keepdims = 1> (x, axes) e = Exp(x) n = ReduceSum <keepdims = 0> (e, axes) }",

@@ -678,6 +678,80 @@ def test_reduce(request, tmp_path, op, dtype, axes, keepdims):
     check(tmp_path, op, {"x": x}, {"keepdims": keepdims}, initializers=inits, tol=tol)
 
 
+# ReduceL2, ReduceLogSumExp and ReduceSumSquare are compositions at import
+# (reduce_sum/reduce_max and elementwise ops); these compare the compositions.
+COMPOSED_REDUCE_CASES = (
+    [(op, F32, ax, kd) for op in ["ReduceL2", "ReduceLogSumExp", "ReduceSumSquare", "ReduceMin"]
+     for ax in REDUCE_AXES for kd in [1, 0]]
+    + [("ReduceSumSquare", dt, ax, 1) for dt in [I64, I32] for ax in ["a1", "all"]]
+    + [(op, dt, "a02", 0) for op in ["ReduceL2", "ReduceLogSumExp", "ReduceSumSquare", "ReduceMin"]
+       for dt in [F64, F16]]
+)
+
+
+@pytest.mark.parametrize("op,dtype,axes,keepdims", COMPOSED_REDUCE_CASES,
+                         ids=[f"{o}-{dtype_id(d)}-{a}-keep{k}"
+                              for o, d, a, k in COMPOSED_REDUCE_CASES])
+def test_composed_reduce(request, tmp_path, op, dtype, axes, keepdims):
+    # LogSumExp over [-50, 50]: exp without the shift would overflow float32
+    # far less often than at 500, so one element is large as well.
+    scale = 3 if dtype == F16 else 50
+    x = rand(rng_for(request), [3, 4, 5], dtype, -scale, scale)
+    if op == "ReduceLogSumExp" and dtype != F16:
+        x[1, 2, 3] = 500
+    inits = {}
+    if REDUCE_AXES[axes] is not None:
+        inits["axes"] = np.array(REDUCE_AXES[axes], np.int64)
+    tol = (4e-3, 4e-3) if dtype == F16 else None
+    check(tmp_path, op, {"x": x}, {"keepdims": keepdims}, initializers=inits, tol=tol)
+
+
+@pytest.mark.parametrize("op", ["ReduceL2", "ReduceLogSumExp", "ReduceSumSquare", "ReduceMin"])
+def test_composed_reduce_noop_with_empty_axes(request, tmp_path, op):
+    x = rand(rng_for(request), [3, 4], F32)
+    check(tmp_path, op, {"x": x}, {"noop_with_empty_axes": 1})
+
+
+@pytest.mark.parametrize("op", ["ReduceL2", "ReduceLogSumExp", "ReduceSumSquare"])
+def test_composed_reduce_opset13_axes_attribute(request, tmp_path, op):
+    x = rand(rng_for(request), [3, 4, 5], F32)
+    check(tmp_path, op, {"x": x}, {"axes": [0, -1], "keepdims": 0}, opset=13)
+
+
+def test_reduce_min_nan_inf_and_bool(request, tmp_path):
+    inf = np.inf
+    x = np.array([[1, 0.5, -2], [inf, 3, -inf], [-0.5, 2, 7]], F32)
+    check(tmp_path, "ReduceMin", {"x": x}, {"keepdims": 0},
+          initializers={"axes": np.array([1], np.int64)})
+    # NaN propagates, as in onnx's reference and nn.reduce_max (onnxruntime
+    # 's CPU ReduceMin skips a NaN after the first element: -2 here).
+    x = np.array([[1, np.nan, -2], [np.nan, 3, 4]], F32)
+    model = make_model("ReduceMin", {"x": x}, {"keepdims": 0},
+                       {"axes": np.array([1], np.int64)}, 18, ("y",))
+    (tmp_path / "nan").mkdir()
+    got = run_shardflow(model, {"x": x}, tmp_path / "nan")["y"]
+    np.testing.assert_array_equal(got, np.array([np.nan, np.nan], F32))
+    b = rand(rng_for(request), [4, 5], np.bool_)
+    b[0] = True
+    check(tmp_path, "ReduceMin", {"x": b}, {"keepdims": 1},
+          initializers={"axes": np.array([-1], np.int64)}, opset=20)
+
+
+def test_reduce_log_sum_exp_infinities_and_nan(tmp_path):
+    # Rows: a +inf (result +inf), all -inf (-inf), a -inf among finite
+    # values (ignored), a NaN (NaN), +inf and -inf together (+inf), and a
+    # large finite row (no overflow).
+    inf = np.inf
+    x = np.array([[1, inf, 2, 3],
+                  [-inf, -inf, -inf, -inf],
+                  [-inf, 1, 2, 3],
+                  [1, np.nan, 2, 3],
+                  [inf, -inf, 0, 1],
+                  [1000, 999, 998, -1000]], F32)
+    check(tmp_path, "ReduceLogSumExp", {"x": x}, {"keepdims": 0},
+          initializers={"axes": np.array([1], np.int64)})
+
+
 # ----------------------------------------------------------------------------
 # CumSum and TopK
 # ----------------------------------------------------------------------------
@@ -780,3 +854,68 @@ def test_batch_normalization(request, tmp_path, dtype, shape):
           {"epsilon": 1e-3},
           initializers={"scale": rand(rng, [c], dtype, 0.5, 2), "bias": rand(rng, [c], dtype),
                         "mean": rand(rng, [c], dtype), "var": rand(rng, [c], dtype, 0.1, 3)})
+
+
+# GroupNormalization and InstanceNormalization are compositions at import
+# (reshape to groups, mean and variance, scale and bias broadcast).
+GROUPNORM_CASES = [(opset, dt, shape, groups) for opset in [18, 21] for dt in [F32, F64]
+                   for shape, groups in [([2, 6, 4, 5], 3), ([2, 4, 7], 4), ([3, 8], 2),
+                                         ([1, 6, 2, 3, 2], 1)]] + \
+                  [(21, F16, [2, 6, 4, 5], 2)]
+
+
+@pytest.mark.parametrize("opset,dtype,shape,groups", GROUPNORM_CASES,
+                         ids=[f"opset{o}-{dtype_id(d)}-{'x'.join(map(str, s))}-g{g}"
+                              for o, d, s, g in GROUPNORM_CASES])
+def test_group_normalization(request, tmp_path, opset, dtype, shape, groups):
+    rng = rng_for(request)
+    params = groups if opset < 21 else shape[1]
+    inputs = {"x": rand(rng, shape, dtype, -2, 5), "scale": rand(rng, [params], dtype, 0.5, 2),
+              "bias": rand(rng, [params], dtype)}
+    attrs = {"num_groups": groups, "epsilon": 1e-3}
+    if opset >= 21 and dtype == F64:
+        # The default stash_type (float) computes the statistics in float32;
+        # onnxruntime computes float64 input in float64 whatever it says.
+        attrs["stash_type"] = 11
+    check(tmp_path, "GroupNormalization", inputs, attrs, opset=opset)
+
+
+def test_group_normalization_stash_type_double(request, tmp_path):
+    rng = rng_for(request)
+    inputs = {"x": rand(rng, [2, 4, 6], F32, -2, 5), "scale": rand(rng, [4], F32, 0.5, 2),
+              "bias": rand(rng, [4], F32)}
+    check(tmp_path, "GroupNormalization", inputs, {"num_groups": 2, "stash_type": 11},
+          opset=21)
+
+
+# onnxruntime has no float64 InstanceNormalization: float64 is compared with
+# numpy in the test below.
+INSTANCENORM_CASES = [(dt, shape) for dt in [F32]
+                      for shape in [[2, 3, 4, 5], [2, 3, 7], [1, 2, 3, 2, 4]]] + \
+                     [(F16, [2, 3, 4, 5])]
+
+
+@pytest.mark.parametrize("dtype,shape", INSTANCENORM_CASES,
+                         ids=[f"{dtype_id(d)}-{'x'.join(map(str, s))}"
+                              for d, s in INSTANCENORM_CASES])
+def test_instance_normalization(request, tmp_path, dtype, shape):
+    rng = rng_for(request)
+    c = shape[1]
+    check(tmp_path, "InstanceNormalization", {"x": rand(rng, shape, dtype, -2, 5)},
+          {"epsilon": 1e-3},
+          initializers={"scale": rand(rng, [c], dtype, 0.5, 2), "bias": rand(rng, [c], dtype)})
+
+
+def test_instance_normalization_float64(request, tmp_path):
+    rng = rng_for(request)
+    x = rand(rng, [2, 3, 4, 5], F64, -2, 5)
+    scale, bias = rand(rng, [3], F64, 0.5, 2), rand(rng, [3], F64)
+    model = make_model("InstanceNormalization", {"x": x}, {"epsilon": 1e-3},
+                       {"scale": scale, "bias": bias}, 18, ("y",))
+    got = run_shardflow(model, {"x": x}, tmp_path)["y"]
+    mean = x.mean(axis=(2, 3), keepdims=True)
+    var = x.var(axis=(2, 3), keepdims=True)
+    eps = float(np.float32(1e-3))  # the attribute is a float32
+    want = (x - mean) / np.sqrt(var + eps) * scale[:, None, None] + bias[:, None, None]
+    assert got.dtype == F64
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)

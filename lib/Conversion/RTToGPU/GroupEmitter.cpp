@@ -542,8 +542,11 @@ LogicalResult GroupEmitter::emitGroup(Group &g, gpu::GPUModuleOp module, int id)
       grid = numel(rowOut) ? (geometry.rows + perBlock - 1) / perBlock : 0;
     } else {
       grid = numel(rowOut) ? geometry.rows : 0;
-      // Short rows get fewer threads (whole warps), long rows stride.
-      block = std::clamp<int64_t>((length + 31) / 32 * 32, 32, kRowBlock);
+      // Short rows get fewer threads, long rows stride. A power of two:
+      // gpu.all_reduce's block reduction lowers to a shared-memory race
+      // (benign only on real hardware's timing) for other block sizes,
+      // e.g. 96 or 160 threads; the spare threads fold no element.
+      block = std::clamp<int64_t>(int64_t(llvm::PowerOf2Ceil(uint64_t(length))), 32, kRowBlock);
     }
   }
   if (grid < 1) {

@@ -207,6 +207,17 @@ private:
   template <typename OpTy> LogicalResult binary();
   template <typename OpTy> LogicalResult variadicChain();
   template <typename OpTy, int64_t AxesInputSince> LogicalResult reduce();
+  /// The data input and the sorted, non-negative axes of a Reduce* node
+  /// (axes as an input from `axesInputSince`, every axis when empty unless
+  /// noop_with_empty_axes, which leaves `axes` empty and sets `noop`).
+  LogicalResult reductionOperands(int64_t axesInputSince, Value &x,
+                                  SmallVector<int64_t> &axes, bool &keepdims,
+                                  bool &noop);
+  /// ReduceL2, ReduceLogSumExp and ReduceSumSquare, composed.
+  LogicalResult importReduceL2();
+  LogicalResult importReduceLogSumExp();
+  LogicalResult importReduceSumSquare();
+  LogicalResult importReduceMin();
   template <typename OpTy> LogicalResult softmax();
   template <typename OpTy> LogicalResult pool();
   LogicalResult importLeakyRelu();
@@ -244,6 +255,14 @@ private:
   LogicalResult importBatchNormalization();
   LogicalResult importLayerNormalization();
   LogicalResult importRMSNormalization();
+  /// GroupNormalization and InstanceNormalization, composed.
+  LogicalResult importGroupNormalization();
+  LogicalResult importInstanceNormalization();
+  /// x [N, C, ...] normalized over each of `groups` groups of channels
+  /// (with the spatial dims), the statistics in `compute`; scale and bias
+  /// are per group (`perGroup`) or per channel and apply in x's type.
+  Value groupNormalize(Value x, Value scale, Value bias, int64_t groups,
+                       float eps, Type compute, bool perGroup);
   /// Mean and biased variance of `x` over `axes`, dimensions kept (null
   /// values when an op fails to build; the error is reported).
   std::pair<Value, Value> meanAndVariance(Value x, ArrayRef<int64_t> axes);
@@ -518,46 +537,13 @@ template <typename OpTy> LogicalResult GraphImporter::pool() {
 /// ReduceMax from opset 18; before that they are an attribute.
 template <typename OpTy, int64_t AxesInputSince>
 LogicalResult GraphImporter::reduce() {
-  bool axesAsInput = opset >= AxesInputSince;
-  if (failed(requireInputs(1, axesAsInput ? 2 : 1)) || failed(allowOutputs(1)))
-    return failure();
-  Value x = input(0);
-  if (!x)
-    return failure();
+  Value x;
   SmallVector<int64_t> axes;
-  if (axesAsInput) {
-    // An old-style attribute would otherwise be ignored silently.
-    if (hasAttr("axes"))
-      return fail("attribute 'axes' was replaced by the axes input in opset " +
-                  std::to_string(AxesInputSince));
-    if (hasInput(1)) {
-      auto a = constInts(1, "axes");
-      if (failed(a))
-        return failure();
-      axes = *a;
-    }
-  } else {
-    axes = attrInts("axes");
-  }
-  bool keepdims = attrInt("keepdims", 1) != 0;
-  bool noop = attrInt("noop_with_empty_axes", 0) != 0;
-  if (attrFailed)
+  bool keepdims = true, noop = false;
+  if (failed(reductionOperands(AxesInputSince, x, axes, keepdims, noop)))
     return failure();
-  if (axes.empty()) {
-    if (noop)
-      return emit<nn::IdentityOp>({x});
-    for (int64_t i = 0; i < typeOf(x).getRank(); ++i)
-      axes.push_back(i);
-  }
-  int64_t rank = typeOf(x).getRank();
-  for (int64_t &a : axes) {
-    if (a < -rank || a >= rank)
-      return fail("axis " + std::to_string(a) + " is out of range for rank " +
-                  std::to_string(rank));
-    if (a < 0)
-      a += rank;
-  }
-  llvm::sort(axes);
+  if (noop)
+    return emit<nn::IdentityOp>({x});
   return emit<OpTy>({x}, {named("axes", b.getDenseI64ArrayAttr(axes)),
                           named("keepdims", b.getBoolAttr(keepdims))});
 }

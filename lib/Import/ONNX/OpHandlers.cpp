@@ -79,9 +79,17 @@ GraphImporter::handlers() {
       {"BatchNormalization", {&G::importBatchNormalization, 1}},
       {"LayerNormalization", {&G::importLayerNormalization, 17}},
       {"RMSNormalization", {&G::importRMSNormalization, 23}},
+      // ONNX normalization ops (compositions, Ops/Normalization.cpp)
+      {"GroupNormalization", {&G::importGroupNormalization, 18}},
+      {"InstanceNormalization", {&G::importInstanceNormalization, 1}},
       {"ReduceMean", {&G::reduce<nn::ReduceMeanOp, 18>, 1}},
       {"ReduceSum", {&G::reduce<nn::ReduceSumOp, 13>, 1}},
       {"ReduceMax", {&G::reduce<nn::ReduceMaxOp, 18>, 1}},
+      // ONNX reduction ops (compositions, Ops/Reduction.cpp)
+      {"ReduceL2", {&G::importReduceL2, 1}},
+      {"ReduceLogSumExp", {&G::importReduceLogSumExp, 1}},
+      {"ReduceSumSquare", {&G::importReduceSumSquare, 1}},
+      {"ReduceMin", {&G::importReduceMin, 1}},
       {"Reshape", {&G::importReshape, 5}},
       {"Transpose", {&G::importTranspose, 1}},
       {"Flatten", {&G::importFlatten, 1}},

@@ -1,7 +1,8 @@
 //===- Normalization.cpp - batch, layer and RMS normalization -------------===//
 //
-// BatchNormalization (inference and training mode), LayerNormalization and
-// RMSNormalization.
+// BatchNormalization (inference and training mode), LayerNormalization,
+// RMSNormalization, and GroupNormalization and InstanceNormalization
+// (compositions).
 //
 //===----------------------------------------------------------------------===//
 
@@ -168,6 +169,146 @@ LogicalResult GraphImporter::importRMSNormalization() {
       {x, scale}, {named("axis", b.getI64IntegerAttr(
                                      canonicalAxis(axis, typeOf(x).getRank()))),
                    named("epsilon", b.getF32FloatAttr(eps))});
+}
+
+// x [N, C, D...] as [N, G, C/G * prod(D)]: mean and biased variance over the
+// last axis (in `compute`), (x - mean) / sqrt(var + eps); per-group scale and
+// bias apply to that [N, G, *] form in `compute` (GroupNormalization-18), per
+// channel ones to [N, C, prod(D)] after the cast back to x's type
+// (GroupNormalization-21, InstanceNormalization), as ONNX's function bodies
+// do.
+Value GraphImporter::groupNormalize(Value x, Value scale, Value bias, int64_t groups,
+                                    float eps, Type compute, bool perGroup) {
+  auto xType = typeOf(x);
+  Type elem = xType.getElementType();
+  int64_t n = xType.getDimSize(0), c = xType.getDimSize(1);
+  int64_t spatial = 1;
+  for (int64_t i = 2; i < xType.getRank(); ++i)
+    spatial *= xType.getDimSize(i);
+  Value xs = x;
+  if (compute != elem)
+    xs = make<nn::CastOp>({x}, {named("to", TypeAttr::get(compute))});
+  Value x3 = makeTyped<nn::ReshapeOp>(
+      RankedTensorType::get({n, groups, c / groups * spatial}, compute), {xs});
+  if (!x3)
+    return {};
+  auto [mean, var] = meanAndVariance(x3, {2});
+  if (!mean || !var)
+    return {};
+  Value norm = make<nn::DivOp>(
+      {make<nn::SubOp>({x3, mean}),
+       make<nn::SqrtOp>({make<nn::AddOp>({var, scalar(compute, eps)})})});
+  auto affine = [&](Value v, Type t, int64_t channels) -> Value {
+    auto paramType = RankedTensorType::get({1, channels, 1}, t);
+    Value s = scale, bb = bias;
+    if (typeOf(s).getElementType() != t)
+      s = make<nn::CastOp>({s}, {named("to", TypeAttr::get(t))});
+    if (typeOf(bb).getElementType() != t)
+      bb = make<nn::CastOp>({bb}, {named("to", TypeAttr::get(t))});
+    return make<nn::AddOp>({make<nn::MulOp>({makeTyped<nn::ReshapeOp>(paramType, {s}), v}),
+                            makeTyped<nn::ReshapeOp>(paramType, {bb})});
+  };
+  Value y;
+  if (perGroup) {
+    y = affine(norm, compute, groups);
+    if (y && compute != elem)
+      y = make<nn::CastOp>({y}, {named("to", TypeAttr::get(elem))});
+  } else {
+    Value perChannel = makeTyped<nn::ReshapeOp>(
+        RankedTensorType::get({n, c, spatial}, compute), {norm});
+    if (perChannel && compute != elem)
+      perChannel = make<nn::CastOp>({perChannel}, {named("to", TypeAttr::get(elem))});
+    y = perChannel ? affine(perChannel, elem, c) : Value();
+  }
+  if (!y)
+    return {};
+  return makeTyped<nn::ReshapeOp>(xType, {y});
+}
+
+// GroupNormalization is composed by groupNormalize: opset 18 has scale and
+// bias per group and computes in the input's type; opset 21 has them per
+// channel and computes the statistics in stash_type (float by default).
+LogicalResult GraphImporter::importGroupNormalization() {
+  if (failed(requireInputs(3, 3)) || failed(allowOutputs(1)))
+    return failure();
+  Value x = input(0), scale = input(1), bias = input(2);
+  if (!x || !scale || !bias)
+    return failure();
+  if (!hasAttr("num_groups"))
+    return fail("attribute 'num_groups' is required");
+  int64_t groups = attrInt("num_groups", 1);
+  float eps = attrFloat("epsilon", 1e-5f);
+  int64_t stashType = opset >= 21 ? attrInt("stash_type", 1) : 0;
+  if (attrFailed)
+    return failure();
+  auto xType = typeOf(x);
+  if (!isa<FloatType>(xType.getElementType()))
+    return fail("X must be a floating-point tensor");
+  if (xType.getRank() < 2)
+    return fail("X must have rank >= 2 ([N, C, ...])");
+  if (!xType.hasStaticShape())
+    return fail("X must have a static shape");
+  int64_t c = xType.getDimSize(1);
+  if (groups < 1 || c % groups != 0)
+    return fail("num_groups " + std::to_string(groups) +
+                " does not divide the channel count " + std::to_string(c));
+  bool perGroup = opset < 21;
+  int64_t params = perGroup ? groups : c;
+  for (auto [v, name] : {std::pair{scale, "scale"}, std::pair{bias, "bias"}}) {
+    auto t = typeOf(v);
+    if (t.getRank() != 1 || t.getDimSize(0) != params)
+      return fail(Twine(name) + " must have shape [" + std::to_string(params) + "] (the " +
+                  (perGroup ? "group count before opset 21" : "channel count") + ")");
+  }
+  Type compute = xType.getElementType();
+  if (!perGroup) {
+    auto stash = elementType(stashType, "attribute 'stash_type'");
+    if (failed(stash))
+      return failure();
+    if (!isa<FloatType>(*stash))
+      return fail("stash_type " + std::to_string(stashType) +
+                  " is not a floating-point type");
+    compute = *stash;
+  }
+  Value y = groupNormalize(x, scale, bias, groups, eps, compute, perGroup);
+  if (!y)
+    return failure();
+  return setOutputs({y});
+}
+
+// InstanceNormalization is GroupNormalization-21 with a group per channel:
+// each (n, c) normalized over the spatial dims, then scale[c] and B[c].
+// float16/bfloat16 statistics are computed in float.
+LogicalResult GraphImporter::importInstanceNormalization() {
+  if (failed(requireInputs(3, 3)) || failed(allowOutputs(1)))
+    return failure();
+  Value x = input(0), scale = input(1), bias = input(2);
+  if (!x || !scale || !bias)
+    return failure();
+  float eps = attrFloat("epsilon", 1e-5f);
+  if (attrFailed)
+    return failure();
+  auto xType = typeOf(x);
+  if (!isa<FloatType>(xType.getElementType()))
+    return fail("input must be a floating-point tensor");
+  if (xType.getRank() < 3)
+    return fail("input must have rank >= 3 ([N, C, D1, ...])");
+  if (!xType.hasStaticShape())
+    return fail("input must have a static shape");
+  int64_t c = xType.getDimSize(1);
+  for (auto [v, name] : {std::pair{scale, "scale"}, std::pair{bias, "B"}}) {
+    auto t = typeOf(v);
+    if (t.getRank() != 1 || t.getDimSize(0) != c)
+      return fail(Twine(name) + " must have shape [" + std::to_string(c) +
+                  "] (the channel count)");
+  }
+  Type compute = xType.getElementType();
+  if (compute.isF16() || compute.isBF16())
+    compute = b.getF32Type();
+  Value y = groupNormalize(x, scale, bias, c, eps, compute, /*perGroup=*/false);
+  if (!y)
+    return failure();
+  return setOutputs({y});
 }
 
 } // namespace shardflow::onnx_import
