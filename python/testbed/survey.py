@@ -45,13 +45,18 @@ def handler_table_file(source_root: Path) -> Path:
     sys.exit(f"no GraphImporter::handlers() under {source_root}/lib/Import/ONNX")
 
 
-def supported_ops(source: Path) -> dict[str, int]:
-    """op_type -> the first opset its handler accepts, from the handler table."""
+def supported_ops(source: Path, table_function: str = "handlers") -> dict[str, int]:
+    """op_type -> the first opset (or com.microsoft version) its handler
+    accepts, from a handler table: handlers() for the default domain,
+    contribHandlers() for com.microsoft."""
     text = source.read_text()
-    body = text[text.index("GraphImporter::handlers() {"):]
+    head = f"GraphImporter::{table_function}() {{"
+    if head not in text:
+        return {}
+    body = text[text.index(head):]
     body = body[:body.index("return table;")]
-    table = re.findall(r'\{"(\w+)",\s*\{&G::.*?,\s*(\d+)\}\}', body)
-    if not table:
+    table = re.findall(r'\{"(\w+)",\s*\{&G::.*?,\s*(\d+)\}\}', body, re.S)
+    if not table and table_function == "handlers":
         sys.exit(f"no handler table found in {source}")
     return {op: int(opset) for op, opset in table}
 
@@ -118,6 +123,7 @@ def main() -> int:
         sys.exit(f"{shard_opt} is missing: build the project or set SHARDFLOW_BUILD_DIR")
     handlers = handler_table_file(args.source)
     supported = supported_ops(handlers)
+    contrib = supported_ops(handlers, "contribHandlers")
     folders = sorted((p.parent for p in args.exports.glob("*/model.onnx")), key=lambda f: split_name(f.name))
 
     rows, per_model, missing = [], {}, {}
@@ -128,7 +134,11 @@ def main() -> int:
         lacking = []
         for domain, op in ops:
             opset = opsets.get(domain, 0)
-            if domain != DEFAULT_DOMAIN:
+            if domain == "com.microsoft" and op in contrib:
+                if opset >= contrib[op]:
+                    continue
+                why = f"handler needs {domain} version {contrib[op]}"
+            elif domain != DEFAULT_DOMAIN:
                 why = f"domain {domain}"
             elif op not in supported:
                 why = "no handler" + (" (onnxruntime's own op, in the ONNX domain)" if op in ORT_OPS_IN_ONNX_DOMAIN else "")
