@@ -32,8 +32,9 @@ TEST(KernelTable, IsSortedAndItsParametersAreUnique) {
     for (const ParamSignature &p : k)
       EXPECT_TRUE(params.insert(p.name).second) << k.name << " " << p.name;
     EXPECT_EQ(findKernelSignature(k.name), &k);
-    if (k.cuda == CudaImpl::Rewritten)
+    if (k.cuda == CudaImpl::Rewritten) {
       EXPECT_NE(std::string(k.cudaRewrite), "") << k.name;
+    }
     ++kernels;
   }
   EXPECT_GE(kernels, 60); // guards against a table that lost its entries
@@ -50,10 +51,12 @@ TEST(KernelTable, CpuRegistryMatchesBothWays) {
     EXPECT_TRUE(k->cpu) << "the CPU runtime registers '" << name
                         << "', which the kernel table says it lacks";
   }
-  for (const KernelSignature &k : allKernelSignatures())
-    if (k.cpu)
+  for (const KernelSignature &k : allKernelSignatures()) {
+    if (k.cpu) {
       EXPECT_TRUE(registered.count(k.name))
           << "the kernel table gives '" << k.name << "' to the CPU, which registers no kernel";
+    }
+  }
 }
 
 TEST(KernelTable, CudaDeviceKernelsMatchBothWays) {
@@ -68,10 +71,12 @@ TEST(KernelTable, CudaDeviceKernelsMatchBothWays) {
         << "the CUDA device runs '" << name << "', which the table says is "
         << cudaImplName(k->cuda);
   }
-  for (const KernelSignature &k : allKernelSignatures())
-    if (k.cuda == CudaImpl::Runtime)
+  for (const KernelSignature &k : allKernelSignatures()) {
+    if (k.cuda == CudaImpl::Runtime) {
       EXPECT_TRUE(device.count(k.name))
           << "the kernel table says the CUDA device runs '" << k.name << "'; it does not";
+    }
+  }
 }
 
 TEST(KernelTable, BoundParametersAreReadOnlyAsTheirSignatureSays) {
