@@ -108,9 +108,15 @@ def test_the_example_runs(example):
     assert done.returncode == 0, done.stderr
 
 
-def first_arena_buffer(text: bytes, dtype: bytes) -> bytes:
-    """The index of the artifact's first arena buffer of element type `dtype`."""
-    return re.search(rb"^buffer (\d+) arena " + dtype + rb" ", text, re.M).group(1)
+def arena_buffer_of_another_shape(text: bytes, buffer: bytes) -> bytes:
+    """The index of the first arena buffer of `buffer`'s element type whose
+    shape differs from `buffer`'s."""
+    m = re.search(rb"^buffer " + buffer + rb" arena (\S+) (\S+) ", text, re.M)
+    assert m, f"buffer {buffer!r} is not an arena buffer"
+    for other in re.finditer(rb"^buffer (\d+) arena (\S+) (\S+) ", text, re.M):
+        if other.group(2) == m.group(1) and other.group(3) != m.group(2):
+            return other.group(1)
+    raise AssertionError(f"no arena buffer of another shape than buffer {buffer!r}")
 
 
 def edit(pattern: bytes, replacement):
@@ -146,8 +152,8 @@ FOUND = [
     ("split along another axis", edit(rb"^(kernel split .* axis=i:)\d+", rb"\g<1>1"),
      "does not match the whole's outside axis 1"),
     ("gather into a result of another size",
-     edit(rb"^(kernel gather in=\d+,\d+ out=)\d+",
-          lambda m, text: m.group(1) + first_arena_buffer(text, rb"i64")),
+     edit(rb"^(kernel gather in=\d+,\d+ out=)(\d+)",
+          lambda m, text: m.group(1) + arena_buffer_of_another_shape(text, m.group(2))),
      "the result does not hold one row of the input per index"),
 ]
 
