@@ -336,6 +336,9 @@ Value GraphImporter::negativeLogLikelihood(Value logProb, Value target,
                                           Value weight,
                                           std::optional<int64_t> ignore,
                                           StringRef reduction) {
+  // A null operand: its error is already reported.
+  if (!logProb || !target)
+    return nullptr;
   auto lt = typeOf(logProb), tt = typeOf(target);
   Type elem = lt.getElementType(), i64 = b.getI64Type();
   if (lt.getRank() < 2) {
