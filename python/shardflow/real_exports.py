@@ -173,8 +173,17 @@ def check_split(export: Export, artifact: Path, report: str) -> str:
     if not m:
         raise StepFailed("--report printed no 'parameters per rank' line")
     fraction = float(m.group(1))
-    sliced = set(re.findall(r"^buffer \d+ weight \S+ \S+ name=(\S+) .*starts=",
-                            artifact.read_text(errors="replace"), re.M))
+    # Split: every buffer read from the initializer is a different block on
+    # different ranks (a block of a packed projection, the same on every
+    # rank, is not a split).
+    blocks: dict[str, list[bool]] = {}
+    for line in artifact.read_text(errors="replace").splitlines():
+        m = re.match(r"buffer \d+ weight \S+ \S+ name=(\S+)", line)
+        if m:
+            starts = re.search(r" starts=(\S+)", line)
+            blocks.setdefault(m.group(1), []).append(
+                bool(starts) and len(set(starts.group(1).split(";"))) > 1)
+    sliced = {name for name, split in blocks.items() if all(split)}
     wanted = export.split_parameters()
     if not wanted:
         raise StepFailed("the manifest maps no initializer to an attention or MLP weight")

@@ -16,16 +16,8 @@ import pytest
 
 from shardflow import real_exports
 
-# (export, step) -> why it fails today.
-_GENAI_PACKED_QKV = (
-    "onnxruntime-genai packs Q, K and V of grouped-query attention into one "
-    "projection of uneven parts (64 + 32 + 32 columns): the megatron presets split "
-    "an evenly packed projection by heads ([K, 3, N]) but not this one, so qkv_proj "
-    "and o_proj stay whole")
-KNOWN_FAILURES: dict[tuple[str, str], str] = {
-    ("llama-genai", "megatron"): _GENAI_PACKED_QKV,
-    ("llama-genai", "megatron-sp"): _GENAI_PACKED_QKV,
-}
+# (export, step) -> why it fails today (none now).
+KNOWN_FAILURES: dict[tuple[str, str], str] = {}
 
 NAMES = real_exports.export_names()
 CASES = [(name, step) for name in NAMES for step in real_exports.STEPS]

@@ -126,8 +126,21 @@ LogicalResult dist::localizeWeightSlices(Operation *op, const LocalizationContex
     globalShape.push_back(localType.getDimSize(d) * mesh.groupSize(axes));
   if (auto stored = w.getStoredShapeAttr())
     globalShape.assign(stored.asArrayRef().begin(), stored.asArrayRef().end());
+  // A block of a weight already (a preset cut a fused projection into its
+  // pieces): the rank's slice is taken inside the block, and the block
+  // keeps its place in the whole weight.
+  SmallVector<ArrayRef<int64_t>> blockStarts;
+  if (auto whole = w.getGlobalShapeAttr(); whole && !w.getStoredShapeAttr()) {
+    globalShape.assign(whole.asArrayRef().begin(), whole.asArrayRef().end());
+    for (Attribute s : w.getStartsAttr())
+      blockStarts.push_back(cast<DenseI64ArrayAttr>(s).asArrayRef());
+    if (blockStarts.size() != 1 && int64_t(blockStarts.size()) != mesh.getNumRanks())
+      return op->emitOpError("has ")
+             << blockStarts.size() << " slice starts, neither one nor one per rank ("
+             << mesh.getNumRanks() << ")";
+  }
   bool split = llvm::any_of(layout.dims, [](const AxisList &a) { return !a.empty(); }) ||
-               w.getStoredShapeAttr();
+               w.getStoredShapeAttr() || !blockStarts.empty();
   if (!split)
     return success();
   Builder b(op->getContext());
@@ -136,6 +149,9 @@ LogicalResult dist::localizeWeightSlices(Operation *op, const LocalizationContex
     SmallVector<int64_t> start;
     for (auto [d, axes] : llvm::enumerate(layout.dims))
       start.push_back(axes.empty() ? 0 : mesh.indexAlong(rank, axes) * localType.getDimSize(d));
+    if (!blockStarts.empty())
+      for (auto [s, o] : llvm::zip(start, blockStarts[blockStarts.size() == 1 ? 0 : rank]))
+        s += o;
     starts.push_back(b.getDenseI64ArrayAttr(start));
   }
   w.setGlobalShapeAttr(b.getDenseI64ArrayAttr(globalShape));

@@ -290,6 +290,62 @@ void unfuseSplitProjections(ModuleOp module) {
   }
 }
 
+/// A projection by a fused weight whose result only slices read, each a
+/// block of columns, of any widths (onnxruntime-genai's grouped-query
+/// qkv_proj: 64 + 32 + 32 columns, for 4 query and 2 key/value heads):
+/// each slice becomes its own product by the weight's column block, a
+/// weight slice the runtime loads (`global_shape`/`starts`), so that each
+/// block can be split by heads like any column-parallel layer.
+void unfuseSlicedProjections(ModuleOp module) {
+  SmallVector<nn::MatMulOp> matmuls;
+  module.walk([&](nn::MatMulOp m) { matmuls.push_back(m); });
+  for (nn::MatMulOp matmul : matmuls) {
+    auto weight = matmul.getRhs().getDefiningOp<nn::WeightOp>();
+    auto type = cast<RankedTensorType>(matmul.getType());
+    if (!weight || !weight->hasOneUse() || weight.getGlobalShapeAttr() ||
+        weight.getStoredShapeAttr() || cast<RankedTensorType>(weight.getType()).getRank() != 2 ||
+        type.getRank() < 2 || matmul->use_empty())
+      continue;
+    int64_t last = type.getRank() - 1;
+    SmallVector<nn::SliceOp> slices;
+    for (Operation *user : matmul->getUsers()) {
+      auto s = dyn_cast<nn::SliceOp>(user);
+      if (!s || s.getAxes().size() != 1 || s.getAxes()[0] != last || s.getSteps()[0] != 1) {
+        slices.clear();
+        break;
+      }
+      slices.push_back(s);
+    }
+    // Slices of the whole width: splitting the weight gains nothing.
+    if (slices.empty() || llvm::all_of(slices, [&](nn::SliceOp s) {
+          return cast<RankedTensorType>(s.getType()).getDimSize(last) == type.getDimSize(last);
+        }))
+      continue;
+    auto wType = cast<RankedTensorType>(weight.getType());
+    Builder attrs(module.getContext());
+    for (nn::SliceOp s : slices) {
+      // The slice's start after clamping: its result's width is its size.
+      int64_t width = cast<RankedTensorType>(s.getType()).getDimSize(last);
+      int64_t start = s.getStarts()[0];
+      if (start < 0)
+        start += type.getDimSize(last);
+      start = std::clamp<int64_t>(start, 0, type.getDimSize(last) - width);
+      OpBuilder b(s);
+      auto block = nn::WeightOp::create(
+          b, weight.getLoc(), RankedTensorType::get({wType.getDimSize(0), width},
+                                                    wType.getElementType()),
+          weight.getNameAttr(), weight.getStorageAttr(), weight.getFileAttr(),
+          weight.getOffsetAttr(), weight.getSizeAttr(), attrs.getDenseI64ArrayAttr(wType.getShape()),
+          attrs.getArrayAttr({attrs.getDenseI64ArrayAttr({0, start})}), DenseI64ArrayAttr());
+      Value product = nn::MatMulOp::create(b, matmul.getLoc(), matmul.getLhs(), block);
+      s.getResult().replaceAllUsesWith(product);
+      s.erase();
+    }
+    matmul.erase();
+    weight.erase();
+  }
+}
+
 std::optional<Linear> asLinear(Operation *op) {
   auto weightOf = [](Value v) -> nn::WeightOp {
     auto w = v.getDefiningOp<nn::WeightOp>();
@@ -317,6 +373,7 @@ LogicalResult Annotator::seedMegatron(bool sequence) {
   int64_t tp = mesh.axisSize(tpAxis);
   StringAttr tpName = StringAttr::get(ctx, tpAxis);
   unfuseSplitProjections(module);
+  unfuseSlicedProjections(module);
   SmallVector<Linear> linears;
   module.walk([&](Operation *op) {
     if (auto l = asLinear(op))
