@@ -115,6 +115,14 @@ CHECK_CASES = {
         {"x": np.arange(8, dtype=np.int32) * 60, "y": np.full(8, 3, np.int32),
          "z": np.array([1, 2, 3, 4, 5, 6, 0, 8], np.int32)},
         ["ONNX node 'per_member'", "integer division by zero (element 6 of the result)"]),
+    "mod_by_zero": (
+        lambda: _check_model("wrap_slots", "Mod",
+                             [_value("x", TensorProto.INT64, [8]),
+                              _value("y", TensorProto.INT64, [8])],
+                             _value("r", TensorProto.INT64, [8])),
+        {"x": np.arange(8, dtype=np.int64) * 5,
+         "y": np.array([3, 2, 0, 4, 5, 6, 7, 8], np.int64)},
+        ["ONNX node 'wrap_slots'", "integer modulo by zero (element 2 of the result)"]),
     "gather_elements_out_of_range": (
         lambda: _check_model("pick_rows", "GatherElements",
                              [_value("x", TensorProto.FLOAT, [3, 4]),

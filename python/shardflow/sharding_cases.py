@@ -286,6 +286,19 @@ _binary("and", "And", E, (12, 1), _bools, _bools, out=BOOL, cases=3)
 _binary("add_int64", "Add", E, (8, 1, 4), _small_int, _small_int, out=I64, cases=2)
 
 
+@spec("mod_int64_bcast", "elementwise-binary", exact=True, cases=2)
+def _(n: Net):
+    a = n.input("a", E, n.rng.integers(-50, 50, E).astype(I64))
+    divisor = n.rng.integers(1, 8, (12, 4)) * np.where(n.rng.random((12, 4)) < 0.5, -1, 1)
+    b = n.input("b", (12, 4), divisor.astype(I64))
+    n.output(n.op("Mod", [a, b]), I64)
+
+
+@spec("mod_fmod_float", "elementwise-binary", cases=2)
+def _(n: Net):
+    n.output(n.op("Mod", [n.input("a", E), n.input("b", (4,), _away(n, (4,)))], fmod=1))
+
+
 @spec("max3", "elementwise-binary", cases=3)
 def _(n: Net):
     n.output(n.op("Max", [n.input("a", E), n.input("b", (12, 4)), n.input("c", (8, 1, 1))]))
@@ -484,13 +497,26 @@ _reduce("reduce_mean_axes12_drop", "ReduceMean", [1, 2], 0)
 _reduce("reduce_max_axis1_drop", "ReduceMax", [1], 0)
 _reduce("reduce_max_axis0_keep", "ReduceMax", [0], 1)
 # ONNX reduction compositions: ReduceL2, ReduceLogSumExp (its shift is a
-# reduce_max over the same axes), ReduceSumSquare and ReduceMin.
+# reduce_max over the same axes), ReduceSumSquare; ReduceMin, ReduceProd,
+# ArgMax and ArgMin.
 _reduce("reduce_l2_axis1_drop", "ReduceL2", [1], 0)
 _reduce("reduce_l2_all_keep", "ReduceL2", None, 1)
 _reduce("reduce_log_sum_exp_last_keep", "ReduceLogSumExp", [-1], 1)
 _reduce("reduce_log_sum_exp_axes01_drop", "ReduceLogSumExp", [0, 1], 0)
 _reduce("reduce_sum_square_axis0_drop", "ReduceSumSquare", [0], 0)
 _reduce("reduce_min_axes12_keep", "ReduceMin", [1, 2], 1)
+_reduce("reduce_prod_axis0_drop", "ReduceProd", [0], 0, cases=2)
+
+
+@spec("argmax_axis1_drop", "reduce", exact=True, cases=2)
+def _(n: Net):
+    n.output(n.op("ArgMax", [n.input("x", R)], axis=1, keepdims=0), I64)
+
+
+@spec("argmin_last_ties", "reduce", exact=True, cases=2)
+def _(n: Net):
+    x = n.input("x", R, n.rng.integers(-3, 4, R).astype(np.int32))
+    n.output(n.op("ArgMin", [x], axis=-1, select_last_index=1), I64)
 
 
 @spec("reduce_sum_square_int64", "reduce", exact=True, cases=3)

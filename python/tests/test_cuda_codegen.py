@@ -816,7 +816,8 @@ def test_check_cases_for_the_gpu_check(tmp_path):
     written = cuda_zoo.write_check_cases(tmp_path, SHARD_OPT)
     assert sorted(p.stem for p in written) == sorted(cuda_zoo.CHECK_CASES)
     nodes = {"div_by_zero": "divide_counts", "gather_elements_out_of_range": "pick_rows",
-             "gather_out_of_range": "embed", "fused_div_by_zero": "per_member"}
+             "gather_out_of_range": "embed", "fused_div_by_zero": "per_member",
+             "mod_by_zero": "wrap_slots"}
     cpu_dir = tmp_path / "cpu"
     cpu_dir.mkdir()
     for art in written:
@@ -836,6 +837,7 @@ def test_check_cases_for_the_gpu_check(tmp_path):
             feeds = {k: z[k] for k in z.files}
         err = _standin_error(art, feeds)
         assert ("integer division by zero" if "div_by_zero" in art.stem
+                else "integer modulo by zero" if art.stem == "mod_by_zero"
                 else "read from the data is out of range") in err, err
         assert f"ONNX node '{nodes[art.stem]}'" in err, err
         # The same inputs on the CPU backend, as gpu-check.sh cases.
@@ -844,7 +846,8 @@ def test_check_cases_for_the_gpu_check(tmp_path):
                                "-o", str(cpu_art)], capture_output=True, text=True)
         assert proc.returncode == 0, proc.stderr
         np.savez(cpu_dir / f"{art.stem}.inputs.npz", **feeds)
-        cpu_phrase = "division by zero" if "div_by_zero" in art.stem else "out of range"
+        cpu_phrase = ("division by zero" if "div_by_zero" in art.stem
+                      else "modulo by zero" if art.stem == "mod_by_zero" else "out of range")
         (cpu_dir / f"{art.stem}.expected-error").write_text(
             f"ONNX node '{nodes[art.stem]}'\n{cpu_phrase}\n")
     build = tmp_path / "build"
@@ -853,13 +856,13 @@ def test_check_cases_for_the_gpu_check(tmp_path):
     check = [str(REPO / "tools" / "gpu-check.sh"), "--no-build", "--build-dir", str(build)]
     proc = subprocess.run(["bash", *check, str(cpu_dir)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "== 4 passed, 0 failed" in proc.stdout
+    assert "== 5 passed, 0 failed" in proc.stdout
     # A phrase the error does not contain fails the case.
     (cpu_dir / "div_by_zero.expected-error").write_text("element 6 of the result\n")
     proc = subprocess.run(["bash", *check, str(cpu_dir)], capture_output=True, text=True)
     assert proc.returncode != 0
     assert "FAIL: the error does not say: element 6 of the result" in proc.stdout
-    assert "== 3 passed, 1 failed" in proc.stdout
+    assert "== 4 passed, 1 failed" in proc.stdout
 
 
 def test_gpu_check_skips_artifacts_for_more_gpus_than_there_are(tmp_path):

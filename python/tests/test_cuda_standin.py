@@ -1034,6 +1034,54 @@ def test_data_movement_matches_onnxruntime(tmp_path):
                 np.testing.assert_array_equal(got[name], value, err_msg=f"{name} ({order})")
 
 
+def test_mod_and_arg_reductions_match_onnxruntime(tmp_path):
+    # Mod with the divisor's sign (integers) and the dividend's (fmod, floats
+    # and integers), ArgMax with ties (the last index) and ReduceProd /
+    # ReduceMin over the last axis (row reductions): generated kernels
+    # against onnxruntime (opset 13: the node tests of Mod are opset 28).
+    node = helper.make_node
+    nodes = [node("Mod", ["i", "j"], ["m"]),
+             node("Mod", ["i", "j"], ["mf"], fmod=1),
+             node("Mod", ["x", "y"], ["xf"], fmod=1),
+             node("ArgMax", ["r"], ["am"], axis=1, select_last_index=1),
+             node("ArgMin", ["x"], ["an"], axis=-1, keepdims=0),
+             node("ReduceProd", ["x"], ["rp"], axes=[-1]),
+             node("ReduceMin", ["x"], ["rm"], axes=[-1], keepdims=0)]
+    rng = np.random.default_rng(0)
+    feeds = {"i": rng.integers(-50, 50, (4, 64)).astype(np.int32),
+             "j": (rng.integers(1, 8, (64,)) * rng.choice([-1, 1], 64)).astype(np.int32),
+             "x": rng.uniform(-2, 2, (4, 64)).astype(np.float32),
+             "y": rng.choice([-1.5, 0.75, 2.0], (64,)).astype(np.float32),
+             "r": rng.integers(-2, 3, (4, 8, 3)).astype(np.float32)}
+    graph = helper.make_graph(
+        nodes, "mods",
+        [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
+         for n, v in feeds.items()],
+        [helper.make_tensor_value_info(n, t, None) for n, t in
+         [("m", TensorProto.INT32), ("mf", TensorProto.INT32), ("xf", TensorProto.FLOAT),
+          ("am", TensorProto.INT64), ("an", TensorProto.INT64), ("rp", TensorProto.FLOAT),
+          ("rm", TensorProto.FLOAT)]])
+    model = tmp_path / "mods.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)],
+                                ir_version=8), model)
+    # Generated kernels: run as PTX on a stand-in sm_86.
+    artifact = tmp_path / "mods.shard"
+    out = subprocess.run([str(toolchain.tool("shard-opt")), str(model), "--target", "cuda",
+                          "-o", str(artifact)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    np.savez(tmp_path / "in.npz", **feeds)
+    import onnxruntime as ort
+
+    names = ["m", "mf", "xf", "am", "an", "rp", "rm"]
+    want = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"]).run(names, feeds)
+    rc, err = run_standin(artifact, "--inputs", tmp_path / "in.npz", "--output",
+                          tmp_path / "out.npz", env={"SHARDFLOW_STANDIN_SM": "86"})
+    assert rc == 0, err
+    with np.load(tmp_path / "out.npz") as got:
+        for name, value in zip(names, want):
+            np.testing.assert_allclose(got[name], value, rtol=1e-5, atol=1e-6, err_msg=name)
+
+
 def test_allow_tf32_reaches_cublaslt(tmp_path):
     # Full f32 by default; with --allow-tf32 the products take TF32's 10-bit
     # mantissa, which shows as a larger but bounded error.

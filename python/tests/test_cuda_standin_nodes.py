@@ -9,7 +9,7 @@ and the stand-in driver interprets it. So this runs what a GPU would run,
 NVPTX's output included, through the executor's real host code, with
 .pb inputs and outputs as test_onnx_backend passes them. Outputs are
 compared with the test's expected outputs by onnx's own check and
-tolerances, for every data set. About 40 s on 2 cores.
+tolerances, for every data set. About 80 s on 2 cores.
 
 `--target cuda` raises written-out attention, norms, GELU and rotate_half
 by default. The node tests of several nodes (functions' expanded forms:
@@ -25,14 +25,16 @@ import pytest
 
 from shardflow import backend_tests, standin
 from test_cuda_standin import standin_dir
+from test_onnx_backend import KNOWN_FAILURES
 
-# Node tests passed on 2026-11-22: 550 of the 552 attempted (the other two
-# have string inputs, which do not import); a drop means a
-# CUDA artifact lost a path or gives a wrong result.
-MIN_PASSED = 550
-# With the raising passes off, the node tests of several nodes: 92 of 92
-# passed on 2026-11-28.
-MIN_PASSED_AS_WRITTEN = 92
+# Node tests passed on 2026-11-28: 951 of the 954 attempted (two have
+# string inputs, which do not import; one is a known failure of the CPU
+# run, test_onnx_backend's KNOWN_FAILURES); a drop means a CUDA artifact
+# lost a path or gives a wrong result.
+MIN_PASSED = 951
+# With the raising passes off, the node tests of several nodes: 308 of 309
+# passed on 2026-11-28 (the same known failure).
+MIN_PASSED_AS_WRITTEN = 308
 RAISING_OFF = [f"--raise-{name}=false" for name in standin.RAISING]
 
 
@@ -54,9 +56,10 @@ def test_node_tests_pass_as_cuda_artifacts_on_the_standin(raising):
     for r in results:
         if r.status == "failed":
             by_stage.setdefault(r.stage, []).append(f"{r.name}: {r.message}")
-    # A program that compiles for CUDA must run and be right.
-    bad = by_stage.get("runtime", []) + by_stage.get("wrong result", []) + \
-        by_stage.get("timeout", [])
+    # A program that compiles for CUDA must run and be right (but for the
+    # CPU run's known failures: the same expected outputs).
+    bad = [b for b in by_stage.get("runtime", []) + by_stage.get("wrong result", []) +
+           by_stage.get("timeout", []) if b.split(":")[0] not in KNOWN_FAILURES]
     assert not bad, "\n".join(bad)
     passed = sum(r.status == "passed" for r in results)
     least = MIN_PASSED if raising == "default" else MIN_PASSED_AS_WRITTEN

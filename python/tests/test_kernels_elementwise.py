@@ -211,6 +211,39 @@ def test_div_integer_by_zero_fails(tmp_path):
         run_shardflow(model, {"a": a, "b": b}, tmp_path)
 
 
+# Mod: fmod=1 (the dividend's sign: C's fmod) for floats and integers,
+# fmod=0 (the divisor's sign: Python's %) for integers; mixed signs and
+# broadcasting.
+MOD_CASES = (
+    [(dt, 0, s) for dt in [I64, I32, I8] for s in ["same", "row", "col"]]
+    + [(dt, 1, s) for dt in [I64, I32, F32, F64] for s in ["same", "row"]]
+    + [(U8, 0, "row"), (F16, 1, "col")]
+)
+
+
+@pytest.mark.parametrize("dtype,fmod,shapes", MOD_CASES,
+                         ids=[f"{dtype_id(d)}-fmod{f}-{s}" for d, f, s in MOD_CASES])
+def test_mod(request, tmp_path, dtype, fmod, shapes):
+    rng = rng_for(request)
+    sa, sb = SHAPES[shapes]
+    unsigned = np.dtype(dtype).kind == "u"
+    a = rand(rng, sa, dtype, 0 if unsigned else -50, 50)
+    b = rand(rng, sb, dtype, 1 if unsigned else -7, 7)
+    if np.dtype(dtype).kind in "iu":
+        b[b == 0] = 3
+    else:
+        b = np.where(np.abs(b) < 0.5, 1.5, b).astype(dtype)
+    check(tmp_path, "Mod", {"a": a, "b": b}, {"fmod": fmod})
+
+
+def test_mod_integer_by_zero_fails(tmp_path):
+    a = np.array([1, 2, 3], np.int32)
+    b = np.array([1, 0, 1], np.int32)
+    model = make_model("Mod", {"a": a, "b": b})
+    with pytest.raises(AssertionError, match=r"shard-run failed:[\s\S]*modulo by zero"):
+        run_shardflow(model, {"a": a, "b": b}, tmp_path)
+
+
 def test_min_max_nan(tmp_path):
     a = np.array([1.0, np.nan, 3.0, -np.inf], F32)
     b = np.array([np.nan, 2.0, -1.0, 0.0], F32)
@@ -659,18 +692,24 @@ def test_softmax(request, tmp_path, op, dtype, axis):
 
 REDUCE_AXES = {"a1": [1], "a02": [0, 2], "last": [-1], "all": [0, 1, 2], "empty": None}
 REDUCE_CASES = (
-    [(op, F32, ax, kd) for op in ["ReduceSum", "ReduceMean", "ReduceMax"]
+    [(op, F32, ax, kd) for op in ["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin"]
      for ax in REDUCE_AXES for kd in [1, 0]]
-    + [(op, dt, ax, 1) for op in ["ReduceSum", "ReduceMax"] for dt in [I64, I32]
+    + [(op, dt, ax, 1) for op in ["ReduceSum", "ReduceMax", "ReduceMin"] for dt in [I64, I32]
        for ax in ["a1", "a02", "last"]]
-    + [(op, dt, "a02", 0) for op in ["ReduceSum", "ReduceMean", "ReduceMax"] for dt in [F64, F16]]
+    + [(op, dt, "a02", 0) for op in ["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin"]
+       for dt in [F64, F16]]
+    + [("ReduceProd", dt, ax, kd) for dt in [F32, I64, I32] for ax in ["a1", "last", "all"]
+       for kd in [1, 0]]
+    + [("ReduceProd", dt, "a02", 0) for dt in [F64, F16]]
 )
 
 
 @pytest.mark.parametrize("op,dtype,axes,keepdims", REDUCE_CASES,
                          ids=[f"{o}-{dtype_id(d)}-{a}-keep{k}" for o, d, a, k in REDUCE_CASES])
 def test_reduce(request, tmp_path, op, dtype, axes, keepdims):
-    x = rand(rng_for(request), [3, 4, 5], dtype, -50, 50)
+    # Products of up to 60 factors: small ones (integers wrap alike).
+    scale = (2 if np.dtype(dtype).kind == "f" else 3) if op == "ReduceProd" else 50
+    x = rand(rng_for(request), [3, 4, 5], dtype, -scale, scale)
     inits = {}
     if REDUCE_AXES[axes] is not None:
         inits["axes"] = np.array(REDUCE_AXES[axes], np.int64)
@@ -681,10 +720,11 @@ def test_reduce(request, tmp_path, op, dtype, axes, keepdims):
 # ReduceL2, ReduceLogSumExp and ReduceSumSquare are compositions at import
 # (reduce_sum/reduce_max and elementwise ops); these compare the compositions.
 COMPOSED_REDUCE_CASES = (
-    [(op, F32, ax, kd) for op in ["ReduceL2", "ReduceLogSumExp", "ReduceSumSquare", "ReduceMin"]
+    [(op, F32, ax, kd) for op in ["ReduceL2", "ReduceLogSumExp", "ReduceSumSquare"]
      for ax in REDUCE_AXES for kd in [1, 0]]
     + [("ReduceSumSquare", dt, ax, 1) for dt in [I64, I32] for ax in ["a1", "all"]]
-    + [(op, dt, "a02", 0) for op in ["ReduceL2", "ReduceLogSumExp", "ReduceSumSquare", "ReduceMin"]
+    + [("ReduceL2", dt, ax, 1) for dt in [I64, I32] for ax in ["a1", "all"]]
+    + [(op, dt, "a02", 0) for op in ["ReduceL2", "ReduceLogSumExp", "ReduceSumSquare"]
        for dt in [F64, F16]]
 )
 
@@ -706,7 +746,8 @@ def test_composed_reduce(request, tmp_path, op, dtype, axes, keepdims):
     check(tmp_path, op, {"x": x}, {"keepdims": keepdims}, initializers=inits, tol=tol)
 
 
-@pytest.mark.parametrize("op", ["ReduceL2", "ReduceLogSumExp", "ReduceSumSquare", "ReduceMin"])
+@pytest.mark.parametrize("op", ["ReduceL2", "ReduceLogSumExp", "ReduceSumSquare", "ReduceMin",
+                                "ReduceProd"])
 def test_composed_reduce_noop_with_empty_axes(request, tmp_path, op):
     x = rand(rng_for(request), [3, 4], F32)
     check(tmp_path, op, {"x": x}, {"noop_with_empty_axes": 1})
@@ -735,6 +776,36 @@ def test_reduce_min_nan_inf_and_bool(request, tmp_path):
     b[0] = True
     check(tmp_path, "ReduceMin", {"x": b}, {"keepdims": 1},
           initializers={"axes": np.array([-1], np.int64)}, opset=20)
+
+
+# ArgMax / ArgMin: ties (small integers) with the first or the last index,
+# every axis, keepdims.
+ARG_CASES = [(op, dt, axis, kd, last) for op in ["ArgMax", "ArgMin"]
+             for dt, axis, kd, last in [(F32, 0, 1, 0), (F32, -1, 0, 0), (F32, 1, 1, 1),
+                                        (I32, 2, 0, 1), (I64, 1, 1, 0), (F16, -1, 1, 0),
+                                        (F64, 0, 0, 1)]]
+
+
+@pytest.mark.parametrize("op,dtype,axis,keepdims,last", ARG_CASES,
+                         ids=[f"{o}-{dtype_id(d)}-ax{a}-keep{k}-last{l}"
+                              for o, d, a, k, l in ARG_CASES])
+def test_arg_reduce(request, tmp_path, op, dtype, axis, keepdims, last):
+    x = rand(rng_for(request), [3, 4, 5], dtype, -3, 3)
+    if np.dtype(dtype).kind == "f":
+        x = np.round(x).astype(dtype)  # ties
+    check(tmp_path, op, {"x": x}, {"axis": axis, "keepdims": keepdims,
+                                   "select_last_index": last})
+
+
+def test_arg_max_nan_is_the_largest(tmp_path):
+    # The first NaN wins (numpy's argmax and argmin); onnxruntime's
+    # answer with NaNs is not specified, so numpy is the reference.
+    x = np.array([[1, np.nan, 3, np.nan], [2, 5, -1, 0]], F32)
+    for op, ref in [("ArgMax", np.argmax), ("ArgMin", np.argmin)]:
+        model = make_model(op, {"x": x}, {"axis": 1, "keepdims": 0})
+        (tmp_path / op).mkdir()
+        got = run_shardflow(model, {"x": x}, tmp_path / op)["y"]
+        np.testing.assert_array_equal(got, ref(x, axis=1))
 
 
 def test_reduce_log_sum_exp_infinities_and_nan(tmp_path):

@@ -1,11 +1,11 @@
 """ONNX's own backend node tests, compiled by shard-opt and run by shard-run.
 
 Every attempted test (python/shardflow/backend_tests.py says which: ops the
-importer handles, opset 13 to 23, tensor inputs and outputs; about 550 of
-onnx 1.23's 1884) runs, each reported separately. They run once per session
-in a pool of threads, one child process each, before the first of them
-reports: the full set takes about 40 s on 2 cores. Selecting a few with -k
-runs only those.
+importer handles, opset 13 to 23, tensor inputs and outputs; 954 of onnx
+1.23's 1884 on 2026-11-28) runs, each reported separately. They run once
+per session in a pool of threads, one child process each, before the first
+of them reports: the full set takes about 60 s on 2 cores. Selecting a few
+with -k runs only those.
 
 A test must pass (onnx's check: shapes, dtypes, assert_allclose with
 rtol=1e-3, atol=1e-7) unless it is in KNOWN_FAILURES, where it is an xfail;
@@ -33,6 +33,11 @@ _STRING = "importer: string tensors are not supported"
 KNOWN_FAILURES: dict[str, str] = {
     "test_equal_string": _STRING,
     "test_equal_string_broadcast": _STRING,
+    # Attempted since Mod imports (the expanded function computes its head
+    # grouping with it, folded at import).
+    "test_attention_4d_causal_fp16_expanded": (
+        "float16 rounding: 2 of 192 outputs are 2 ulp (4.9e-4) from onnx's expected "
+        "values, over rtol 1e-3; onnxruntime's outputs are the same 2 ulp off"),
 }
 
 DATA_DIR = backend_tests.node_data_dir()

@@ -68,6 +68,7 @@ inline mlir::MemRefType statusType(mlir::MLIRContext *ctx) {
 enum StatusCode : int64_t {
   kIndexOutOfRange = 1, // [1]: the index read from the data
   kDivisionByZero = 2,  // [1]: the flat position in the result
+  kModuloByZero = 3,    // [1]: the flat position in the result
 };
 
 class EmitterBase {

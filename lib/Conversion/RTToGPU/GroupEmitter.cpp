@@ -62,9 +62,19 @@ Value warpReduce(OpBuilder &b, Location loc, Value v, gpu::AllReduceOperation op
     Value off = arith::ConstantIntOp::create(b, loc, b.getI32Type(), offset);
     Value other = gpu::ShuffleOp::create(b, loc, v, off, width, gpu::ShuffleMode::XOR)
                       .getShuffleResult();
-    v = op == gpu::AllReduceOperation::MAXIMUMF
-            ? arith::MaximumFOp::create(b, loc, v, other).getResult()
-            : arith::AddFOp::create(b, loc, v, other).getResult();
+    switch (op) {
+    case gpu::AllReduceOperation::MAXIMUMF:
+      v = arith::MaximumFOp::create(b, loc, v, other);
+      break;
+    case gpu::AllReduceOperation::MINIMUMF:
+      v = arith::MinimumFOp::create(b, loc, v, other);
+      break;
+    case gpu::AllReduceOperation::MUL:
+      v = arith::MulFOp::create(b, loc, v, other);
+      break;
+    default:
+      v = arith::AddFOp::create(b, loc, v, other);
+    }
   }
   return v;
 }
@@ -338,16 +348,32 @@ FailureOr<Value> GroupEmitter::emitRowBody(KernelEmitter &e, Group &g,
 
   if (isReduction(name)) {
     // One pass; thread 0 writes the row's result (results are in row order).
-    bool isMax = name == "reduce_max";
-    Value init = isMax ? e.floatConst(ft, -INFINITY) : zero;
+    // Sums (and means), maxima, minima, products.
+    gpu::AllReduceOperation kind = name == "reduce_max"    ? gpu::AllReduceOperation::MAXIMUMF
+                                   : name == "reduce_min"  ? gpu::AllReduceOperation::MINIMUMF
+                                   : name == "reduce_prod" ? gpu::AllReduceOperation::MUL
+                                                           : gpu::AllReduceOperation::ADD;
+    Value init = kind == gpu::AllReduceOperation::MAXIMUMF   ? e.floatConst(ft, -INFINITY)
+                 : kind == gpu::AllReduceOperation::MINIMUMF ? e.floatConst(ft, INFINITY)
+                 : kind == gpu::AllReduceOperation::MUL      ? e.floatConst(ft, 1.0)
+                                                             : zero;
     FailureOr<Value> partial = rowLoop(init, [&](Value acc, Value flat, Value j) {
-      return foldLanes(acc, flat, j,
-                       [&](Value a, Value v) { return isMax ? max(a, v) : add(a, v); });
+      return foldLanes(acc, flat, j, [&](Value a, Value v) -> Value {
+        switch (kind) {
+        case gpu::AllReduceOperation::MAXIMUMF:
+          return max(a, v);
+        case gpu::AllReduceOperation::MINIMUMF:
+          return arith::MinimumFOp::create(b, loc, a, v).getResult();
+        case gpu::AllReduceOperation::MUL:
+          return arith::MulFOp::create(b, loc, a, v).getResult();
+        default:
+          return add(a, v);
+        }
+      });
     });
     if (failed(partial))
       return failure();
-    Value r = reduce(*partial,
-                     isMax ? gpu::AllReduceOperation::MAXIMUMF : gpu::AllReduceOperation::ADD);
+    Value r = reduce(*partial, kind);
     if (name == "reduce_mean" || name == "global_average_pool")
       r = arith::DivFOp::create(b, loc, r, lengthF);
     Value first = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, tid, e.index(0));

@@ -181,6 +181,33 @@ Value KernelEmitter::intDiv(Value x, Value y, bool isUnsigned, Value idx) {
                                  arith::DivSIOp::create(b, loc, x, safe));
 }
 
+/// The remainder with the dividend's sign (fmod) or the divisor's; a zero
+/// divisor reports, and -1 (whose remainder is 0) is not divided by, so
+/// that INT_MIN % -1 does not trap.
+Value KernelEmitter::intMod(Value x, Value y, bool isUnsigned, bool fmod, Value idx) {
+  Type t = x.getType();
+  Value one = intConst(t, 1), zero = intConst(t, 0);
+  reportUnless(arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, y, zero),
+               arith::IndexCastOp::create(b, loc, b.getI64Type(), idx), kModuloByZero);
+  Value byZero = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, y, zero);
+  if (isUnsigned)
+    return arith::RemUIOp::create(b, loc, x, arith::SelectOp::create(b, loc, byZero, one, y));
+  Value byMinusOne = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, y, intConst(t, -1));
+  Value safe = arith::SelectOp::create(
+      b, loc, arith::OrIOp::create(b, loc, byZero, byMinusOne), one, y);
+  Value r = arith::RemSIOp::create(b, loc, x, safe);
+  if (fmod)
+    return r;
+  // Python's %: a non-zero remainder whose sign differs from the divisor's
+  // moves by one divisor.
+  Value nonZero = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, r, zero);
+  Value rNeg = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, r, zero);
+  Value yNeg = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, y, zero);
+  Value differ = arith::XOrIOp::create(b, loc, rNeg, yNeg);
+  Value adjust = arith::AndIOp::create(b, loc, nonZero, differ);
+  return arith::SelectOp::create(b, loc, adjust, arith::AddIOp::create(b, loc, r, y), r);
+}
+
 Value KernelEmitter::intPow(Value x, Value y, Type baseStorage, Type expStorage) {
   Type t = x.getType(), f64 = b.getF64Type(), i64t = b.getI64Type();
   bool baseUnsigned = baseStorage.isUnsignedInteger();
@@ -338,6 +365,19 @@ FailureOr<Value> KernelEmitter::elementwise(rt::KernelOp k, ArrayRef<Value> in, 
     if (name == "div")
       return intDiv(x, y, isUnsigned, idx);
     return intPow(x, y, storageOf(0), storageOf(1));
+  }
+  if (name == "mod") {
+    Value x = in[0], y = in[1];
+    auto fmodAttr = dyn_cast_or_null<BoolAttr>(params.get("fmod"));
+    bool fmod = fmodAttr && fmodAttr.getValue();
+    if (isFloat(x)) {
+      if (!fmod)
+        return fail("a float remainder needs fmod");
+      return arith::RemFOp::create(b, loc, x, y).getResult();
+    }
+    if (x.getType().isInteger(1))
+      return fail("boolean arithmetic");
+    return intMod(x, y, isUnsigned, fmod, idx);
   }
   if (name == "equal" || name == "less" || name == "greater") {
     Value x = in[0], y = in[1];

@@ -80,6 +80,7 @@ public:
   /// wrapping to INT_MIN, and a zero divisor reported through the status
   /// word (with the result position), the quotient then being x.
   mlir::Value intDiv(mlir::Value x, mlir::Value y, bool isUnsigned, mlir::Value idx);
+  mlir::Value intMod(mlir::Value x, mlir::Value y, bool isUnsigned, bool fmod, mlir::Value idx);
 
   /// Integer base `x` to the power `y` as the CPU kernel computes it: an
   /// integer exponent by squaring (wrapping products; a negative one gives

@@ -193,11 +193,12 @@ LogicalResult emitReduce(EmitterBase &e, rt::KernelOp k, DenseMap<Value, Value> 
   SmallVector<int64_t> strides = stridesOf(shape);
   SmallVector<int64_t> axes = *reducedAxes(k);
   StringRef name = k.getKernel();
-  bool isMax = name == "reduce_max";
+  bool isMax = name == "reduce_max", isMin = name == "reduce_min";
+  bool isProd = name == "reduce_prod";
   bool isMean = name == "reduce_mean" || name == "global_average_pool";
   Type elem = elemOf(x);
   bool isUnsigned = elem.isUnsignedInteger();
-  Type acc = isMax && isa<FloatType>(elem) ? computeType(elem) : accumulatorType(elem);
+  Type acc = (isMax || isMin) && isa<FloatType>(elem) ? computeType(elem) : accumulatorType(elem);
 
   // Kept dimensions give the output coordinate; runs of adjacent reduced
   // dimensions become one loop each (size, stride of the run's last dim).
@@ -229,15 +230,26 @@ LogicalResult emitReduce(EmitterBase &e, rt::KernelOp k, DenseMap<Value, Value> 
     for (auto [c, s] : llvm::zip(coords, keptStrides))
       base = arith::AddIOp::create(b, loc, base, arith::MulIOp::create(b, loc, c, e.index(s)));
   }
-  // The empty max is the type's lowest value (-inf for floats).
+  // The empty max is the type's lowest value (-inf for floats), the empty
+  // min its largest, the empty product 1.
   Value init;
+  unsigned width = isa<FloatType>(elem) ? 0 : elem.getIntOrFloatBitWidth();
   if (isMax) {
     if (isa<FloatType>(acc))
       init = e.floatConst(acc, -INFINITY);
     else if (elem.isInteger(1) || isUnsigned)
       init = e.intConst(acc, 0);
     else
-      init = e.intConst(acc, APInt::getSignedMinValue(elem.getIntOrFloatBitWidth()).getSExtValue());
+      init = e.intConst(acc, APInt::getSignedMinValue(width).getSExtValue());
+  } else if (isMin) {
+    if (isa<FloatType>(acc))
+      init = e.floatConst(acc, INFINITY);
+    else if (elem.isInteger(1) || isUnsigned)
+      init = e.intConst(acc, int64_t(APInt::getMaxValue(width).getZExtValue()));
+    else
+      init = e.intConst(acc, APInt::getSignedMaxValue(width).getSExtValue());
+  } else if (isProd) {
+    init = isa<FloatType>(acc) ? e.floatConst(acc, 1.0) : e.intConst(acc, 1);
   } else {
     init = isa<FloatType>(acc) ? e.floatConst(acc, 0.0) : e.intConst(acc, 0);
   }
@@ -247,13 +259,25 @@ LogicalResult emitReduce(EmitterBase &e, rt::KernelOp k, DenseMap<Value, Value> 
     if (level == loops.size()) {
       Value v = toAccumulator(
           e, memref::LoadOp::create(b, loc, args.lookup(x), ValueRange{offset}), elem, acc);
-      if (isa<FloatType>(acc))
-        return isMax ? arith::MaximumFOp::create(b, loc, a, v).getResult()
-                     : arith::AddFOp::create(b, loc, a, v).getResult();
-      if (!isMax)
-        return arith::AddIOp::create(b, loc, a, v);
-      return isUnsigned ? arith::MaxUIOp::create(b, loc, a, v).getResult()
-                        : arith::MaxSIOp::create(b, loc, a, v).getResult();
+      if (isa<FloatType>(acc)) {
+        if (isMax)
+          return arith::MaximumFOp::create(b, loc, a, v).getResult();
+        if (isMin)
+          return arith::MinimumFOp::create(b, loc, a, v).getResult();
+        if (isProd)
+          return arith::MulFOp::create(b, loc, a, v).getResult();
+        return arith::AddFOp::create(b, loc, a, v).getResult();
+      }
+      bool zeroExtended = isUnsigned || elem.isInteger(1);
+      if (isMax)
+        return zeroExtended ? arith::MaxUIOp::create(b, loc, a, v).getResult()
+                            : arith::MaxSIOp::create(b, loc, a, v).getResult();
+      if (isMin)
+        return zeroExtended ? arith::MinUIOp::create(b, loc, a, v).getResult()
+                            : arith::MinSIOp::create(b, loc, a, v).getResult();
+      if (isProd)
+        return arith::MulIOp::create(b, loc, a, v).getResult();
+      return arith::AddIOp::create(b, loc, a, v);
     }
     auto [size, stride] = loops[level];
     auto loop = scf::ForOp::create(b, loc, e.index(0), e.index(size), e.index(1), ValueRange{a});
@@ -276,6 +300,75 @@ LogicalResult emitReduce(EmitterBase &e, rt::KernelOp k, DenseMap<Value, Value> 
       r = arith::DivSIOp::create(b, loc, r, e.intConst(acc, count));
   }
   storeAccumulator(e, r, args.lookup(out), idx);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// arg_max, arg_min
+//===----------------------------------------------------------------------===//
+
+/// One thread per output walks its line along the axis, keeping the most
+/// extreme value and its index: the first one, or the last with
+/// select_last_index; a NaN is more extreme than any number and the first
+/// NaN stays (as the CPU kernel).
+LogicalResult emitArgReduce(EmitterBase &e, rt::KernelOp k, DenseMap<Value, Value> &args) {
+  OpBuilder &b = e.b;
+  Location loc = e.loc;
+  Value x = k.getInputs()[0], out = k.getOutputs()[0];
+  AxisSplit s = *splitAround(shapeOf(x), paramInt(k, "axis", 0));
+  bool isMax = k.getKernel() == "arg_max";
+  auto lastAttr = dyn_cast_or_null<BoolAttr>(k.getParam("select_last_index"));
+  bool last = lastAttr && lastAttr.getValue();
+  Type elem = elemOf(x);
+  bool isFloat = isa<FloatType>(elem);
+  Type acc = accumulatorType(elem);
+
+  OpBuilder::InsertionGuard ig(b);
+  Value idx = threadPerItem(e, s.outer * s.inner);
+  Value inner = e.index(s.inner);
+  Value o = arith::DivUIOp::create(b, loc, idx, inner);
+  Value j = arith::RemUIOp::create(b, loc, idx, inner);
+  Value base = arith::AddIOp::create(
+      b, loc, arith::MulIOp::create(b, loc, o, e.index(s.n * s.inner)), j);
+  auto loadAt = [&](Value i) {
+    Value at = arith::AddIOp::create(b, loc, base, arith::MulIOp::create(b, loc, i, inner));
+    return toAccumulator(e, memref::LoadOp::create(b, loc, args.lookup(x), ValueRange{at}), elem,
+                         acc);
+  };
+  Value first = loadAt(e.index(0));
+  Value zero64 = e.intConst(b.getI64Type(), 0);
+  auto loop = scf::ForOp::create(b, loc, e.index(1), e.index(s.n), e.index(1),
+                                 ValueRange{first, zero64});
+  {
+    OpBuilder::InsertionGuard lg(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value i = loop.getInductionVar();
+    Value best = loop.getRegionIterArgs()[0], at = loop.getRegionIterArgs()[1];
+    Value v = loadAt(i);
+    Value better;
+    if (isFloat) {
+      auto pred = isMax ? (last ? arith::CmpFPredicate::OGE : arith::CmpFPredicate::OGT)
+                        : (last ? arith::CmpFPredicate::OLE : arith::CmpFPredicate::OLT);
+      Value beats = arith::CmpFOp::create(b, loc, pred, v, best);
+      Value vNaN = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNO, v, v);
+      Value bestNumber = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::ORD, best, best);
+      better = arith::AndIOp::create(b, loc, bestNumber,
+                                     arith::OrIOp::create(b, loc, beats, vNaN));
+    } else {
+      bool zeroExtended = elem.isUnsignedInteger() || elem.isInteger(1);
+      arith::CmpIPredicate pred =
+          isMax ? (last ? (zeroExtended ? arith::CmpIPredicate::uge : arith::CmpIPredicate::sge)
+                        : (zeroExtended ? arith::CmpIPredicate::ugt : arith::CmpIPredicate::sgt))
+                : (last ? (zeroExtended ? arith::CmpIPredicate::ule : arith::CmpIPredicate::sle)
+                        : (zeroExtended ? arith::CmpIPredicate::ult : arith::CmpIPredicate::slt));
+      better = arith::CmpIOp::create(b, loc, pred, v, best);
+    }
+    Value i64 = arith::IndexCastOp::create(b, loc, b.getI64Type(), i);
+    scf::YieldOp::create(b, loc,
+                         ValueRange{arith::SelectOp::create(b, loc, better, v, best).getResult(),
+                                    arith::SelectOp::create(b, loc, better, i64, at).getResult()});
+  }
+  memref::StoreOp::create(b, loc, loop.getResult(1), args.lookup(out), ValueRange{idx});
   return success();
 }
 
@@ -949,7 +1042,7 @@ bool shardflow::rtgpu::checksData(rt::KernelOp k) {
   StringRef name = k.getKernel();
   return name == "gather_elements" || name == "scatter_nd_updates" ||
          (name == "rotary_embedding" && k.getInputs().size() > 3) ||
-         (name == "div" && isa<IntegerType>(elemOf(k.getOutputs()[0])));
+         ((name == "div" || name == "mod") && isa<IntegerType>(elemOf(k.getOutputs()[0])));
 }
 
 FailureOr<LaunchShape> shardflow::rtgpu::standaloneShape(rt::KernelOp k) {
@@ -969,7 +1062,7 @@ FailureOr<LaunchShape> shardflow::rtgpu::standaloneShape(rt::KernelOp k) {
     if (k.getInputs().size() != 1 || k.getOutputs().size() != 1)
       return fail("a reduction reads one buffer and writes one");
     Type t = elemOf(k.getInputs()[0]);
-    if (!isNumeric(t) && !(t.isInteger(1) && name == "reduce_max"))
+    if (!isNumeric(t) && !(t.isInteger(1) && (name == "reduce_max" || name == "reduce_min")))
       return fail("a " + name + " of booleans");
     if (!reducedAxes(k))
       return fail("reduction axes out of range");
@@ -1008,6 +1101,11 @@ FailureOr<LaunchShape> shardflow::rtgpu::standaloneShape(rt::KernelOp k) {
       if (!isNumeric(elemOf(v)))
         return fail("einsum of booleans");
     shape.grid = blocksFor(numel(k.getOutputs()[0]));
+  } else if (name == "arg_max" || name == "arg_min") {
+    auto split = splitAround(shapeOf(k.getInputs()[0]), paramInt(k, "axis", 0));
+    if (!split || split->n == 0 || !elemOf(k.getOutputs()[0]).isInteger(64))
+      return fail(name + " needs an axis in range, not empty, and an i64 result");
+    shape.grid = blocksFor(split->outer * split->inner);
   } else if (name == "topk") {
     auto t = topkShape(k);
     if (!t || elemOf(k.getInputs()[0]).isInteger(1))
@@ -1027,6 +1125,8 @@ LogicalResult shardflow::rtgpu::emitStandalone(EmitterBase &e, rt::KernelOp k,
   StringRef name = k.getKernel();
   if (isReduction(name))
     return emitReduce(e, k, args);
+  if (name == "arg_max" || name == "arg_min")
+    return emitArgReduce(e, k, args);
   if (name == "cumsum")
     return emitCumsum(e, k, args);
   if (name == "gather_elements")

@@ -217,7 +217,9 @@ private:
   LogicalResult importReduceL2();
   LogicalResult importReduceLogSumExp();
   LogicalResult importReduceSumSquare();
-  LogicalResult importReduceMin();
+  LogicalResult importArgMax();
+  LogicalResult importArgReduce(bool isMax);
+  LogicalResult importArgMin();
   template <typename OpTy> LogicalResult softmax();
   template <typename OpTy> LogicalResult pool();
   LogicalResult importLeakyRelu();
@@ -232,6 +234,7 @@ private:
   LogicalResult importCastLike();
   LogicalResult importSize();
   LogicalResult importSign();
+  LogicalResult importMod();
   LogicalResult importSoftplus();
   LogicalResult importElu();
   LogicalResult importSelu();
@@ -533,8 +536,9 @@ template <typename OpTy> LogicalResult GraphImporter::pool() {
   return emit<OpTy>({x}, attrs);
 }
 
-/// ReduceSum takes its axes as an input from opset 13, ReduceMean and
-/// ReduceMax from opset 18; before that they are an attribute.
+/// ReduceSum takes its axes as an input from opset 13, ReduceMean,
+/// ReduceMax, ReduceMin and ReduceProd from opset 18; before that they are
+/// an attribute.
 template <typename OpTy, int64_t AxesInputSince>
 LogicalResult GraphImporter::reduce() {
   Value x;

@@ -132,8 +132,8 @@ Registry::Registry() {
       .localize(localizeNothing)
       .noPartitionHook()
       .cost(viewCost);
-  facts<AddOp, SubOp, MulOp, DivOp, PowOp, MinOp, MaxOp, EqualOp, LessOp, GreaterOp, AndOp,
-        WhereOp>()
+  facts<AddOp, SubOp, MulOp, DivOp, ModOp, PowOp, MinOp, MaxOp, EqualOp, LessOp, GreaterOp,
+        AndOp, WhereOp>()
       .rule(broadcastRule)
       .localize(localizeNothing)
       .noPartitionHook()
@@ -206,6 +206,38 @@ Registry::Registry() {
   facts<ReduceMaxOp>()
       .rule([](RuleBuilder &b, ReduceMaxOp op) {
         reduceRule(b, op.getAxes(), op.getKeepdims(), kNeedReplication);
+      })
+      .localize(localizeNothing)
+      .noPartitionHook()
+      .cost(costPerInputElement(1));
+  // Minima and products of parts are not sums of parts either.
+  facts<ReduceMinOp>()
+      .rule([](RuleBuilder &b, ReduceMinOp op) {
+        reduceRule(b, op.getAxes(), op.getKeepdims(), kNeedReplication);
+      })
+      .localize(localizeNothing)
+      .noPartitionHook()
+      .cost(costPerInputElement(1));
+  facts<ReduceProdOp>()
+      .rule([](RuleBuilder &b, ReduceProdOp op) {
+        reduceRule(b, op.getAxes(), op.getKeepdims(), kNeedReplication);
+      })
+      .localize(localizeNothing)
+      .noPartitionHook()
+      .cost(costPerInputElement(1));
+  // An index along the axis is only known with the whole axis.
+  facts<ArgMaxOp>()
+      .rule([](RuleBuilder &b, ArgMaxOp op) {
+        int64_t axis = op.getAxis();
+        reduceRule(b, ArrayRef<int64_t>(axis), op.getKeepdims(), kNeedReplication);
+      })
+      .localize(localizeNothing)
+      .noPartitionHook()
+      .cost(costPerInputElement(1));
+  facts<ArgMinOp>()
+      .rule([](RuleBuilder &b, ArgMinOp op) {
+        int64_t axis = op.getAxis();
+        reduceRule(b, ArrayRef<int64_t>(axis), op.getKeepdims(), kNeedReplication);
       })
       .localize(localizeNothing)
       .noPartitionHook()

@@ -145,6 +145,16 @@ NN_BINARY(MinOp)
 NN_BINARY(MaxOp)
 #undef NN_BINARY
 
+NN_INFER(ModOp) {
+  NN_ERR;
+  auto lhs = rankedType(adaptor.getLhs());
+  if (lhs && isa<FloatType>(lhs.getElementType()) && !adaptor.getFmod())
+    return err("a float remainder needs fmod (the sign of the dividend)");
+  if (lhs && lhs.getElementType().isInteger(1))
+    return err("operands must be numbers, not booleans");
+  return inferBinary(err, adaptor, types, Type(), true);
+}
+
 NN_INFER(PowOp) {
   NN_ERR;
   return inferBinary(err, adaptor, types, Type(), false);
@@ -264,6 +274,7 @@ NN_VERIFY_BY_INFERENCE(DivOp)
 NN_VERIFY_BY_INFERENCE(PowOp)
 NN_VERIFY_BY_INFERENCE(MinOp)
 NN_VERIFY_BY_INFERENCE(MaxOp)
+NN_VERIFY_BY_INFERENCE(ModOp)
 NN_VERIFY_BY_INFERENCE(EqualOp)
 NN_VERIFY_BY_INFERENCE(LessOp)
 NN_VERIFY_BY_INFERENCE(GreaterOp)
@@ -310,6 +321,10 @@ NN_VERIFY_BY_INFERENCE(GlobalAveragePoolOp)
 NN_VERIFY_BY_INFERENCE(ReduceMeanOp)
 NN_VERIFY_BY_INFERENCE(ReduceSumOp)
 NN_VERIFY_BY_INFERENCE(ReduceMaxOp)
+NN_VERIFY_BY_INFERENCE(ReduceMinOp)
+NN_VERIFY_BY_INFERENCE(ReduceProdOp)
+NN_VERIFY_BY_INFERENCE(ArgMaxOp)
+NN_VERIFY_BY_INFERENCE(ArgMinOp)
 NN_VERIFY_BY_INFERENCE(CumSumOp)
 NN_VERIFY_BY_INFERENCE(TopKOp)
 NN_VERIFY_BY_INFERENCE(TransposeOp)
@@ -916,6 +931,44 @@ NN_INFER(ReduceSumOp) {
 NN_INFER(ReduceMaxOp) {
   NN_ERR;
   return inferReduce(err, adaptor, types);
+}
+NN_INFER(ReduceMinOp) {
+  NN_ERR;
+  return inferReduce(err, adaptor, types);
+}
+NN_INFER(ReduceProdOp) {
+  NN_ERR;
+  return inferReduce(err, adaptor, types);
+}
+
+template <typename Adaptor>
+static LogicalResult inferArgReduce(const InferError &err, Adaptor adaptor, MLIRContext *context,
+                                    SmallVectorImpl<Type> &types) {
+  auto x = rankedType(adaptor.getInput());
+  int64_t axis;
+  if (!x || failed(checkAxis(err, static_cast<int64_t>(adaptor.getAxis()), x.getRank(), "axis",
+                             axis)))
+    return failure();
+  if (axis != static_cast<int64_t>(adaptor.getAxis()))
+    return err("axis ", static_cast<int64_t>(adaptor.getAxis()), " must be non-negative");
+  if (x.getDimSize(axis) == 0)
+    return err("the axis is empty: there is no index to return");
+  SmallVector<int64_t> shape;
+  for (int64_t i = 0; i < x.getRank(); ++i)
+    if (i != axis)
+      shape.push_back(x.getDimSize(i));
+    else if (adaptor.getKeepdims())
+      shape.push_back(1);
+  types.push_back(RankedTensorType::get(shape, IntegerType::get(context, 64)));
+  return success();
+}
+NN_INFER(ArgMaxOp) {
+  NN_ERR;
+  return inferArgReduce(err, adaptor, context, types);
+}
+NN_INFER(ArgMinOp) {
+  NN_ERR;
+  return inferArgReduce(err, adaptor, context, types);
 }
 
 NN_INFER(CumSumOp) {

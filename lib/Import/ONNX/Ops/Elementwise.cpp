@@ -257,6 +257,23 @@ LogicalResult GraphImporter::importSign() {
   return r ? setOutputs({r}) : failure();
 }
 
+// Mod: fmod = 1 takes the dividend's sign (C's fmod), 0 the divisor's
+// (Python's %), which ONNX allows for integers only.
+LogicalResult GraphImporter::importMod() {
+  if (failed(requireInputs(2, 2)) || failed(allowOutputs(1)))
+    return failure();
+  Value x = input(0), y = input(1);
+  int64_t fmod = attrInt("fmod", 0);
+  if (!x || !y || attrFailed)
+    return failure();
+  if (fmod != 0 && fmod != 1)
+    return fail("attribute 'fmod' must be 0 or 1, got " + std::to_string(fmod));
+  if (isa<FloatType>(typeOf(x).getElementType()) && fmod == 0)
+    return fail("attribute 'fmod' must be 1 for floating-point inputs (ONNX defines the "
+                "remainder with the divisor's sign for integers only)");
+  return emit<nn::ModOp>({x, y}, {named("fmod", b.getBoolAttr(fmod != 0))});
+}
+
 Value GraphImporter::softplusOf(Value x) {
   Type elem = typeOf(x).getElementType();
   Value negAbs = make<nn::NegOp>({make<nn::AbsOp>({x})});

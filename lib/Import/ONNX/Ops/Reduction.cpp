@@ -2,7 +2,7 @@
 //
 // The axes, keepdims and noop_with_empty_axes of every Reduce* node, and
 // ReduceL2, ReduceLogSumExp and ReduceSumSquare as compositions of
-// reduce_sum/reduce_max and elementwise ops.
+// reduce_sum/reduce_max and elementwise ops, and ArgMax/ArgMin.
 //
 //===----------------------------------------------------------------------===//
 
@@ -82,17 +82,17 @@ LogicalResult GraphImporter::importReduceSumSquare() {
   return emit<nn::ReduceSumOp>({sq}, reduceAttrs(b, axes, keepdims));
 }
 
-// ReduceL2 = sqrt(reduce_sum(x * x)) (|x| when nothing is reduced). Floating
-// point only: the integer variant's truncated square root has no kernel.
+// ReduceL2 = sqrt(reduce_sum(x * x)) (|x| when nothing is reduced); for
+// integers the root is taken in f64 and truncated.
 LogicalResult GraphImporter::importReduceL2() {
   Value x;
   SmallVector<int64_t> axes;
   bool keepdims, noop;
   if (failed(reductionOperands(18, x, axes, keepdims, noop)))
     return failure();
-  if (!isa<FloatType>(typeOf(x).getElementType()))
-    return fail("input 'data' must be a floating-point tensor (integer "
-                "ReduceL2 is not supported)");
+  Type elem = typeOf(x).getElementType();
+  if (elem.isInteger(1))
+    return fail("input 'data' must be numeric, not bool");
   Value sq = make<nn::MulOp>({x, x});
   if (!sq)
     return failure();
@@ -100,7 +100,15 @@ LogicalResult GraphImporter::importReduceL2() {
     sq = make<nn::ReduceSumOp>({sq}, reduceAttrs(b, axes, keepdims));
   if (!sq)
     return failure();
-  return emit<nn::SqrtOp>({sq});
+  if (isa<FloatType>(elem))
+    return emit<nn::SqrtOp>({sq});
+  // Integers: the square root of the (wrapped) integer sum in f64,
+  // truncated back to the input's type, as onnx's reference does.
+  Value f = make<nn::CastOp>({sq}, {named("to", TypeAttr::get(b.getF64Type()))});
+  Value root = f ? make<nn::SqrtOp>({f}) : Value();
+  if (!root)
+    return failure();
+  return emit<nn::CastOp>({root}, {named("to", TypeAttr::get(elem))});
 }
 
 // ReduceLogSumExp = log(reduce_sum(exp(x - m))) + m, with m the maximum of
@@ -141,29 +149,32 @@ LogicalResult GraphImporter::importReduceLogSumExp() {
 // reverses the order; NaN stays NaN, an empty reduction's -inf becomes
 // +inf); bool is not(reduce_max(not x)). Integers would overflow negating
 // their minimum and are refused.
-LogicalResult GraphImporter::importReduceMin() {
-  Value x;
-  SmallVector<int64_t> axes;
-  bool keepdims, noop;
-  if (failed(reductionOperands(18, x, axes, keepdims, noop)))
+// ArgMax / ArgMin: the index of the first (select_last_index: last) extreme
+// element along one axis, as an i64 tensor.
+LogicalResult GraphImporter::importArgReduce(bool isMax) {
+  if (failed(requireInputs(1, 1)) || failed(allowOutputs(1)))
     return failure();
-  Type elem = typeOf(x).getElementType();
-  if (noop)
-    return emit<nn::IdentityOp>({x});
-  if (elem.isInteger(1)) {
-    // bool (opset 20): all = not(any(not x)).
-    Value any = make<nn::ReduceMaxOp>({make<nn::NotOp>({x})}, reduceAttrs(b, axes, keepdims));
-    if (!any)
-      return failure();
-    return emit<nn::NotOp>({any});
-  }
-  if (!isa<FloatType>(elem))
-    return fail("input 'data' must be a floating-point or bool tensor (integer "
-                "ReduceMin is not supported)");
-  Value m = make<nn::ReduceMaxOp>({make<nn::NegOp>({x})}, reduceAttrs(b, axes, keepdims));
-  if (!m)
+  Value x = input(0);
+  int64_t axis = attrInt("axis", 0), keepdims = attrInt("keepdims", 1),
+          last = attrInt("select_last_index", 0);
+  if (!x || attrFailed)
     return failure();
-  return emit<nn::NegOp>({m});
+  int64_t rank = typeOf(x).getRank();
+  if (rank == 0)
+    return fail("input 'data' must have rank >= 1");
+  if (axis < -rank || axis >= rank)
+    return fail("axis " + std::to_string(axis) + " is out of range for rank " +
+                std::to_string(rank));
+  if (axis < 0)
+    axis += rank;
+  if (typeOf(x).getDimSize(axis) == 0)
+    return fail("the axis is empty: there is no index to return");
+  SmallVector<NamedAttribute> attrs = {named("axis", b.getI64IntegerAttr(axis)),
+                                       named("keepdims", b.getBoolAttr(keepdims != 0)),
+                                       named("select_last_index", b.getBoolAttr(last != 0))};
+  return isMax ? emit<nn::ArgMaxOp>({x}, attrs) : emit<nn::ArgMinOp>({x}, attrs);
 }
+LogicalResult GraphImporter::importArgMax() { return importArgReduce(true); }
+LogicalResult GraphImporter::importArgMin() { return importArgReduce(false); }
 
 } // namespace shardflow::onnx_import

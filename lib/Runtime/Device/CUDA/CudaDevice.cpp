@@ -396,6 +396,8 @@ void CudaDevice::checkStatusWords() {
         code == 1 ? "index " + std::to_string(value) + " read from the data is out of range"
         : code == 2
             ? "integer division by zero (element " + std::to_string(value) + " of the result)"
+        : code == 3
+            ? "integer modulo by zero (element " + std::to_string(value) + " of the result)"
             : "unknown error code " + std::to_string(code) + " in the status word";
     throw RuntimeError(what + (node.empty() ? std::string() : " (ONNX node '" + node + "')") +
                        ", instruction " + std::to_string(n) + ": " + problem +

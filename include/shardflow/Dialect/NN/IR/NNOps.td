@@ -92,6 +92,16 @@ def NN_MinOp : NN_BinaryOp<"min", "Min", [Commutative]> {
 def NN_MaxOp : NN_BinaryOp<"max", "Max", [Commutative]> {
   let description = [{ ONNX's variadic Max is imported as a chain of these. }];
 }
+def NN_ModOp : NN_BinaryOp<"mod", "Mod"> {
+  let description = [{
+    The remainder of `lhs` divided by `rhs`. With `fmod` it has the sign of
+    the dividend (C's fmod; floats must use it, as ONNX requires); without,
+    the sign of the divisor (Python's %, integers only). An integer modulo
+    by zero is an error.
+  }];
+  let arguments = (ins NN_NumericTensor:$lhs, NN_NumericTensor:$rhs,
+                       DefaultValuedAttr<BoolAttr, "false">:$fmod);
+}
 def NN_EqualOp : NN_CompareOp<"equal", "Equal">;
 def NN_LessOp : NN_CompareOp<"less", "Less">;
 def NN_GreaterOp : NN_CompareOp<"greater", "Greater">;
@@ -401,6 +411,24 @@ def NN_GlobalAveragePoolOp : NN_InferredOp<"global_average_pool"> {
 def NN_ReduceMeanOp : NN_ReduceOp<"reduce_mean", "ReduceMean">;
 def NN_ReduceSumOp : NN_ReduceOp<"reduce_sum", "ReduceSum">;
 def NN_ReduceMaxOp : NN_ReduceOp<"reduce_max", "ReduceMax">;
+def NN_ReduceMinOp : NN_ReduceOp<"reduce_min", "ReduceMin">;
+def NN_ReduceProdOp : NN_ReduceOp<"reduce_prod", "ReduceProd">;
+
+class NN_ArgReduceOp<string mnemonic, string onnxName> : NN_InferredOp<mnemonic> {
+  let summary = "ONNX " # onnxName # ": the index of the extreme element along an axis";
+  let description = [{
+    The i64 index along `axis` (non-negative after import) of the first
+    extreme element, or of the last with `select_last_index`; NaN counts as
+    more extreme than any number (the first NaN wins, as in numpy). With
+    `keepdims` the axis stays as size 1.
+  }];
+  let arguments = (ins NN_NumericTensor:$input, I64Attr:$axis,
+                       DefaultValuedAttr<BoolAttr, "true">:$keepdims,
+                       DefaultValuedAttr<BoolAttr, "false">:$select_last_index);
+  let results = (outs NN_I64Tensor:$result);
+}
+def NN_ArgMaxOp : NN_ArgReduceOp<"arg_max", "ArgMax">;
+def NN_ArgMinOp : NN_ArgReduceOp<"arg_min", "ArgMin">;
 
 def NN_CumSumOp : NN_InferredOp<"cumsum"> {
   let summary = "ONNX CumSum along a constant axis";

@@ -85,7 +85,7 @@ def : RT_NotAKernel<NN_UnsqueezeOp, "becomes rt.view">;
 // Elementwise
 //===----------------------------------------------------------------------===//
 
-foreach op = [NN_AddOp, NN_SubOp, NN_MulOp, NN_DivOp, NN_PowOp, NN_MinOp, NN_MaxOp,
+foreach op = [NN_AddOp, NN_SubOp, NN_MulOp, NN_DivOp, NN_ModOp, NN_PowOp, NN_MinOp, NN_MaxOp,
               NN_EqualOp, NN_LessOp, NN_GreaterOp, NN_AndOp, NN_WhereOp, NN_SqrtOp,
               NN_ExpOp, NN_LogOp, NN_TanhOp, NN_SigmoidOp, NN_ErfOp, NN_CosOp, NN_SinOp, NN_FloorOp, NN_CeilOp,
               NN_RoundOp, NN_ReciprocalOp,
@@ -107,11 +107,14 @@ def : RT_Kernel<"masked_scale", [RT_Param<"scale", "float">], RT_CudaElementwise
 foreach op = [NN_SoftmaxOp, NN_LogSoftmaxOp, NN_LayerNormalizationOp,
               NN_RMSNormalizationOp] in
   def : RT_NNKernel<op, RT_CudaRow>;
-foreach op = [NN_ReduceSumOp, NN_ReduceMeanOp, NN_ReduceMaxOp, NN_GlobalAveragePoolOp] in
+foreach op = [NN_ReduceSumOp, NN_ReduceMeanOp, NN_ReduceMaxOp, NN_ReduceMinOp, NN_ReduceProdOp,
+              NN_GlobalAveragePoolOp] in
   def : RT_NNKernel<op, RT_CudaReduction>;
 def : RT_NNKernel<NN_BatchNormalizationOp, RT_CudaNeighbours>;
 def : RT_NNKernel<NN_CumSumOp, RT_CudaStandalone>;
 def : RT_NNKernel<NN_TopKOp, RT_CudaStandalone>;
+def : RT_NNKernel<NN_ArgMaxOp, RT_CudaStandalone>;
+def : RT_NNKernel<NN_ArgMinOp, RT_CudaStandalone>;
 
 //===----------------------------------------------------------------------===//
 // Contractions, attention, windows

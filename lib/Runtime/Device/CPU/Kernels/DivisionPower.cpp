@@ -1,8 +1,9 @@
-//===- DivisionPower.cpp - CPU kernels for div and pow --------------------===//
+//===- DivisionPower.cpp - CPU kernels for div, mod and pow ---------------===//
 //
-// div and pow with ONNX multidirectional broadcasting: integer division
-// truncates toward zero and division by zero is an error; integer powers
-// are exact and wrap. f16/bf16 compute in float and round to nearest even
+// div, mod and pow with ONNX multidirectional broadcasting: integer division
+// truncates toward zero and division (or modulo) by zero is an error; mod
+// takes the sign of the dividend with fmod (C's fmod and %), of the divisor
+// without (Python's %); integer powers are exact and wrap. f16/bf16 compute in float and round to nearest even
 // on store.
 //
 //===----------------------------------------------------------------------===//
@@ -68,6 +69,44 @@ void divKernel(const KernelContext &ctx) {
   });
 }
 
+template <typename C> struct FloatModOp {
+  C operator()(C a, C b) const { return std::fmod(a, b); }
+};
+template <typename C> struct IntModOp {
+  std::string_view kernel;
+  bool fmod;
+  C operator()(C a, C b) const {
+    if (b == 0)
+      throw kernelError(kernel, "integer modulo by zero");
+    if constexpr (std::is_signed_v<C>) {
+      if (b == C(-1))
+        return 0; // avoids INT_MIN % -1
+      C r = C(a % b);
+      if (!fmod && r != 0 && ((r < 0) != (b < 0)))
+        r = C(r + b);
+      return r;
+    } else {
+      return C(a % b);
+    }
+  }
+};
+
+void modKernel(const KernelContext &ctx) {
+  DType t = binaryOperandType(ctx);
+  bool fmod = ctx.params.getBool("fmod", false);
+  dispatchNumeric(t, ctx.kernel, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using C = Compute<T>;
+    if constexpr (std::is_integral_v<C>) {
+      binaryLoop<T, T, T>(ctx, IntModOp<C>{ctx.kernel, fmod});
+    } else {
+      if (!fmod)
+        throw kernelError(ctx.kernel, "a float remainder needs fmod");
+      binaryLoop<T, T, T>(ctx, FloatModOp<C>{});
+    }
+  });
+}
+
 template <typename C, typename CE> struct PowOp {
   C operator()(C x, CE y) const {
     if constexpr (std::is_integral_v<C> && std::is_integral_v<CE>) {
@@ -112,4 +151,5 @@ void powKernel(const KernelContext &ctx) {
 } // namespace
 
 SHARDFLOW_REGISTER_KERNEL("div", divKernel);
+SHARDFLOW_REGISTER_KERNEL("mod", modKernel);
 SHARDFLOW_REGISTER_KERNEL("pow", powKernel);

@@ -1,7 +1,9 @@
 //===- Reduction.cpp - CPU kernels for reductions, cumsum and topk --------===//
 //
-// reduce_sum / reduce_mean accumulate floats in double and integers in 64
-// bits (wrapping to the element type on store); reduce_max propagates NaN.
+// reduce_sum / reduce_mean / reduce_prod accumulate floats in double and
+// integers in 64 bits (wrapping to the element type on store); reduce_max
+// and reduce_min propagate NaN. arg_max / arg_min return the first (or
+// last) index of the extreme value, NaN counted as the most extreme.
 // cumsum accumulates the same way. topk orders NaN above every number and
 // breaks ties by the lower index, as onnxruntime does.
 //
@@ -50,15 +52,16 @@ AxisSplit splitAt(std::string_view kernel, const std::vector<int64_t> &shape, in
 }
 
 //===----------------------------------------------------------------------===//
-// reduce_sum, reduce_mean, reduce_max
+// reduce_sum, reduce_mean, reduce_max, reduce_min, reduce_prod
 //===----------------------------------------------------------------------===//
 
-enum class ReduceKind { Sum, Mean, Max };
+enum class ReduceKind { Sum, Mean, Max, Min, Prod };
 
 template <typename T, ReduceKind K>
 void reduceImpl(const KernelContext &ctx, const std::vector<bool> &reduced) {
   using C = Compute<T>;
-  using Acc = std::conditional_t<K == ReduceKind::Max, C, SumAcc<C>>;
+  constexpr bool extremum = K == ReduceKind::Max || K == ReduceKind::Min;
+  using Acc = std::conditional_t<extremum, C, SumAcc<C>>;
   const Tensor &in = ctx.inputs[0], &out = ctx.outputs[0];
   const T *src = in.as<T>();
   T *dst = out.as<T>();
@@ -85,6 +88,11 @@ void reduceImpl(const KernelContext &ctx, const std::vector<bool> &reduced) {
   if constexpr (K == ReduceKind::Max)
     init = std::is_floating_point_v<C> ? -std::numeric_limits<C>::infinity()
                                        : std::numeric_limits<C>::lowest();
+  else if constexpr (K == ReduceKind::Min)
+    init = std::is_floating_point_v<C> ? std::numeric_limits<C>::infinity()
+                                       : std::numeric_limits<C>::max();
+  else if constexpr (K == ReduceKind::Prod)
+    init = Acc(1);
   else
     init = Acc(0);
   std::vector<Acc> acc(size_t(outN), init);
@@ -92,6 +100,12 @@ void reduceImpl(const KernelContext &ctx, const std::vector<bool> &reduced) {
   auto combine = [](Acc a, C x) -> Acc {
     if constexpr (K == ReduceKind::Max)
       return (x > a || x != x) ? x : a;
+    else if constexpr (K == ReduceKind::Min)
+      return (x < a || x != x) ? x : a;
+    else if constexpr (K == ReduceKind::Prod && std::is_integral_v<Acc>)
+      return Acc(uint64_t(a) * uint64_t(Acc(x))); // wraps, as on store
+    else if constexpr (K == ReduceKind::Prod)
+      return Acc(a * Acc(x));
     else
       return Acc(a + Acc(x));
   };
@@ -134,9 +148,9 @@ void reduceImpl(const KernelContext &ctx, const std::vector<bool> &reduced) {
         const T *p = src + i;
         if (innerReduced) {
           Acc a = acc[size_t(o)];
-          if constexpr (K == ReduceKind::Max) {
+          if constexpr (extremum) {
             if constexpr (std::is_floating_point_v<C>) {
-              // Eight partial maxima plus a NaN flag: vectorizes (maxps).
+              // Eight partial extrema plus a NaN flag: vectorizes (maxps).
               C part[8];
               std::fill(part, part + 8, init);
               bool nan = false;
@@ -145,7 +159,10 @@ void reduceImpl(const KernelContext &ctx, const std::vector<bool> &reduced) {
                 for (int l = 0; l < 8; ++l) {
                   C x = load(p[j + l]);
                   nan |= x != x;
-                  part[l] = x > part[l] ? x : part[l];
+                  if constexpr (K == ReduceKind::Max)
+                    part[l] = x > part[l] ? x : part[l];
+                  else
+                    part[l] = x < part[l] ? x : part[l];
                 }
               for (; j < inner; ++j)
                 a = combine(a, load(p[j]));
@@ -157,6 +174,9 @@ void reduceImpl(const KernelContext &ctx, const std::vector<bool> &reduced) {
               for (int64_t j = 0; j < inner; ++j)
                 a = combine(a, load(p[j]));
             }
+          } else if constexpr (K == ReduceKind::Prod) {
+            for (int64_t j = 0; j < inner; ++j)
+              a = combine(a, load(p[j]));
           } else {
             // Eight independent partial sums: no loop-carried latency chain.
             Acc part[8] = {};
@@ -227,8 +247,15 @@ template <ReduceKind K> void reduceKernel(const KernelContext &ctx) {
                                       shapeList(expect));
   // Booleans are bytes 0/1: their max is a logical or, and the empty max is
   // false (the smallest value), exactly what the uint8 reduction gives.
-  if (in.dtype == DType::I1 && K == ReduceKind::Max)
-    return reduceImpl<uint8_t, K>(ctx, reduced);
+  // Their min is a logical and; the empty min (255, uint8's largest) is
+  // true.
+  if (in.dtype == DType::I1 && (K == ReduceKind::Max || K == ReduceKind::Min)) {
+    reduceImpl<uint8_t, K>(ctx, reduced);
+    if (K == ReduceKind::Min)
+      for (uint8_t *b = out.as<uint8_t>(), *e = b + out.numel(); b != e; ++b)
+        *b = *b != 0;
+    return;
+  }
   dispatchNumeric(in.dtype, ctx.kernel, [&](auto tag) {
     using T = typename decltype(tag)::type;
     reduceImpl<T, K>(ctx, reduced);
@@ -238,6 +265,74 @@ template <ReduceKind K> void reduceKernel(const KernelContext &ctx) {
 void reduceSumKernel(const KernelContext &ctx) { reduceKernel<ReduceKind::Sum>(ctx); }
 void reduceMeanKernel(const KernelContext &ctx) { reduceKernel<ReduceKind::Mean>(ctx); }
 void reduceMaxKernel(const KernelContext &ctx) { reduceKernel<ReduceKind::Max>(ctx); }
+void reduceMinKernel(const KernelContext &ctx) { reduceKernel<ReduceKind::Min>(ctx); }
+void reduceProdKernel(const KernelContext &ctx) { reduceKernel<ReduceKind::Prod>(ctx); }
+
+//===----------------------------------------------------------------------===//
+// arg_max, arg_min
+//===----------------------------------------------------------------------===//
+
+template <typename T, bool Max>
+void argReduceImpl(const KernelContext &ctx, AxisSplit s, bool last) {
+  using C = Compute<T>;
+  const T *src = ctx.inputs[0].as<T>();
+  int64_t *dst = ctx.outputs[0].as<int64_t>();
+  // "x replaces the best so far": more extreme, or (with select_last_index)
+  // as extreme; a NaN is more extreme than any number, and the first NaN
+  // stays.
+  auto better = [&](C x, C best) {
+    if constexpr (std::is_floating_point_v<C>) {
+      if (best != best)
+        return false;
+      if (x != x)
+        return true;
+    }
+    if (last && x == best)
+      return true;
+    return Max ? x > best : x < best;
+  };
+  parallelForRows(ctx, s.outer, s.n * s.inner, [&](int64_t first, int64_t end) {
+    for (int64_t o = first; o < end; ++o)
+      for (int64_t j = 0; j < s.inner; ++j) {
+        const T *p = src + o * s.n * s.inner + j;
+        C best = load(p[0]);
+        int64_t at = 0;
+        for (int64_t i = 1; i < s.n; ++i) {
+          C x = load(p[i * s.inner]);
+          if (better(x, best)) {
+            best = x;
+            at = i;
+          }
+        }
+        dst[o * s.inner + j] = at;
+      }
+  });
+}
+
+template <bool Max> void argReduceKernel(const KernelContext &ctx) {
+  expectArity(ctx, 1, 1);
+  const Tensor &in = ctx.inputs[0], &out = ctx.outputs[0];
+  if (out.dtype != DType::I64)
+    throw kernelError(ctx.kernel, "the result must be i64");
+  if (in.rank() == 0)
+    throw kernelError(ctx.kernel, "input must have rank >= 1");
+  int64_t axis = ctx.params.getInt("axis");
+  AxisSplit s = splitAt(ctx.kernel, in.shape, axis);
+  if (s.n == 0)
+    throw kernelError(ctx.kernel, "the axis is empty");
+  if (out.numel() != s.outer * s.inner)
+    throw kernelError(ctx.kernel, "result shape " + shapeList(out.shape) + " does not match " +
+                                      "the input's without the axis");
+  bool last = ctx.params.getBool("select_last_index", false);
+  if (in.dtype == DType::I1)
+    return argReduceImpl<uint8_t, Max>(ctx, s, last);
+  dispatchNumeric(in.dtype, ctx.kernel, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    argReduceImpl<T, Max>(ctx, s, last);
+  });
+}
+void argMaxKernel(const KernelContext &ctx) { argReduceKernel<true>(ctx); }
+void argMinKernel(const KernelContext &ctx) { argReduceKernel<false>(ctx); }
 
 //===----------------------------------------------------------------------===//
 // cumsum
@@ -391,5 +486,9 @@ void topkKernel(const KernelContext &ctx) {
 SHARDFLOW_REGISTER_KERNEL("reduce_sum", reduceSumKernel);
 SHARDFLOW_REGISTER_KERNEL("reduce_mean", reduceMeanKernel);
 SHARDFLOW_REGISTER_KERNEL("reduce_max", reduceMaxKernel);
+SHARDFLOW_REGISTER_KERNEL("reduce_min", reduceMinKernel);
+SHARDFLOW_REGISTER_KERNEL("reduce_prod", reduceProdKernel);
+SHARDFLOW_REGISTER_KERNEL("arg_max", argMaxKernel);
+SHARDFLOW_REGISTER_KERNEL("arg_min", argMinKernel);
 SHARDFLOW_REGISTER_KERNEL("cumsum", cumsumKernel);
 SHARDFLOW_REGISTER_KERNEL("topk", topkKernel);
