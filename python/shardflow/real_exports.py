@@ -15,7 +15,10 @@ user takes, each checked against the export's own reference outputs
                holds) and each rank holding at most 0.6 of the parameters
   megatron-sp  the same with --strategy megatron-sp
   cuda-bf16    --target cuda --dtype bf16 on the CUDA stand-in (the PTX
-               interpreter), within relative L2 error 2e-2
+               interpreter), within relative L2 error 2e-2; and every
+               attention block raised to one attention kernel (as many
+               as the model has: its layers, or T5's encoder layers and
+               two per decoder layer)
 
 Mixtral's experts are the expert-parallel work: only its attention weights
 must be split, and the 0.6 bound (its experts are most of its parameters)
@@ -101,6 +104,16 @@ class Export:
             else:
                 flags += ["--input-shape", f"{name}={','.join(map(str, value.shape))}"]
         return flags
+
+    def attention_blocks(self) -> int:
+        """The model's attention blocks: one per layer, and for an
+        encoder-decoder (T5) one per encoder layer and two (self and cross)
+        per decoder layer."""
+        config = self.entry["config"]
+        layers = config["num_hidden_layers"]
+        if config.get("model_class") == "T5ForConditionalGeneration":
+            return layers + 2 * config.get("num_decoder_layers", layers)
+        return layers
 
     def split_parameters(self) -> dict[str, str]:
         """Initializer -> PyTorch parameter for the weights a Megatron split
@@ -246,13 +259,21 @@ def run_step(export: Export, step: str, tmp: Path) -> str:
         artifact = tmp / "cuda.shard"
         _shard_opt([str(export.model), *flags, "--target", "cuda", "--dtype", "bf16",
                     "-o", str(artifact)])
+        raised = len(re.findall(r"^kernel attention ", artifact.read_text(errors="replace"),
+                                re.M))
+        blocks = export.attention_blocks()
+        if raised != blocks:
+            raise StepFailed(f"{raised} of the {blocks} attention blocks raised to an "
+                             "attention kernel (why: shard-opt MODEL --compile-to=import | shard-opt "
+                             "--nn-raise-attention=explain=true)")
         try:
             ours = standin.run(artifact, inputs, timeout=900)
         except FileNotFoundError as e:
             raise StepFailed(str(e)) from None
         except standin.RunFailed as e:
             raise StepFailed("shard-run (stand-in): " + str(e).strip().splitlines()[-1]) from None
-        return f"relative L2 {_compare(ours, expected, BF16_TOLERANCE, 'cuda-bf16'):.2g}"
+        worst = _compare(ours, expected, BF16_TOLERANCE, "cuda-bf16")
+        return f"{raised} attention blocks raised; relative L2 {worst:.2g}"
     raise ValueError(f"unknown step '{step}' (steps: {', '.join(STEPS)})")
 
 

@@ -111,6 +111,26 @@ func.func @bert_padding_mask(%q: tensor<2x2x4x16xf32>, %k: tensor<2x2x4x16xf32>,
 
 // -----
 
+// T5 as the dynamo exporter writes it: no scale, K^T by one transpose of
+// [B, S, H, D], the position bias [1, H, S, S] added, then the padding
+// mask [B, 1, S, S]: the float mask is their sum.
+// CHECK-LABEL: func.func @two_additive_terms
+// CHECK: %[[K:.*]] = nn.transpose %arg1 {perm = array<i64: 0, 2, 1, 3>}
+// CHECK: %[[M:.*]] = nn.add %arg3, %arg4 : (tensor<1x2x4x4xf32>, tensor<2x1x4x4xf32>) -> tensor<2x2x4x4xf32>
+// CHECK: nn.attention %arg0, %[[K]], %arg2, %[[M]] {scale = 1.000000e+00 : f32}
+// CHECK-NOT: nn.softmax
+func.func @two_additive_terms(%q: tensor<2x2x4x16xf32>, %k: tensor<2x4x2x16xf32>, %v: tensor<2x2x4x16xf32>, %pb: tensor<1x2x4x4xf32>, %mask: tensor<2x1x4x4xf32>) -> tensor<2x2x4x16xf32> {
+  %kt = nn.transpose %k {perm = array<i64: 0, 2, 3, 1>} : (tensor<2x4x2x16xf32>) -> tensor<2x2x16x4xf32>
+  %s = nn.matmul %q, %kt : (tensor<2x2x4x16xf32>, tensor<2x2x16x4xf32>) -> tensor<2x2x4x4xf32>
+  %b = nn.add %s, %pb : (tensor<2x2x4x4xf32>, tensor<1x2x4x4xf32>) -> tensor<2x2x4x4xf32>
+  %m = nn.add %b, %mask : (tensor<2x2x4x4xf32>, tensor<2x1x4x4xf32>) -> tensor<2x2x4x4xf32>
+  %p = nn.softmax %m {axis = 3 : i64} : (tensor<2x2x4x4xf32>) -> tensor<2x2x4x4xf32>
+  %o = nn.matmul %p, %v : (tensor<2x2x4x4xf32>, tensor<2x2x4x16xf32>) -> tensor<2x2x4x16xf32>
+  return %o : tensor<2x2x4x16xf32>
+}
+
+// -----
+
 // The mask as the add's first operand, itself a mul: the scores are found
 // on the other side.
 // CHECK-LABEL: func.func @mask_first

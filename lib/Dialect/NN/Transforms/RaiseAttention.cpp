@@ -140,6 +140,9 @@ struct Chain {
   /// Float: the additive mask, or with `fill` set the bool `mask` to turn
   /// into where(keep, 0, fill).
   Value mask, fillValue;
+  /// Float: further additive terms of the mask (T5 adds its position bias,
+  /// then the padding mask).
+  SmallVector<Value> extraTerms;
   bool invert = false;
   /// The chain's ops, first to last; each but the last has one user.
   SmallVector<Operation *> ops;
@@ -308,6 +311,22 @@ std::optional<std::string> matchMaskAndScores(Value v, Chain &chain) {
       if (!why) {
         chain = std::move(trial);
         return std::nullopt;
+      }
+      // Two additive terms: (s + a) + b or b + (a + s), a float mask a + b.
+      auto inner = scores.getDefiningOp<nn::AddOp>();
+      if (inner && tensorType(scores) == type && onlyUsedBy(scores, add)) {
+        for (int innerSide = 0; innerSide < 2 && why; ++innerSide) {
+          Value innerScores = inner->getOperand(innerSide);
+          Chain twoTerms = chain;
+          twoTerms.mask = bias;
+          twoTerms.extraTerms.push_back(inner->getOperand(1 - innerSide));
+          twoTerms.maskKind = MaskKind::Float;
+          if (tensorType(innerScores) != type || matchScores(innerScores, twoTerms))
+            continue;
+          twoTerms.ops.append({inner, add});
+          chain = std::move(twoTerms);
+          return std::nullopt;
+        }
       }
       if (!reason || tensorType(scores) == type)
         reason = why;
@@ -533,6 +552,8 @@ FailureOr<nn::AttentionOp> rewrite(Chain &chain) {
                : nn::WhereOp::create(b, loc, chain.mask, zero, chain.fillValue);
   } else if (chain.maskKind == MaskKind::Float) {
     mask = chain.mask;
+    for (Value term : chain.extraTerms)
+      mask = nn::AddOp::create(b, loc, term, mask);
   }
   auto attention = nn::AttentionOp::create(
       b, loc, chain.query, k, value, mask,
