@@ -166,45 +166,49 @@ Value KernelEmitter::truncToInt(Value x, Type storage) {
   return r;
 }
 
-Value KernelEmitter::intDiv(Value x, Value y, bool isUnsigned, Value idx) {
-  Type t = x.getType();
+/// y with 0 (after reporting `code` for its position) and, signed, -1
+/// replaced by 1: what an integer division or remainder may divide by
+/// without trapping (INT_MIN / -1). Also returns whether y was -1.
+std::pair<Value, Value> KernelEmitter::safeDivisor(Value y, bool isUnsigned, Value idx,
+                                                   StatusCode code) {
+  Type t = y.getType();
   Value one = intConst(t, 1), zero = intConst(t, 0);
   reportUnless(arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, y, zero),
-               arith::IndexCastOp::create(b, loc, b.getI64Type(), idx), kDivisionByZero);
+               arith::IndexCastOp::create(b, loc, b.getI64Type(), idx), code);
   Value byZero = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, y, zero);
   if (isUnsigned)
-    return arith::DivUIOp::create(b, loc, x, arith::SelectOp::create(b, loc, byZero, one, y));
+    return {arith::SelectOp::create(b, loc, byZero, one, y), Value()};
   Value byMinusOne = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, y, intConst(t, -1));
   Value safe = arith::SelectOp::create(
       b, loc, arith::OrIOp::create(b, loc, byZero, byMinusOne), one, y);
+  return {safe, byMinusOne};
+}
+
+Value KernelEmitter::intDiv(Value x, Value y, bool isUnsigned, Value idx) {
+  auto [safe, byMinusOne] = safeDivisor(y, isUnsigned, idx, kDivisionByZero);
+  if (isUnsigned)
+    return arith::DivUIOp::create(b, loc, x, safe);
+  Value zero = intConst(x.getType(), 0);
   return arith::SelectOp::create(b, loc, byMinusOne, arith::SubIOp::create(b, loc, zero, x),
                                  arith::DivSIOp::create(b, loc, x, safe));
 }
 
-/// The remainder with the dividend's sign (fmod) or the divisor's; a zero
-/// divisor reports, and -1 (whose remainder is 0) is not divided by, so
-/// that INT_MIN % -1 does not trap.
+/// The remainder with the dividend's sign (fmod) or the divisor's (the
+/// remainder by -1 is 0, computed as that by 1).
 Value KernelEmitter::intMod(Value x, Value y, bool isUnsigned, bool fmod, Value idx) {
-  Type t = x.getType();
-  Value one = intConst(t, 1), zero = intConst(t, 0);
-  reportUnless(arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, y, zero),
-               arith::IndexCastOp::create(b, loc, b.getI64Type(), idx), kModuloByZero);
-  Value byZero = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, y, zero);
+  Value safe = safeDivisor(y, isUnsigned, idx, kModuloByZero).first;
   if (isUnsigned)
-    return arith::RemUIOp::create(b, loc, x, arith::SelectOp::create(b, loc, byZero, one, y));
-  Value byMinusOne = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, y, intConst(t, -1));
-  Value safe = arith::SelectOp::create(
-      b, loc, arith::OrIOp::create(b, loc, byZero, byMinusOne), one, y);
+    return arith::RemUIOp::create(b, loc, x, safe);
   Value r = arith::RemSIOp::create(b, loc, x, safe);
   if (fmod)
     return r;
   // Python's %: a non-zero remainder whose sign differs from the divisor's
   // moves by one divisor.
+  Value zero = intConst(x.getType(), 0);
   Value nonZero = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, r, zero);
   Value rNeg = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, r, zero);
   Value yNeg = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, y, zero);
-  Value differ = arith::XOrIOp::create(b, loc, rNeg, yNeg);
-  Value adjust = arith::AndIOp::create(b, loc, nonZero, differ);
+  Value adjust = arith::AndIOp::create(b, loc, nonZero, arith::XOrIOp::create(b, loc, rNeg, yNeg));
   return arith::SelectOp::create(b, loc, adjust, arith::AddIOp::create(b, loc, r, y), r);
 }
 

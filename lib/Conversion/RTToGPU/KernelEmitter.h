@@ -79,6 +79,8 @@ public:
   /// Integer division as the CPU kernel divides: truncating, INT_MIN / -1
   /// wrapping to INT_MIN, and a zero divisor reported through the status
   /// word (with the result position), the quotient then being x.
+  std::pair<mlir::Value, mlir::Value> safeDivisor(mlir::Value y, bool isUnsigned,
+                                                  mlir::Value idx, StatusCode code);
   mlir::Value intDiv(mlir::Value x, mlir::Value y, bool isUnsigned, mlir::Value idx);
   mlir::Value intMod(mlir::Value x, mlir::Value y, bool isUnsigned, bool fmod, mlir::Value idx);
 

@@ -196,46 +196,17 @@ Registry::Registry() {
       .localize(localizeNothing)
       .noPartitionHook()
       .cost(costPerInputElement(1));
-  facts<ReduceMeanOp>()
-      .rule([](RuleBuilder &b, ReduceMeanOp op) {
-        reduceRule(b, op.getAxes(), op.getKeepdims(), kNeedReplication);
-      })
-      .localize(localizeNothing)
-      .noPartitionHook()
-      .cost(costPerInputElement(1));
-  facts<ReduceMaxOp>()
-      .rule([](RuleBuilder &b, ReduceMaxOp op) {
-        reduceRule(b, op.getAxes(), op.getKeepdims(), kNeedReplication);
-      })
-      .localize(localizeNothing)
-      .noPartitionHook()
-      .cost(costPerInputElement(1));
-  // Minima and products of parts are not sums of parts either.
-  facts<ReduceMinOp>()
-      .rule([](RuleBuilder &b, ReduceMinOp op) {
-        reduceRule(b, op.getAxes(), op.getKeepdims(), kNeedReplication);
-      })
-      .localize(localizeNothing)
-      .noPartitionHook()
-      .cost(costPerInputElement(1));
-  facts<ReduceProdOp>()
-      .rule([](RuleBuilder &b, ReduceProdOp op) {
+  // Means, maxima, minima and products of parts are not sums of parts.
+  facts<ReduceMeanOp, ReduceMaxOp, ReduceMinOp, ReduceProdOp>()
+      .rule([](RuleBuilder &b, auto op) {
         reduceRule(b, op.getAxes(), op.getKeepdims(), kNeedReplication);
       })
       .localize(localizeNothing)
       .noPartitionHook()
       .cost(costPerInputElement(1));
   // An index along the axis is only known with the whole axis.
-  facts<ArgMaxOp>()
-      .rule([](RuleBuilder &b, ArgMaxOp op) {
-        int64_t axis = op.getAxis();
-        reduceRule(b, ArrayRef<int64_t>(axis), op.getKeepdims(), kNeedReplication);
-      })
-      .localize(localizeNothing)
-      .noPartitionHook()
-      .cost(costPerInputElement(1));
-  facts<ArgMinOp>()
-      .rule([](RuleBuilder &b, ArgMinOp op) {
+  facts<ArgMaxOp, ArgMinOp>()
+      .rule([](RuleBuilder &b, auto op) {
         int64_t axis = op.getAxis();
         reduceRule(b, ArrayRef<int64_t>(axis), op.getKeepdims(), kNeedReplication);
       })
