@@ -37,6 +37,10 @@ struct CompilerCLOptions {
     cl::desc("After import, print a one-line summary of the model to stderr "
              "(ops, weights, inputs, outputs, import time)"),
     cl::init(false), cl::cat(importCategory)};
+  cl::opt<bool> listOps{"list-ops",
+    cl::desc("Print the ONNX ops the importer supports (default domain and "
+             "com.microsoft), each with the first version that has it, and exit"),
+    cl::init(false), cl::cat(importCategory)};
   cl::opt<std::string> inputFormat{"input-format",
     cl::desc("How to read the input: auto (by extension), mlir, onnx"),
     cl::init("auto"), cl::cat(importCategory)};
@@ -210,6 +214,7 @@ llvm::Error shardflow::getCompilerCLOptions(DriverOptions &driver, CompileOption
     if (std::string message = parseInputShapeSpec(spec, driver.import); !message.empty())
       return fail(message);
   driver.summary = o.printSummary;
+  driver.listOps = o.listOps;
   driver.report = o.printReport;
 
   compile.target = o.target;

@@ -141,6 +141,10 @@ int main(int argc, char **argv) {
   CompileOptions compile;
   if (llvm::Error e = getCompilerCLOptions(driver, compile))
     return fail(std::move(e));
+  if (driver.listOps) {
+    printSupportedOps(llvm::outs());
+    return 0;
+  }
   StringRef ext = llvm::sys::path::extension(inputFile);
   bool isONNX = driver.inputFormat == "onnx" ||
                 (driver.inputFormat == "auto" && (ext == ".onnx" || ext == ".onnxtxt"));

@@ -28,6 +28,8 @@ struct DriverOptions {
   bool summary = false;
   /// --report: per-rank memory and collectives of the compiled program.
   bool report = false;
+  /// --list-ops: print the supported ONNX ops and exit.
+  bool listOps = false;
 };
 
 /// Registers the flags with LLVM's command line; call before parsing it.

@@ -51,6 +51,9 @@ inline std::string shapeString(ArrayRef<int64_t> dims) {
 
 class GraphImporter {
 public:
+  /// The handler tables, for `shard-opt --list-ops`.
+  static void printSupportedOps(llvm::raw_ostream &os);
+
   GraphImporter(MLIRContext *ctx, const onnx::ModelProto &model,
                 StringRef path, StringRef bytes,
                 const ONNXImportOptions &options)

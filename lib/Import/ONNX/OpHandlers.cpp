@@ -11,6 +11,8 @@
 
 #include "GraphImporter.h"
 
+#include "llvm/Support/Format.h"
+
 namespace shardflow::onnx_import {
 
 const llvm::StringMap<std::pair<GraphImporter::Handler, int64_t>> &
@@ -156,4 +158,24 @@ GraphImporter::contribHandlers() {
   return table;
 }
 
+void GraphImporter::printSupportedOps(llvm::raw_ostream &os) {
+  auto print = [&](const llvm::StringMap<std::pair<Handler, int64_t>> &table) {
+    SmallVector<std::pair<StringRef, int64_t>> ops;
+    for (const auto &entry : table)
+      ops.push_back({entry.getKey(), entry.getValue().second});
+    llvm::sort(ops);
+    for (auto [name, since] : ops)
+      os << "  " << llvm::left_justify(name, 34) << " since " << since << "\n";
+  };
+  os << "default domain (ai.onnx), models of opset " << kMinOpset << " to " << kMaxOpset
+     << ": " << handlers().size() << " ops\n";
+  print(handlers());
+  os << "com.microsoft (onnxruntime's contrib ops): " << contribHandlers().size() << " ops\n";
+  print(contribHandlers());
+}
+
 } // namespace shardflow::onnx_import
+
+void shardflow::printSupportedOps(llvm::raw_ostream &os) {
+  onnx_import::GraphImporter::printSupportedOps(os);
+}

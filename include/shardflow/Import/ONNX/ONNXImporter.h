@@ -66,6 +66,11 @@ mlir::LogicalResult readInitializerBytes(mlir::MLIRContext *context,
                                          llvm::ArrayRef<std::string> names,
                                          llvm::StringMap<std::string> &out);
 
+/// Prints the ops the importer supports, per domain (the default domain,
+/// then com.microsoft), each with the first version of its domain that has
+/// it: the handler tables, which are the single list.
+void printSupportedOps(llvm::raw_ostream &os);
+
 /// Registers the dialects the importer creates ops of.
 void registerImportDialects(mlir::MLIRContext &context);
 
