@@ -246,4 +246,34 @@ def NNSplitFusedProjections : Pass<"nn-split-fused-projections", "::mlir::func::
   let dependentDialects = ["::shardflow::nn::NNDialect"];
 }
 
+def NNDifferentiate : Pass<"nn-differentiate", "::mlir::ModuleOp"> {
+  let summary = "Append the gradients of a scalar loss to @main, as nn ops";
+  let description = [{
+    Reverse-mode differentiation of the function `@main` from a scalar
+    float result, the loss (the result named by `loss`, or the first
+    result): the cotangent of every op between the loss and the values
+    differentiated against is built by the op's gradient rule
+    (`Dialect/NN/Autodiff`, one per op, keyed like the sharding rules),
+    in nn ops, and the gradients become new results of `@main`, named
+    `grad:<name>`:
+
+    - `wrt=weights` (the default): every float `nn.weight`, one gradient
+      per initializer name (the uses of one initializer summed);
+    - `wrt=inputs`: every float argument of `@main` (what the per-op
+      gradient tests check against finite differences);
+    - `wrt=all`: both.
+
+    A value the loss does not depend on gets a zero gradient. An op on the
+    way from a differentiated value to the loss without a gradient rule,
+    or whose rule refuses it, is an error naming the op.
+  }];
+  let options = [
+    Option<"loss", "loss", "std::string", /*default=*/"\"\"",
+           "The nn.name of the scalar result to differentiate (default: the first result)">,
+    Option<"wrt", "wrt", "std::string", /*default=*/"\"weights\"",
+           "What to differentiate against: weights, inputs or all">,
+  ];
+  let dependentDialects = ["::shardflow::nn::NNDialect"];
+}
+
 #endif // SHARDFLOW_DIALECT_NN_TRANSFORMS_PASSES_TD
