@@ -31,6 +31,7 @@ GraphImporter::handlers() {
       {"And", {&G::binary<nn::AndOp>, 1}},
       {"Min", {&G::variadicChain<nn::MinOp>, 1}},
       {"Max", {&G::variadicChain<nn::MaxOp>, 1}},
+      {"Sum", {&G::variadicChain<nn::AddOp>, 1}},
       {"Sqrt", {&G::unary<nn::SqrtOp>, 1}},
       {"Exp", {&G::unary<nn::ExpOp>, 1}},
       {"Log", {&G::unary<nn::LogOp>, 1}},

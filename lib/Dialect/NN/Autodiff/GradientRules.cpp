@@ -358,6 +358,374 @@ LogicalResult matmulGrad(G &g) {
   return success();
 }
 
+LogicalResult gemmGrad(G &g) {
+  auto m = cast<nn::GemmOp>(g.op);
+  // Y = alpha op(A) op(B) + beta C, op the optional transpose.
+  Value a = m.getA(), bv = m.getB();
+  Value alpha = g.scalar(m.getResult(), m.getAlpha().convertToDouble());
+  Value ga = g.make<nn::MulOp>({g.grad(), alpha});
+  auto t = [&](Value v) { return transposeLastTwo(g, v); };
+  Value opA = m.getTransA() ? t(a) : a, opB = m.getTransB() ? t(bv) : bv;
+  if (g.wants(0)) {
+    Value d = g.make<nn::MatMulOp>({ga, t(opB)});
+    g.set(0, m.getTransA() ? t(d) : d);
+  }
+  if (g.wants(1)) {
+    Value d = g.make<nn::MatMulOp>({t(opA), ga});
+    g.set(1, m.getTransB() ? t(d) : d);
+  }
+  if (m.getC() && g.wants(2)) {
+    Value beta = g.scalar(m.getResult(), m.getBeta().convertToDouble());
+    g.set(2, g.unbroadcast(g.make<nn::MulOp>({g.grad(), beta}), m.getC().getType()));
+  }
+  return success();
+}
+
+// More elementwise ops.
+LogicalResult leakyReluGrad(G &g) {
+  auto l = cast<nn::LeakyReluOp>(g.op);
+  if (!g.wants(0))
+    return success();
+  Value x = l.getInput();
+  Value scaled = g.make<nn::MulOp>({g.grad(), g.scalar(x, l.getAlpha().convertToDouble())});
+  g.set(0, g.make<nn::WhereOp>({g.make<nn::GreaterOp>({x, g.scalar(x, 0.0)}), g.grad(), scaled}));
+  return success();
+}
+LogicalResult clipGrad(G &g) {
+  auto c = cast<nn::ClipOp>(g.op);
+  if (!g.wants(0))
+    return success();
+  Value x = c.getInput();
+  if (!isa<FloatType>(typeOf(x).getElementType()))
+    return c.emitOpError("has no gradient: integer input");
+  // The cotangent passes where min <= x <= max (PyTorch's clamp).
+  Value zero = g.scalar(x, 0.0), d = g.grad();
+  if (auto hi = c.getMax())
+    d = g.make<nn::WhereOp>({g.make<nn::GreaterOp>({x, g.scalar(x, hi->convertToDouble())}), zero, d});
+  if (auto lo = c.getMin())
+    d = g.make<nn::WhereOp>({g.make<nn::LessOp>({x, g.scalar(x, lo->convertToDouble())}), zero, d});
+  g.set(0, d);
+  return success();
+}
+LogicalResult geluGrad(G &g) {
+  auto gelu = cast<nn::GeluOp>(g.op);
+  if (!g.wants(0))
+    return success();
+  Value x = gelu.getInput();
+  auto c = [&](double v) { return g.scalar(x, v); };
+  auto mul = [&](Value a, Value b) { return g.make<nn::MulOp>({a, b}); };
+  auto add = [&](Value a, Value b) { return g.make<nn::AddOp>({a, b}); };
+  Value d;
+  if (gelu.getApproximate() == "tanh") {
+    // 0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 k x^2), t = tanh(u).
+    const double k = 0.044715, s = std::sqrt(2.0 / M_PI);
+    Value x2 = mul(x, x);
+    Value u = mul(c(s), add(x, mul(c(k), mul(x2, x))));
+    Value th = g.make<nn::TanhOp>({u});
+    Value left = mul(c(0.5), add(c(1.0), th));
+    Value sech2 = g.make<nn::SubOp>({c(1.0), mul(th, th)});
+    Value du = mul(c(s), add(c(1.0), mul(c(3 * k), x2)));
+    d = add(left, mul(mul(c(0.5), x), mul(sech2, du)));
+  } else {
+    // Phi(x) + x phi(x).
+    Value cdf = mul(c(0.5), add(c(1.0), g.make<nn::ErfOp>({mul(x, c(1.0 / std::sqrt(2.0)))})));
+    Value pdf = mul(c(1.0 / std::sqrt(2.0 * M_PI)),
+                    g.make<nn::ExpOp>({mul(c(-0.5), mul(x, x))}));
+    d = add(cdf, mul(x, pdf));
+  }
+  g.set(0, mul(g.grad(), d));
+  return success();
+}
+
+// Normalizations over [axis, rank), recomputing the statistics.
+SmallVector<int64_t> trailingAxes(Value x, int64_t axis) {
+  int64_t rank = typeOf(x).getRank();
+  if (axis < 0)
+    axis += rank;
+  SmallVector<int64_t> axes;
+  for (int64_t d = axis; d < rank; ++d)
+    axes.push_back(d);
+  return axes;
+}
+Value meanKeep(G &g, Value v, ArrayRef<int64_t> axes) {
+  return g.make<nn::ReduceMeanOp>({v}, {g.b.getNamedAttr("axes", g.b.getDenseI64ArrayAttr(axes)),
+                                       g.b.getNamedAttr("keepdims", g.b.getBoolAttr(true))});
+}
+/// dx = r (dxhat - mean(dxhat) - xhat mean(dxhat xhat)), without the middle
+/// term for RMS norm.
+LogicalResult normalizationGrad(G &g, Value x, Value scale, Value bias, int64_t axis,
+                                double epsilon, bool centered) {
+  SmallVector<int64_t> axes = trailingAxes(x, axis);
+  auto mul = [&](Value a, Value b) { return g.make<nn::MulOp>({a, b}); };
+  auto sub = [&](Value a, Value b) { return g.make<nn::SubOp>({a, b}); };
+  Value xc = centered ? sub(x, meanKeep(g, x, axes)) : x;
+  Value var = meanKeep(g, mul(xc, xc), axes);
+  Value r = g.make<nn::ReciprocalOp>(
+      {g.make<nn::SqrtOp>({g.make<nn::AddOp>({var, g.scalar(x, epsilon)})})});
+  Value xhat = mul(xc, r);
+  if (g.wants(1))
+    g.set(1, g.unbroadcast(mul(g.grad(), xhat), scale.getType()));
+  if (bias && g.wants(2))
+    g.set(2, g.unbroadcast(g.grad(), bias.getType()));
+  if (g.wants(0)) {
+    Value dxhat = mul(g.grad(), scale);
+    Value inner = sub(dxhat, mul(xhat, meanKeep(g, mul(dxhat, xhat), axes)));
+    if (centered)
+      inner = sub(inner, meanKeep(g, dxhat, axes));
+    g.set(0, mul(r, inner));
+  }
+  return success();
+}
+LogicalResult layerNormGrad(G &g) {
+  auto n = cast<nn::LayerNormalizationOp>(g.op);
+  return normalizationGrad(g, n.getInput(), n.getScale(), n.getBias(), n.getAxis(),
+                           n.getEpsilon().convertToDouble(), /*centered=*/true);
+}
+LogicalResult rmsNormGrad(G &g) {
+  auto n = cast<nn::RMSNormalizationOp>(g.op);
+  return normalizationGrad(g, n.getInput(), n.getScale(), Value(), n.getAxis(),
+                           n.getEpsilon().convertToDouble(), /*centered=*/false);
+}
+
+// Rotations: their transposes are the rotations by the opposite angle.
+LogicalResult rotaryGrad(G &g) {
+  auto r = cast<nn::RotaryEmbeddingOp>(g.op);
+  if (g.wants(1) || g.wants(2))
+    return r.emitOpError("has no gradient for its cos/sin tables (they are constants)");
+  if (!g.wants(0))
+    return success();
+  SmallVector<Value> operands(r->getOperands());
+  operands[0] = g.grad();
+  operands[2] = g.make<nn::NegOp>({r.getSinCache()});
+  g.set(0, nn::RotaryEmbeddingOp::create(g.b, g.loc, r.getType(), operands, r->getAttrs())
+               .getResult());
+  return success();
+}
+LogicalResult rotateHalfGrad(G &g) {
+  if (g.wants(0))
+    g.set(0, g.make<nn::NegOp>({g.make<nn::RotateHalfOp>({g.grad()})}));
+  return success();
+}
+LogicalResult cumsumGrad(G &g) {
+  auto c = cast<nn::CumSumOp>(g.op);
+  if (!g.wants(0))
+    return success();
+  // The sums run the other way: each input reaches the outputs after it.
+  g.set(0, g.make<nn::CumSumOp>({g.grad()},
+                                {g.b.getNamedAttr("axis", c.getAxisAttr()),
+                                 g.b.getNamedAttr("exclusive", c.getExclusiveAttr()),
+                                 g.b.getNamedAttr("reverse", g.b.getBoolAttr(!c.getReverse()))}));
+  return success();
+}
+LogicalResult triluGrad(G &g) {
+  auto t = cast<nn::TriluOp>(g.op);
+  if (g.wants(0))
+    g.set(0, g.make<nn::TriluOp>({g.grad()}, {g.b.getNamedAttr("upper", g.b.getBoolAttr(t.getUpper())),
+                                             g.b.getNamedAttr("k", g.b.getI64IntegerAttr(t.getK()))}));
+  return success();
+}
+/// reduce_max / reduce_min: the cotangent is shared among the elements equal
+/// to the result (PyTorch's amax/amin).
+template <typename OpTy> LogicalResult extremumReduceGrad(G &g) {
+  auto r = cast<OpTy>(g.op);
+  if (!g.wants(0))
+    return success();
+  auto in = typeOf(r.getInput());
+  if (!isa<FloatType>(in.getElementType()))
+    return r.emitOpError("has no gradient: integer input");
+  SmallVector<int64_t> keptShape(in.getShape());
+  for (int64_t a : r.getAxes())
+    keptShape[a] = 1;
+  auto kept = RankedTensorType::get(keptShape, in.getElementType());
+  Value y = g.expand(g.reshape(r.getResult(), kept), in);
+  Value hit = g.make<nn::EqualOp>({r.getInput(), y});
+  Value ones = nn::CastOp::create(g.b, g.loc, hit, TypeAttr::get(in.getElementType()));
+  Value count = g.sumKeep(ones, r.getAxes());
+  Value share = g.make<nn::DivOp>({g.reshape(g.grad(), kept), count});
+  g.set(0, g.make<nn::MulOp>({ones, g.expand(share, in)}));
+  return success();
+}
+
+// Data movement.
+Value sliceAlong(G &g, Value v, int64_t axis, int64_t begin, int64_t size) {
+  auto b = g.b;
+  return g.make<nn::SliceOp>({v}, {b.getNamedAttr("starts", b.getDenseI64ArrayAttr({begin})),
+                                   b.getNamedAttr("ends", b.getDenseI64ArrayAttr({begin + size})),
+                                   b.getNamedAttr("axes", b.getDenseI64ArrayAttr({axis})),
+                                   b.getNamedAttr("steps", b.getDenseI64ArrayAttr({1}))});
+}
+LogicalResult concatGrad(G &g) {
+  auto c = cast<nn::ConcatOp>(g.op);
+  int64_t axis = axisOf(c.getResult(), c.getAxis()), at = 0;
+  for (auto [i, in] : llvm::enumerate(c.getInputs())) {
+    int64_t size = typeOf(in).getDimSize(axis);
+    if (g.wants(unsigned(i)))
+      g.set(unsigned(i), sliceAlong(g, g.grad(), axis, at, size));
+    at += size;
+  }
+  return success();
+}
+LogicalResult splitGrad(G &g) {
+  auto s = cast<nn::SplitOp>(g.op);
+  if (!g.wants(0))
+    return success();
+  SmallVector<Value> pieces;
+  for (unsigned i = 0; i < s->getNumResults(); ++i)
+    pieces.push_back(g.grad(i));
+  g.set(0, g.make<nn::ConcatOp>(pieces, {g.b.getNamedAttr("axis", s.getAxisAttr())}));
+  return success();
+}
+LogicalResult sliceGrad(G &g) {
+  auto s = cast<nn::SliceOp>(g.op);
+  if (!g.wants(0))
+    return success();
+  auto in = typeOf(s.getInput()), out = typeOf(s.getResult());
+  int64_t rank = in.getRank();
+  SmallVector<int64_t> pads(2 * rank, 0);
+  for (auto [i, axisRaw] : llvm::enumerate(s.getAxes())) {
+    int64_t axis = axisRaw < 0 ? axisRaw + rank : axisRaw;
+    if (s.getSteps()[i] != 1)
+      return s.emitOpError("has no gradient rule yet for steps other than 1");
+    int64_t dim = in.getDimSize(axis), start = s.getStarts()[i];
+    if (start < 0)
+      start += dim;
+    start = std::clamp<int64_t>(start, 0, dim);
+    pads[axis] = start;
+    pads[axis + rank] = dim - start - out.getDimSize(axis);
+  }
+  // Every attribute given: default-valued ones are not filled in before
+  // type inference.
+  g.set(0, g.make<nn::PadOp>({g.grad()}, {g.b.getNamedAttr("pads", g.b.getDenseI64ArrayAttr(pads)),
+                                          g.b.getNamedAttr("mode", g.b.getStringAttr("constant")),
+                                          g.b.getNamedAttr("value", g.b.getF64FloatAttr(0.0))}));
+  return success();
+}
+LogicalResult gatherGrad(G &g) {
+  auto gather = cast<nn::GatherOp>(g.op);
+  if (!g.wants(0))
+    return success();
+  auto data = typeOf(gather.getInput());
+  if (gather.getAxis() != 0 || gather.getAxisSizeAttr())
+    return gather.emitOpError("has no gradient rule yet along an axis other than 0");
+  // Rows gathered are rows scattered back, added where an index repeats.
+  Value idx = gather.getIndices();
+  auto idxType = typeOf(idx);
+  Value i64 = idxType.getElementType().isInteger(64)
+                  ? idx
+                  : nn::CastOp::create(g.b, g.loc, idx, TypeAttr::get(g.b.getI64Type()));
+  auto scalarI64 = RankedTensorType::get({}, g.b.getI64Type());
+  Value zero = nn::ConstantOp::create(g.b, g.loc, DenseElementsAttr::get(scalarI64, int64_t(0)));
+  Value dim = nn::ConstantOp::create(g.b, g.loc,
+                                     DenseElementsAttr::get(scalarI64, data.getDimSize(0)));
+  Value wrapped = g.make<nn::WhereOp>(
+      {g.make<nn::LessOp>({i64, zero}), g.make<nn::AddOp>({i64, dim}), i64});
+  SmallVector<int64_t> tupleShape(idxType.getShape());
+  tupleShape.push_back(1);
+  Value tuples = g.reshape(wrapped, RankedTensorType::get(tupleShape, g.b.getI64Type()));
+  Value zeros = nn::ConstantOp::create(
+      g.b, g.loc, DenseElementsAttr::get(data, g.b.getZeroAttr(data.getElementType())));
+  g.set(0, g.make<nn::ScatterNDOp>({zeros, tuples, g.grad()},
+                                   {g.b.getNamedAttr("reduction", g.b.getStringAttr("add"))}));
+  return success();
+}
+
+LogicalResult padGrad(G &g) {
+  auto p = cast<nn::PadOp>(g.op);
+  if (!g.wants(0))
+    return success();
+  if (p.getMode() != "constant")
+    return p.emitOpError("has no gradient rule yet for mode '") << p.getMode() << "'";
+  // The cotangent of the interior; pads may be negative (a crop), whose
+  // cotangent is zero-padded back.
+  auto in = typeOf(p.getInput());
+  int64_t rank = in.getRank();
+  ArrayRef<int64_t> pads = p.getPads();
+  SmallVector<int64_t> starts, ends, axes, steps, back(2 * rank, 0);
+  for (int64_t d = 0; d < rank; ++d) {
+    int64_t before = pads[d], after = pads[d + rank];
+    starts.push_back(std::max<int64_t>(before, 0));
+    ends.push_back(std::max<int64_t>(before, 0) + in.getDimSize(d) + std::min<int64_t>(before, 0) +
+                   std::min<int64_t>(after, 0));
+    axes.push_back(d);
+    steps.push_back(1);
+    back[d] = std::max<int64_t>(-before, 0);
+    back[d + rank] = std::max<int64_t>(-after, 0);
+  }
+  auto b = g.b;
+  Value d = g.make<nn::SliceOp>({g.grad()}, {b.getNamedAttr("starts", b.getDenseI64ArrayAttr(starts)),
+                                             b.getNamedAttr("ends", b.getDenseI64ArrayAttr(ends)),
+                                             b.getNamedAttr("axes", b.getDenseI64ArrayAttr(axes)),
+                                             b.getNamedAttr("steps", b.getDenseI64ArrayAttr(steps))});
+  if (llvm::any_of(back, [](int64_t v) { return v != 0; }))
+    d = g.make<nn::PadOp>({d}, {b.getNamedAttr("pads", b.getDenseI64ArrayAttr(back)),
+                                b.getNamedAttr("mode", b.getStringAttr("constant")),
+                                b.getNamedAttr("value", b.getF64FloatAttr(0.0))});
+  g.set(0, d);
+  return success();
+}
+LogicalResult modGrad(G &g) {
+  auto m = cast<nn::ModOp>(g.op);
+  if (!isa<FloatType>(typeOf(m.getLhs()).getElementType()))
+    return m.emitOpError("has no gradient: integer operands");
+  // r = x - y trunc(x / y): dr/dx = 1, dr/dy = -trunc(x / y) (PyTorch's
+  // fmod).
+  if (g.wants(0))
+    g.set(0, g.unbroadcast(g.grad(), m.getLhs().getType()));
+  if (g.wants(1)) {
+    Value q = g.make<nn::DivOp>({m.getLhs(), m.getRhs()});
+    Value zero = g.scalar(q, 0.0);
+    Value trunc = g.make<nn::WhereOp>(
+        {g.make<nn::LessOp>({q, zero}), g.make<nn::CeilOp>({q}), g.make<nn::FloorOp>({q})});
+    Value d = g.make<nn::NegOp>({g.make<nn::MulOp>({g.grad(), trunc})});
+    g.set(1, g.unbroadcast(d, m.getRhs().getType()));
+  }
+  return success();
+}
+LogicalResult reduceProdGrad(G &g) {
+  auto r = cast<nn::ReduceProdOp>(g.op);
+  if (!g.wants(0))
+    return success();
+  Value x = r.getInput();
+  auto in = typeOf(x);
+  if (!isa<FloatType>(in.getElementType()))
+    return r.emitOpError("has no gradient: integer input");
+  // The product of the other elements: y / x where no element is zero;
+  // with one zero, the product of the others at the zero and 0 elsewhere;
+  // with more, 0.
+  SmallVector<int64_t> keptShape(in.getShape());
+  for (int64_t a : r.getAxes())
+    keptShape[a] = 1;
+  auto kept = RankedTensorType::get(keptShape, in.getElementType());
+  auto attrs = [&] {
+    return SmallVector<NamedAttribute>{g.b.getNamedAttr("axes", r.getAxesAttr()),
+                                       g.b.getNamedAttr("keepdims", g.b.getBoolAttr(true))};
+  };
+  Value zero = g.scalar(x, 0.0), one = g.scalar(x, 1.0);
+  Value isZero = g.make<nn::EqualOp>({x, zero});
+  Value zeros = g.sumKeep(nn::CastOp::create(g.b, g.loc, isZero, TypeAttr::get(in.getElementType())),
+                          r.getAxes());
+  Value nonZero = g.make<nn::WhereOp>({isZero, one, x});
+  Value others = g.make<nn::ReduceProdOp>({nonZero}, attrs()); // product of the non-zeros
+  Value y = g.reshape(r.getResult(), kept);
+  Value noZero = g.make<nn::EqualOp>({zeros, zero});
+  Value oneZero = g.make<nn::EqualOp>({zeros, one});
+  Value atNonZero = g.make<nn::WhereOp>({noZero, g.make<nn::DivOp>({y, nonZero}), zero});
+  Value atZero = g.make<nn::WhereOp>({oneZero, others, zero});
+  Value d = g.make<nn::WhereOp>({isZero, g.expand(atZero, in), atNonZero});
+  g.set(0, g.make<nn::MulOp>({d, g.expand(g.reshape(g.grad(), kept), in)}));
+  return success();
+}
+LogicalResult trainingDropoutGrad(G &g) {
+  auto d = cast<nn::TrainingDropoutOp>(g.op);
+  if (!g.wants(0))
+    return success();
+  // The same mask and scale as the forward.
+  Value scale = g.scalar(d.getResult(), 1.0 / (1.0 - d.getRatio().convertToDouble()));
+  Value kept = g.make<nn::WhereOp>({d.getMask(), g.grad(), g.scalar(d.getResult(), 0.0)});
+  g.set(0, g.make<nn::MulOp>({kept, scale}));
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // The registry
 //===----------------------------------------------------------------------===//
@@ -405,6 +773,26 @@ const llvm::StringMap<GradientRule> &registry() {
     rule("nn.softmax", softmaxGrad);
     rule("nn.log_softmax", logSoftmaxGrad);
     rule("nn.matmul", matmulGrad);
+    rule("nn.gemm", gemmGrad);
+    rule("nn.leaky_relu", leakyReluGrad);
+    rule("nn.clip", clipGrad);
+    rule("nn.gelu", geluGrad);
+    rule("nn.layer_normalization", layerNormGrad);
+    rule("nn.rms_normalization", rmsNormGrad);
+    rule("nn.rotary_embedding", rotaryGrad);
+    rule("nn.rotate_half", rotateHalfGrad);
+    rule("nn.cumsum", cumsumGrad);
+    rule("nn.trilu", triluGrad);
+    rule("nn.reduce_max", extremumReduceGrad<nn::ReduceMaxOp>);
+    rule("nn.reduce_min", extremumReduceGrad<nn::ReduceMinOp>);
+    rule("nn.concat", concatGrad);
+    rule("nn.split", splitGrad);
+    rule("nn.slice", sliceGrad);
+    rule("nn.gather", gatherGrad);
+    rule("nn.pad", padGrad);
+    rule("nn.mod", modGrad);
+    rule("nn.reduce_prod", reduceProdGrad);
+    rule("nn.training_dropout", trainingDropoutGrad);
     for (const char *name : {"nn.equal", "nn.less", "nn.greater", "nn.and", "nn.not", "nn.shape",
                              "nn.arg_max", "nn.arg_min"})
       none(name, kNoFloatResult);
