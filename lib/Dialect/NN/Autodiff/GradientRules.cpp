@@ -312,8 +312,11 @@ LogicalResult softmaxGrad(G &g) {
   auto s = cast<nn::SoftmaxOp>(g.op);
   if (!g.wants(0))
     return success();
-  // y * (g - sum(g * y))
+  // y * (g - sum(g * y)). A row of -inf scores (a fully masked query) has
+  // NaN probabilities, which exporters' guard where(isnan(p), 0, p) turns
+  // into zeros, a constant: its cotangent is zero, not NaN.
   Value y = s.getResult();
+  y = g.make<nn::WhereOp>({g.make<nn::EqualOp>({y, y}), y, g.scalar(y, 0.0)});
   int64_t axis = axisOf(y, s.getAxis());
   Value dot = g.sumKeep(g.make<nn::MulOp>({g.grad(), y}), {axis});
   g.set(0, g.make<nn::MulOp>({y, g.make<nn::SubOp>({g.grad(), dot})}));

@@ -246,6 +246,36 @@ def NNSplitFusedProjections : Pass<"nn-split-fused-projections", "::mlir::func::
   let dependentDialects = ["::shardflow::nn::NNDialect"];
 }
 
+def NNAppendLoss : Pass<"nn-append-loss", "::mlir::ModuleOp"> {
+  let summary = "Append a training loss to @main, as nn ops";
+  let description = [{
+    Adds a scalar result `loss` to `@main`, computed from its first result
+    (the model's output) and a new argument named by `labels`:
+
+    - `kind=cross-entropy`: softmax cross-entropy over the last dimension
+      of the output (the logits); `labels` is an i64 tensor shaped like the
+      logits without their last dimension, one class index per position,
+      not shifted; positions whose label is `ignore-index` do not count.
+      The loss is the sum of -log_softmax(logits)[label] over the counted
+      positions divided by their number (over the whole global batch: the
+      program is the unsharded one), as PyTorch's cross_entropy with
+      reduction "mean".
+    - `kind=mse`: the mean over all elements of (output - labels)^2;
+      `labels` has the output's shape and type.
+
+    The model's results stay, `loss` comes after them.
+  }];
+  let options = [
+    Option<"kind", "kind", "std::string", /*default=*/"\"cross-entropy\"",
+           "cross-entropy or mse">,
+    Option<"labels", "labels", "std::string", /*default=*/"\"labels\"",
+           "The name of the labels argument to add">,
+    Option<"ignoreIndex", "ignore-index", "int64_t", /*default=*/"-100",
+           "cross-entropy: the label of positions that do not count">,
+  ];
+  let dependentDialects = ["::shardflow::nn::NNDialect"];
+}
+
 def NNDifferentiate : Pass<"nn-differentiate", "::mlir::ModuleOp"> {
   let summary = "Append the gradients of a scalar loss to @main, as nn ops";
   let description = [{

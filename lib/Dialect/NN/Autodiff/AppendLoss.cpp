@@ -1,0 +1,146 @@
+//===- AppendLoss.cpp - a training loss after the model -------------------===//
+//
+// nn-append-loss: the loss of a training step from the model's first result
+// and a new labels argument, in nn ops (so that it is differentiated,
+// sharded and lowered like the model).
+//
+//===----------------------------------------------------------------------===//
+
+#include "shardflow/Dialect/NN/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+
+namespace shardflow::nn {
+#define GEN_PASS_DEF_NNAPPENDLOSS
+#include "shardflow/Dialect/NN/Transforms/Passes.h.inc"
+} // namespace shardflow::nn
+
+using namespace mlir;
+using namespace shardflow;
+
+namespace {
+
+RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
+
+struct Builder {
+  OpBuilder &b;
+  Location loc;
+
+  template <typename OpTy> Value make(ValueRange operands, ArrayRef<NamedAttribute> attrs = {}) {
+    return OpTy::create(b, loc, operands, attrs)->getResult(0);
+  }
+  Value splat(Type elem, Attribute value) {
+    return nn::ConstantOp::create(b, loc,
+                                  DenseElementsAttr::get(RankedTensorType::get({}, elem), value));
+  }
+  Value sumAll(Value v) {
+    SmallVector<int64_t> axes;
+    for (int64_t d = 0; d < typeOf(v).getRank(); ++d)
+      axes.push_back(d);
+    if (axes.empty())
+      return v;
+    return make<nn::ReduceSumOp>({v}, {b.getNamedAttr("axes", b.getDenseI64ArrayAttr(axes)),
+                                       b.getNamedAttr("keepdims", b.getBoolAttr(false))});
+  }
+  Value castTo(Value v, Type elem) {
+    return nn::CastOp::create(b, loc, v, TypeAttr::get(elem));
+  }
+};
+
+struct NNAppendLossPass : public nn::impl::NNAppendLossBase<NNAppendLossPass> {
+  using NNAppendLossBase::NNAppendLossBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto fn = module.lookupSymbol<func::FuncOp>("main");
+    if (!fn || fn.getNumResults() == 0) {
+      module.emitError("nn-append-loss: no function @main with a result");
+      return signalPassFailure();
+    }
+    if (kind != "cross-entropy" && kind != "mse") {
+      module.emitError("nn-append-loss: kind must be cross-entropy or mse, got '") << kind << "'";
+      return signalPassFailure();
+    }
+    for (unsigned i = 0; i < fn.getNumArguments(); ++i)
+      if (auto name = fn.getArgAttrOfType<StringAttr>(i, "nn.name"); name && name == labels) {
+        fn.emitError("nn-append-loss: the model already has an input named '") << labels << "'";
+        return signalPassFailure();
+      }
+    auto ret = cast<func::ReturnOp>(fn.getBody().front().getTerminator());
+    Value output = ret.getOperand(0);
+    auto outType = dyn_cast<RankedTensorType>(output.getType());
+    if (!outType || !isa<FloatType>(outType.getElementType())) {
+      fn.emitError("nn-append-loss: the first output must be a float tensor, got ")
+          << output.getType();
+      return signalPassFailure();
+    }
+    Type elem = outType.getElementType();
+    bool crossEntropy = kind == "cross-entropy";
+    if (crossEntropy && outType.getRank() == 0) {
+      fn.emitError("nn-append-loss: cross-entropy needs logits of rank >= 1, got ") << outType;
+      return signalPassFailure();
+    }
+    RankedTensorType labelType =
+        crossEntropy ? RankedTensorType::get(outType.getShape().drop_back(),
+                                             IntegerType::get(&getContext(), 64))
+                     : outType;
+    OpBuilder b(ret);
+    unsigned argIndex = fn.getNumArguments();
+    if (failed(fn.insertArgument(argIndex, labelType,
+                                 b.getDictionaryAttr(b.getNamedAttr("nn.name",
+                                                                    b.getStringAttr(labels))),
+                                 fn.getLoc())))
+      return signalPassFailure();
+    Value label = fn.getArgument(argIndex);
+    Builder l{b, NameLoc::get(b.getStringAttr("loss"), fn.getLoc())};
+    Value loss;
+    if (crossEntropy) {
+      int64_t rank = outType.getRank(), classes = outType.getDimSize(rank - 1);
+      Value lsm = l.make<nn::LogSoftmaxOp>({output},
+                                           {b.getNamedAttr("axis", b.getI64IntegerAttr(rank - 1))});
+      Type i64 = b.getI64Type();
+      Value ignore = l.splat(i64, b.getI64IntegerAttr(ignoreIndex));
+      Value valid = l.make<nn::NotOp>({l.make<nn::EqualOp>({label, ignore})});
+      // The label's log-probability: a one-hot row of the label's class
+      // (all zero for an ignored position) times the log-probabilities.
+      SmallVector<int64_t> column(labelType.getShape());
+      column.push_back(1);
+      Value asColumn = nn::ReshapeOp::create(b, l.loc, RankedTensorType::get(column, i64), label);
+      SmallVector<int64_t> ids(classes);
+      for (int64_t c = 0; c < classes; ++c)
+        ids[c] = c;
+      Value classIds = nn::ConstantOp::create(
+          b, l.loc, DenseElementsAttr::get(RankedTensorType::get({classes}, i64),
+                                           ArrayRef<int64_t>(ids)));
+      Value oneHot = l.castTo(l.make<nn::EqualOp>({asColumn, classIds}), elem);
+      Value picked = l.make<nn::ReduceSumOp>(
+          {l.make<nn::MulOp>({lsm, oneHot})},
+          {b.getNamedAttr("axes", b.getDenseI64ArrayAttr({rank - 1})),
+           b.getNamedAttr("keepdims", b.getBoolAttr(false))});
+      Value counted = l.castTo(valid, elem);
+      Value total = l.sumAll(l.make<nn::MulOp>({l.make<nn::NegOp>({picked}), counted}));
+      Value count = l.make<nn::MaxOp>({l.sumAll(counted), l.splat(elem, b.getFloatAttr(elem, 1.0))});
+      loss = l.make<nn::DivOp>({total, count});
+    } else {
+      Value d = l.make<nn::SubOp>({output, label});
+      Value sq = l.sumAll(l.make<nn::MulOp>({d, d}));
+      loss = l.make<nn::DivOp>(
+          {sq, l.splat(elem, b.getFloatAttr(elem, double(outType.getNumElements())))});
+    }
+    SmallVector<Value> results(ret.getOperands());
+    results.push_back(loss);
+    SmallVector<DictionaryAttr> attrs;
+    for (unsigned i = 0; i < fn.getNumResults(); ++i)
+      attrs.push_back(fn.getResultAttrDict(i));
+    attrs.push_back(b.getDictionaryAttr(b.getNamedAttr("nn.name", b.getStringAttr("loss"))));
+    ret->setOperands(results);
+    SmallVector<Type> types;
+    for (Value v : results)
+      types.push_back(v.getType());
+    fn.setType(FunctionType::get(&getContext(), fn.getArgumentTypes(), types));
+    fn.setAllResultAttrs(attrs);
+  }
+};
+
+} // namespace
