@@ -3,8 +3,9 @@
 // RUN: not shard-opt %s -split-input-file -nn-differentiate="wrt=inputs loss=nope" 2>&1 | FileCheck %s --check-prefix=NOLOSS
 
 // The gradients of a scalar loss as new results named grad:<name>: the
-// softmax's, the tanh's and the matmul's rules in reverse order, each
-// operand's cotangent on its own (dX = G W^T, dW = X^T G).
+// softmax's (its NaN probabilities, of a row of -inf, as zeros), the
+// tanh's and the matmul's rules in reverse order, each operand's
+// cotangent on its own (dX = G W^T, dW = X^T G).
 // CHECK-LABEL: func.func @main
 // CHECK-SAME: -> (tensor<f64> {nn.name = "loss"}, tensor<2x3xf64> {nn.name = "grad:x"}, tensor<3x4xf64> {nn.name = "grad:w"})
 // CHECK: %[[Y:.*]] = nn.matmul %arg0, %arg1
@@ -12,8 +13,10 @@
 // CHECK: %[[S:.*]] = nn.softmax %[[T]]
 // CHECK: %[[ONE:.*]] = nn.constant dense<1.000000e+00> : tensor<f64>
 // CHECK: %[[GS:.*]] = nn.expand
+// CHECK: %[[NUM:.*]] = nn.equal %[[S]], %[[S]]
+// CHECK: %[[YS:.*]] = nn.where %[[NUM]], %[[S]]
 // CHECK: %[[DOT:.*]] = nn.reduce_sum {{.*}} {axes = array<i64: 1>}
-// CHECK: %[[GT:.*]] = nn.mul %[[S]], {{.*}}
+// CHECK: %[[GT:.*]] = nn.mul %[[YS]], {{.*}}
 // CHECK: %[[GY:.*]] = nn.mul %[[GT]], {{.*}}
 // CHECK: %[[WT:.*]] = nn.transpose %arg1 {perm = array<i64: 1, 0>}
 // CHECK: %[[GX:.*]] = nn.matmul %[[GY]], %[[WT]]
