@@ -729,6 +729,129 @@ LogicalResult trainingDropoutGrad(G &g) {
   return success();
 }
 
+/// topk's values: the cotangent goes back to the positions the indices
+/// name (the indices are integers).
+LogicalResult topkGrad(G &g) {
+  auto t = cast<nn::TopKOp>(g.op);
+  if (!g.wants(0))
+    return success();
+  auto in = typeOf(t.getInput()), values = typeOf(t.getValues());
+  if (!isa<FloatType>(in.getElementType()))
+    return t.emitOpError("has no gradient: integer input");
+  int64_t rank = in.getRank(), axis = t.getAxis() < 0 ? t.getAxis() + rank : t.getAxis();
+  // One index tuple per value: its own coordinates, the index on the axis.
+  auto i64 = g.b.getI64Type();
+  SmallVector<int64_t> column(values.getShape());
+  column.push_back(1);
+  auto columnType = RankedTensorType::get(column, i64);
+  SmallVector<Value> coordinates;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (d == axis) {
+      coordinates.push_back(g.reshape(t.getIndices(), columnType));
+      continue;
+    }
+    int64_t n = values.getDimSize(d);
+    Value iota = nn::RangeOp::create(g.b, g.loc, RankedTensorType::get({n}, i64),
+                                     g.b.getF64FloatAttr(0), g.b.getF64FloatAttr(double(n)),
+                                     g.b.getF64FloatAttr(1));
+    SmallVector<int64_t> along(rank + 1, 1);
+    along[d] = n;
+    Value shaped = g.reshape(iota, RankedTensorType::get(along, i64));
+    coordinates.push_back(g.expand(shaped, columnType));
+  }
+  Value tuples = g.make<nn::ConcatOp>(coordinates, {g.b.getNamedAttr("axis", g.b.getI64IntegerAttr(rank))});
+  Value zeros = nn::ConstantOp::create(
+      g.b, g.loc, DenseElementsAttr::get(in, g.b.getZeroAttr(in.getElementType())));
+  g.set(0, g.make<nn::ScatterNDOp>({zeros, tuples, g.grad(0)},
+                                   {g.b.getNamedAttr("reduction", g.b.getStringAttr("add"))}));
+  return success();
+}
+
+/// Attention, composed (4-D): the probabilities recomputed, then the
+/// cotangents of V, of the scores and of Q and K, with grouped-query heads
+/// summed back onto their key/value head. (Its fused, flash-style backward
+/// that keeps no [Sq, Skv] matrix comes with the training kernels.)
+LogicalResult attentionGrad(G &g) {
+  auto a = cast<nn::AttentionOp>(g.op);
+  Value q = a.getQuery(), k = a.getKey(), v = a.getValue(), mask = a.getMask();
+  auto qt = typeOf(q), kt = typeOf(k), vt = typeOf(v);
+  if (qt.getRank() != 4)
+    return a.emitOpError("has no gradient rule yet for 3-D inputs");
+  if (mask && g.wants(3) && !isa<FloatType>(typeOf(mask).getElementType()))
+    return a.emitOpError("has no gradient for a boolean mask");
+  Type elem = qt.getElementType();
+  int64_t batch = qt.getDimSize(0), hq = qt.getDimSize(1), sq = qt.getDimSize(2);
+  int64_t hkv = kt.getDimSize(1), skv = kt.getDimSize(2), group = hq / hkv;
+  auto b = g.b;
+  auto mul = [&](Value x, Value y) { return g.make<nn::MulOp>({x, y}); };
+  auto matmul = [&](Value x, Value y) { return g.make<nn::MatMulOp>({x, y}); };
+  // K and V with their heads repeated per query-head group, and back.
+  auto repeat = [&](Value x) -> Value {
+    if (group == 1)
+      return x;
+    auto t = typeOf(x);
+    int64_t s = t.getDimSize(2), d = t.getDimSize(3);
+    Value r = g.reshape(x, RankedTensorType::get({batch, hkv, 1, s, d}, elem));
+    r = g.expand(r, RankedTensorType::get({batch, hkv, group, s, d}, elem));
+    return g.reshape(r, RankedTensorType::get({batch, hq, s, d}, elem));
+  };
+  auto fold = [&](Value x, RankedTensorType to) -> Value {
+    if (group == 1)
+      return x;
+    int64_t s = to.getDimSize(2), d = to.getDimSize(3);
+    Value r = g.reshape(x, RankedTensorType::get({batch, hkv, group, s, d}, elem));
+    return g.reshape(g.sumKeep(r, {2}), to);
+  };
+  Value kr = repeat(k), vr = repeat(v);
+  double scale = a.getScale() ? a.getScale()->convertToDouble()
+                              : 1.0 / std::sqrt(double(qt.getDimSize(3)));
+  double softcap = a.getSoftcap().convertToDouble();
+  Value scores = mul(matmul(q, transposeLastTwo(g, kr)), g.scalar(q, scale));
+  Value capped = scores, tanhCap;
+  if (softcap > 0) {
+    tanhCap = g.make<nn::TanhOp>({mul(scores, g.scalar(q, 1.0 / softcap))});
+    capped = mul(tanhCap, g.scalar(q, softcap));
+  }
+  Value biased = capped;
+  Value negInf = g.scalar(q, -INFINITY), zero = g.scalar(q, 0.0);
+  if (mask) {
+    if (typeOf(mask).getElementType().isInteger(1))
+      biased = g.make<nn::AddOp>({biased, g.make<nn::WhereOp>({mask, zero, negInf})});
+    else
+      biased = g.make<nn::AddOp>({biased, mask});
+  }
+  if (a.getIsCausal()) {
+    SmallVector<bool> keep(sq * skv);
+    for (int64_t i = 0; i < sq; ++i)
+      for (int64_t j = 0; j < skv; ++j)
+        keep[i * skv + j] = j <= i;
+    Value causal = nn::ConstantOp::create(
+        b, g.loc, DenseElementsAttr::get(RankedTensorType::get({sq, skv}, b.getI1Type()),
+                                         ArrayRef<bool>(keep)));
+    biased = g.make<nn::AddOp>({biased, g.make<nn::WhereOp>({causal, zero, negInf})});
+  }
+  Value p = g.make<nn::SoftmaxOp>({biased}, {b.getNamedAttr("axis", b.getI64IntegerAttr(3))});
+  // A fully masked row is zeros.
+  p = g.make<nn::WhereOp>({g.make<nn::EqualOp>({p, p}), p, zero});
+  if (g.wants(2))
+    g.set(2, fold(matmul(transposeLastTwo(g, p), g.grad()), vt));
+  if (!g.wants(0) && !g.wants(1) && !(mask && g.wants(3)))
+    return success();
+  Value dp = matmul(g.grad(), transposeLastTwo(g, vr));
+  Value dBiased = mul(p, g.make<nn::SubOp>({dp, g.sumKeep(mul(dp, p), {3})}));
+  if (mask && g.wants(3))
+    g.set(3, g.unbroadcast(dBiased, mask.getType()));
+  Value dScores = dBiased;
+  if (softcap > 0)
+    dScores = mul(dBiased, g.make<nn::SubOp>({g.scalar(q, 1.0), mul(tanhCap, tanhCap)}));
+  dScores = mul(dScores, g.scalar(q, scale));
+  if (g.wants(0))
+    g.set(0, matmul(dScores, kr));
+  if (g.wants(1))
+    g.set(1, fold(matmul(transposeLastTwo(g, dScores), q), kt));
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // The registry
 //===----------------------------------------------------------------------===//
@@ -796,6 +919,8 @@ const llvm::StringMap<GradientRule> &registry() {
     rule("nn.mod", modGrad);
     rule("nn.reduce_prod", reduceProdGrad);
     rule("nn.training_dropout", trainingDropoutGrad);
+    rule("nn.topk", topkGrad);
+    rule("nn.attention", attentionGrad);
     for (const char *name : {"nn.equal", "nn.less", "nn.greater", "nn.and", "nn.not", "nn.shape",
                              "nn.arg_max", "nn.arg_min"})
       none(name, kNoFloatResult);
