@@ -852,6 +852,127 @@ LogicalResult attentionGrad(G &g) {
   return success();
 }
 
+/// Convolution (group 1), one kernel offset at a time: at offset k the
+/// output reads the padded input strided from k, so the weight's cotangent
+/// there is the contraction of the output's cotangent with that strided
+/// view, and (stride 1) the input's cotangent gets the output's cotangent
+/// times the weight's slice, placed at k.
+LogicalResult convGrad(G &g) {
+  auto c = cast<nn::ConvOp>(g.op);
+  if (c.getGroup() != 1)
+    return c.emitOpError("has no gradient rule yet for group > 1");
+  Value x = c.getInput(), w = c.getWeight();
+  auto xt = typeOf(x), wt = typeOf(w), yt = typeOf(c.getResult());
+  int64_t spatial = xt.getRank() - 2;
+  if (spatial < 1 || spatial > 2)
+    return c.emitOpError("has no gradient rule yet for ") << spatial << "-D convolution";
+  ArrayRef<int64_t> strides = c.getStrides(), pads = c.getPads(), dilations = c.getDilations();
+  bool unitStrides = llvm::all_of(strides, [](int64_t s) { return s == 1; });
+  if (g.wants(0) && !unitStrides)
+    return c.emitOpError("has no gradient rule yet for its input with strides other than 1");
+  auto b = g.b;
+  Type elem = xt.getElementType();
+  int64_t rank = xt.getRank();
+  // The padded input.
+  SmallVector<int64_t> allPads(2 * rank, 0), padded(xt.getShape());
+  for (int64_t d = 0; d < spatial; ++d) {
+    allPads[2 + d] = pads[d];
+    allPads[rank + 2 + d] = pads[spatial + d];
+    padded[2 + d] += pads[d] + pads[spatial + d];
+  }
+  bool anyPad = llvm::any_of(pads, [](int64_t v) { return v != 0; });
+  auto padAttrs = [&](ArrayRef<int64_t> p) {
+    return SmallVector<NamedAttribute>{b.getNamedAttr("pads", b.getDenseI64ArrayAttr(p)),
+                                       b.getNamedAttr("mode", b.getStringAttr("constant")),
+                                       b.getNamedAttr("value", b.getF64FloatAttr(0.0))};
+  };
+  Value xp = anyPad ? g.make<nn::PadOp>({x}, padAttrs(allPads)) : x;
+  // Kernel offsets, row-major.
+  SmallVector<SmallVector<int64_t>> offsets;
+  int64_t kernel = 1;
+  for (int64_t d = 0; d < spatial; ++d)
+    kernel *= wt.getDimSize(2 + d);
+  for (int64_t i = 0; i < kernel; ++i) {
+    SmallVector<int64_t> o(spatial);
+    for (int64_t d = spatial - 1, r = i; d >= 0; --d) {
+      o[d] = r % wt.getDimSize(2 + d);
+      r /= wt.getDimSize(2 + d);
+    }
+    offsets.push_back(o);
+  }
+  const char *sp = spatial == 1 ? "h" : "hw";
+  auto einsum = [&](ValueRange in, std::string eq) {
+    return g.make<nn::EinsumOp>(in, {b.getNamedAttr("equation", b.getStringAttr(eq))});
+  };
+  if (g.wants(1)) {
+    SmallVector<Value> pieces;
+    for (auto &o : offsets) {
+      SmallVector<int64_t> starts, ends, axes, steps;
+      for (int64_t d = 0; d < spatial; ++d) {
+        int64_t start = o[d] * dilations[d];
+        starts.push_back(start);
+        ends.push_back(start + (yt.getDimSize(2 + d) - 1) * strides[d] + 1);
+        axes.push_back(2 + d);
+        steps.push_back(strides[d]);
+      }
+      Value view = g.make<nn::SliceOp>({xp}, {b.getNamedAttr("starts", b.getDenseI64ArrayAttr(starts)),
+                                              b.getNamedAttr("ends", b.getDenseI64ArrayAttr(ends)),
+                                              b.getNamedAttr("axes", b.getDenseI64ArrayAttr(axes)),
+                                              b.getNamedAttr("steps", b.getDenseI64ArrayAttr(steps))});
+      Value piece = einsum({g.grad(), view}, std::string("no") + sp + ",nc" + sp + "->oc");
+      pieces.push_back(g.reshape(piece, RankedTensorType::get(
+                                            {wt.getDimSize(0), wt.getDimSize(1), 1}, elem)));
+    }
+    Value all = pieces.size() == 1
+                    ? pieces.front()
+                    : g.make<nn::ConcatOp>(pieces, {b.getNamedAttr("axis", b.getI64IntegerAttr(2))});
+    g.set(1, g.reshape(all, wt));
+  }
+  if (c.getBias() && g.wants(2)) {
+    SmallVector<int64_t> axes = {0};
+    for (int64_t d = 0; d < spatial; ++d)
+      axes.push_back(2 + d);
+    g.set(2, g.reshape(g.sumKeep(g.grad(), axes), c.getBias().getType()));
+  }
+  if (g.wants(0)) {
+    Value total;
+    for (auto [i, o] : llvm::enumerate(offsets)) {
+      // The weight at this offset, [M, C].
+      SmallVector<int64_t> starts = {0, 0}, ends = {wt.getDimSize(0), wt.getDimSize(1)},
+                           axes = {0, 1}, steps = {1, 1};
+      for (int64_t d = 0; d < spatial; ++d) {
+        starts.push_back(o[d]);
+        ends.push_back(o[d] + 1);
+        axes.push_back(2 + d);
+        steps.push_back(1);
+      }
+      Value tap = g.make<nn::SliceOp>({w}, {b.getNamedAttr("starts", b.getDenseI64ArrayAttr(starts)),
+                                            b.getNamedAttr("ends", b.getDenseI64ArrayAttr(ends)),
+                                            b.getNamedAttr("axes", b.getDenseI64ArrayAttr(axes)),
+                                            b.getNamedAttr("steps", b.getDenseI64ArrayAttr(steps))});
+      tap = g.reshape(tap, RankedTensorType::get({wt.getDimSize(0), wt.getDimSize(1)}, elem));
+      Value contribution = einsum({g.grad(), tap}, std::string("no") + sp + ",oc->nc" + sp);
+      SmallVector<int64_t> place(2 * rank, 0);
+      for (int64_t d = 0; d < spatial; ++d) {
+        int64_t at = o[d] * dilations[d];
+        place[2 + d] = at;
+        place[rank + 2 + d] = padded[2 + d] - at - yt.getDimSize(2 + d);
+      }
+      contribution = g.make<nn::PadOp>({contribution}, padAttrs(place));
+      total = total ? g.make<nn::AddOp>({total, contribution}) : contribution;
+    }
+    if (anyPad) {
+      // The cotangent of the padded input, cropped to the input.
+      SmallVector<int64_t> crop(2 * rank, 0);
+      for (int64_t d = 0; d < 2 * rank; ++d)
+        crop[d] = -allPads[d];
+      total = g.make<nn::PadOp>({total}, padAttrs(crop));
+    }
+    g.set(0, total);
+  }
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // The registry
 //===----------------------------------------------------------------------===//
@@ -921,6 +1042,7 @@ const llvm::StringMap<GradientRule> &registry() {
     rule("nn.training_dropout", trainingDropoutGrad);
     rule("nn.topk", topkGrad);
     rule("nn.attention", attentionGrad);
+    rule("nn.conv", convGrad);
     for (const char *name : {"nn.equal", "nn.less", "nn.greater", "nn.and", "nn.not", "nn.shape",
                              "nn.arg_max", "nn.arg_min"})
       none(name, kNoFloatResult);
