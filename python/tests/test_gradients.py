@@ -143,6 +143,13 @@ CASES = {
                             {"pads": [1, 0, 0, 2], "dilations": [2, 1]}, {}),
     "conv_1d": ("Conv", [((2, 2, 7), _any), ((3, 2, 3), _any), ((3,), _any)],
                 {"pads": [1, 1]}, {}),
+    "global_average_pool": ("GlobalAveragePool", [((2, 3, 4, 2), _any)], {}, {}),
+    "batch_norm": ("BatchNormalization", [((2, 3, 4), _any), ((3,), _any), ((3,), _any),
+                                          ((3,), _any), ((3,), _pos)], {"epsilon": 1e-3}, {}),
+    "einsum_contract": ("Einsum", [((2, 3, 4), _any), ((4, 5), _any)],
+                        {"equation": "bij,jk->bik"}, {}),
+    "einsum_outer_sum": ("Einsum", [((3, 4), _any), ((4, 2), _any), ((2,), _any)],
+                         {"equation": "ij,jk,k->i"}, {}),
 }
 # Strided convolutions have no input rule yet: their input is constant.
 CONSTANT_INPUTS = {"conv_patches": {"x0"}}
@@ -270,13 +277,17 @@ def test_loss_must_be_a_float_scalar(tmp_path):
 def test_an_op_without_a_rule_is_named(tmp_path):
     mlir = tmp_path / "m.mlir"
     mlir.write_text(
-        'func.func @main(%x: tensor<2x3xf64> {nn.name = "x"}) -> (tensor<f64> {nn.name = "l"}) {\n'
-        '  %l = nn.einsum %x {equation = "ij->"} : (tensor<2x3xf64>) -> tensor<f64>\n'
-        '  return %l : tensor<f64>\n}\n')
+        'func.func @main(%x: tensor<2x3xf64> {nn.name = "x"}, %i: tensor<2x1xi64>)'
+        ' -> (tensor<f64> {nn.name = "l"}) {\n'
+        '  %l = nn.gather_elements %x, %i {axis = 1 : i64}'
+        ' : (tensor<2x3xf64>, tensor<2x1xi64>) -> tensor<2x1xf64>\n'
+        '  %s = nn.reduce_sum %l {axes = array<i64: 0, 1>, keepdims = false}'
+        ' : (tensor<2x1xf64>) -> tensor<f64>\n'
+        '  return %s : tensor<f64>\n}\n')
     out = subprocess.run([str(toolchain.tool("shard-opt")), str(mlir),
                           "--nn-differentiate=wrt=inputs"], capture_output=True, text=True)
     assert out.returncode != 0
-    assert "'nn.einsum' has no gradient rule yet" in out.stderr
+    assert "'nn.gather_elements' has no gradient rule yet" in out.stderr
 
 
 # --------------------------------------------------------------------------

@@ -973,6 +973,102 @@ LogicalResult convGrad(G &g) {
   return success();
 }
 
+LogicalResult globalAveragePoolGrad(G &g) {
+  auto p = cast<nn::GlobalAveragePoolOp>(g.op);
+  if (!g.wants(0))
+    return success();
+  auto in = typeOf(p.getInput());
+  int64_t count = 1;
+  for (int64_t d = 2; d < in.getRank(); ++d)
+    count *= in.getDimSize(d);
+  Value share = g.make<nn::DivOp>({g.grad(), g.scalar(p.getResult(), double(count))});
+  g.set(0, g.expand(share, in));
+  return success();
+}
+
+/// Batch normalization with given statistics: per channel (dim 1), y =
+/// (x - mean) * r * scale + bias with r = 1 / sqrt(var + eps).
+LogicalResult batchNormGrad(G &g) {
+  auto n = cast<nn::BatchNormalizationOp>(g.op);
+  Value x = n.getInput();
+  auto in = typeOf(x);
+  // The [C] parameters as [C, 1, ...] against [N, C, ...].
+  SmallVector<int64_t> perChannel(in.getRank() - 1, 1);
+  perChannel[0] = in.getDimSize(1);
+  auto channelType = RankedTensorType::get(perChannel, in.getElementType());
+  auto channel = [&](Value v) { return g.reshape(v, channelType); };
+  auto mul = [&](Value a, Value b) { return g.make<nn::MulOp>({a, b}); };
+  Value r = g.make<nn::ReciprocalOp>({g.make<nn::SqrtOp>(
+      {g.make<nn::AddOp>({channel(n.getVariance()),
+                          g.scalar(x, n.getEpsilon().convertToDouble())})})});
+  Value centered = g.make<nn::SubOp>({x, channel(n.getMean())});
+  Value scaleR = mul(channel(n.getScale()), r);
+  SmallVector<int64_t> axes = {0};
+  for (int64_t d = 2; d < in.getRank(); ++d)
+    axes.push_back(d);
+  auto perC = [&](Value v, Value like) { return g.reshape(g.sumKeep(v, axes), like.getType()); };
+  if (g.wants(0))
+    g.set(0, mul(g.grad(), scaleR));
+  if (g.wants(1))
+    g.set(1, perC(mul(g.grad(), mul(centered, r)), n.getScale()));
+  if (g.wants(2))
+    g.set(2, perC(g.grad(), n.getBias()));
+  if (g.wants(3))
+    g.set(3, perC(g.make<nn::NegOp>({mul(g.grad(), scaleR)}), n.getMean()));
+  if (g.wants(4)) {
+    // d r / d var = -r^3 / 2.
+    Value dr = mul(g.scalar(x, -0.5), mul(r, mul(r, r)));
+    g.set(4, perC(mul(mul(g.grad(), centered), mul(channel(n.getScale()), dr)), n.getVariance()));
+  }
+  return success();
+}
+
+/// Einsum without "..." and without a letter repeated in one operand: the
+/// cotangent of operand i is the einsum of the result's cotangent with
+/// the other operands into operand i's letters, when each of them appears
+/// in the result or another operand (a letter summed away inside operand i
+/// alone would need a broadcast back).
+LogicalResult einsumGrad(G &g) {
+  auto e = cast<nn::EinsumOp>(g.op);
+  StringRef equation = e.getEquation();
+  std::string eq;
+  for (char ch : equation)
+    if (ch != ' ')
+      eq.push_back(ch);
+  size_t arrow = eq.find("->");
+  if (arrow == std::string::npos || eq.find("...") != std::string::npos)
+    return e.emitOpError("has no gradient rule yet for an implicit output or '...'");
+  SmallVector<StringRef> terms;
+  StringRef(eq).substr(0, arrow).split(terms, ',');
+  std::string out = eq.substr(arrow + 2);
+  if (terms.size() != e.getInputs().size())
+    return e.emitOpError("has an equation whose operand count differs from its inputs'");
+  for (unsigned i = 0; i < terms.size(); ++i) {
+    if (!g.wants(i))
+      continue;
+    std::string mine = terms[i].str();
+    if (!isa<FloatType>(typeOf(e.getInputs()[i]).getElementType()))
+      return e.emitOpError("has no gradient: integer operands");
+    SmallVector<Value> operands = {g.grad()};
+    std::string lhs = out, others = out;
+    for (unsigned j = 0; j < terms.size(); ++j)
+      if (j != i) {
+        operands.push_back(e.getInputs()[j]);
+        lhs += "," + terms[j].str();
+        others += terms[j].str();
+      }
+    for (size_t a = 0; a < mine.size(); ++a) {
+      if (mine.find(mine[a]) != a)
+        return e.emitOpError("has no gradient rule yet for a letter repeated in one operand");
+      if (others.find(mine[a]) == std::string::npos)
+        return e.emitOpError("has no gradient rule yet for a letter summed inside one operand");
+    }
+    g.set(i, g.make<nn::EinsumOp>(operands, {g.b.getNamedAttr(
+                                                "equation", g.b.getStringAttr(lhs + "->" + mine))}));
+  }
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // The registry
 //===----------------------------------------------------------------------===//
@@ -1043,6 +1139,9 @@ const llvm::StringMap<GradientRule> &registry() {
     rule("nn.topk", topkGrad);
     rule("nn.attention", attentionGrad);
     rule("nn.conv", convGrad);
+    rule("nn.global_average_pool", globalAveragePoolGrad);
+    rule("nn.batch_normalization", batchNormGrad);
+    rule("nn.einsum", einsumGrad);
     for (const char *name : {"nn.equal", "nn.less", "nn.greater", "nn.and", "nn.not", "nn.shape",
                              "nn.arg_max", "nn.arg_min"})
       none(name, kNoFloatResult);
