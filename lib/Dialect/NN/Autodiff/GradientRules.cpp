@@ -729,41 +729,72 @@ LogicalResult trainingDropoutGrad(G &g) {
   return success();
 }
 
+/// Adds `g` into zeros of type `into` at the positions that `positions`
+/// (i64, g's shape) names along `axis`, each other coordinate its own: the
+/// cotangent of an op that reads `into` at those positions (gather_elements,
+/// topk's values).
+Value scatterAlongAxis(G &g, Value grad, Value positions, int64_t axis, RankedTensorType into) {
+  auto type = typeOf(grad);
+  int64_t rank = type.getRank();
+  auto i64 = g.b.getI64Type();
+  SmallVector<int64_t> column(type.getShape());
+  column.push_back(1);
+  auto columnType = RankedTensorType::get(column, i64);
+  SmallVector<Value> coordinates;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (d == axis) {
+      coordinates.push_back(g.reshape(positions, columnType));
+      continue;
+    }
+    int64_t n = type.getDimSize(d);
+    Value iota = nn::RangeOp::create(g.b, g.loc, RankedTensorType::get({n}, i64),
+                                     g.b.getF64FloatAttr(0), g.b.getF64FloatAttr(double(n)),
+                                     g.b.getF64FloatAttr(1));
+    SmallVector<int64_t> along(rank + 1, 1);
+    along[d] = n;
+    coordinates.push_back(g.expand(g.reshape(iota, RankedTensorType::get(along, i64)), columnType));
+  }
+  Value tuples =
+      g.make<nn::ConcatOp>(coordinates, {g.b.getNamedAttr("axis", g.b.getI64IntegerAttr(rank))});
+  Value zeros = nn::ConstantOp::create(
+      g.b, g.loc, DenseElementsAttr::get(into, g.b.getZeroAttr(into.getElementType())));
+  return g.make<nn::ScatterNDOp>({zeros, tuples, grad},
+                                 {g.b.getNamedAttr("reduction", g.b.getStringAttr("add"))});
+}
+
 /// topk's values: the cotangent goes back to the positions the indices
 /// name (the indices are integers).
 LogicalResult topkGrad(G &g) {
   auto t = cast<nn::TopKOp>(g.op);
   if (!g.wants(0))
     return success();
-  auto in = typeOf(t.getInput()), values = typeOf(t.getValues());
+  auto in = typeOf(t.getInput());
   if (!isa<FloatType>(in.getElementType()))
     return t.emitOpError("has no gradient: integer input");
-  int64_t rank = in.getRank(), axis = t.getAxis() < 0 ? t.getAxis() + rank : t.getAxis();
-  // One index tuple per value: its own coordinates, the index on the axis.
+  int64_t axis = t.getAxis() < 0 ? t.getAxis() + in.getRank() : t.getAxis();
+  g.set(0, scatterAlongAxis(g, g.grad(0), t.getIndices(), axis, in));
+  return success();
+}
+
+LogicalResult gatherElementsGrad(G &g) {
+  auto ge = cast<nn::GatherElementsOp>(g.op);
+  if (!g.wants(0))
+    return success();
+  auto in = typeOf(ge.getInput());
+  if (!isa<FloatType>(in.getElementType()))
+    return ge.emitOpError("has no gradient: integer input");
+  int64_t axis = ge.getAxis() < 0 ? ge.getAxis() + in.getRank() : ge.getAxis();
+  // Negative indices count from the end of the axis.
+  Value idx = ge.getIndices();
   auto i64 = g.b.getI64Type();
-  SmallVector<int64_t> column(values.getShape());
-  column.push_back(1);
-  auto columnType = RankedTensorType::get(column, i64);
-  SmallVector<Value> coordinates;
-  for (int64_t d = 0; d < rank; ++d) {
-    if (d == axis) {
-      coordinates.push_back(g.reshape(t.getIndices(), columnType));
-      continue;
-    }
-    int64_t n = values.getDimSize(d);
-    Value iota = nn::RangeOp::create(g.b, g.loc, RankedTensorType::get({n}, i64),
-                                     g.b.getF64FloatAttr(0), g.b.getF64FloatAttr(double(n)),
-                                     g.b.getF64FloatAttr(1));
-    SmallVector<int64_t> along(rank + 1, 1);
-    along[d] = n;
-    Value shaped = g.reshape(iota, RankedTensorType::get(along, i64));
-    coordinates.push_back(g.expand(shaped, columnType));
-  }
-  Value tuples = g.make<nn::ConcatOp>(coordinates, {g.b.getNamedAttr("axis", g.b.getI64IntegerAttr(rank))});
-  Value zeros = nn::ConstantOp::create(
-      g.b, g.loc, DenseElementsAttr::get(in, g.b.getZeroAttr(in.getElementType())));
-  g.set(0, g.make<nn::ScatterNDOp>({zeros, tuples, g.grad(0)},
-                                   {g.b.getNamedAttr("reduction", g.b.getStringAttr("add"))}));
+  if (!typeOf(idx).getElementType().isInteger(64))
+    idx = nn::CastOp::create(g.b, g.loc, idx, TypeAttr::get(i64));
+  auto scalarI64 = RankedTensorType::get({}, i64);
+  Value zero = nn::ConstantOp::create(g.b, g.loc, DenseElementsAttr::get(scalarI64, int64_t(0)));
+  Value dim = nn::ConstantOp::create(g.b, g.loc,
+                                     DenseElementsAttr::get(scalarI64, in.getDimSize(axis)));
+  idx = g.make<nn::WhereOp>({g.make<nn::LessOp>({idx, zero}), g.make<nn::AddOp>({idx, dim}), idx});
+  g.set(0, scatterAlongAxis(g, g.grad(), idx, axis, in));
   return success();
 }
 
@@ -1137,6 +1168,7 @@ const llvm::StringMap<GradientRule> &registry() {
     rule("nn.reduce_prod", reduceProdGrad);
     rule("nn.training_dropout", trainingDropoutGrad);
     rule("nn.topk", topkGrad);
+    rule("nn.gather_elements", gatherElementsGrad);
     rule("nn.attention", attentionGrad);
     rule("nn.conv", convGrad);
     rule("nn.global_average_pool", globalAveragePoolGrad);
