@@ -798,6 +798,48 @@ LogicalResult gatherElementsGrad(G &g) {
   return success();
 }
 
+/// Max pooling: the cotangent goes to each window's first maximum, whose
+/// flat position in the input max_pool_with_indices gives (recomputed for
+/// nn.max_pool).
+LogicalResult maxPoolGrad(G &g) {
+  Operation *op = g.op;
+  if (!g.wants(0))
+    return success();
+  Value x = op->getOperand(0);
+  auto in = typeOf(x);
+  if (!isa<FloatType>(in.getElementType()))
+    return op->emitOpError("has no gradient: integer input");
+  Value indices;
+  if (auto withIndices = dyn_cast<nn::MaxPoolWithIndicesOp>(op)) {
+    if (withIndices.getStorageOrder() != 0)
+      return op->emitOpError("has no gradient rule yet for storage_order 1");
+    indices = withIndices.getIndices();
+  } else {
+    auto p = cast<nn::MaxPoolOp>(op);
+    auto b = g.b;
+    indices = nn::MaxPoolWithIndicesOp::create(
+                  b, g.loc, ValueRange{x},
+                  {b.getNamedAttr("kernel_shape", p.getKernelShapeAttr()),
+                   b.getNamedAttr("strides", p.getStridesAttr()),
+                   b.getNamedAttr("pads", p.getPadsAttr()),
+                   b.getNamedAttr("dilations", p.getDilationsAttr()),
+                   b.getNamedAttr("ceil_mode", b.getBoolAttr(p.getCeilMode())),
+                   b.getNamedAttr("storage_order", b.getI64IntegerAttr(0))})
+                  ->getResult(1);
+  }
+  auto out = typeOf(op->getResult(0));
+  SmallVector<int64_t> column(out.getShape());
+  column.push_back(1);
+  Value tuples = g.reshape(indices, RankedTensorType::get(column, g.b.getI64Type()));
+  auto flat = RankedTensorType::get({in.getNumElements()}, in.getElementType());
+  Value zeros = nn::ConstantOp::create(
+      g.b, g.loc, DenseElementsAttr::get(flat, g.b.getZeroAttr(in.getElementType())));
+  Value scattered = g.make<nn::ScatterNDOp>(
+      {zeros, tuples, g.grad(0)}, {g.b.getNamedAttr("reduction", g.b.getStringAttr("add"))});
+  g.set(0, g.reshape(scattered, in));
+  return success();
+}
+
 /// Attention, composed (4-D): the probabilities recomputed, then the
 /// cotangents of V, of the scores and of Q and K, with grouped-query heads
 /// summed back onto their key/value head. (Its fused, flash-style backward
@@ -1169,6 +1211,8 @@ const llvm::StringMap<GradientRule> &registry() {
     rule("nn.training_dropout", trainingDropoutGrad);
     rule("nn.topk", topkGrad);
     rule("nn.gather_elements", gatherElementsGrad);
+    rule("nn.max_pool", maxPoolGrad);
+    rule("nn.max_pool_with_indices", maxPoolGrad);
     rule("nn.attention", attentionGrad);
     rule("nn.conv", convGrad);
     rule("nn.global_average_pool", globalAveragePoolGrad);
