@@ -366,7 +366,9 @@ def test_real_export_gradient_along_a_direction(tmp_path, name):
         mask = inputs.get("attention_mask")
         if mask is not None and mask.shape == labels.shape:
             labels[mask == 0] = -100
-    _shard_opt(model_path, *flags, "--compile-to=import", "-o", tmp_path / "a.mlir")
+    # With locations: they tell embedded initializers from other constants.
+    _shard_opt(model_path, *flags, "--compile-to=import", "--mlir-print-debuginfo",
+               "-o", tmp_path / "a.mlir")
     _shard_opt(tmp_path / "a.mlir", f"--nn-append-loss=kind={'mse' if mse else 'cross-entropy'}",
                "--nn-differentiate=loss=loss", "-o", tmp_path / "g.mlir")
     _shard_opt(tmp_path / "g.mlir", "--target", "cpu", "-o", tmp_path / "g.shard")

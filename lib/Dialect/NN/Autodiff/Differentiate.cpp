@@ -76,9 +76,20 @@ struct NNDifferentiatePass : public nn::impl::NNDifferentiateBase<NNDifferentiat
     // The sources, in order: weights by name, then arguments.
     llvm::MapVector<StringRef, SmallVector<Value>> sources;
     if (wrt != "inputs")
-      fn.walk([&](nn::WeightOp w) {
-        if (isFloatTensor(w.getResult()))
-          sources[w.getName()].push_back(w.getResult());
+      fn.walk([&](Operation *op) {
+        if (auto w = dyn_cast<nn::WeightOp>(op)) {
+          if (isFloatTensor(w.getResult()))
+            sources[w.getName()].push_back(w.getResult());
+          return;
+        }
+        // An initializer small enough to be embedded (a norm's scale, a
+        // bias) is a weight too; one of a single element is not (a
+        // scalar constant), nor is a constant computed at import.
+        auto c = dyn_cast<nn::ConstantOp>(op);
+        auto name = c ? dyn_cast<NameLoc>(c->getLoc()) : NameLoc();
+        if (name && isa<UnknownLoc>(name.getChildLoc()) && isFloatTensor(c.getResult()) &&
+            cast<RankedTensorType>(c.getType()).getNumElements() > 1)
+          sources[name.getName().getValue()].push_back(c.getResult());
       });
     for (auto &[name, values] : sources)
       for (Value v : values)
@@ -152,7 +163,7 @@ struct NNDifferentiatePass : public nn::impl::NNDifferentiateBase<NNDifferentiat
       if (failed(rule->fn(gb)))
         return failure();
       for (auto [i, v] : llvm::enumerate(op->getOperands()))
-        if (wanted[i]) {
+        if (wanted[i] && !gb.isHeld(unsigned(i))) {
           Value g = gb.operandGrad(unsigned(i));
           if (!g)
             return op->emitError("nn-differentiate: the gradient rule of '")

@@ -493,8 +493,11 @@ LogicalResult rmsNormGrad(G &g) {
 // Rotations: their transposes are the rotations by the opposite angle.
 LogicalResult rotaryGrad(G &g) {
   auto r = cast<nn::RotaryEmbeddingOp>(g.op);
-  if (g.wants(1) || g.wants(2))
-    return r.emitOpError("has no gradient for its cos/sin tables (they are constants)");
+  // The cos/sin tables are functions of the positions, not trained (PyTorch
+  // keeps them as buffers), even when an exporter writes them as
+  // initializers.
+  g.setNone(1);
+  g.setNone(2);
   if (!g.wants(0))
     return success();
   SmallVector<Value> operands(r->getOperands());

@@ -25,7 +25,7 @@ public:
   GradientBuilder(mlir::OpBuilder &b, mlir::Operation *op, llvm::ArrayRef<mlir::Value> resultGrads,
                   llvm::ArrayRef<bool> wanted)
       : b(b), loc(op->getLoc()), op(op), resultGrads(resultGrads), wanted(wanted),
-        operandGrads(op->getNumOperands()) {}
+        operandGrads(op->getNumOperands()), held(op->getNumOperands(), false) {}
 
   mlir::OpBuilder &b;
   mlir::Location loc;
@@ -37,7 +37,12 @@ public:
   bool wants(unsigned i) const { return i < wanted.size() && wanted[i]; }
   /// Sets operand `i`'s cotangent; it must have the operand's type.
   void set(unsigned i, mlir::Value g);
+  /// Operand `i` is a constant of the op by convention (a rotary table): no
+  /// cotangent flows to it, and what reaches the loss only through it gets
+  /// none.
+  void setNone(unsigned i) { held[i] = true; }
   mlir::Value operandGrad(unsigned i) const { return operandGrads[i]; }
+  bool isHeld(unsigned i) const { return held[i]; }
 
   // Helpers for rules.
   /// `g` summed over the dims along which `like`'s type was broadcast to
@@ -58,6 +63,7 @@ private:
   llvm::ArrayRef<mlir::Value> resultGrads;
   llvm::ArrayRef<bool> wanted;
   llvm::SmallVector<mlir::Value> operandGrads;
+  llvm::SmallVector<bool> held;
 };
 
 using GradientFn = mlir::LogicalResult (*)(GradientBuilder &);

@@ -287,13 +287,17 @@ def NNDifferentiate : Pass<"nn-differentiate", "::mlir::ModuleOp"> {
     in nn ops, and the gradients become new results of `@main`, named
     `grad:<name>`:
 
-    - `wrt=weights` (the default): every float `nn.weight`, one gradient
-      per initializer name (the uses of one initializer summed);
+    - `wrt=weights` (the default): every float initializer, one gradient
+      per initializer name (the uses of one initializer summed): the
+      `nn.weight`s and the initializers embedded as `nn.constant` (located
+      at their name by the importer) of more than one element;
     - `wrt=inputs`: every float argument of `@main` (what the per-op
       gradient tests check against finite differences);
     - `wrt=all`: both.
 
-    A value the loss does not depend on gets a zero gradient. An op on the
+    A value the loss does not depend on gets a zero gradient, and so does
+    one that reaches it only through an operand its op holds constant by
+    convention (a rotary embedding's cos/sin tables). An op on the
     way from a differentiated value to the loss without a gradient rule,
     or whose rule refuses it, is an error naming the op.
   }];
