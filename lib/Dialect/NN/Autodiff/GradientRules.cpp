@@ -67,6 +67,20 @@ Value GradientBuilder::sumKeep(Value v, ArrayRef<int64_t> axes) {
                                      b.getNamedAttr("keepdims", b.getBoolAttr(true))});
 }
 
+Value GradientBuilder::slice(Value v, ArrayRef<int64_t> starts, ArrayRef<int64_t> ends,
+                             ArrayRef<int64_t> axes, ArrayRef<int64_t> steps) {
+  return make<nn::SliceOp>({v}, {b.getNamedAttr("starts", b.getDenseI64ArrayAttr(starts)),
+                                 b.getNamedAttr("ends", b.getDenseI64ArrayAttr(ends)),
+                                 b.getNamedAttr("axes", b.getDenseI64ArrayAttr(axes)),
+                                 b.getNamedAttr("steps", b.getDenseI64ArrayAttr(steps))});
+}
+
+Value GradientBuilder::padZeros(Value v, ArrayRef<int64_t> pads) {
+  return make<nn::PadOp>({v}, {b.getNamedAttr("pads", b.getDenseI64ArrayAttr(pads)),
+                               b.getNamedAttr("mode", b.getStringAttr("constant")),
+                               b.getNamedAttr("value", b.getF64FloatAttr(0.0))});
+}
+
 Value GradientBuilder::unbroadcast(Value g, Type like) {
   auto to = cast<RankedTensorType>(like);
   auto from = typeOf(g);
@@ -554,11 +568,7 @@ template <typename OpTy> LogicalResult extremumReduceGrad(G &g) {
 
 // Data movement.
 Value sliceAlong(G &g, Value v, int64_t axis, int64_t begin, int64_t size) {
-  auto b = g.b;
-  return g.make<nn::SliceOp>({v}, {b.getNamedAttr("starts", b.getDenseI64ArrayAttr({begin})),
-                                   b.getNamedAttr("ends", b.getDenseI64ArrayAttr({begin + size})),
-                                   b.getNamedAttr("axes", b.getDenseI64ArrayAttr({axis})),
-                                   b.getNamedAttr("steps", b.getDenseI64ArrayAttr({1}))});
+  return g.slice(v, {begin}, {begin + size}, {axis}, {1});
 }
 LogicalResult concatGrad(G &g) {
   auto c = cast<nn::ConcatOp>(g.op);
@@ -599,11 +609,7 @@ LogicalResult sliceGrad(G &g) {
     pads[axis] = start;
     pads[axis + rank] = dim - start - out.getDimSize(axis);
   }
-  // Every attribute given: default-valued ones are not filled in before
-  // type inference.
-  g.set(0, g.make<nn::PadOp>({g.grad()}, {g.b.getNamedAttr("pads", g.b.getDenseI64ArrayAttr(pads)),
-                                          g.b.getNamedAttr("mode", g.b.getStringAttr("constant")),
-                                          g.b.getNamedAttr("value", g.b.getF64FloatAttr(0.0))}));
+  g.set(0, g.padZeros(g.grad(), pads));
   return success();
 }
 LogicalResult gatherGrad(G &g) {
@@ -657,15 +663,9 @@ LogicalResult padGrad(G &g) {
     back[d] = std::max<int64_t>(-before, 0);
     back[d + rank] = std::max<int64_t>(-after, 0);
   }
-  auto b = g.b;
-  Value d = g.make<nn::SliceOp>({g.grad()}, {b.getNamedAttr("starts", b.getDenseI64ArrayAttr(starts)),
-                                             b.getNamedAttr("ends", b.getDenseI64ArrayAttr(ends)),
-                                             b.getNamedAttr("axes", b.getDenseI64ArrayAttr(axes)),
-                                             b.getNamedAttr("steps", b.getDenseI64ArrayAttr(steps))});
+  Value d = g.slice(g.grad(), starts, ends, axes, steps);
   if (llvm::any_of(back, [](int64_t v) { return v != 0; }))
-    d = g.make<nn::PadOp>({d}, {b.getNamedAttr("pads", b.getDenseI64ArrayAttr(back)),
-                                b.getNamedAttr("mode", b.getStringAttr("constant")),
-                                b.getNamedAttr("value", b.getF64FloatAttr(0.0))});
+    d = g.padZeros(d, back);
   g.set(0, d);
   return success();
 }
@@ -957,12 +957,7 @@ LogicalResult convGrad(G &g) {
     padded[2 + d] += pads[d] + pads[spatial + d];
   }
   bool anyPad = llvm::any_of(pads, [](int64_t v) { return v != 0; });
-  auto padAttrs = [&](ArrayRef<int64_t> p) {
-    return SmallVector<NamedAttribute>{b.getNamedAttr("pads", b.getDenseI64ArrayAttr(p)),
-                                       b.getNamedAttr("mode", b.getStringAttr("constant")),
-                                       b.getNamedAttr("value", b.getF64FloatAttr(0.0))};
-  };
-  Value xp = anyPad ? g.make<nn::PadOp>({x}, padAttrs(allPads)) : x;
+  Value xp = anyPad ? g.padZeros(x, allPads) : x;
   // Kernel offsets, row-major.
   SmallVector<SmallVector<int64_t>> offsets;
   int64_t kernel = 1;
@@ -991,10 +986,7 @@ LogicalResult convGrad(G &g) {
         axes.push_back(2 + d);
         steps.push_back(strides[d]);
       }
-      Value view = g.make<nn::SliceOp>({xp}, {b.getNamedAttr("starts", b.getDenseI64ArrayAttr(starts)),
-                                              b.getNamedAttr("ends", b.getDenseI64ArrayAttr(ends)),
-                                              b.getNamedAttr("axes", b.getDenseI64ArrayAttr(axes)),
-                                              b.getNamedAttr("steps", b.getDenseI64ArrayAttr(steps))});
+      Value view = g.slice(xp, starts, ends, axes, steps);
       Value piece = einsum({g.grad(), view}, std::string("no") + sp + ",nc" + sp + "->oc");
       pieces.push_back(g.reshape(piece, RankedTensorType::get(
                                             {wt.getDimSize(0), wt.getDimSize(1), 1}, elem)));
@@ -1022,10 +1014,7 @@ LogicalResult convGrad(G &g) {
         axes.push_back(2 + d);
         steps.push_back(1);
       }
-      Value tap = g.make<nn::SliceOp>({w}, {b.getNamedAttr("starts", b.getDenseI64ArrayAttr(starts)),
-                                            b.getNamedAttr("ends", b.getDenseI64ArrayAttr(ends)),
-                                            b.getNamedAttr("axes", b.getDenseI64ArrayAttr(axes)),
-                                            b.getNamedAttr("steps", b.getDenseI64ArrayAttr(steps))});
+      Value tap = g.slice(w, starts, ends, axes, steps);
       tap = g.reshape(tap, RankedTensorType::get({wt.getDimSize(0), wt.getDimSize(1)}, elem));
       Value contribution = einsum({g.grad(), tap}, std::string("no") + sp + ",oc->nc" + sp);
       SmallVector<int64_t> place(2 * rank, 0);
@@ -1034,7 +1023,7 @@ LogicalResult convGrad(G &g) {
         place[2 + d] = at;
         place[rank + 2 + d] = padded[2 + d] - at - yt.getDimSize(2 + d);
       }
-      contribution = g.make<nn::PadOp>({contribution}, padAttrs(place));
+      contribution = g.padZeros(contribution, place);
       total = total ? g.make<nn::AddOp>({total, contribution}) : contribution;
     }
     if (anyPad) {
@@ -1042,7 +1031,7 @@ LogicalResult convGrad(G &g) {
       SmallVector<int64_t> crop(2 * rank, 0);
       for (int64_t d = 0; d < 2 * rank; ++d)
         crop[d] = -allPads[d];
-      total = g.make<nn::PadOp>({total}, padAttrs(crop));
+      total = g.padZeros(total, crop);
     }
     g.set(0, total);
   }

@@ -58,6 +58,13 @@ public:
   mlir::Value expand(mlir::Value v, mlir::Type to);
   /// reduce_sum over `axes` with keepdims.
   mlir::Value sumKeep(mlir::Value v, llvm::ArrayRef<int64_t> axes);
+  /// nn.slice with every attribute given (default-valued attributes are
+  /// not filled in before type inference).
+  mlir::Value slice(mlir::Value v, llvm::ArrayRef<int64_t> starts, llvm::ArrayRef<int64_t> ends,
+                    llvm::ArrayRef<int64_t> axes, llvm::ArrayRef<int64_t> steps);
+  /// nn.pad with zeros (`pads`: the begin pads of every dim, then the end
+  /// pads; negative ones crop).
+  mlir::Value padZeros(mlir::Value v, llvm::ArrayRef<int64_t> pads);
 
 private:
   llvm::ArrayRef<mlir::Value> resultGrads;
