@@ -128,7 +128,7 @@ CASES = {
     "mod_fmod": ("Mod", [((2, 3), _any), ((3,), _away)], {"fmod": 1}, {}),
     "reduce_prod": ("ReduceProd", [((2, 3, 4), _any)], {"keepdims": 0},
                     {"axes": np.array([1], np.int64)}),
-    "topk": ("TopK", [((3, 5), _any)], {"axis": 1}, {"k": np.array([2], np.int64)}),
+    "topk": ("TopK", [((3, 5), _any)], {"axis": -1}, {"k": np.array([2], np.int64)}),
     "attention": ("Attention", [((1, 2, 3, 4), _any), ((1, 2, 5, 4), _any),
                                 ((1, 2, 5, 3), _any)], {}, {}),
     "attention_gqa_causal": ("Attention", [((2, 4, 3, 4), _any), ((2, 2, 3, 4), _any),

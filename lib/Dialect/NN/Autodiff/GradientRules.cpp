@@ -774,7 +774,7 @@ LogicalResult topkGrad(G &g) {
   auto in = typeOf(t.getInput());
   if (!isa<FloatType>(in.getElementType()))
     return t.emitOpError("has no gradient: integer input");
-  int64_t axis = t.getAxis() < 0 ? t.getAxis() + in.getRank() : t.getAxis();
+  int64_t axis = axisOf(t.getInput(), static_cast<int64_t>(t.getAxis()));
   g.set(0, scatterAlongAxis(g, g.grad(0), t.getIndices(), axis, in));
   return success();
 }
@@ -786,7 +786,7 @@ LogicalResult gatherElementsGrad(G &g) {
   auto in = typeOf(ge.getInput());
   if (!isa<FloatType>(in.getElementType()))
     return ge.emitOpError("has no gradient: integer input");
-  int64_t axis = ge.getAxis() < 0 ? ge.getAxis() + in.getRank() : ge.getAxis();
+  int64_t axis = axisOf(ge.getInput(), static_cast<int64_t>(ge.getAxis()));
   // Negative indices count from the end of the axis.
   Value idx = ge.getIndices();
   auto i64 = g.b.getI64Type();
