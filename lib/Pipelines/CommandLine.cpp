@@ -10,6 +10,8 @@
 
 #include "llvm/Support/ManagedStatic.h"
 
+#include <memory>
+
 using namespace shardflow;
 namespace cl = llvm::cl;
 
@@ -19,6 +21,7 @@ struct CompilerCLOptions {
       "Shardflow ONNX import options (for .onnx and .onnxtxt inputs)"};
   cl::OptionCategory compileCategory{"Shardflow compilation options"};
   cl::OptionCategory shardCategory{"Shardflow sharding options"};
+  cl::OptionCategory trainCategory{"Shardflow training options (with --train)"};
 
   cl::list<std::string> inputShapes{"input-shape",
     cl::desc("Pin the shape of a graph input: NAME=D0,D1,... (or D0xD1). "
@@ -166,11 +169,71 @@ struct CompilerCLOptions {
              "1024 are 0.82 GB instead of 1.65 GB). shard-run writes bf16 "
              "outputs to .npy/.npz as float32 (exact), or as bf16 to .pb"),
     cl::cat(compileCategory)};
+  cl::opt<bool> train{"train",
+    cl::desc("Compile one training step instead of inference: the loss "
+             "(--loss), its gradients against every float initializer it "
+             "depends on, and the optimizer's update of the weights, which "
+             "with the optimizer's moments and step counter are state that "
+             "persists across the steps shard-run --steps runs. The step "
+             "returns loss, grad_norm and lr. One rank, the CPU target, f32"),
+    cl::init(false), cl::cat(trainCategory)};
+  cl::opt<std::string> loss{"loss",
+    cl::desc("cross-entropy (softmax cross-entropy over the last dimension of "
+             "the first output, labels an int64 input shaped like it without "
+             "that dimension, not shifted; the mean over positions whose label "
+             "is not --ignore-index), mse (mean squared error against labels "
+             "shaped like the first output), or output:NAME (a scalar output "
+             "the model computes). Default cross-entropy"),
+    cl::value_desc("kind"), cl::init("cross-entropy"), cl::cat(trainCategory)};
+  cl::opt<std::string> labels{"labels",
+    cl::desc("The name of the labels input the loss adds (default labels)"),
+    cl::value_desc("name"), cl::init("labels"), cl::cat(trainCategory)};
+  cl::opt<int64_t> ignoreIndex{"ignore-index",
+    cl::desc("cross-entropy: the label of positions that do not count (default -100)"),
+    cl::init(-100), cl::cat(trainCategory)};
+  cl::opt<std::string> optimizer{"optimizer",
+    cl::desc("sgd (torch.optim.SGD) or adamw (torch.optim.AdamW, the default)"),
+    cl::value_desc("name"), cl::init("adamw"), cl::cat(trainCategory)};
+  cl::opt<double> lr{"lr", cl::desc("Peak learning rate (default 1e-3)"), cl::init(1e-3),
+                     cl::cat(trainCategory)};
+  cl::opt<double> momentum{"momentum", cl::desc("sgd: momentum (default 0)"), cl::init(0),
+                           cl::cat(trainCategory)};
+  cl::opt<bool> nesterov{"nesterov", cl::desc("sgd: Nesterov momentum"), cl::init(false),
+                         cl::cat(trainCategory)};
+  cl::opt<double> weightDecay{"weight-decay",
+    cl::desc("Weight decay: sgd adds wd*w to the gradient (default 0), adamw "
+             "multiplies w by 1 - lr*wd (decoupled, default 1e-2)"),
+    cl::cat(trainCategory)};
+  cl::list<double> betas{"betas", cl::desc("adamw: beta1,beta2 (default 0.9,0.999)"),
+                         cl::CommaSeparated, cl::value_desc("b1,b2"), cl::cat(trainCategory)};
+  cl::opt<double> eps{"eps", cl::desc("adamw: added outside the square root (default 1e-8)"),
+                      cl::init(1e-8), cl::cat(trainCategory)};
+  cl::opt<double> clipGradNorm{"clip-grad-norm",
+    cl::desc("Scale the gradients so that their global 2-norm is at most this, as "
+             "torch.nn.utils.clip_grad_norm_ (default 0: no clipping)"),
+    cl::init(0), cl::cat(trainCategory)};
+  cl::opt<int64_t> warmupSteps{"warmup-steps",
+    cl::desc("Linear warmup: step t (from 1) uses lr*t/W for t <= W (default 0)"),
+    cl::init(0), cl::cat(trainCategory)};
+  cl::opt<std::string> lrSchedule{"lr-schedule",
+    cl::desc("After warmup: constant (default), linear (lr*(T-t)/(T-W)) or "
+             "cosine (min-lr + (lr - min-lr)(1 + cos(pi (t-W)/(T-W)))/2), T = "
+             "--total-steps"),
+    cl::value_desc("kind"), cl::init("constant"), cl::cat(trainCategory)};
+  cl::opt<int64_t> totalSteps{"total-steps",
+    cl::desc("linear and cosine schedules: the step they end at"), cl::init(0),
+    cl::cat(trainCategory)};
+  cl::opt<double> minLr{"min-lr", cl::desc("cosine schedule: the final learning rate (default 0)"),
+                        cl::init(0), cl::cat(trainCategory)};
+  cl::list<std::string> noDecay{"no-decay",
+    cl::desc("Initializers (name globs, e.g. '*.bias') that get no weight decay; "
+             "repeatable or comma-separated"),
+    cl::CommaSeparated, cl::value_desc("glob"), cl::cat(trainCategory)};
   cl::opt<std::string> compileTo{"compile-to",
     cl::desc("Stop after a phase of the compile and print its IR (the "
              "artifact phase, the default with --target, writes the .shard "
              "file): import (nn as imported), nn (exporter idioms raised), "
-             "train (reserved for training), sharded (every value's "
+             "train (with --train: the training step), sharded (every value's "
              "sharding decided), partitioned (the per-rank program with its "
              "collectives, in the --dtype), stages (reserved for pipeline "
              "parallelism), rt (bufferized kernels and collectives; needs "
@@ -195,7 +258,7 @@ void shardflow::registerCompilerCLOptions() { *clOptions; }
 
 bool shardflow::isCompilerOptionCategory(const cl::OptionCategory *category) {
   return category == &clOptions->importCategory || category == &clOptions->compileCategory ||
-         category == &clOptions->shardCategory;
+         category == &clOptions->shardCategory || category == &clOptions->trainCategory;
 }
 
 llvm::Error shardflow::getCompilerCLOptions(DriverOptions &driver, CompileOptions &compile) {
@@ -239,6 +302,40 @@ llvm::Error shardflow::getCompilerCLOptions(DriverOptions &driver, CompileOption
   compile.cudaPath = o.cudaPath;
   compile.dumpPTX = o.dumpPTX;
   compile.weightChecksums = o.weightChecksums;
+  TrainOptions &t = compile.train;
+  t.enabled = o.train;
+  if (!t.enabled) {
+    const cl::Option *trainingFlags[] = {
+        &o.loss,         &o.labels,      &o.ignoreIndex, &o.optimizer,  &o.lr,
+        &o.momentum,     &o.nesterov,    &o.weightDecay, std::addressof(o.betas), &o.eps,
+        &o.clipGradNorm, &o.warmupSteps, &o.lrSchedule,  &o.totalSteps, &o.minLr,
+        std::addressof(o.noDecay)};
+    for (const cl::Option *flag : trainingFlags)
+      if (flag->getNumOccurrences())
+        return fail("--" + flag->ArgStr + " needs --train");
+  }
+  t.loss = o.loss;
+  t.labels = o.labels;
+  t.ignoreIndex = o.ignoreIndex;
+  t.optimizer = o.optimizer;
+  t.lr = o.lr;
+  t.momentum = o.momentum;
+  t.nesterov = o.nesterov;
+  if (o.weightDecay.getNumOccurrences())
+    t.weightDecay = double(o.weightDecay);
+  if (o.betas.getNumOccurrences()) {
+    if (o.betas.size() != 2)
+      return fail("--betas takes two numbers, beta1,beta2");
+    t.beta1 = o.betas[0];
+    t.beta2 = o.betas[1];
+  }
+  t.eps = o.eps;
+  t.clipGradNorm = o.clipGradNorm;
+  t.warmupSteps = o.warmupSteps;
+  t.schedule = o.lrSchedule;
+  t.totalSteps = o.totalSteps;
+  t.minLr = o.minLr;
+  t.noDecay.assign(o.noDecay.begin(), o.noDecay.end());
   if (compile.target != "cuda" && !o.cudaDisable.empty())
     return fail("--cuda-arch, --cuda-path, --cuda-disable and --dump-ptx need --target cuda");
   for (const std::string &feature : o.cudaDisable)

@@ -57,6 +57,8 @@ CompilePhase CompileOptions::lastPhase() const {
     return *compileTo;
   if (!target.empty())
     return CompilePhase::Artifact;
+  if (train.enabled)
+    return CompilePhase::Train;
   if (shardingRequested() || computeType != "f32")
     return CompilePhase::Partitioned;
   // Printing IR raises only what was asked for by name.
@@ -86,11 +88,58 @@ llvm::Error CompileOptions::verify() const {
     return fail("--outputs-in-dtype needs --dtype bf16 or f16 (the program computes in f32)");
   if (computeType != "f32" && computeType != "bf16" && computeType != "f16")
     return fail("--dtype must be f32, bf16 or f16, got '" + computeType + "'");
+  if (llvm::Error e = verifyTraining())
+    return e;
   CompilePhase last = lastPhase();
   if (last >= CompilePhase::RT && target.empty())
     return fail("--compile-to " + getPhaseName(last) + " needs --target cpu or cuda");
   if (last == CompilePhase::GPU && target != "cuda")
     return fail("--compile-to gpu needs --target cuda (the CPU target generates no GPU code)");
+  return llvm::Error::success();
+}
+
+llvm::Error CompileOptions::verifyTraining() const {
+  const TrainOptions &t = train;
+  if (!t.enabled)
+    return llvm::Error::success();
+  if (shardingRequested())
+    return fail("--train with --mesh, --shard or --strategy: sharded training is not built "
+                "yet; a training step compiles for one rank");
+  if (target == "cuda")
+    return fail("--train with --target cuda: the training step runs on the CPU target for "
+                "now (its backward kernels are not built for CUDA yet)");
+  if (computeType != "f32")
+    return fail("--train trains in f32; --dtype " + computeType +
+                " (mixed-precision training) is not built yet");
+  StringRef loss(t.loss);
+  if (loss != "cross-entropy" && loss != "mse" &&
+      !(loss.starts_with("output:") && loss.size() > 7))
+    return fail("--loss must be cross-entropy, mse or output:NAME, got '" + t.loss + "'");
+  if (t.optimizer != "sgd" && t.optimizer != "adamw")
+    return fail("--optimizer must be sgd or adamw, got '" + t.optimizer + "'");
+  if (!(t.lr > 0))
+    return fail("--lr must be positive");
+  if (t.momentum < 0 || (t.nesterov && t.momentum <= 0))
+    return fail("--momentum must be >= 0, and > 0 with --nesterov");
+  if (t.optimizer != "sgd" && (t.momentum != 0 || t.nesterov))
+    return fail("--momentum and --nesterov are sgd's (--optimizer sgd)");
+  if (t.weightDecay && *t.weightDecay < 0)
+    return fail("--weight-decay must be >= 0");
+  if (t.beta1 < 0 || t.beta1 >= 1 || t.beta2 < 0 || t.beta2 >= 1)
+    return fail("--betas must each lie in [0, 1)");
+  if (t.eps < 0)
+    return fail("--eps must be >= 0");
+  if (t.clipGradNorm < 0)
+    return fail("--clip-grad-norm must be >= 0 (0: no clipping)");
+  if (t.warmupSteps < 0)
+    return fail("--warmup-steps must be >= 0");
+  if (t.schedule != "constant" && t.schedule != "linear" && t.schedule != "cosine")
+    return fail("--lr-schedule must be constant, linear or cosine, got '" + t.schedule + "'");
+  if (t.schedule != "constant" && t.totalSteps <= t.warmupSteps)
+    return fail("--lr-schedule " + t.schedule + " needs --total-steps greater than "
+                "--warmup-steps");
+  if (t.minLr < 0 || t.minLr > t.lr)
+    return fail("--min-lr must lie in [0, --lr]");
   return llvm::Error::success();
 }
 

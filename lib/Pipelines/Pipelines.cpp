@@ -37,6 +37,42 @@ static void buildNNPhase(OpPassManager &pm, const CompileOptions &o) {
     pm.addNestedPass<func::FuncOp>(nn::createNNRaiseAttention());
 }
 
+static void buildTrainPhase(OpPassManager &pm, const CompileOptions &o) {
+  const TrainOptions &t = o.train;
+  if (!t.enabled)
+    return;
+  std::string loss = "loss";
+  if (StringRef(t.loss).starts_with("output:")) {
+    loss = t.loss.substr(7);
+  } else {
+    nn::NNAppendLossOptions append;
+    append.kind = t.loss;
+    append.labels = t.labels;
+    append.ignoreIndex = t.ignoreIndex;
+    pm.addPass(nn::createNNAppendLoss(append));
+  }
+  nn::NNDifferentiateOptions differentiate;
+  differentiate.loss = loss;
+  pm.addPass(nn::createNNDifferentiate(differentiate));
+  nn::NNOptimizerOptions update;
+  update.loss = loss;
+  update.optimizer = t.optimizer;
+  update.lr = t.lr;
+  update.momentum = t.momentum;
+  update.nesterov = t.nesterov;
+  update.weightDecay = t.weightDecay.value_or(-1);
+  update.beta1 = t.beta1;
+  update.beta2 = t.beta2;
+  update.eps = t.eps;
+  update.clipGradNorm = t.clipGradNorm;
+  update.warmupSteps = t.warmupSteps;
+  update.schedule = t.schedule;
+  update.totalSteps = t.totalSteps;
+  update.minLr = t.minLr;
+  update.noDecay.assign(t.noDecay.begin(), t.noDecay.end());
+  pm.addPass(nn::createNNOptimizer(update));
+}
+
 static void buildShardedPhase(OpPassManager &pm, const CompileOptions &o) {
   if (!o.sharding)
     return;
@@ -106,12 +142,13 @@ void shardflow::buildPhasePipeline(OpPassManager &pm, CompilePhase phase,
                                    const CompileOptions &options) {
   switch (phase) {
   case CompilePhase::Import:
-  case CompilePhase::Train:  // autodiff and the optimizer update: next
   case CompilePhase::Stages: // pipeline stages and their schedule: next
   case CompilePhase::Artifact:
     return;
   case CompilePhase::NN:
     return buildNNPhase(pm, options);
+  case CompilePhase::Train:
+    return buildTrainPhase(pm, options);
   case CompilePhase::Sharded:
     return buildShardedPhase(pm, options);
   case CompilePhase::Partitioned:

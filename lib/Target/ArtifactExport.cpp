@@ -180,6 +180,7 @@ FailureOr<rtm::Artifact> shardflow::exportArtifact(ModuleOp module,
       if (auto perm = w.getPermutationAttr())
         b.permutation.assign(perm.asArrayRef().begin(), perm.asArrayRef().end());
       b.zeroPadded = w.getZeroPadded();
+      b.writable = w.getWritable();
       if (auto scale = w.getScaleAttr())
         b.scale = scale.getValueAsDouble();
       if (auto global = w.getGlobalShapeAttr()) {

@@ -64,7 +64,7 @@ LogicalResult shardflow::addWeightChecksums(rtm::Artifact &artifact, StringRef o
     artifactDir = ".";
   llvm::StringMap<std::unique_ptr<llvm::MemoryBuffer>> files;
   for (rtm::BufferDesc &b : artifact.buffers) {
-    if (b.kind != rtm::BufferDesc::Kind::Weight)
+    if (b.kind != rtm::BufferDesc::Kind::Weight || b.storage == "zeros")
       continue;
     SmallString<256> path(b.storage == "artifact" ? artifactDir.str()
                                                   : StringRef(artifact.modelDir));

@@ -83,6 +83,25 @@ options:
                      (so no CUDA graph)
   --help             this text
 
+Training (an artifact compiled with shard-opt --train: one step whose
+weights, optimizer moments and step counter persist from step to step):
+  --data FILE.npz    the batches: for each input of the step (labels
+                     included) an array [S, ...the input's shape]; step t
+                     (from 1) takes entry (t-1) mod S
+  --steps N          run steps until the step counter reaches N. Rank 0
+                     prints each step's loss (before its update), gradient
+                     norm (before clipping), learning rate, tokens per
+                     second (the elements of the first integer input, else
+                     samples) and the time left on stderr: a live line on a
+                     terminal, a line per step otherwise. A loss or gradient
+                     norm that is not finite stops the run, naming the step
+  --log FILE.jsonl   one JSON object per step: step, loss, grad_norm, lr,
+                     step_seconds, tokens_per_second
+  --save-weights FILE.safetensors|FILE.npz
+                     after the last step, write the trained weights, whole,
+                     by ONNX initializer name (loadable with the safetensors
+                     package, or numpy)
+
 CUDA artifacts:
   --device N         the GPU to use (default: the rank's local rank, from
                      OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID or
@@ -286,6 +305,21 @@ std::optional<Options> shardflow::runtime::parseOptions(int argc, char **argv) {
       o.trace = value("--trace");
       if (o.trace.empty())
         throw RuntimeError("--trace needs a file name");
+    } else if (is("--data")) {
+      o.data = value("--data");
+    } else if (is("--steps")) {
+      std::string v = value("--steps");
+      char *end = nullptr;
+      long long n = std::strtoll(v.c_str(), &end, 10);
+      if (v.empty() || *end || n < 1)
+        throw RuntimeError("--steps must be a positive integer, got '" + v + "'");
+      o.steps = n;
+    } else if (is("--log")) {
+      o.log = value("--log");
+      if (o.log.empty())
+        throw RuntimeError("--log needs a file name");
+    } else if (is("--save-weights")) {
+      o.saveWeights = value("--save-weights");
     } else if (arg == "--no-verify-weights") {
       o.device.verifyWeights = false;
     } else if (!arg.empty() && arg[0] == '-') {

@@ -29,6 +29,13 @@ struct Options {
   /// --output FILE (.npz, .npy, .pb; {rank} for one file per rank).
   std::string output;
   int repeat = 1;
+  /// Training (an artifact compiled with --train): --data FILE.npz, run
+  /// until the step counter reaches --steps, --log FILE.jsonl,
+  /// --save-weights FILE.safetensors|.npz.
+  std::string data;
+  int64_t steps = 0;
+  std::string log;
+  std::string saveWeights;
   bool verbose = false;
   bool profile = false;
   /// --trace FILE: every rank's spans, written by rank 0.

@@ -5,8 +5,9 @@
 // (the CPU, or a GPU whose driver, cuBLASLt and NCCL are loaded at run
 // time), runs it with the program runner (Core/ProgramRunner.h) and writes
 // the outputs (and with --trace, every rank's operations on one timeline).
-// Links no MLIR, no libonnx and no CUDA library. The flags are in
-// Options.cpp, the I/O in Tensors.cpp, the --verbose and --profile reports
+// A training step (shard-opt --train) runs the training loop instead
+// (Training.cpp). Links no MLIR, no libonnx and no CUDA library. The flags
+// are in Options.cpp, the I/O in Tensors.cpp, the --verbose and --profile reports
 // in Report.cpp.
 //
 //===----------------------------------------------------------------------===//
@@ -14,6 +15,7 @@
 #include "Options.h"
 #include "Report.h"
 #include "Tensors.h"
+#include "Training.h"
 
 #include "shardflow/Runtime/Comm/Communicator.h"
 #include "shardflow/Runtime/Core/ProgramRunner.h"
@@ -80,7 +82,11 @@ int main(int argc, char **argv) {
     if (world != artifact.worldSize)
       throw RuntimeError("the artifact was compiled for " + std::to_string(artifact.worldSize) +
                          " rank(s) but was launched with " + std::to_string(world));
-    std::map<std::string, HostTensor> inputs = readInputs(o, artifact, comm->rank());
+    checkTrainingOptions(o, artifact);
+    bool training = isTrainingStep(artifact);
+    std::map<std::string, HostTensor> inputs;
+    if (!training)
+      inputs = readInputs(o, artifact, comm->rank());
 
     // The artifact's target picks the device; one runner runs either.
     std::unique_ptr<Device> device = artifact.target == "cuda"
@@ -90,6 +96,10 @@ int main(int argc, char **argv) {
     testHooks(comm->rank());
     RunReport report(runner, start, o.repeat, o.profile);
     report.loaded();
+    if (training) {
+      train(o, runner);
+      return 0;
+    }
     std::vector<std::pair<std::string, Tensor>> outputs;
     for (int i = 0; i < o.repeat; ++i) {
       auto t0 = RunReport::Clock::now();

@@ -28,7 +28,7 @@ namespace shardflow {
 enum class CompilePhase {
   Import,      ///< nn as imported (or as parsed, for MLIR input)
   NN,          ///< after raising exporter idioms to first-class nn ops
-  Train,       ///< reserved: autodiff, loss and optimizer update (no passes yet)
+  Train,       ///< with --train: loss, autodiff and the optimizer's update
   Sharded,     ///< every value's sharding decided (global program, dist attributes)
   Partitioned, ///< per-rank nn program with collectives, in the compute type
   Stages,      ///< reserved: pipeline stages and their schedule (no passes yet)
@@ -67,6 +67,30 @@ struct CudaCodegenOptions {
   }
 };
 
+/// A training step (phase train): the loss, what differentiates, and the
+/// optimizer with PyTorch's semantics and defaults (nn-append-loss,
+/// nn-differentiate, nn-optimizer).
+struct TrainOptions {
+  bool enabled = false;
+  /// cross-entropy, mse, or output:NAME (a scalar output of the model).
+  std::string loss = "cross-entropy";
+  std::string labels = "labels";
+  int64_t ignoreIndex = -100;
+  std::string optimizer = "adamw"; ///< sgd, adamw
+  double lr = 1e-3;
+  double momentum = 0;
+  bool nesterov = false;
+  /// Unset: the optimizer's default (sgd 0, adamw 1e-2).
+  std::optional<double> weightDecay;
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  double clipGradNorm = 0; ///< 0: no clipping
+  int64_t warmupSteps = 0;
+  std::string schedule = "constant"; ///< constant, linear, cosine
+  int64_t totalSteps = 0;
+  double minLr = 0;
+  std::vector<std::string> noDecay; ///< initializer name globs
+};
+
 struct CompileOptions {
   /// "" (print IR), "cpu" or "cuda".
   std::string target;
@@ -80,6 +104,9 @@ struct CompileOptions {
   // not on the CPU, where the materialized form's GEMMs are faster), off
   // when printing IR.
   std::optional<bool> raiseAttention, raiseNormalization, raiseGelu, raiseRotateHalf;
+
+  // Training (phase train).
+  TrainOptions train;
 
   // Sharding (phases sharded and partitioned).
   std::string mesh;               ///< "dp=2,tp=4"
@@ -128,6 +155,8 @@ struct CompileOptions {
   /// wrong, naming the flag as shard-opt spells it ("--dtype must be f32,
   /// bf16 or f16, got 'x'").
   llvm::Error verify() const;
+  /// verify()'s checks of the training flags.
+  llvm::Error verifyTraining() const;
 };
 
 /// Applies the module-dependent decisions to `options`: whether the

@@ -14,6 +14,10 @@
 // weight (or of such a cast) by a scalar constant the rt.weight scaled at
 // load (`scale`).
 //
+// Training state (an nn.weight whose new value a result marked `nn.state`
+// carries) becomes a writable rt.weight, never folded, and the program ends
+// by copying each new value into its state.
+//
 // A partitioned program (per-rank tensors, `dist` collectives over a
 // dist.mesh) becomes an SPMD rt program: each collective turns into the rt
 // collective over the rank groups its mesh axes define, and the function
@@ -29,6 +33,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <cmath>
@@ -49,11 +54,31 @@ MemRefType toBuffer(Type t) {
   return MemRefType::get(tensor.getShape(), tensor.getElementType());
 }
 
+/// Whether `w` is training state: a result of its function carries
+/// `nn.state` with its name (nn-optimizer's step writes it), or it starts
+/// at zero. State is never folded into what reads it.
+bool isState(nn::WeightOp w) {
+  if (w.getStorage() == "zeros")
+    return true;
+  auto fn = w->getParentOfType<func::FuncOp>();
+  for (unsigned i = 0; fn && i < fn.getNumResults(); ++i)
+    if (auto state = fn.getResultAttrOfType<StringAttr>(i, "nn.state");
+        state && state.getValue() == w.getName())
+      return true;
+  return false;
+}
+
+/// An nn.weight that is not state: what load-time folds apply to.
+bool isFoldableWeight(Operation *op) {
+  auto w = dyn_cast_or_null<nn::WeightOp>(op);
+  return w && !isState(w);
+}
+
 /// An nn.cast from one float type to another of an nn.weight: it becomes
 /// that weight's rt.weight, loaded in the cast's type (mixed precision).
 bool isFoldedWeightCast(Operation *op) {
   auto c = dyn_cast<nn::CastOp>(op);
-  if (!c || !c.getInput().getDefiningOp<nn::WeightOp>())
+  if (!c || !isFoldableWeight(c.getInput().getDefiningOp()))
     return false;
   Type from = c.getInput().getType().getElementType(), to = c.getTo();
   return isa<FloatType>(from) && isa<FloatType>(to) && from != to;
@@ -66,7 +91,7 @@ bool isFoldedWeightTranspose(Operation *op) {
   if (!t)
     return false;
   Operation *source = t.getInput().getDefiningOp();
-  return source && (isa<nn::WeightOp>(source) || isFoldedWeightCast(source));
+  return source && (isFoldableWeight(source) || isFoldedWeightCast(source));
 }
 
 /// An nn.mul of a float weight (or of its folded cast) by a splat scalar
@@ -79,7 +104,7 @@ std::optional<std::pair<Value, double>> foldedWeightScale(Operation *op) {
   for (auto [source, factor] : {std::pair(m.getLhs(), m.getRhs()),
                                 std::pair(m.getRhs(), m.getLhs())}) {
     Operation *s = source.getDefiningOp();
-    if (!s || !(isa<nn::WeightOp>(s) || isFoldedWeightCast(s)) ||
+    if (!s || !(isFoldableWeight(s) || isFoldedWeightCast(s)) ||
         source.getType() != m.getType() ||
         !isa<FloatType>(cast<RankedTensorType>(m.getType()).getElementType()))
       continue;
@@ -269,12 +294,23 @@ LogicalResult convertFunction(func::FuncOp fn, std::optional<int64_t> world) {
   SmallVector<Type> args, results;
   for (Type t : fn.getArgumentTypes())
     args.push_back(toBuffer(t));
-  for (Type t : fn.getResultTypes())
+  // A result marked `nn.state` is the new value of that state: a copy into
+  // its buffer ends the program, and it is no result of the rt function.
+  SmallVector<StringAttr> stateOf;
+  SmallVector<DictionaryAttr> resultAttrs;
+  for (auto [i, t] : llvm::enumerate(fn.getResultTypes())) {
+    stateOf.push_back(fn.getResultAttrOfType<StringAttr>(i, "nn.state"));
+    if (stateOf.back())
+      continue;
     results.push_back(toBuffer(t));
+    resultAttrs.push_back(fn.getResultAttrDict(i));
+  }
   auto newFn = func::FuncOp::create(b, fn.getLoc(), fn.getName(),
                                     b.getFunctionType(args, results));
   newFn->setAttrs(fn->getAttrs());
   newFn.setFunctionType(b.getFunctionType(args, results));
+  newFn.setAllResultAttrs(resultAttrs);
+  llvm::StringMap<Value> stateBuffers;
   // The program runs on every rank of the mesh: rank tables of the
   // collectives and sliced weights are checked against this world.
   if (world)
@@ -289,8 +325,20 @@ LogicalResult convertFunction(func::FuncOp fn, std::optional<int64_t> world) {
     Location loc = op.getLoc();
     if (auto ret = dyn_cast<func::ReturnOp>(op)) {
       SmallVector<Value> vals;
-      for (Value v : ret.getOperands())
-        vals.push_back(map.lookup(v));
+      for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+        if (!stateOf[i]) {
+          vals.push_back(map.lookup(v));
+          continue;
+        }
+        Value into = stateBuffers.lookup(stateOf[i].getValue());
+        if (!into)
+          return fn.emitOpError("result ")
+                 << i << " is the new value of state '" << stateOf[i].getValue()
+                 << "', which no nn.weight reads";
+        // After every read of the old value: the program's last kernels.
+        rt::KernelOp::create(b, loc, b.getStringAttr("identity"), ValueRange{map.lookup(v)},
+                             ValueRange{into}, b.getDictionaryAttr({}));
+      }
       func::ReturnOp::create(b, loc, vals);
       continue;
     }
@@ -298,14 +346,19 @@ LogicalResult convertFunction(func::FuncOp fn, std::optional<int64_t> world) {
       if (w.getStoredShapeAttr() && !w.getGlobalShapeAttr())
         return w.emitOpError("is zero-padded past its stored shape but not partitioned: "
                              "dist-partition describes what each rank reads");
-      if (onlyFoldedReaders(w))
+      bool state = isState(w);
+      if (!state && onlyFoldedReaders(w))
         continue;
       auto nw = rt::WeightOp::create(b, loc, toBuffer(w.getType()),
                                      w.getNameAttr(), w.getStorageAttr(),
                                      w.getFileAttr(), w.getOffsetAttr(),
                                      w.getSizeAttr(), w.getGlobalShapeAttr(),
                                      w.getStartsAttr(), TypeAttr(), DenseI64ArrayAttr(),
-                                     zeroPadded(b, w), FloatAttr());
+                                     zeroPadded(b, w), FloatAttr(),
+                                     state ? b.getUnitAttr() : UnitAttr());
+      if (state && !stateBuffers.try_emplace(w.getName(), nw.getResult()).second)
+        return w.emitOpError("is state read by two nn.weight ops; training state is one "
+                             "buffer per name");
       map.map(w.getResult(), nw.getResult());
       continue;
     }
@@ -324,7 +377,7 @@ LogicalResult convertFunction(func::FuncOp fn, std::optional<int64_t> world) {
                                      w.getSizeAttr(), w.getGlobalShapeAttr(),
                                      w.getStartsAttr(), source,
                                      identity ? DenseI64ArrayAttr() : t.getPermAttr(),
-                                     zeroPadded(b, w), FloatAttr());
+                                     zeroPadded(b, w), FloatAttr(), UnitAttr());
       map.map(t.getResult(), nw.getResult());
       continue;
     }
@@ -340,7 +393,7 @@ LogicalResult convertFunction(func::FuncOp fn, std::optional<int64_t> world) {
           w.getFileAttr(), w.getOffsetAttr(), w.getSizeAttr(),
           w.getGlobalShapeAttr(), w.getStartsAttr(),
           TypeAttr::get(w.getType().getElementType()), DenseI64ArrayAttr(), zeroPadded(b, w),
-          FloatAttr());
+          FloatAttr(), UnitAttr());
       map.map(c.getResult(), nw.getResult());
       continue;
     }
@@ -354,7 +407,7 @@ LogicalResult convertFunction(func::FuncOp fn, std::optional<int64_t> world) {
           b, loc, toBuffer(op.getResult(0).getType()), w.getNameAttr(), w.getStorageAttr(),
           w.getFileAttr(), w.getOffsetAttr(), w.getSizeAttr(), w.getGlobalShapeAttr(),
           w.getStartsAttr(), c ? TypeAttr::get(w.getType().getElementType()) : TypeAttr(),
-          DenseI64ArrayAttr(), zeroPadded(b, w), b.getF64FloatAttr(factor));
+          DenseI64ArrayAttr(), zeroPadded(b, w), b.getF64FloatAttr(factor), UnitAttr());
       map.map(op.getResult(0), nw.getResult());
       continue;
     }

@@ -2,6 +2,7 @@
 
 #include "shardflow/Runtime/Core/Trace.h"
 #include "shardflow/Runtime/Core/Device.h"
+#include "shardflow/Runtime/Format/Json.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -62,23 +63,6 @@ std::vector<TraceEvent> deserialize(const std::string &text) {
     events.push_back(std::move(e));
   }
   return events;
-}
-
-std::string json(const std::string &s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += char(c);
-    } else if (c < 0x20) {
-      char escape[8];
-      std::snprintf(escape, sizeof(escape), "\\u%04x", c);
-      out += escape;
-    } else {
-      out += char(c);
-    }
-  }
-  return out + "\"";
 }
 
 std::string number(double v) {
@@ -170,7 +154,7 @@ void TraceRecorder::write(const std::string &path) {
          ", \"args\": {\"sort_index\": " + pid + "}}");
     for (size_t lane = 0; lane < lanes.size(); ++lane)
       emit("{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": " + pid + ", \"tid\": " +
-           std::to_string(lane) + ", \"args\": {\"name\": " + json(lanes[lane]) + "}}");
+           std::to_string(lane) + ", \"args\": {\"name\": " + jsonString(lanes[lane]) + "}}");
     for (const TraceEvent &e : ranks[size_t(r)]) {
       std::string args;
       if (e.instruction >= 0)
@@ -178,10 +162,10 @@ void TraceRecorder::write(const std::string &path) {
       if (e.run >= 0)
         args += std::string(args.empty() ? "" : ", ") + "\"run\": " + std::to_string(e.run);
       if (!e.node.empty())
-        args += std::string(args.empty() ? "" : ", ") + "\"node\": " + json(e.node);
+        args += std::string(args.empty() ? "" : ", ") + "\"node\": " + jsonString(e.node);
       if (e.bytes >= 0)
         args += std::string(args.empty() ? "" : ", ") + "\"bytes\": " + std::to_string(e.bytes);
-      emit("{\"name\": " + json(e.name) + ", \"cat\": " + json(e.category) +
+      emit("{\"name\": " + jsonString(e.name) + ", \"cat\": " + jsonString(e.category) +
            ", \"ph\": \"X\", \"pid\": " + pid + ", \"tid\": " + std::to_string(e.lane) +
            ", \"ts\": " + number((e.start - offsets[size_t(r)] - origin) * 1e6) +
            ", \"dur\": " + number(std::max(e.seconds, 0.0) * 1e6) + ", \"args\": {" + args + "}}");

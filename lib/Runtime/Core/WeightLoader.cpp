@@ -129,6 +129,20 @@ const uint8_t *WeightLoader::mapFile(const std::string &path, const std::string 
 
 WeightBytes WeightLoader::load(size_t index, WeightStaging *staging) {
   const BufferDesc &b = art.buffers.at(index);
+  if (b.storage == "zeros") {
+    // Training state that starts at zero: no file.
+    WeightBytes out;
+    if (uint8_t *block = staging && b.bytes() ? staging->acquire(b.bytes()) : nullptr) {
+      std::memset(block, 0, b.bytes());
+      out.staged = std::unique_ptr<uint8_t, StagedRelease>(block, StagedRelease{staging});
+      out.data = block;
+    } else {
+      out.owned.reset(new uint8_t[std::max<size_t>(b.bytes(), 1)]());
+      out.data = out.owned.get();
+    }
+    out.bytes = b.bytes();
+    return out;
+  }
   if (b.storage == "protobuf")
     throw RuntimeError("weight '" + b.name +
                        "' is stored in the model in a form that cannot be mapped "

@@ -211,6 +211,8 @@ void shardflow::runtime::writeArtifact(const Artifact &a, std::ostream &os) {
       }
       if (b.zeroPadded)
         os << " padded=zeros";
+      if (b.writable)
+        os << " writable=1";
       if (!b.crc32c.empty()) {
         os << " crc32c=";
         for (size_t r = 0; r < b.crc32c.size(); ++r) {
@@ -708,6 +710,10 @@ Artifact Reader::read() {
           if (v.empty() || used != v.size() || !std::isfinite(x) || x == 0)
             fail("bad scale '" + v + "' (a finite, nonzero number)");
           b.scale = x;
+        } else if (k == "writable") {
+          if (v != "1")
+            fail("writable must be '1', got '" + v + "'");
+          b.writable = true;
         } else if (k == "padded") {
           if (v != "zeros")
             fail("padded must be 'zeros', got '" + v + "'");
@@ -745,6 +751,13 @@ Artifact Reader::read() {
       }
       if (b.zeroPadded && b.kind != BufferDesc::Kind::Weight)
         fail("only weights can be padded=zeros");
+      if (b.writable && b.kind != BufferDesc::Kind::Weight)
+        fail("only weights can be writable");
+      if (b.kind == BufferDesc::Kind::Weight && b.storage == "zeros" &&
+          (!b.writable || !b.file.empty() || !b.permutation.empty() || b.sourceDType ||
+           b.scale || b.zeroPadded))
+        fail("weight '" + b.name + "' of storage zeros must be writable=1 and have no "
+             "file, permutation, source-dtype, scale or padding");
       // The executors point at a constant's bytes: they must be there.
       if (b.kind == BufferDesc::Kind::Constant && b.data.size() != b.bytes())
         fail("constant buffer " + tok[1] + " has no data= (" + std::to_string(b.bytes()) +
@@ -832,12 +845,12 @@ Artifact Reader::read() {
           fail("kernel " + inst.kernel + " writes an unknown buffer");
         // Weights are mapped read-only, constants and inputs are the
         // artifact's and the caller's: a program writes only the arena
-        // (directly or through a view).
+        // (directly or through a view) and writable state.
         int root = idx;
         while (a.buffers[size_t(root)].kind == BufferDesc::Kind::View)
           root = a.buffers[size_t(root)].source;
         BufferDesc::Kind kind = a.buffers[size_t(root)].kind;
-        if (kind != BufferDesc::Kind::Arena)
+        if (kind != BufferDesc::Kind::Arena && !a.buffers[size_t(root)].writable)
           fail(describeInstruction(inst, a.program.size()) + " writes buffer " +
                std::to_string(idx) + ", " + (root == idx ? "" : "a view of ") + "a" +
                (kind == BufferDesc::Kind::Input ? "n " : " ") + kindName(kind) +

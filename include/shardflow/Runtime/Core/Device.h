@@ -153,6 +153,9 @@ public:
   /// until the next run (views of the device's buffers, or downloaded).
   /// Fails when a kernel reported bad data during the run.
   virtual std::vector<std::pair<std::string, Tensor>> outputs() = 0;
+  /// Copies buffer `buffer`'s bytes to host memory `dst` (its bytes()),
+  /// between runs: how training state is read back (--save-weights).
+  virtual void download(int buffer, void *dst) = 0;
 
   //===--------------------------------------------------------------------===//
   // Memory, for the runner's collectives

@@ -61,6 +61,13 @@
 // compiler pads a vocabulary that the tensor-parallel size does not divide.
 // (An optional field, as `permutation`.)
 //
+// Training state: a weight with `writable=1` is state the program writes
+// (a `kernel identity` whose `out` is the weight, last): the device keeps
+// it in writable memory of its own and it keeps its value from one run to
+// the next (a training step's weights, optimizer moments and step
+// counter). Its initial value is the file's, or zeros for `storage=zeros`
+// (no file). (Optional fields, as `permutation`.)
+//
 // Padded outputs (target cuda): `output logits 7 columns=50257` returns the
 // leading 50257 elements of each row of buffer 7, whose last dimension is
 // the row pitch (a GEMM's result padded to 16-byte aligned rows); the
@@ -139,6 +146,11 @@ struct BufferDesc {
   /// before they are rounded to the buffer's type (a weight-only product
   /// folded by the compiler). Text: `scale=`.
   std::optional<double> scale;
+  /// Weight: persistent state the program writes (a training step's
+  /// weights, optimizer moments and step counter): the device holds it in
+  /// memory of its own, and it keeps its value from one run to the next.
+  /// Text: `writable=1`.
+  bool writable = false;
   std::vector<uint8_t> data; // Constant: little-endian bytes (bool: 1 byte)
 
   int64_t numel() const;

@@ -1369,12 +1369,13 @@ LogicalResult ConstantOfShapeOp::verify() {
 
 LogicalResult WeightOp::verify() {
   StringRef storage = getStorage();
-  if (storage != "external" && storage != "embedded" && storage != "protobuf")
-    return emitOpError("storage must be external, embedded or protobuf, got '")
+  if (storage != "external" && storage != "embedded" && storage != "protobuf" &&
+      storage != "zeros")
+    return emitOpError("storage must be external, embedded, protobuf or zeros, got '")
            << storage << "'";
   if (getName().empty())
     return emitOpError("needs a non-empty name");
-  if (storage != "protobuf" && (!getFile() || !getOffset()))
+  if (storage != "protobuf" && storage != "zeros" && (!getFile() || !getOffset()))
     return emitOpError("storage '") << storage << "' needs a file and an offset";
   if (getOffset() && static_cast<int64_t>(*getOffset()) < 0)
     return emitOpError("offset must be non-negative");

@@ -216,6 +216,11 @@ static LogicalResult checkRank(Operation *op, int64_t rank, int64_t world,
 }
 
 LogicalResult WeightOp::verify() {
+  if (getWritable() && (getSourceTypeAttr() || getPermutationAttr() || getScaleAttr()))
+    return emitOpError("is writable state, which holds its bytes as stored: no source_type, "
+                       "permutation or scale");
+  if (getStorage() == "zeros" && (!getWritable() || getFile()))
+    return emitOpError("of storage zeros must be writable and have no file");
   if (auto source = getSourceTypeAttr()) {
     Type elem = getResult().getType().getElementType();
     if (!isa<FloatType>(source.getValue()) || !isa<FloatType>(elem) ||
@@ -282,7 +287,8 @@ LogicalResult WeightOp::verify() {
 
 /// Weights and constants are mapped read-only: nothing may write them.
 static LogicalResult checkWritable(Operation *op, Value out) {
-  if (out.getDefiningOp<WeightOp>() || out.getDefiningOp<ConstantOp>())
+  auto weight = out.getDefiningOp<WeightOp>();
+  if ((weight && !weight.getWritable()) || out.getDefiningOp<ConstantOp>())
     return op->emitOpError("writes a read-only weight or constant");
   return success();
 }

@@ -126,6 +126,10 @@ public:
     return out;
   }
 
+  void download(int buffer, void *dst) override {
+    std::memcpy(dst, pointers[size_t(buffer)], art->buffers[size_t(buffer)].bytes());
+  }
+
   Tensor tensorOf(int buffer) const override {
     const BufferDesc &b = art->buffers[size_t(buffer)];
     return Tensor{pointers[size_t(buffer)], b.dtype, b.shape};
@@ -159,6 +163,12 @@ private:
       if (art->buffers[i].kind == BufferDesc::Kind::Weight)
         weights.push_back(i);
     loader.loadAll(weights, settings.loadThreads, [&](size_t i, WeightBytes w) {
+      if (art->buffers[i].writable && !w.owned) {
+        // State the program writes: a copy of its own, not the file's pages.
+        w.owned.reset(new uint8_t[std::max<size_t>(w.bytes, 1)]);
+        std::memcpy(w.owned.get(), w.data, w.bytes);
+        w.data = w.owned.get();
+      }
       pointers[i] = const_cast<void *>(w.data);
       if (w.owned)
         sliceCopies.push_back(std::move(w.owned));
@@ -241,7 +251,8 @@ private:
   std::unique_ptr<uint8_t, void (*)(void *)> arena;
   std::vector<void *> pointers; // per buffer, once bound
   std::vector<std::pair<void *, size_t>> mappings;
-  /// Weight slices that are not contiguous in their file, copied out.
+  /// Weight slices that are not contiguous in their file, copied out, and
+  /// writable state.
   std::vector<std::unique_ptr<uint8_t[]>> sliceCopies;
   size_t mappedBytes = 0;
   std::vector<KernelFn> kernels; // per instruction

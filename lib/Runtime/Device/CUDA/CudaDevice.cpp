@@ -310,6 +310,10 @@ void CudaDevice::finishRun(const std::function<void()> &timedOut) {
   idle = true;
 }
 
+void CudaDevice::download(int buffer, void *dst) {
+  CU_CALL(cuMemcpyDtoH, dst, pointers[size_t(buffer)], art->buffers[size_t(buffer)].bytes());
+}
+
 std::vector<std::pair<std::string, Tensor>> CudaDevice::outputs() {
   checkStatusWords();
   std::vector<std::pair<std::string, Tensor>> out;

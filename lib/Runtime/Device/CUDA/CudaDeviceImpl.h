@@ -54,6 +54,7 @@ public:
   void runKernel(size_t n) override;
   void finishRun(const std::function<void()> &timedOut) override;
   std::vector<std::pair<std::string, Tensor>> outputs() override;
+  void download(int buffer, void *dst) override;
 
   Tensor tensorOf(int buffer) const override;
   void *scratch(int which) override;

@@ -42,6 +42,8 @@ def NN_WeightOp : NN_Op<"weight"> {
       `offset`.
     - `protobuf`: in the model, but not byte-addressable (varint-encoded
       fields, or a model read from ONNX text); the runtime converts it once.
+    - `zeros`: no bytes: training state that starts at zero (an
+      optimizer's moments, its step counter), written by `nn-optimizer`.
 
     ```mlir
     %w = nn.weight "h.0.mlp.fc.weight" {storage = "external", file = "gpt.data",

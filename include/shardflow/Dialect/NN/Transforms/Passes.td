@@ -310,4 +310,66 @@ def NNDifferentiate : Pass<"nn-differentiate", "::mlir::ModuleOp"> {
   let dependentDialects = ["::shardflow::nn::NNDialect"];
 }
 
+def NNOptimizer : Pass<"nn-optimizer", "::mlir::ModuleOp"> {
+  let summary = "Turn @main with a loss and its gradients into one training step";
+  let description = [{
+    Takes `@main` as `nn-differentiate` leaves it (a scalar result named by
+    `loss`, one `grad:<name>` result per initializer) and makes it one step
+    of training, with PyTorch's semantics:
+
+    - `optimizer=sgd`: torch.optim.SGD (`momentum`, `nesterov`, weight
+      decay coupled as L2: g + wd·w); `optimizer=adamw`: torch.optim.AdamW
+      (decoupled decay w·(1 - lr·wd), bias-corrected moments, `eps` added
+      outside the square root).
+    - `clip-grad-norm` > 0: every gradient times min(1, c / (norm + 1e-6)),
+      norm the 2-norm of all gradients together, as
+      torch.nn.utils.clip_grad_norm_.
+    - The learning rate of 1-based step t: lr·t/W while t ≤ W
+      (`warmup-steps`), then `schedule` constant (lr), linear
+      (lr·max(0, T-t)/(T-W)) or cosine (min-lr + ½(lr - min-lr)(1 +
+      cos(π·min(1, (t-W)/(T-W))))), T = `total-steps`.
+    - `no-decay`: initializer name globs that get no weight decay.
+
+    What trains: every initializer with a gradient that depends on the loss
+    (a gradient that is zero by construction, one held constant such as a
+    rotary table, gets no update, as a PyTorch parameter whose grad is
+    None). An initializer embedded as an `nn.constant` becomes an
+    `nn.weight` (storage `protobuf`): state, not a constant.
+
+    The state is persistent: weights are read by `nn.weight`, the
+    optimizer's moments (`<name>.exp_avg`, `<name>.exp_avg_sq`,
+    `<name>.momentum_buffer`) and the step counter (`optimizer.step`, f32
+    as PyTorch keeps it) by `nn.weight`s of storage `zeros`. The new value
+    of each is a result of `@main` carrying `nn.state = "<name>"`. The
+    step's other results are `loss`, `grad_norm` (before clipping) and
+    `lr`; the model's outputs and gradients are dropped.
+  }];
+  let options = [
+    Option<"loss", "loss", "std::string", /*default=*/"\"loss\"",
+           "The nn.name of the scalar loss result">,
+    Option<"optimizer", "optimizer", "std::string", /*default=*/"\"adamw\"",
+           "sgd or adamw">,
+    Option<"lr", "lr", "double", /*default=*/"1e-3", "Learning rate">,
+    Option<"momentum", "momentum", "double", /*default=*/"0", "sgd: momentum">,
+    Option<"nesterov", "nesterov", "bool", /*default=*/"false", "sgd: Nesterov momentum">,
+    Option<"weightDecay", "weight-decay", "double", /*default=*/"-1",
+           "Weight decay (default: 0 for sgd, 1e-2 for adamw)">,
+    Option<"beta1", "beta1", "double", /*default=*/"0.9", "adamw: beta1">,
+    Option<"beta2", "beta2", "double", /*default=*/"0.999", "adamw: beta2">,
+    Option<"eps", "eps", "double", /*default=*/"1e-8", "adamw: epsilon">,
+    Option<"clipGradNorm", "clip-grad-norm", "double", /*default=*/"0",
+           "Clip the gradients' global 2-norm to this (0: no clipping)">,
+    Option<"warmupSteps", "warmup-steps", "int64_t", /*default=*/"0",
+           "Linear warmup steps">,
+    Option<"schedule", "schedule", "std::string", /*default=*/"\"constant\"",
+           "After warmup: constant, linear or cosine">,
+    Option<"totalSteps", "total-steps", "int64_t", /*default=*/"0",
+           "linear and cosine: the step the schedule ends at">,
+    Option<"minLr", "min-lr", "double", /*default=*/"0", "cosine: the final learning rate">,
+    ListOption<"noDecay", "no-decay", "std::string",
+               "Initializer name globs without weight decay">,
+  ];
+  let dependentDialects = ["::shardflow::nn::NNDialect"];
+}
+
 #endif // SHARDFLOW_DIALECT_NN_TRANSFORMS_PASSES_TD

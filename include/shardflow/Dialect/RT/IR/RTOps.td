@@ -25,8 +25,8 @@ def RT_Dialect : Dialect {
     in a buffer (`rt.alloc`) that the memory planner places at an offset in
     one arena; `rt.kernel` calls a runtime kernel that reads its `ins` and
     writes its `outs`; `rt.view` reinterprets a buffer's shape without
-    copying; `rt.weight` and `rt.constant` are read-only buffers outside the
-    arena. The planned function carries `rt.peak_bytes`, the arena size.
+    copying; `rt.weight` and `rt.constant` are buffers outside the arena,
+    read-only but for `writable` weights (training state). The planned function carries `rt.peak_bytes`, the arena size.
 
     The program is SPMD: every rank of the world (`rt.world_size` on the
     function, 1 when absent) runs the same function. Collectives (`rt.all_reduce`,
@@ -95,6 +95,13 @@ def RT_WeightOp : RT_Op<"weight", [Pure]> {
     rounded once to the buffer's type): an nn.mul of a float weight by a
     scalar constant, folded (a bias that each of n ranks adds 1/n of).
 
+    With `writable` the weight is persistent state that the program writes
+    (a training step's weights, optimizer moments, step counter): a kernel
+    may have it as its output, and the value lasts from one run to the
+    next. Storage `zeros` (state that starts at zero, no file) is writable.
+    A writable weight holds the bytes as stored: no `source_type`,
+    `permutation` or `scale`.
+
     ```mlir
     %w = rt.weight "fc.weight" {storage = "external", file = "m.data",
         offset = 0 : i64, global_shape = array<i64: 64, 32>,
@@ -111,7 +118,8 @@ def RT_WeightOp : RT_Op<"weight", [Pure]> {
                        OptionalAttr<RT_RankLists>:$starts,
                        OptionalAttr<TypeAttr>:$source_type,
                        OptionalAttr<DenseI64ArrayAttr>:$permutation,
-                       UnitAttr:$zero_padded, OptionalAttr<F64Attr>:$scale);
+                       UnitAttr:$zero_padded, OptionalAttr<F64Attr>:$scale,
+                       UnitAttr:$writable);
   let results = (outs RT_Buffer:$result);
   let assemblyFormat = "$name attr-dict `:` type($result)";
   let hasVerifier = 1;

@@ -1,0 +1,353 @@
+//===- Optimizer.cpp - one training step: clip, schedule, update -----------===//
+//
+// nn-optimizer: from a loss and its gradients (nn-differentiate's results)
+// to the step that updates the weights, in nn ops, so that the update is
+// sharded and lowered like the rest. Persistent state is read by nn.weight
+// (the weights, and zero-initialized moments and step counter) and written
+// by results marked `nn.state`. The arithmetic follows PyTorch's
+// single-tensor implementations of SGD and AdamW.
+//
+//===----------------------------------------------------------------------===//
+
+#include "shardflow/Dialect/NN/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/GlobPattern.h"
+
+#include <cmath>
+
+namespace shardflow::nn {
+#define GEN_PASS_DEF_NNOPTIMIZER
+#include "shardflow/Dialect/NN/Transforms/Passes.h.inc"
+} // namespace shardflow::nn
+
+using namespace mlir;
+using namespace shardflow;
+
+namespace {
+
+RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
+
+/// Scalar f32 arithmetic and the elementwise ops of an update, at one
+/// location.
+struct Arith {
+  OpBuilder &b;
+  Location loc;
+
+  Value constant(double v, Type elem) {
+    return nn::ConstantOp::create(
+        b, loc, DenseElementsAttr::get(RankedTensorType::get({}, elem),
+                                       b.getFloatAttr(elem, v)));
+  }
+  Value f32(double v) { return constant(v, b.getF32Type()); }
+  Value add(Value x, Value y) { return nn::AddOp::create(b, loc, x, y); }
+  Value sub(Value x, Value y) { return nn::SubOp::create(b, loc, x, y); }
+  Value mul(Value x, Value y) { return nn::MulOp::create(b, loc, x, y); }
+  Value div(Value x, Value y) { return nn::DivOp::create(b, loc, x, y); }
+  Value sqrt(Value x) { return nn::SqrtOp::create(b, loc, x); }
+  Value min(Value x, Value y) { return nn::MinOp::create(b, loc, x, y); }
+  Value max(Value x, Value y) { return nn::MaxOp::create(b, loc, x, y); }
+  Value cos(Value x) { return nn::CosOp::create(b, loc, x); }
+  Value pow(Value x, Value y) { return nn::PowOp::create(b, loc, x, y); }
+  Value greater(Value x, Value y) { return nn::GreaterOp::create(b, loc, x, y); }
+  Value where(Value c, Value x, Value y) { return nn::WhereOp::create(b, loc, c, x, y); }
+  /// x · c for a compile-time factor, in x's element type.
+  Value scale(Value x, double c) { return mul(x, constant(c, typeOf(x).getElementType())); }
+  /// The sum of every element of x, as a scalar.
+  Value sumAll(Value x) {
+    SmallVector<int64_t> axes;
+    for (int64_t d = 0; d < typeOf(x).getRank(); ++d)
+      axes.push_back(d);
+    if (axes.empty())
+      return x;
+    return nn::ReduceSumOp::create(b, loc, ValueRange{x},
+                                   {b.getNamedAttr("axes", b.getDenseI64ArrayAttr(axes)),
+                                    b.getNamedAttr("keepdims", b.getBoolAttr(false))})
+        ->getResult(0);
+  }
+  /// A scalar f32 in x's element type (x is f32 today: weights train in
+  /// f32).
+  Value like(Value scalar, Value x) {
+    Type elem = typeOf(x).getElementType();
+    if (typeOf(scalar).getElementType() == elem)
+      return scalar;
+    return nn::CastOp::create(b, loc, scalar, TypeAttr::get(elem));
+  }
+};
+
+/// One trained initializer: the value read (nn.weight) and its gradient.
+struct Trained {
+  std::string name;
+  Value weight;
+  Value grad;
+};
+
+bool isZeroConstant(Value v) {
+  auto c = v.getDefiningOp<nn::ConstantOp>();
+  auto dense = c ? dyn_cast<DenseElementsAttr>(c.getValue()) : DenseElementsAttr();
+  return dense && dense.isSplat() && dense.getSplatValue<APFloat>().isZero();
+}
+
+struct NNOptimizerPass : public nn::impl::NNOptimizerBase<NNOptimizerPass> {
+  using NNOptimizerBase::NNOptimizerBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto fn = module.lookupSymbol<func::FuncOp>("main");
+    if (!fn) {
+      module.emitError("nn-optimizer: no function @main");
+      return signalPassFailure();
+    }
+    if (failed(checkOptions(fn)) || failed(buildStep(fn)))
+      signalPassFailure();
+  }
+
+  LogicalResult checkOptions(func::FuncOp fn) {
+    auto fail = [&](const Twine &message) { return fn.emitError("nn-optimizer: " + message); };
+    if (optimizer != "sgd" && optimizer != "adamw")
+      return fail("optimizer must be sgd or adamw, got '" + optimizer + "'");
+    if (!(lr > 0) || !std::isfinite(lr))
+      return fail("lr must be positive, got " + std::to_string(double(lr)));
+    if (momentum < 0 || (nesterov && momentum <= 0))
+      return fail("momentum must be non-negative, and positive with nesterov");
+    if (optimizer == "adamw" && (beta1 < 0 || beta1 >= 1 || beta2 < 0 || beta2 >= 1))
+      return fail("betas must lie in [0, 1)");
+    if (!(eps >= 0))
+      return fail("eps must be non-negative");
+    if (clipGradNorm < 0)
+      return fail("clip-grad-norm must be non-negative (0: no clipping)");
+    if (warmupSteps < 0)
+      return fail("warmup-steps must be non-negative");
+    if (schedule != "constant" && schedule != "linear" && schedule != "cosine")
+      return fail("schedule must be constant, linear or cosine, got '" + schedule + "'");
+    if (schedule != "constant" && totalSteps <= warmupSteps)
+      return fail("schedule " + schedule + " needs total-steps greater than warmup-steps (" +
+                  Twine(int64_t(warmupSteps)) + "), got " + Twine(int64_t(totalSteps)));
+    for (const std::string &glob : noDecay)
+      if (auto pattern = llvm::GlobPattern::create(glob); !pattern)
+        return fail("no-decay '" + glob + "' is not a valid glob: " +
+                    llvm::toString(pattern.takeError()));
+    return success();
+  }
+
+  double decay() const {
+    if (weightDecay >= 0)
+      return weightDecay;
+    return optimizer == "adamw" ? 1e-2 : 0.0;
+  }
+
+  bool decays(StringRef name) const {
+    for (const std::string &glob : noDecay)
+      if (auto pattern = llvm::GlobPattern::create(glob); pattern && pattern->match(name))
+        return false;
+    return true;
+  }
+
+  /// The value of initializer `name` as a weight: its nn.weight, or the
+  /// nn.constant the importer embedded it as, turned into an nn.weight.
+  FailureOr<Value> weightNamed(func::FuncOp fn, StringRef name) {
+    Value found;
+    SmallVector<Operation *> embedded;
+    fn.walk([&](Operation *op) {
+      if (auto w = dyn_cast<nn::WeightOp>(op); w && w.getName() == name) {
+        if (!found)
+          found = w.getResult();
+      } else if (auto c = dyn_cast<nn::ConstantOp>(op)) {
+        auto loc = dyn_cast<NameLoc>(c->getLoc());
+        if (loc && isa<UnknownLoc>(loc.getChildLoc()) && loc.getName() == name)
+          embedded.push_back(c);
+      }
+    });
+    for (Operation *op : embedded) {
+      auto c = cast<nn::ConstantOp>(op);
+      if (!found) {
+        OpBuilder b(op);
+        RankedTensorType type = c.getType();
+        int64_t bytes = type.getNumElements() * (type.getElementTypeBitWidth() / 8);
+        auto w = nn::WeightOp::create(b, c.getLoc(), type, b.getStringAttr(name),
+                                      b.getStringAttr("protobuf"), StringAttr(), IntegerAttr(),
+                                      b.getI64IntegerAttr(bytes), DenseI64ArrayAttr(),
+                                      ArrayAttr(), DenseI64ArrayAttr());
+        found = w.getResult();
+      }
+      if (found.getType() != c.getType())
+        return c.emitError("nn-optimizer: initializer '") << name << "' is read with two types";
+      c.getResult().replaceAllUsesWith(found);
+      c.erase();
+    }
+    if (!found)
+      return fn.emitError("nn-optimizer: no initializer '") << name << "' for its gradient";
+    return found;
+  }
+
+  /// A zero-initialized persistent tensor (a moment, the step counter).
+  Value zeroState(OpBuilder &b, Location loc, StringRef name, RankedTensorType type) {
+    return nn::WeightOp::create(b, loc, type, b.getStringAttr(name), b.getStringAttr("zeros"),
+                                StringAttr(), IntegerAttr(), IntegerAttr(), DenseI64ArrayAttr(),
+                                ArrayAttr(), DenseI64ArrayAttr());
+  }
+
+  /// The learning rate of step t (1-based, f32 scalar).
+  Value learningRate(Arith &a, Value t) {
+    Value peak = a.f32(lr);
+    Value after = peak;
+    double w = double(warmupSteps), T = double(totalSteps);
+    if (schedule == "linear") {
+      // lr·max(0, T - t)/(T - W)
+      Value left = a.max(a.sub(a.f32(T), t), a.f32(0));
+      after = a.mul(peak, a.div(left, a.f32(T - w)));
+    } else if (schedule == "cosine") {
+      Value progress = a.min(a.div(a.sub(t, a.f32(w)), a.f32(T - w)), a.f32(1));
+      Value wave = a.add(a.f32(1), a.cos(a.mul(a.f32(M_PI), progress)));
+      after = a.add(a.f32(minLr), a.mul(a.f32(0.5 * (lr - minLr)), wave));
+    }
+    if (warmupSteps == 0)
+      return after;
+    Value warm = a.mul(peak, a.div(t, a.f32(w)));
+    return a.where(a.greater(t, a.f32(w)), after, warm);
+  }
+
+  LogicalResult buildStep(func::FuncOp fn) {
+    Block &body = fn.getBody().front();
+    auto ret = cast<func::ReturnOp>(body.getTerminator());
+    Value lossValue;
+    SmallVector<std::pair<std::string, Value>> grads;
+    for (unsigned i = 0; i < fn.getNumResults(); ++i) {
+      auto name = fn.getResultAttrOfType<StringAttr>(i, "nn.name");
+      if (!name)
+        continue;
+      if (name.getValue() == loss)
+        lossValue = ret.getOperand(i);
+      else if (name.getValue().starts_with("grad:"))
+        grads.emplace_back(name.getValue().drop_front(5).str(), ret.getOperand(i));
+    }
+    if (!lossValue)
+      return fn.emitError("nn-optimizer: @main has no result named '") << loss << "'";
+    if (typeOf(lossValue).getNumElements() != 1)
+      return fn.emitError("nn-optimizer: the loss must be a scalar, got ") << lossValue.getType();
+
+    // What trains: the initializers whose gradient is not zero by construction.
+    SmallVector<Trained> trained;
+    llvm::StringSet<> names;
+    for (auto &[name, g] : grads) {
+      names.insert(name);
+      if (isZeroConstant(g))
+        continue;
+      auto w = weightNamed(fn, name);
+      if (failed(w))
+        return failure();
+      if (!typeOf(*w).getElementType().isF32())
+        return w->getDefiningOp()->emitError("nn-optimizer: initializer '")
+               << name << "' is " << typeOf(*w).getElementType()
+               << "; weights train in f32 (mixed-precision training is not built yet)";
+      trained.push_back({name, *w, g});
+    }
+    if (trained.empty())
+      return fn.emitError("nn-optimizer: no initializer's gradient depends on the loss: "
+                          "nothing to train");
+    auto stateName = [&](StringRef weight, StringRef what) { return (weight + "." + what).str(); };
+    for (const Trained &t : trained)
+      for (StringRef what : {"exp_avg", "exp_avg_sq", "momentum_buffer"})
+        if (names.contains(stateName(t.name, what)))
+          return fn.emitError("nn-optimizer: the optimizer state '")
+                 << stateName(t.name, what) << "' has the name of an initializer";
+    if (names.contains("optimizer.step"))
+      return fn.emitError("nn-optimizer: an initializer is named 'optimizer.step', the name of "
+                          "the step counter");
+
+    OpBuilder b(ret);
+    Arith a{b, NameLoc::get(b.getStringAttr("optimizer"), fn.getLoc())};
+    SmallVector<Value> results;
+    SmallVector<DictionaryAttr> attrs;
+    auto named = [&](StringRef key, StringRef value) {
+      return b.getDictionaryAttr(b.getNamedAttr(key, b.getStringAttr(value)));
+    };
+    auto addState = [&](StringRef name, Value v) {
+      results.push_back(v);
+      attrs.push_back(b.getDictionaryAttr({b.getNamedAttr("nn.name", b.getStringAttr(name)),
+                                           b.getNamedAttr("nn.state", b.getStringAttr(name))}));
+    };
+
+    // The step counter, 1-based for this step's arithmetic.
+    auto scalar = RankedTensorType::get({}, b.getF32Type());
+    Value step = a.add(zeroState(b, a.loc, "optimizer.step", scalar), a.f32(1));
+    Value rate = learningRate(a, step);
+
+    // The gradients' global 2-norm, before clipping.
+    Value sumSquares;
+    for (const Trained &t : trained) {
+      Value s = a.sumAll(a.mul(t.grad, t.grad));
+      sumSquares = sumSquares ? a.add(sumSquares, s) : s;
+    }
+    Value norm = a.sqrt(sumSquares);
+    Value clip;
+    if (clipGradNorm > 0)
+      clip = a.min(a.div(a.f32(clipGradNorm), a.add(norm, a.f32(1e-6))), a.f32(1));
+
+    results.push_back(lossValue);
+    attrs.push_back(named("nn.name", "loss"));
+    results.push_back(norm);
+    attrs.push_back(named("nn.name", "grad_norm"));
+    results.push_back(rate);
+    attrs.push_back(named("nn.name", "lr"));
+
+    double wd = decay();
+    for (const Trained &t : trained) {
+      Arith u{b, NameLoc::get(b.getStringAttr("optimizer:" + t.name), fn.getLoc())};
+      Value w = t.weight, g = t.grad;
+      if (clip)
+        g = u.mul(g, u.like(clip, g));
+      Value lrT = u.like(rate, w);
+      double decayT = decays(t.name) ? wd : 0.0;
+      RankedTensorType type = typeOf(w);
+      Value updated;
+      if (optimizer == "sgd") {
+        if (decayT != 0)
+          g = u.add(g, u.scale(w, decayT));
+        if (momentum > 0) {
+          // torch starts the buffer at the first gradient: with dampening
+          // 0, momentum·0 + g is that.
+          std::string bufName = stateName(t.name, "momentum_buffer");
+          Value buf = u.add(u.scale(zeroState(b, u.loc, bufName, type), momentum), g);
+          addState(bufName, buf);
+          g = nesterov ? u.add(g, u.scale(buf, momentum)) : buf;
+        }
+        updated = u.sub(w, u.mul(lrT, g));
+      } else {
+        // Decoupled decay first, then the bias-corrected moments.
+        if (decayT != 0)
+          w = u.mul(w, u.sub(u.f32(1), u.scale(lrT, decayT)));
+        std::string mName = stateName(t.name, "exp_avg"), vName = stateName(t.name, "exp_avg_sq");
+        Value m = u.add(u.scale(zeroState(b, u.loc, mName, type), beta1), u.scale(g, 1 - beta1));
+        Value v = u.add(u.scale(zeroState(b, u.loc, vName, type), beta2),
+                        u.scale(u.mul(g, g), 1 - beta2));
+        addState(mName, m);
+        addState(vName, v);
+        Value correction1 = u.sub(u.f32(1), u.pow(u.f32(beta1), step));
+        Value correction2 = u.sqrt(u.sub(u.f32(1), u.pow(u.f32(beta2), step)));
+        Value stepSize = u.div(rate, correction1);
+        Value denom = u.add(u.div(u.sqrt(v), u.like(correction2, v)), u.constant(eps, type.getElementType()));
+        updated = u.sub(w, u.mul(u.like(stepSize, w), u.div(m, denom)));
+      }
+      addState(t.name, updated);
+    }
+    addState("optimizer.step", step);
+
+    ret->setOperands(results);
+    SmallVector<Type> types;
+    for (Value v : results)
+      types.push_back(v.getType());
+    fn.setType(FunctionType::get(fn.getContext(), fn.getArgumentTypes(), types));
+    fn.setAllResultAttrs(attrs);
+    // The model's outputs and the gradients are no longer results: what
+    // only they read goes.
+    for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body.without_terminator())))
+      if (op.use_empty() && isa<nn::NNDialect>(op.getDialect()))
+        op.erase();
+    return success();
+  }
+};
+
+} // namespace

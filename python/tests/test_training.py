@@ -1,0 +1,352 @@
+"""Training steps: `shard-opt --train` and `shard-run --data --steps`.
+
+The optimizer's arithmetic is checked against numpy written from PyTorch's
+documented update rules (torch.optim.SGD, torch.optim.AdamW,
+torch.nn.utils.clip_grad_norm_), fed with the gradients of Shardflow's
+gradient program (`nn-differentiate`, itself checked against finite
+differences in test_gradients.py) at each step's weights, which this
+test writes back into the ONNX model. The learning-rate schedules are
+checked against their formulas, the saved weights with the `safetensors`
+package, and the errors a user can make by their messages.
+
+The exports are the TorchScript and dynamo GPT-2 of the real-export test
+bed: a tied LM head written as a transposed copy (TorchScript), weights
+small enough to be embedded as constants (layer norms, biases), which
+train as state. About 10 s on 2 cores.
+"""
+from __future__ import annotations
+
+import fnmatch
+import json
+import math
+import subprocess
+
+import numpy as np
+import onnx
+import pytest
+from onnx import numpy_helper
+
+from shardflow import real_exports, toolchain
+
+STEPS = 3
+
+
+def _shard_opt(*args, check=True):
+    out = subprocess.run([str(toolchain.tool("shard-opt")), *map(str, args)],
+                         capture_output=True, text=True, timeout=600)
+    if check:
+        assert out.returncode == 0, out.stderr
+    return out
+
+
+def _shard_run(*args, check=True):
+    out = subprocess.run([str(toolchain.tool("shard-run")), *map(str, args)],
+                         capture_output=True, text=True, timeout=600)
+    if check:
+        assert out.returncode == 0, out.stderr
+    return out
+
+
+def _batches(export, count, seed=0):
+    """`count` batches of the export's input shapes, with labels (-100 at
+    padding and every fifth position)."""
+    inputs = export.inputs()
+    first = next(iter(export.expected().values()))
+    rng = np.random.default_rng(seed)
+    data = {k: np.stack([v] * count) for k, v in inputs.items()}
+    vocab = first.shape[-1]
+    if "input_ids" in data:
+        data["input_ids"] = rng.integers(0, vocab, data["input_ids"].shape).astype(np.int64)
+    labels = rng.integers(0, vocab, (count, *first.shape[:-1])).astype(np.int64)
+    labels.reshape(count, -1)[:, ::5] = -100
+    mask = data.get("attention_mask")
+    if mask is not None and mask.shape == labels.shape:
+        labels[mask == 0] = -100
+    data["labels"] = labels
+    return data
+
+
+def _trained_names(artifact):
+    """The model weights a training artifact updates (writable state with
+    a file: not the optimizer's moments or counter)."""
+    from urllib.parse import unquote
+    names = []
+    for line in artifact.read_text().splitlines():
+        fields = dict(f.split("=", 1) for f in line.split()[5:] if "=" in f)
+        if line.startswith("buffer ") and fields.get("writable") == "1" \
+                and fields.get("storage") != "zeros":
+            names.append(unquote(fields["name"]))
+    return names
+
+
+class Gradients:
+    """The loss and gradients of Shardflow's gradient program at given
+    weights (written into a copy of the ONNX model)."""
+
+    def __init__(self, export, tmp):
+        self.export, self.tmp = export, tmp
+        self.model = onnx.load(str(export.model))
+        self.initial = {t.name: numpy_helper.to_array(t) for t in self.model.graph.initializer}
+        self.flags = export.shape_flags(tmp)
+
+    def __call__(self, weights, batch):
+        for t in self.model.graph.initializer:
+            if t.name in weights:
+                t.CopyFrom(numpy_helper.from_array(weights[t.name].astype(np.float32), t.name))
+        path = self.tmp / "moved.onnx"
+        onnx.save(self.model, str(path))
+        _shard_opt(path, *self.flags, "--compile-to=import", "--mlir-print-debuginfo",
+                   "-o", self.tmp / "a.mlir")
+        _shard_opt(self.tmp / "a.mlir", "--nn-append-loss", "--nn-differentiate=loss=loss",
+                   "-o", self.tmp / "g.mlir")
+        _shard_opt(self.tmp / "g.mlir", "--target", "cpu", "-o", self.tmp / "g.shard")
+        out = toolchain.run_artifact(self.tmp / "g.shard", batch)
+        grads = {k[len("grad:"):]: v.astype(np.float64) for k, v in out.items()
+                 if k.startswith("grad:")}
+        return float(out["loss"]), grads
+
+
+def _train(export, tmp, flags, data, steps=STEPS, extra=()):
+    """Compiles the training step and runs it; returns the log and the
+    saved weights."""
+    for f in export.folder.iterdir():
+        if not (tmp / f.name).exists():
+            (tmp / f.name).symlink_to(f)
+    _shard_opt(tmp / "model.onnx", *export.shape_flags(tmp), "--train", *flags,
+               "--target", "cpu", "-o", tmp / "step.shard")
+    np.savez(tmp / "data.npz", **data)
+    _shard_run(tmp / "step.shard", "--data", tmp / "data.npz", "--steps", steps,
+               "--log", tmp / "log.jsonl", "--save-weights", tmp / "w.safetensors", *extra)
+    log = [json.loads(line) for line in (tmp / "log.jsonl").read_text().splitlines()]
+    from safetensors.numpy import load_file
+    return log, load_file(str(tmp / "w.safetensors"))
+
+
+def _entry(data, t):
+    """Step t's (1-based) batch."""
+    count = next(iter(data.values())).shape[0]
+    return {k: v[(t - 1) % count] for k, v in data.items()}
+
+
+def _torch_reference(grad_at, initial, names, data, optimizer, lr, steps=STEPS, wd=0.0,
+                     momentum=0.0, nesterov=False, betas=(0.9, 0.999), eps=1e-8, clip=0.0,
+                     no_decay=()):
+    """PyTorch's update rules in float64 numpy, step by step."""
+    w = {n: initial[n].astype(np.float64) for n in names}
+    state = {n: {} for n in names}
+    losses, norms = [], []
+    for t in range(1, steps + 1):
+        loss, g = grad_at(w, _entry(data, t))
+        g = {n: g[n] for n in names}
+        norm = math.sqrt(sum(float((x * x).sum()) for x in g.values()))
+        losses.append(loss)
+        norms.append(norm)
+        if clip > 0:  # torch.nn.utils.clip_grad_norm_
+            coef = min(1.0, clip / (norm + 1e-6))
+            g = {n: x * coef for n, x in g.items()}
+        for n in names:
+            decay = 0.0 if any(fnmatch.fnmatch(n, p) for p in no_decay) else wd
+            s = state[n]
+            if optimizer == "sgd":  # torch.optim.SGD, dampening 0
+                d = g[n] + decay * w[n]
+                if momentum:
+                    s["buf"] = d if "buf" not in s else momentum * s["buf"] + d
+                    d = d + momentum * s["buf"] if nesterov else s["buf"]
+                w[n] = w[n] - lr * d
+            else:  # torch.optim.AdamW
+                w[n] = w[n] * (1 - lr * decay)
+                s["m"] = betas[0] * s.get("m", 0) + (1 - betas[0]) * g[n]
+                s["v"] = betas[1] * s.get("v", 0) + (1 - betas[1]) * g[n] ** 2
+                bc1, bc2 = 1 - betas[0] ** t, 1 - betas[1] ** t
+                w[n] = w[n] - (lr / bc1) * s["m"] / (np.sqrt(s["v"]) / math.sqrt(bc2) + eps)
+    return losses, norms, w
+
+
+def _relative_l2(ours, ref, names):
+    num = sum(float(((ours[n].astype(np.float64) - ref[n]) ** 2).sum()) for n in names)
+    den = sum(float((ref[n] ** 2).sum()) for n in names)
+    return math.sqrt(num / den)
+
+
+CONFIGS = {
+    "sgd-momentum": (["--optimizer", "sgd", "--lr", "0.2", "--momentum", "0.9",
+                      "--weight-decay", "0.01"],
+                     dict(optimizer="sgd", lr=0.2, momentum=0.9, wd=0.01)),
+    "sgd-nesterov-clip": (["--optimizer", "sgd", "--lr", "2", "--momentum", "0.5",
+                           "--nesterov", "--clip-grad-norm", "0.5"],
+                          dict(optimizer="sgd", lr=2.0, momentum=0.5, nesterov=True, clip=0.5)),
+    "adamw": (["--optimizer", "adamw", "--lr", "0.01", "--no-decay", "*.bias,*ln_*"],
+              dict(optimizer="adamw", lr=0.01, wd=0.01, no_decay=("*.bias", "*ln_*"))),
+    "adamw-betas-clip": (["--lr", "0.01", "--betas", "0.8,0.99", "--eps", "1e-6",
+                          "--weight-decay", "0.1", "--clip-grad-norm", "1.0"],
+                         dict(optimizer="adamw", lr=0.01, betas=(0.8, 0.99), eps=1e-6, wd=0.1,
+                              clip=1.0)),
+}
+
+
+@pytest.mark.parametrize("config", sorted(CONFIGS))
+@pytest.mark.parametrize("name", ["gpt2-torchscript", "gpt2-dynamo"])
+def test_steps_match_pytorch_update_rules(tmp_path, name, config):
+    """Three steps on two batches: each step's loss (before its update) and
+    gradient norm (before clipping) within 1e-4 relative, and the final
+    weights within 1e-3 relative L2, of the rules in float64 fed with the
+    gradient program's gradients at each step's weights; the weights move
+    by more than 100x that tolerance."""
+    export = real_exports.load(name)
+    flags, rule = CONFIGS[config]
+    data = _batches(export, 2)
+    log, saved = _train(export, tmp_path, flags, data)
+    names = _trained_names(tmp_path / "step.shard")
+    grads = Gradients(export, tmp_path)
+    losses, norms, ref = _torch_reference(grads, grads.initial, names, data, **rule)
+    assert [e["step"] for e in log] == list(range(1, STEPS + 1))
+    for e, loss, norm in zip(log, losses, norms):
+        assert abs(e["loss"] - loss) <= 1e-4 * abs(loss), (e, loss)
+        assert abs(e["grad_norm"] - norm) <= 1e-4 * norm, (e, norm)
+    assert set(names) <= set(saved)
+    assert _relative_l2(saved, ref, names) < 1e-3
+    moved = _relative_l2({n: grads.initial[n] for n in names}, ref, names)
+    assert moved >= 100 * 1e-3, f"the weights moved only {moved:.3g} relative L2"
+
+
+def test_what_trains(tmp_path):
+    """Every float initializer of more than one element whose gradient
+    depends on the loss trains, embedded ones included; the saved weights
+    are all of them, whole, by initializer name, with the initializers'
+    shapes and types."""
+    export = real_exports.load("gpt2-torchscript")
+    log, saved = _train(export, tmp_path, ["--optimizer", "sgd", "--lr", "0.1"],
+                        _batches(export, 1), steps=1)
+    model = onnx.load(str(export.model))
+    floats = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer
+              if t.data_type == onnx.TensorProto.FLOAT and np.prod(t.dims) > 1}
+    names = _trained_names(tmp_path / "step.shard")
+    grads = Gradients(export, tmp_path)
+    _, g = grads({}, _entry(_batches(export, 1), 1))
+    nonzero = {n for n, x in g.items() if np.any(x)}
+    assert set(names) == nonzero and nonzero <= set(floats)
+    assert any(floats[n].size * 4 <= 1024 for n in names), "no embedded initializer trained"
+    assert set(saved) == set(names)
+    for n in names:
+        assert saved[n].shape == floats[n].shape and saved[n].dtype == np.float32
+    # One SGD step: w - lr g.
+    for n in names:
+        np.testing.assert_allclose(saved[n], floats[n] - 0.1 * g[n], rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("schedule", ["constant", "linear", "cosine"])
+def test_learning_rate_schedules(tmp_path, schedule):
+    """lr of step t: lr t / W while t <= W, then the schedule, as the log
+    reports it."""
+    export = real_exports.load("gpt2-torchscript")
+    lr, warmup, total, min_lr = 0.01, 3, 8, 0.002
+    flags = ["--optimizer", "sgd", "--lr", str(lr), "--warmup-steps", str(warmup),
+             "--lr-schedule", schedule]
+    if schedule != "constant":
+        flags += ["--total-steps", str(total)]
+    if schedule == "cosine":
+        flags += ["--min-lr", str(min_lr)]
+    log, _ = _train(export, tmp_path, flags, _batches(export, 1), steps=total + 1)
+
+    def expected(t):
+        if t <= warmup:
+            return lr * t / warmup
+        if schedule == "linear":
+            return lr * max(0, total - t) / (total - warmup)
+        if schedule == "cosine":
+            p = min(1.0, (t - warmup) / (total - warmup))
+            return min_lr + 0.5 * (lr - min_lr) * (1 + math.cos(math.pi * p))
+        return lr
+
+    for e in log:
+        assert abs(e["lr"] - expected(e["step"])) <= 1e-6 * lr, e
+        assert e["step_seconds"] > 0 and e["tokens_per_second"] > 0
+
+
+def test_progress_and_npz_weights(tmp_path):
+    """Progress lines on stderr (not a terminal: one per step), and
+    --save-weights FILE.npz."""
+    export = real_exports.load("gpt2-torchscript")
+    for f in export.folder.iterdir():
+        (tmp_path / f.name).symlink_to(f)
+    _shard_opt(tmp_path / "model.onnx", *export.shape_flags(tmp_path), "--train",
+               "--target", "cpu", "-o", tmp_path / "step.shard")
+    np.savez(tmp_path / "data.npz", **_batches(export, 3))
+    out = _shard_run(tmp_path / "step.shard", "--data", tmp_path / "data.npz", "--steps", 4,
+                     "--save-weights", tmp_path / "w.npz")
+    lines = [line for line in out.stderr.splitlines() if line.startswith("shard-run: step")]
+    assert [line.split()[2] for line in lines] == ["1/4", "2/4", "3/4", "4/4"], out.stderr
+    assert all("loss" in line and "tokens/s" in line and "ETA" in line for line in lines)
+    with np.load(tmp_path / "w.npz") as w:
+        assert set(w.files) == set(_trained_names(tmp_path / "step.shard"))
+
+
+# --------------------------------------------------------------------------
+# What users get wrong
+# --------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def step(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("step")
+    export = real_exports.load("gpt2-torchscript")
+    for f in export.folder.iterdir():
+        (tmp / f.name).symlink_to(f)
+    _shard_opt(tmp / "model.onnx", *export.shape_flags(tmp), "--train", "--optimizer", "sgd",
+               "--lr", "1e30", "--target", "cpu", "-o", tmp / "step.shard")
+    np.savez(tmp / "data.npz", **_batches(export, 2))
+    return tmp, export
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--optimizer", "sgd"], "--optimizer needs --train"),
+    (["--train", "--mesh", "dp=2"], "sharded training is not built yet"),
+    (["--train", "--target", "cuda"], "the training step runs on the CPU target for now"),
+    (["--train", "--dtype", "bf16"], "(mixed-precision training) is not built yet"),
+    (["--train", "--loss", "hinge"], "--loss must be cross-entropy, mse or output:NAME"),
+    (["--train", "--optimizer", "lamb"], "--optimizer must be sgd or adamw, got 'lamb'"),
+    (["--train", "--optimizer", "adamw", "--momentum", "0.9"], "--momentum and --nesterov are sgd's"),
+    (["--train", "--lr-schedule", "cosine"], "needs --total-steps greater than --warmup-steps"),
+    (["--train", "--betas", "0.9"], "--betas takes two numbers"),
+    (["--train", "--loss", "output:nope"], "no result named 'nope'"),
+])
+def test_compile_errors(step, flags, message):
+    tmp, export = step
+    out = _shard_opt(tmp / "model.onnx", *export.shape_flags(tmp), "--target", "cpu", *flags,
+                     "-o", tmp / "bad.shard", check=False)
+    assert out.returncode != 0 and message in out.stderr, out.stderr
+
+
+def test_run_errors(step, tmp_path):
+    tmp, export = step
+    artifact, data = tmp / "step.shard", tmp / "data.npz"
+    # A training step needs its data; an inference artifact takes none.
+    out = _shard_run(artifact, check=False)
+    assert out.returncode != 0 and "run it with --data FILE.npz --steps N" in out.stderr
+    _shard_opt(tmp / "model.onnx", *export.shape_flags(tmp), "--target", "cpu",
+               "-o", tmp_path / "infer.shard")
+    out = _shard_run(tmp_path / "infer.shard", "--data", data, "--steps", 1, check=False)
+    assert out.returncode != 0 and "is not one (compile with shard-opt --train)" in out.stderr
+    # Data: a missing array, a stray one, a wrong shape, a wrong type.
+    good = dict(np.load(data))
+    cases = [
+        ({k: v for k, v in good.items() if k != "labels"}, "has no array 'labels'"),
+        ({**good, "extra": good["labels"]}, "array 'extra' is no input of the training step"),
+        ({**good, "labels": good["labels"][:, :, :3]}, "array 'labels' is i64[2,2,3]"),
+        ({**good, "labels": good["labels"].astype(np.int32)}, "array 'labels' is i32"),
+        ({**good, "labels": good["labels"][:1]}, "holds 1 batches but"),
+    ]
+    for arrays, message in cases:
+        np.savez(tmp_path / "bad.npz", **arrays)
+        out = _shard_run(artifact, "--data", tmp_path / "bad.npz", "--steps", 1, check=False)
+        assert out.returncode != 0 and message in out.stderr, (message, out.stderr)
+    out = _shard_run(artifact, "--data", data, "--steps", 1, "--save-weights", "w.bin",
+                     check=False)
+    assert out.returncode != 0 and "--save-weights writes FILE.safetensors or FILE.npz" in out.stderr
+
+
+def test_a_diverging_run_stops_at_its_step(step):
+    """lr 1e30: the loss stops being finite; the run ends naming the step."""
+    tmp, _ = step
+    out = _shard_run(tmp / "step.shard", "--data", tmp / "data.npz", "--steps", 5, check=False)
+    assert out.returncode != 0, out.stderr
+    assert "step 2: the loss is" in out.stderr or "step 3: the loss is" in out.stderr, out.stderr

@@ -1,0 +1,81 @@
+// RUN: shard-opt %s -nn-append-loss=kind=mse -nn-differentiate=loss=loss -nn-optimizer="optimizer=sgd lr=0.5 momentum=0.9" | FileCheck %s --check-prefix=SGD
+// RUN: shard-opt %s -nn-append-loss=kind=mse -nn-differentiate=loss=loss -nn-optimizer="optimizer=adamw lr=0.01 no-decay=*.bias" | FileCheck %s --check-prefix=ADAMW
+// RUN: shard-opt %s -nn-append-loss=kind=mse -nn-differentiate=loss=loss -nn-optimizer="lr=0.01 warmup-steps=2 schedule=cosine total-steps=10 min-lr=0.001 clip-grad-norm=1.0" | FileCheck %s --check-prefix=SCHED
+// RUN: shard-opt %s -nn-append-loss=kind=mse -nn-differentiate=loss=loss -nn-optimizer=optimizer=sgd -convert-nn-to-rt | FileCheck %s --check-prefix=RT
+// RUN: not shard-opt %s -nn-append-loss=kind=mse -nn-differentiate=loss=loss -nn-optimizer="schedule=linear total-steps=0" 2>&1 | FileCheck %s --check-prefix=TOTAL
+// RUN: not shard-opt %s -nn-append-loss=kind=mse -nn-differentiate=loss=loss -nn-optimizer="optimizer=lamb" 2>&1 | FileCheck %s --check-prefix=KIND
+
+// One step of SGD with momentum: the step counter, the gradients' norm, a
+// momentum buffer per trained initializer (the embedded bias becomes an
+// nn.weight: state, not a constant), each new value a result marked
+// nn.state; the model's output and the gradients are results no more.
+// SGD-LABEL: func.func @main
+// SGD-SAME: -> (tensor<f32> {nn.name = "loss"}, tensor<f32> {nn.name = "grad_norm"}, tensor<f32> {nn.name = "lr"},
+// SGD-SAME: tensor<3x4xf32> {nn.name = "fc.weight.momentum_buffer", nn.state = "fc.weight.momentum_buffer"},
+// SGD-SAME: tensor<3x4xf32> {nn.name = "fc.weight", nn.state = "fc.weight"},
+// SGD-SAME: tensor<4xf32> {nn.name = "fc.bias.momentum_buffer", nn.state = "fc.bias.momentum_buffer"},
+// SGD-SAME: tensor<4xf32> {nn.name = "fc.bias", nn.state = "fc.bias"},
+// SGD-SAME: tensor<f32> {nn.name = "optimizer.step", nn.state = "optimizer.step"})
+// SGD: %[[W:.*]] = nn.weight "fc.weight" {file = "m.data"
+// SGD: %[[B:.*]] = nn.weight "fc.bias" {size = 16 : i64, storage = "protobuf"} : tensor<4xf32>
+// SGD: nn.transpose %arg0
+// SGD-NEXT: %[[GW:.*]] = nn.matmul
+// SGD: %[[STEP:.*]] = nn.weight "optimizer.step" {storage = "zeros"} : tensor<f32>
+// SGD: %[[NEXT:.*]] = nn.add %[[STEP]]
+// SGD: %[[LR:.*]] = nn.constant dense<5.000000e-01> : tensor<f32>
+// SGD: %[[NORM:.*]] = nn.sqrt
+// SGD: %[[BUF:.*]] = nn.weight "fc.weight.momentum_buffer" {storage = "zeros"} : tensor<3x4xf32>
+// SGD: %[[MU:.*]] = nn.constant dense<0.899999976> : tensor<f32>
+// SGD: %[[DECAYED:.*]] = nn.mul %[[BUF]], %[[MU]]
+// SGD: %[[NEWBUF:.*]] = nn.add %[[DECAYED]], %[[GW]]
+// SGD: %[[STEPW:.*]] = nn.mul %[[LR]], %[[NEWBUF]]
+// SGD: %[[NEWW:.*]] = nn.sub %[[W]], %[[STEPW]]
+// SGD: return {{.*}}, %[[NORM]], %[[LR]], %[[NEWBUF]], %[[NEWW]], {{.*}}, {{.*}}, %[[NEXT]]
+
+// AdamW: decoupled decay (not for the bias, by --no-decay), both moments,
+// the bias corrections from the step counter.
+// ADAMW: %[[W:.*]] = nn.weight "fc.weight"
+// ADAMW: %[[LR:.*]] = nn.constant dense<0.00999999977>
+// ADAMW: %[[WD:.*]] = nn.constant dense<0.00999999977>
+// ADAMW: %[[LRWD:.*]] = nn.mul %[[LR]], %[[WD]]
+// ADAMW: %[[KEEP:.*]] = nn.sub {{.*}}, %[[LRWD]]
+// ADAMW: nn.mul %[[W]], %[[KEEP]]
+// ADAMW: nn.weight "fc.weight.exp_avg" {storage = "zeros"}
+// ADAMW: nn.weight "fc.weight.exp_avg_sq" {storage = "zeros"}
+// ADAMW: nn.pow
+// ADAMW: nn.pow
+// ADAMW: nn.weight "fc.bias.exp_avg" {storage = "zeros"}
+// ADAMW-NOT: nn.weight "fc.bias.momentum_buffer"
+
+// Warmup then cosine: where(t > W, cosine, lr t / W); clipping by
+// min(1, c / (norm + 1e-6)).
+// SCHED: nn.cos
+// SCHED: %[[AFTER:.*]] = nn.greater
+// SCHED: nn.where %[[AFTER]]
+// SCHED: %[[EPS:.*]] = nn.constant dense<9.99999997E-7>
+// SCHED: nn.add %{{.*}}, %[[EPS]]
+// SCHED: nn.min
+
+// In rt, state is writable rt.weight, never folded, and the program ends
+// by copying each new value into it; only loss, grad_norm and lr remain
+// results.
+// RT: func.func @main({{.*}}) -> (memref<f32> {nn.name = "loss"}, memref<f32> {nn.name = "grad_norm"}, memref<f32> {nn.name = "lr"})
+// RT: %[[W:.*]] = rt.weight "fc.weight" {{.*}}writable} : memref<3x4xf32>
+// RT: %[[B:.*]] = rt.weight "fc.bias" {{.*}}writable} : memref<4xf32>
+// RT: %[[S:.*]] = rt.weight "optimizer.step" {storage = "zeros", writable} : memref<f32>
+// RT: rt.kernel "identity" ins(%{{.*}} : memref<3x4xf32>) outs(%[[W]] : memref<3x4xf32>)
+// RT: rt.kernel "identity" ins(%{{.*}} : memref<4xf32>) outs(%[[B]] : memref<4xf32>)
+// RT: rt.kernel "identity" ins(%{{.*}} : memref<f32>) outs(%[[S]] : memref<f32>)
+// RT-NEXT: return
+
+// TOTAL: error: nn-optimizer: schedule linear needs total-steps greater than warmup-steps (0), got 0
+// KIND: error: nn-optimizer: optimizer must be sgd or adamw, got 'lamb'
+module {
+  func.func @main(%x: tensor<2x3xf32> {nn.name = "x"}) -> (tensor<2x4xf32> {nn.name = "y"}) {
+    %w = nn.weight "fc.weight" {storage = "external", file = "m.data", offset = 0 : i64, size = 48 : i64} : tensor<3x4xf32>
+    %b = nn.constant dense<[1.0, 2.0, 3.0, 4.0]> : tensor<4xf32> loc("fc.bias")
+    %m = nn.matmul %x, %w : (tensor<2x3xf32>, tensor<3x4xf32>) -> tensor<2x4xf32>
+    %y = nn.add %m, %b : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+    return %y : tensor<2x4xf32>
+  }
+}

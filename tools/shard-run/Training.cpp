@@ -1,0 +1,206 @@
+//===- Training.cpp - shard-run --steps: the training loop -----------------===//
+
+#include "Training.h"
+#include "Tensors.h"
+
+#include "shardflow/Runtime/Format/TrainingData.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <unistd.h>
+
+using namespace shardflow::runtime;
+
+namespace {
+
+bool endsWith(const std::string &s, const char *suffix) {
+  size_t n = std::strlen(suffix);
+  return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
+}
+
+/// The writable buffer named `name`, or -1.
+int stateBuffer(const Artifact &a, const std::string &name) {
+  for (size_t i = 0; i < a.buffers.size(); ++i)
+    if (a.buffers[i].writable && a.buffers[i].name == name)
+      return int(i);
+  return -1;
+}
+
+/// A scalar output as a double.
+double scalarOutput(const std::vector<std::pair<std::string, Tensor>> &outputs,
+                    const std::string &name) {
+  for (const auto &[n, t] : outputs)
+    if (n == name) {
+      if (t.numel() != 1 || t.dtype != DType::F32)
+        throw RuntimeError("the training step's output '" + name + "' is " + dtypeName(t.dtype) +
+                           shapeList(t.shape) + ", not an f32 scalar");
+      return double(*static_cast<const float *>(t.data));
+    }
+  throw RuntimeError("the training step has no output '" + name + "'");
+}
+
+/// Tokens a step consumes, for tokens/s: the elements of the first integer
+/// input (token ids), else the first input's leading dimension (samples).
+int64_t tokensPerStep(const Artifact &a) {
+  const BufferDesc *first = nullptr;
+  for (const BufferDesc &b : a.buffers) {
+    if (b.kind != BufferDesc::Kind::Input)
+      continue;
+    if (b.dtype == DType::I64 || b.dtype == DType::I32)
+      return b.numel();
+    if (!first)
+      first = &b;
+  }
+  return first && !first->shape.empty() ? first->shape[0] : 1;
+}
+
+std::string clockText(double seconds) {
+  long s = long(seconds + 0.5);
+  char text[32];
+  if (s >= 3600)
+    std::snprintf(text, sizeof(text), "%ld:%02ld:%02ld", s / 3600, s / 60 % 60, s % 60);
+  else
+    std::snprintf(text, sizeof(text), "%ld:%02ld", s / 60, s % 60);
+  return text;
+}
+
+/// A JSON number (non-finite values as null, which JSON lacks numbers for).
+std::string jsonNumber(double x) {
+  if (!std::isfinite(x))
+    return "null";
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.9g", x);
+  return text;
+}
+
+} // namespace
+
+bool shardflow::runtime::isTrainingStep(const Artifact &artifact) {
+  for (const BufferDesc &b : artifact.buffers)
+    if (b.writable)
+      return true;
+  return false;
+}
+
+void shardflow::runtime::checkTrainingOptions(const Options &o, const Artifact &artifact) {
+  bool training = isTrainingStep(artifact);
+  bool asked = o.steps > 0 || !o.data.empty() || !o.log.empty() || !o.saveWeights.empty();
+  if (!training) {
+    if (asked)
+      throw RuntimeError("--steps, --data, --log and --save-weights run a training step; '" +
+                         o.artifact + "' is not one (compile with shard-opt --train)");
+    return;
+  }
+  if (o.steps <= 0 || o.data.empty())
+    throw RuntimeError("'" + o.artifact +
+                       "' is a training step: run it with --data FILE.npz --steps N");
+  if (o.repeat != 1 || !o.inputsNpz.empty() || !o.inputFiles.empty())
+    throw RuntimeError("a training step takes its inputs from --data, once per step: "
+                       "not --input, --inputs or --repeat");
+  if (!o.saveWeights.empty() && !endsWith(o.saveWeights, ".safetensors") &&
+      !endsWith(o.saveWeights, ".npz"))
+    throw RuntimeError("--save-weights writes FILE.safetensors or FILE.npz, got '" +
+                       o.saveWeights + "'");
+  for (const BufferDesc &b : artifact.buffers)
+    if (b.writable && !b.starts.empty())
+      throw RuntimeError("state '" + b.name + "' is sliced over the ranks; sharded training "
+                         "state is not supported by this shard-run");
+}
+
+void shardflow::runtime::train(const Options &o, ProgramRunner &runner) {
+  const Artifact &art = runner.artifact();
+  Communicator &world = runner.world();
+  bool lead = world.rank() == 0;
+  TrainingData data(readNpz(o.data), art, "--data '" + o.data + "'");
+
+  // Where the step counter stands: 0 for a fresh run.
+  int counter = stateBuffer(art, "optimizer.step");
+  if (counter < 0)
+    throw RuntimeError("the training step has no state 'optimizer.step' (its step counter)");
+  float done = 0;
+  runner.device().download(counter, &done);
+  int64_t first = int64_t(done) + 1;
+
+  std::ofstream log;
+  if (lead && !o.log.empty()) {
+    log.open(o.log);
+    if (!log)
+      throw RuntimeError("cannot write --log '" + o.log + "'");
+  }
+  bool live = lead && isatty(STDERR_FILENO);
+  int64_t tokens = tokensPerStep(art);
+  using Clock = std::chrono::steady_clock;
+  auto begin = Clock::now();
+  std::vector<std::pair<std::string, Tensor>> outputs;
+  for (int64_t t = first; t <= o.steps; ++t) {
+    auto t0 = Clock::now();
+    std::map<std::string, HostTensor> inputs = data.step(t);
+    outputs = runner.run(inputs);
+    double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    double loss = scalarOutput(outputs, "loss"), norm = scalarOutput(outputs, "grad_norm"),
+           lr = scalarOutput(outputs, "lr");
+    double perSecond = seconds > 0 ? double(tokens) / seconds : 0;
+    if (log.is_open()) {
+      log << "{\"step\":" << t << ",\"loss\":" << jsonNumber(loss)
+          << ",\"grad_norm\":" << jsonNumber(norm) << ",\"lr\":" << jsonNumber(lr)
+          << ",\"step_seconds\":" << jsonNumber(seconds)
+          << ",\"tokens_per_second\":" << jsonNumber(perSecond) << "}\n";
+      log.flush();
+    }
+    if (!std::isfinite(loss) || !std::isfinite(norm))
+      throw RuntimeError("step " + std::to_string(t) + ": the " +
+                         (std::isfinite(loss) ? "gradient norm" : "loss") + " is " +
+                         (std::isnan(std::isfinite(loss) ? norm : loss) ? "NaN" : "infinite") +
+                         " (loss " + jsonNumber(loss) + ", grad_norm " + jsonNumber(norm) +
+                         "); the weights it updated are not saved");
+    if (lead) {
+      double elapsed = std::chrono::duration<double>(Clock::now() - begin).count();
+      double eta = elapsed / double(t - first + 1) * double(o.steps - t);
+      std::fprintf(stderr,
+                   "%sshard-run: step %lld/%lld  loss %.6g  grad_norm %.4g  lr %.4g  "
+                   "%.0f tokens/s  ETA %s%s",
+                   live ? "\r" : "", (long long)t, (long long)o.steps, loss, norm, lr, perSecond,
+                   clockText(eta).c_str(), live ? "\033[K" : "\n");
+    }
+  }
+  if (live)
+    std::fprintf(stderr, "\n");
+  if (first > o.steps && lead)
+    std::fprintf(stderr, "shard-run: the step counter is at %lld already: no step to run\n",
+                 (long long)(first - 1));
+  world.barrier();
+
+  if (!o.saveWeights.empty() && lead) {
+    // The model's weights (state with a file: not the optimizer's moments
+    // or counter), whole, by initializer name.
+    std::vector<HostTensor> held;
+    std::vector<std::pair<std::string, Tensor>> weights;
+    for (size_t i = 0; i < art.buffers.size(); ++i) {
+      const BufferDesc &b = art.buffers[i];
+      if (!b.writable || b.storage == "zeros")
+        continue;
+      held.emplace_back();
+      held.back().dtype = b.dtype;
+      held.back().shape = b.shape;
+      held.back().bytes.resize(b.bytes());
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < art.buffers.size(); ++i) {
+      const BufferDesc &b = art.buffers[i];
+      if (!b.writable || b.storage == "zeros")
+        continue;
+      runner.device().download(int(i), held[k].bytes.data());
+      weights.emplace_back(b.name, held[k].view());
+      ++k;
+    }
+    if (endsWith(o.saveWeights, ".npz"))
+      writeNpz(o.saveWeights, weights);
+    else
+      writeSafetensors(o.saveWeights, weights);
+  }
+  if (!o.output.empty())
+    writeOutputs(o.output, std::move(outputs), world.rank());
+}
