@@ -4,7 +4,8 @@
 # set up and build; import it and print its nn IR summary; compile it for
 # the CPU and run it with shard-run; then shard it over a mesh (MESH,
 # default dp=2,tp=2) with the megatron and megatron-sp presets and run the
-# ranks under mpirun; compare every run with onnxruntime.
+# ranks under mpirun; compare every run with onnxruntime; then train it a
+# few steps on one rank and over the mesh (megatron) and compare the two.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -38,3 +39,7 @@ for strategy in megatron megatron-sp; do
   PYTHONPATH=python .venv/bin/python -m shardflow.compare "$model" "$out/model.$strategy.shard" \
     --input-shape "$shape" --ranks "$ranks"
 done
+
+echo "== train: AdamW steps on one rank and over $mesh (--strategy megatron), compared"
+PYTHONPATH=python .venv/bin/python -m shardflow.compare_training "$model" --input-shape "$shape" \
+  --mesh "$mesh" --strategy megatron --steps 8 --work-dir "$out/train"

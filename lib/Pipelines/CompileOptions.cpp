@@ -102,9 +102,6 @@ llvm::Error CompileOptions::verifyTraining() const {
   const TrainOptions &t = train;
   if (!t.enabled)
     return llvm::Error::success();
-  if (shardingRequested())
-    return fail("--train with --mesh, --shard or --strategy: sharded training is not built "
-                "yet; a training step compiles for one rank");
   if (target == "cuda")
     return fail("--train with --target cuda: the training step runs on the CPU target for "
                 "now (its backward kernels are not built for CUDA yet)");

@@ -37,10 +37,26 @@ static void buildNNPhase(OpPassManager &pm, const CompileOptions &o) {
     pm.addNestedPass<func::FuncOp>(nn::createNNRaiseAttention());
 }
 
+/// The sharding seeds of the options and presets (dist-annotate).
+static void addShardingSeeds(OpPassManager &pm, const CompileOptions &o) {
+  dist::DistAnnotateOptions annotate;
+  annotate.mesh_ = o.mesh;
+  annotate.shard.assign(o.shard.begin(), o.shard.end());
+  annotate.strategy = o.strategy;
+  annotate.dpAxis = o.dpAxis;
+  annotate.tpAxis = o.tpAxis;
+  pm.addPass(dist::createDistAnnotate(annotate));
+}
+
 static void buildTrainPhase(OpPassManager &pm, const CompileOptions &o) {
   const TrainOptions &t = o.train;
   if (!t.enabled)
     return;
+  // The presets find their patterns (linear layers, norms) in the forward
+  // program: its seeds are placed before the backward exists, and
+  // propagation carries them through both.
+  if (o.sharding)
+    addShardingSeeds(pm, o);
   std::string loss = "loss";
   if (StringRef(t.loss).starts_with("output:")) {
     loss = t.loss.substr(7);
@@ -76,13 +92,8 @@ static void buildTrainPhase(OpPassManager &pm, const CompileOptions &o) {
 static void buildShardedPhase(OpPassManager &pm, const CompileOptions &o) {
   if (!o.sharding)
     return;
-  dist::DistAnnotateOptions annotate;
-  annotate.mesh_ = o.mesh;
-  annotate.shard.assign(o.shard.begin(), o.shard.end());
-  annotate.strategy = o.strategy;
-  annotate.dpAxis = o.dpAxis;
-  annotate.tpAxis = o.tpAxis;
-  pm.addPass(dist::createDistAnnotate(annotate));
+  if (!o.train.enabled) // a training step is seeded in phase train
+    addShardingSeeds(pm, o);
   dist::DistPropagateOptions propagate;
   propagate.explain = o.explainSharding;
   pm.addPass(dist::createDistPropagate(propagate));

@@ -143,6 +143,12 @@ FailureOr<rtm::Artifact> shardflow::exportArtifact(ModuleOp module,
       return failure();
     auto name = fn.getArgAttrOfType<StringAttr>(i, "nn.name");
     b.name = name ? name.str() : "input" + std::to_string(i);
+    // Class labels (nn-append-loss): the range the runtime checks.
+    if (auto range = fn.getArgAttrOfType<DenseI64ArrayAttr>(i, "nn.valid_range");
+        range && range.size() == 2)
+      b.validRange = {range[0], range[1]};
+    if (auto ignore = fn.getArgAttrOfType<IntegerAttr>(i, "nn.ignore_value"))
+      b.ignoreValue = ignore.getInt();
     add(arg, b);
   }
   for (Operation &op : fn.getBody().front()) {
@@ -181,6 +187,8 @@ FailureOr<rtm::Artifact> shardflow::exportArtifact(ModuleOp module,
         b.permutation.assign(perm.asArrayRef().begin(), perm.asArrayRef().end());
       b.zeroPadded = w.getZeroPadded();
       b.writable = w.getWritable();
+      if (auto shape = w->getAttrOfType<DenseI64ArrayAttr>("nn.model_shape"); shape && b.writable)
+        b.modelShape.assign(shape.asArrayRef().begin(), shape.asArrayRef().end());
       if (auto scale = w.getScaleAttr())
         b.scale = scale.getValueAsDouble();
       if (auto global = w.getGlobalShapeAttr()) {

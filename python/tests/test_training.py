@@ -299,7 +299,6 @@ def step(tmp_path_factory):
 
 @pytest.mark.parametrize("flags, message", [
     (["--optimizer", "sgd"], "--optimizer needs --train"),
-    (["--train", "--mesh", "dp=2"], "sharded training is not built yet"),
     (["--train", "--target", "cuda"], "the training step runs on the CPU target for now"),
     (["--train", "--dtype", "bf16"], "(mixed-precision training) is not built yet"),
     (["--train", "--loss", "hinge"], "--loss must be cross-entropy, mse or output:NAME"),
@@ -350,3 +349,110 @@ def test_a_diverging_run_stops_at_its_step(step):
     out = _shard_run(tmp / "step.shard", "--data", tmp / "data.npz", "--steps", 5, check=False)
     assert out.returncode != 0, out.stderr
     assert "step 2: the loss is" in out.stderr or "step 3: the loss is" in out.stderr, out.stderr
+
+
+# --------------------------------------------------------------------------
+# Sharded training: every configuration against single-rank training
+# --------------------------------------------------------------------------
+
+SHARDED = [("dp=2", "dp", 2), ("tp=2", "megatron", 2), ("dp=2,tp=2", "megatron", 4),
+           ("dp=2,tp=2", "megatron-sp", 4)]
+# A decoder with logits (cross-entropy) and an encoder with a hidden state
+# (mean squared error), each with both optimizers: AdamW's update hides a
+# gradient scaled by a constant (a missing 1/dp, a sum for a mean), SGD's
+# does not.
+SHARDED_RUNS = [("gpt2-dynamo", "sgd"), ("llama-dynamo", "adamw"), ("bert-torchscript", "sgd"),
+                ("gpt2-torchscript", "adamw")]
+
+
+def _encoder_batches(export, count, seed=0):
+    inputs = export.inputs()
+    first = next(iter(export.expected().values()))
+    rng = np.random.default_rng(seed)
+    data = {k: np.stack([v] * count) for k, v in inputs.items()}
+    data["labels"] = rng.standard_normal((count, *first.shape)).astype(np.float32)
+    return data
+
+
+def _run_config(export, tmp, flags, data, mesh=None, strategy=None, ranks=1):
+    import shutil
+    artifact = tmp / f"{strategy or 'single'}-{ranks}.shard"
+    extra = ["--mesh", mesh, "--strategy", strategy] if mesh else []
+    _shard_opt(tmp / "model.onnx", *export.shape_flags(tmp), "--train", *flags, *extra,
+               "--target", "cpu", "-o", artifact)
+    launcher = [shutil.which("mpirun") or "mpirun", "--oversubscribe", "-np", str(ranks)] \
+        if ranks > 1 else []
+    env = None
+    import os
+    if ranks > 1 and os.geteuid() == 0:
+        env = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+    out = subprocess.run([*launcher, str(toolchain.tool("shard-run")), str(artifact), "--data",
+                          str(tmp / "data.npz"), "--steps", "5", "--log", f"{artifact}.jsonl",
+                          "--save-weights", f"{artifact}.npz"],
+                         capture_output=True, text=True, timeout=600, env=env)
+    assert out.returncode == 0, out.stderr
+    log = [json.loads(line) for line in open(f"{artifact}.jsonl")]
+    with np.load(f"{artifact}.npz") as w:
+        return artifact, log, {k: w[k] for k in w.files}
+
+
+@pytest.mark.parametrize("name, optimizer", SHARDED_RUNS)
+def test_sharded_training_equals_single_rank(tmp_path, name, optimizer):
+    """Five steps under dp=2, tp=2 (megatron), dp=2 x tp=2 (megatron and
+    megatron-sp) under mpirun: the loss and gradient norm of every step
+    within 1e-5 relative, and the saved weights within 1e-5 relative L2
+    (SGD; 1e-3 for AdamW), of single-rank training; megatron keeps the attention and MLP weights (and
+    their optimizer state) split over tp."""
+    export = real_exports.load(name)
+    for f in export.folder.iterdir():
+        (tmp_path / f.name).symlink_to(f)
+    encoder = name.startswith("bert")
+    data = _encoder_batches(export, 2) if encoder else _batches(export, 2)
+    np.savez(tmp_path / "data.npz", **data)
+    flags = ["--loss", "mse" if encoder else "cross-entropy", "--optimizer", optimizer,
+             "--lr", "0.1" if optimizer == "sgd" else "0.01"]
+    _, base_log, base = _run_config(export, tmp_path, flags, data)
+    for mesh, strategy, ranks in SHARDED:
+        artifact, log, weights = _run_config(export, tmp_path, flags, data, mesh, strategy, ranks)
+        what = f"{strategy} on {mesh}"
+        for a, b in zip(base_log, log):
+            assert abs(a["loss"] - b["loss"]) <= 1e-5 * abs(a["loss"]), (what, a, b)
+            assert abs(a["grad_norm"] - b["grad_norm"]) <= 1e-5 * a["grad_norm"], (what, a, b)
+        assert set(weights) == set(base), what
+        # AdamW's update of an element with a gradient near zero is about
+        # lr whatever the gradient's last bits: the issue's 1e-3 for it.
+        tolerance = 1e-5 if optimizer == "sgd" else 1e-3
+        assert _relative_l2(weights, {k: v.astype(np.float64) for k, v in base.items()},
+                            list(base)) < tolerance, what
+        text = artifact.read_text()
+        if strategy.startswith("megatron"):
+            split = [line for line in text.splitlines()
+                     if "writable=1" in line and " starts=" in line]
+            assert len(split) >= 8, f"{what}: only {len(split)} state buffers are split"
+        if "dp=2" in mesh:
+            assert "collective all_reduce" in text, what
+
+
+def test_labels_out_of_range_are_named(step, tmp_path):
+    """A label that is no class and not the ignored one stops the run
+    before any step, naming the array, the position and the step."""
+    tmp, _ = step
+    data = dict(np.load(tmp / "data.npz"))
+    data["labels"] = data["labels"].copy()
+    data["labels"][1, 0, 3] = 128  # the vocabulary has 128 entries: 0..127
+    np.savez(tmp_path / "bad.npz", **data)
+    out = _shard_run(tmp / "step.shard", "--data", tmp_path / "bad.npz", "--steps", 1,
+                     check=False)
+    assert out.returncode != 0
+    assert ("array 'labels' holds 128 at position [0,3] of entry 1 (step 2): the input "
+            "'labels' takes values in [0, 128) or the ignored -100") in out.stderr, out.stderr
+    assert "range=0,128 ignore=-100" in (tmp / "step.shard").read_text()
+
+
+def test_the_bundled_example_trains_on_a_mesh(tmp_path):
+    """tools/example.sh's training: AdamW on one rank and over dp=2,tp=2
+    (megatron) under mpirun, the same losses, the loss going down."""
+    from shardflow import compare_training
+    model = toolchain.ROOT / "examples" / "tiny-gpt2" / "model.onnx"
+    assert compare_training.main([str(model), "--input-shape", "input_ids=2,16", "--steps", "6",
+                                  "--work-dir", str(tmp_path)]) == 0

@@ -5,6 +5,7 @@
 
 #include "shardflow/Runtime/Format/TrainingData.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -76,6 +77,93 @@ std::string jsonNumber(double x) {
   return text;
 }
 
+/// Copies `block` (a slice of `whole`'s shape starting at `start`; it may
+/// reach past `whole`'s end, a zero-padded vocabulary) into `whole`.
+void placeBlock(const HostTensor &block, const std::vector<int64_t> &start, HostTensor &whole) {
+  size_t dims = whole.shape.size(), elem = dtypeSize(whole.dtype);
+  if (dims == 0) {
+    std::memcpy(whole.bytes.data(), block.bytes.data(), elem);
+    return;
+  }
+  // Row-major strides of both, in elements; rows of the last dimension
+  // are copied whole (clipped to the tensor).
+  std::vector<int64_t> wStride(dims, 1), bStride(dims, 1);
+  for (size_t d = dims - 1; d > 0; --d) {
+    wStride[d - 1] = wStride[d] * whole.shape[d];
+    bStride[d - 1] = bStride[d] * block.shape[d];
+  }
+  int64_t rows = 1;
+  for (size_t d = 0; d + 1 < dims; ++d)
+    rows *= block.shape[d];
+  int64_t width = std::min(block.shape[dims - 1], whole.shape[dims - 1] - start[dims - 1]);
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t rest = r, from = 0, to = start[dims - 1];
+    bool inside = true;
+    for (size_t d = dims - 1; d-- > 0;) {
+      int64_t i = rest % block.shape[d];
+      rest /= block.shape[d];
+      from += i * bStride[d];
+      inside = inside && start[d] + i < whole.shape[d];
+      to += (start[d] + i) * wStride[d];
+    }
+    if (inside && width > 0)
+      std::memcpy(whole.bytes.data() + size_t(to) * elem,
+                  block.bytes.data() + size_t(from) * elem, size_t(width) * elem);
+  }
+}
+
+/// Writes the model's weights (state with a file: not the optimizer's
+/// moments or counter), whole, by initializer name. A weight sliced over
+/// the ranks is put together: the first rank holding each distinct slice
+/// places it in a tensor of zeros, and a sum over the world adds them.
+void saveWeights(const std::string &path, ProgramRunner &runner) {
+  const Artifact &art = runner.artifact();
+  Communicator &world = runner.world();
+  int rank = world.rank();
+  std::vector<std::pair<std::string, HostTensor>> weights;
+  for (size_t i = 0; i < art.buffers.size(); ++i) {
+    const BufferDesc &b = art.buffers[i];
+    if (!b.writable || b.storage == "zeros")
+      continue;
+    HostTensor mine;
+    mine.dtype = b.dtype;
+    mine.shape = b.shape;
+    mine.bytes.resize(b.bytes());
+    runner.device().download(int(i), mine.bytes.data());
+    if (b.starts.empty()) {
+      if (!b.modelShape.empty())
+        mine.shape = b.modelShape;
+      if (rank == 0)
+        weights.emplace_back(b.name, std::move(mine));
+      continue;
+    }
+    HostTensor whole;
+    whole.dtype = b.dtype;
+    whole.shape = b.globalShape;
+    whole.bytes.assign(size_t(whole.view().numel()) * dtypeSize(b.dtype), 0);
+    bool first = true;
+    for (int r = 0; r < rank && first; ++r)
+      first = b.starts[size_t(r)] != b.starts[size_t(rank)];
+    if (first)
+      placeBlock(mine, b.starts[size_t(rank)], whole);
+    Tensor t = whole.view();
+    world.startAllReduce(t, t, Reduction::Sum).wait();
+    if (!b.modelShape.empty())
+      whole.shape = b.modelShape;
+    if (rank == 0)
+      weights.emplace_back(b.name, std::move(whole));
+  }
+  if (rank != 0)
+    return;
+  std::vector<std::pair<std::string, Tensor>> views;
+  for (auto &[name, t] : weights)
+    views.emplace_back(name, t.view());
+  if (endsWith(path, ".npz"))
+    writeNpz(path, views);
+  else
+    writeSafetensors(path, views);
+}
+
 } // namespace
 
 bool shardflow::runtime::isTrainingStep(const Artifact &artifact) {
@@ -104,10 +192,6 @@ void shardflow::runtime::checkTrainingOptions(const Options &o, const Artifact &
       !endsWith(o.saveWeights, ".npz"))
     throw RuntimeError("--save-weights writes FILE.safetensors or FILE.npz, got '" +
                        o.saveWeights + "'");
-  for (const BufferDesc &b : artifact.buffers)
-    if (b.writable && !b.starts.empty())
-      throw RuntimeError("state '" + b.name + "' is sliced over the ranks; sharded training "
-                         "state is not supported by this shard-run");
 }
 
 void shardflow::runtime::train(const Options &o, ProgramRunner &runner) {
@@ -173,34 +257,8 @@ void shardflow::runtime::train(const Options &o, ProgramRunner &runner) {
                  (long long)(first - 1));
   world.barrier();
 
-  if (!o.saveWeights.empty() && lead) {
-    // The model's weights (state with a file: not the optimizer's moments
-    // or counter), whole, by initializer name.
-    std::vector<HostTensor> held;
-    std::vector<std::pair<std::string, Tensor>> weights;
-    for (size_t i = 0; i < art.buffers.size(); ++i) {
-      const BufferDesc &b = art.buffers[i];
-      if (!b.writable || b.storage == "zeros")
-        continue;
-      held.emplace_back();
-      held.back().dtype = b.dtype;
-      held.back().shape = b.shape;
-      held.back().bytes.resize(b.bytes());
-    }
-    size_t k = 0;
-    for (size_t i = 0; i < art.buffers.size(); ++i) {
-      const BufferDesc &b = art.buffers[i];
-      if (!b.writable || b.storage == "zeros")
-        continue;
-      runner.device().download(int(i), held[k].bytes.data());
-      weights.emplace_back(b.name, held[k].view());
-      ++k;
-    }
-    if (endsWith(o.saveWeights, ".npz"))
-      writeNpz(o.saveWeights, weights);
-    else
-      writeSafetensors(o.saveWeights, weights);
-  }
+  if (!o.saveWeights.empty())
+    saveWeights(o.saveWeights, runner);
   if (!o.output.empty())
     writeOutputs(o.output, std::move(outputs), world.rank());
 }

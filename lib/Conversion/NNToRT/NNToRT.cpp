@@ -14,6 +14,10 @@
 // weight (or of such a cast) by a scalar constant the rt.weight scaled at
 // load (`scale`).
 //
+// A splat constant of 4 KiB or more becomes a buffer an `expand` kernel
+// fills from its one element at run time: the artifact writes out every
+// byte of a constant.
+//
 // Training state (an nn.weight whose new value a result marked `nn.state`
 // carries) becomes a writable rt.weight, never folded, and the program ends
 // by copying each new value into its state.
@@ -48,6 +52,10 @@ using namespace mlir;
 using namespace shardflow;
 
 namespace {
+
+/// Splat constants of at least this many bytes are filled by a kernel
+/// instead of written out in the artifact.
+constexpr int64_t kRuntimeSplatBytes = 4096;
 
 MemRefType toBuffer(Type t) {
   auto tensor = cast<RankedTensorType>(t);
@@ -335,6 +343,11 @@ LogicalResult convertFunction(func::FuncOp fn, std::optional<int64_t> world) {
           return fn.emitOpError("result ")
                  << i << " is the new value of state '" << stateOf[i].getValue()
                  << "', which no nn.weight reads";
+        if (into.getType() != toBuffer(v.getType()))
+          return fn.emitOpError("result ")
+                 << i << ", the new value of state '" << stateOf[i].getValue() << "', is "
+                 << v.getType() << " but the state's buffer is " << into.getType()
+                 << " (a state and its new value must be sharded alike)";
         // After every read of the old value: the program's last kernels.
         rt::KernelOp::create(b, loc, b.getStringAttr("identity"), ValueRange{map.lookup(v)},
                              ValueRange{into}, b.getDictionaryAttr({}));
@@ -356,6 +369,9 @@ LogicalResult convertFunction(func::FuncOp fn, std::optional<int64_t> world) {
                                      w.getStartsAttr(), TypeAttr(), DenseI64ArrayAttr(),
                                      zeroPadded(b, w), FloatAttr(),
                                      state ? b.getUnitAttr() : UnitAttr());
+      // The initializer's shape where a preset viewed it in another one.
+      if (auto shape = w->getAttr("nn.model_shape"))
+        nw->setAttr("nn.model_shape", shape);
       if (state && !stateBuffers.try_emplace(w.getName(), nw.getResult()).second)
         return w.emitOpError("is state read by two nn.weight ops; training state is one "
                              "buffer per name");
@@ -415,6 +431,22 @@ LogicalResult convertFunction(func::FuncOp fn, std::optional<int64_t> world) {
       // A factor that only folded products read lives in their rt.weight.
       if (!c->use_empty() && llvm::all_of(c->getUsers(), isFoldedWeightScale))
         continue;
+      // A large splat (the zeros a gradient scatters into) is filled at
+      // run time from its one element: the artifact holds every byte of a
+      // constant.
+      auto dense = dyn_cast<DenseElementsAttr>(c.getValue());
+      RankedTensorType type = c.getType();
+      if (dense && dense.isSplat() && type.getRank() > 0 &&
+          type.getNumElements() * std::max<int64_t>(type.getElementTypeBitWidth() / 8, 1) >=
+              kRuntimeSplatBytes) {
+        auto scalar = RankedTensorType::get({}, type.getElementType());
+        auto one = rt::ConstantOp::create(b, loc, toBuffer(scalar), dense.resizeSplat(scalar));
+        auto alloc = rt::AllocOp::create(b, loc, toBuffer(type), IntegerAttr());
+        rt::KernelOp::create(b, loc, b.getStringAttr("expand"), ValueRange{one},
+                             ValueRange{alloc}, b.getDictionaryAttr({}));
+        map.map(c.getResult(), alloc.getResult());
+        continue;
+      }
       auto nc = rt::ConstantOp::create(b, loc, toBuffer(c.getType()),
                                        c.getValue());
       map.map(c.getResult(), nc.getResult());

@@ -183,6 +183,10 @@ void shardflow::runtime::writeArtifact(const Artifact &a, std::ostream &os) {
     switch (b.kind) {
     case BufferDesc::Kind::Input:
       os << " name=" << encode(b.name);
+      if (b.validRange)
+        os << " range=" << b.validRange->first << "," << b.validRange->second;
+      if (b.ignoreValue)
+        os << " ignore=" << *b.ignoreValue;
       break;
     case BufferDesc::Kind::Arena:
       os << " offset=" << b.offset;
@@ -213,6 +217,8 @@ void shardflow::runtime::writeArtifact(const Artifact &a, std::ostream &os) {
         os << " padded=zeros";
       if (b.writable)
         os << " writable=1";
+      if (!b.modelShape.empty())
+        os << " model-shape=" << shapeText(b.modelShape);
       if (!b.crc32c.empty()) {
         os << " crc32c=";
         for (size_t r = 0; r < b.crc32c.size(); ++r) {
@@ -710,6 +716,18 @@ Artifact Reader::read() {
           if (v.empty() || used != v.size() || !std::isfinite(x) || x == 0)
             fail("bad scale '" + v + "' (a finite, nonzero number)");
           b.scale = x;
+        } else if (k == "range") {
+          auto comma = v.find(',');
+          if (comma == std::string::npos)
+            fail("range must be LO,HI, got '" + v + "'");
+          int64_t lo = toInt(v.substr(0, comma), "range"), hi = toInt(v.substr(comma + 1), "range");
+          if (lo >= hi)
+            fail("range " + v + " is empty");
+          b.validRange = {lo, hi};
+        } else if (k == "ignore") {
+          b.ignoreValue = toInt(v, "ignore");
+        } else if (k == "model-shape") {
+          b.modelShape = toShape(v);
         } else if (k == "writable") {
           if (v != "1")
             fail("writable must be '1', got '" + v + "'");
@@ -751,8 +769,22 @@ Artifact Reader::read() {
       }
       if (b.zeroPadded && b.kind != BufferDesc::Kind::Weight)
         fail("only weights can be padded=zeros");
+      if ((b.validRange || b.ignoreValue) &&
+          (b.kind != BufferDesc::Kind::Input ||
+           (b.dtype != DType::I64 && b.dtype != DType::I32)))
+        fail("only i64 and i32 inputs have a range= or ignore=");
       if (b.writable && b.kind != BufferDesc::Kind::Weight)
         fail("only weights can be writable");
+      if (!b.modelShape.empty()) {
+        int64_t n = 1, want = 1;
+        for (int64_t d : b.modelShape)
+          n *= d;
+        for (int64_t d : b.starts.empty() ? b.shape : b.globalShape)
+          want *= d;
+        if (!b.writable || n != want)
+          fail("weight '" + b.name + "': model-shape " + shapeText(b.modelShape) +
+               " is for writable weights, with as many elements as the weight");
+      }
       if (b.kind == BufferDesc::Kind::Weight && b.storage == "zeros" &&
           (!b.writable || !b.file.empty() || !b.permutation.empty() || b.sourceDType ||
            b.scale || b.zeroPadded))

@@ -9,6 +9,37 @@
 
 using namespace shardflow::runtime;
 
+namespace {
+/// Every value of `t` (entries [S, ...]) lies in the input's range or is
+/// its ignored value; else an error naming the array, the entry (the step
+/// that takes it) and the position.
+void checkRange(const std::string &name, const HostTensor &t, const BufferDesc &b,
+                const std::string &what) {
+  auto [lo, hi] = *b.validRange;
+  size_t n = t.bytes.size() / dtypeSize(t.dtype);
+  size_t perEntry = size_t(b.numel());
+  for (size_t i = 0; i < n; ++i) {
+    int64_t x = t.dtype == DType::I64 ? reinterpret_cast<const int64_t *>(t.bytes.data())[i]
+                                      : reinterpret_cast<const int32_t *>(t.bytes.data())[i];
+    if ((x >= lo && x < hi) || (b.ignoreValue && x == *b.ignoreValue))
+      continue;
+    size_t entry = perEntry ? i / perEntry : 0, at = perEntry ? i % perEntry : 0;
+    std::vector<int64_t> position(b.shape.size());
+    for (size_t d = b.shape.size(); d-- > 0;) {
+      position[d] = int64_t(at % size_t(b.shape[d]));
+      at /= size_t(b.shape[d]);
+    }
+    throw RuntimeError(what + ": array '" + name + "' holds " + std::to_string(x) +
+                       " at position " + shapeList(position) + " of entry " +
+                       std::to_string(entry) + " (step " + std::to_string(entry + 1) +
+                       "): the input '" + name + "' takes values in [" + std::to_string(lo) +
+                       ", " + std::to_string(hi) + ")" +
+                       (b.ignoreValue ? " or the ignored " + std::to_string(*b.ignoreValue)
+                                      : std::string()));
+  }
+}
+} // namespace
+
 TrainingData::TrainingData(std::vector<std::pair<std::string, HostTensor>> members,
                            const Artifact &artifact, const std::string &what) {
   std::map<std::string, const BufferDesc *> inputs;
@@ -43,6 +74,8 @@ TrainingData::TrainingData(std::vector<std::pair<std::string, HostTensor>> membe
                          "; every array holds the same number");
     }
     seen.insert(name);
+    if (b.validRange)
+      checkRange(name, t, b, what);
   }
   for (const auto &[name, b] : inputs)
     if (!seen.count(name))

@@ -5,9 +5,10 @@
 // Cross-entropy over the last dimension of the first output: a labels
 // argument shaped like the logits without their last dimension, the
 // label's log-probability picked by a one-hot row, ignored positions
-// (-100) counted out, the sum divided by the count of the others.
+// (-100) counted out, the sum divided by the count of the others; the
+// labels carry the range the runtime checks them against.
 // CHECK-LABEL: func.func @main
-// CHECK-SAME: %arg1: tensor<2x3xi64> {nn.name = "labels"}
+// CHECK-SAME: %arg1: tensor<2x3xi64> {nn.ignore_value = -100 : i64, nn.name = "labels", nn.valid_range = array<i64: 0, 5>}
 // CHECK-SAME: -> (tensor<2x3x5xf32> {nn.name = "logits"}, tensor<f32> {nn.name = "loss"})
 // CHECK: %[[LSM:.*]] = nn.log_softmax %arg0 {axis = 2 : i64}
 // CHECK: %[[IGN:.*]] = nn.constant dense<-100> : tensor<i64>

@@ -61,6 +61,10 @@
 // compiler pads a vocabulary that the tensor-parallel size does not divide.
 // (An optional field, as `permutation`.)
 //
+// Class labels: an integer input with `range=LO,HI` (and `ignore=V`) may
+// only hold values in [LO, HI) (or V); the runtime checks the data it is
+// given (shard-run --data). (Optional fields, as `permutation`.)
+//
 // Training state: a weight with `writable=1` is state the program writes
 // (a `kernel identity` whose `out` is the weight, last): the device keeps
 // it in writable memory of its own and it keeps its value from one run to
@@ -109,6 +113,7 @@
 #include <functional>
 #include <iosfwd>
 #include <optional>
+#include <utility>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -146,11 +151,20 @@ struct BufferDesc {
   /// before they are rounded to the buffer's type (a weight-only product
   /// folded by the compiler). Text: `scale=`.
   std::optional<double> scale;
+  /// Input: the values an integer input may hold, [first, second) (class
+  /// labels: [0, classes)), and one more value allowed outside it (the
+  /// ignored label). Text: `range=0,128 ignore=-100`.
+  std::optional<std::pair<int64_t, int64_t>> validRange;
+  std::optional<int64_t> ignoreValue;
   /// Weight: persistent state the program writes (a training step's
   /// weights, optimizer moments and step counter): the device holds it in
   /// memory of its own, and it keeps its value from one run to the next.
   /// Text: `writable=1`.
   bool writable = false;
+  /// Writable weight: the initializer's shape in the model, when the
+  /// program views it in another (a fused projection seen as [K, k, N]);
+  /// what --save-weights writes. Text: `model-shape=64x192`.
+  std::vector<int64_t> modelShape;
   std::vector<uint8_t> data; // Constant: little-endian bytes (bool: 1 byte)
 
   int64_t numel() const;

@@ -259,6 +259,8 @@ void unfuseSplitProjections(ModuleOp module) {
       continue;
     OpBuilder b(split);
     Location loc = matmul.getLoc();
+    // The initializer's own shape, for what writes it back (training).
+    weight->setAttr("nn.model_shape", b.getDenseI64ArrayAttr(wType.getShape()));
     weight.getResult().setType(
         RankedTensorType::get({kDim, k, n}, wType.getElementType()));
     Value product = nn::EinsumOp::create(b, loc, ValueRange{matmul.getLhs(), weight},

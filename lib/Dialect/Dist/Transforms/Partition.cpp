@@ -173,6 +173,10 @@ LogicalResult Partitioner::partitionFunction(func::FuncOp fn) {
         if (auto s = fn.getResultAttrOfType<ShardingAttr>(i, kShardingAttr))
           layout = Layout::of(s);
         fn.removeResultAttr(i, StringAttr::get(fn.getContext(), kShardingAttr));
+        // The new value of training state stays this rank's piece: the
+        // state's own buffer (its sharding, given by dist-propagate).
+        if (fn.getResultAttr(i, "nn.state"))
+          continue;
         auto whole = ReshardPlanner(mesh).emit(rb, ret.getLoc(), v, layout,
                                                Layout::replicated(layout.dims.size()));
         if (failed(whole))
@@ -187,6 +191,10 @@ LogicalResult Partitioner::partitionFunction(func::FuncOp fn) {
       continue;
     }
   }
+  // State results are local pieces: the signature says so.
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  fn.setType(FunctionType::get(fn.getContext(), fn.getArgumentTypes(),
+                               ret.getOperandTypes()));
   for (Operation *op : llvm::reverse(ops)) {
     if (isa<ReshardOp>(op) || replaced.contains(op))
       op->erase();

@@ -401,8 +401,18 @@ void Propagator::finalize(bool explain) {
       op.removeAttr("dist.priority");
       op.removeAttr("dist.origin");
       if (auto ret = dyn_cast<func::ReturnOp>(op)) {
-        for (auto [i, v] : llvm::enumerate(ret.getOperands()))
-          fn.setResultAttr(i, kShardingAttr, shardingOf(v));
+        for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+          // The new value of training state (nn-optimizer's results) lives
+          // where the state does: the sharding of the nn.weight that reads
+          // it, which dist-insert-reshards then gives the value.
+          Value where = v;
+          if (auto state = fn.getResultAttrOfType<StringAttr>(i, "nn.state"))
+            fn.walk([&](nn::WeightOp w) {
+              if (where == v && w.getName() == state.getValue())
+                where = w.getResult();
+            });
+          fn.setResultAttr(i, kShardingAttr, shardingOf(where));
+        }
         continue;
       }
       // A constraint's open dimensions take what propagation gave them.

@@ -87,9 +87,16 @@ struct NNAppendLossPass : public nn::impl::NNAppendLossBase<NNAppendLossPass> {
                      : outType;
     OpBuilder b(ret);
     unsigned argIndex = fn.getNumArguments();
-    if (failed(fn.insertArgument(argIndex, labelType,
-                                 b.getDictionaryAttr(b.getNamedAttr("nn.name",
-                                                                    b.getStringAttr(labels))),
+    // Class labels must name a class or be the ignored one: the runtime
+    // checks them against this range (a label past it would count as
+    // nothing, silently).
+    SmallVector<NamedAttribute> argAttrs{b.getNamedAttr("nn.name", b.getStringAttr(labels))};
+    if (crossEntropy) {
+      argAttrs.push_back(b.getNamedAttr(
+          "nn.valid_range", b.getDenseI64ArrayAttr({0, outType.getDimSize(outType.getRank() - 1)})));
+      argAttrs.push_back(b.getNamedAttr("nn.ignore_value", b.getI64IntegerAttr(ignoreIndex)));
+    }
+    if (failed(fn.insertArgument(argIndex, labelType, b.getDictionaryAttr(argAttrs),
                                  fn.getLoc())))
       return signalPassFailure();
     Value label = fn.getArgument(argIndex);

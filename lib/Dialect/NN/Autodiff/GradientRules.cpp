@@ -1088,7 +1088,8 @@ LogicalResult batchNormGrad(G &g) {
   return success();
 }
 
-/// Einsum without "..." and without a letter repeated in one operand: the
+/// Einsum (its "..." spelled as letters) without a letter repeated in one
+/// operand: the
 /// cotangent of operand i is the einsum of the result's cotangent with
 /// the other operands into operand i's letters, when each of them appears
 /// in the result or another operand (a letter summed away inside operand i
@@ -1101,13 +1102,52 @@ LogicalResult einsumGrad(G &g) {
     if (ch != ' ')
       eq.push_back(ch);
   size_t arrow = eq.find("->");
-  if (arrow == std::string::npos || eq.find("...") != std::string::npos)
-    return e.emitOpError("has no gradient rule yet for an implicit output or '...'");
+  if (arrow == std::string::npos)
+    return e.emitOpError("has no gradient rule yet for an implicit output");
   SmallVector<StringRef> terms;
   StringRef(eq).substr(0, arrow).split(terms, ',');
   std::string out = eq.substr(arrow + 2);
   if (terms.size() != e.getInputs().size())
     return e.emitOpError("has an equation whose operand count differs from its inputs'");
+  // "..." becomes letters of its own, right-aligned across the operands
+  // (dims of equal sizes: a broadcast one would need summing back).
+  SmallVector<std::string> spelled;
+  if (eq.find("...") != std::string::npos) {
+    std::string unused;
+    for (char c = 'a'; c <= 'z'; ++c)
+      if (eq.find(c) == std::string::npos)
+        unused.push_back(c);
+    SmallVector<int64_t> ellipsisDims(terms.size(), 0);
+    SmallVector<int64_t> sizes; // of the ellipsis letters, outermost first
+    int64_t most = 0;
+    for (auto [i, t] : llvm::enumerate(terms))
+      if (t.contains("..."))
+        most = std::max(most, typeOf(e.getInputs()[i]).getRank() - int64_t(t.size() - 3));
+    if (most > int64_t(unused.size()))
+      return e.emitOpError("has too many dims under '...' to differentiate");
+    sizes.assign(most, -1);
+    for (auto [i, t] : llvm::enumerate(terms)) {
+      std::string term = t.str();
+      size_t at = term.find("...");
+      if (at != std::string::npos) {
+        ArrayRef<int64_t> shape = typeOf(e.getInputs()[i]).getShape();
+        int64_t n = int64_t(shape.size()) - int64_t(term.size() - 3);
+        for (int64_t k = 0; k < n; ++k) {
+          int64_t slot = most - n + k, size = shape[at + k];
+          if (sizes[slot] >= 0 && sizes[slot] != size)
+            return e.emitOpError("has no gradient rule yet for dims under '...' that broadcast");
+          sizes[slot] = size;
+        }
+        term.replace(at, 3, unused.substr(most - n, n));
+      }
+      spelled.push_back(term);
+    }
+    if (size_t at = out.find("..."); at != std::string::npos)
+      out.replace(at, 3, unused.substr(0, most));
+    terms.clear();
+    for (const std::string &t : spelled)
+      terms.push_back(t);
+  }
   for (unsigned i = 0; i < terms.size(); ++i) {
     if (!g.wants(i))
       continue;
@@ -1157,6 +1197,10 @@ const llvm::StringMap<GradientRule> &registry() {
     rule("nn.where", whereGrad);
     rule("nn.neg", negGrad);
     rule("nn.identity", identityGrad);
+    // A sharding constraint (dist-annotate's, seeded on the forward
+    // program of a sharded training step) is the identity on values;
+    // propagation decides the cotangent's sharding.
+    rule("dist.constraint", identityGrad);
     rule("nn.dropout", identityGrad); // inference dropout is the identity
     rule("nn.exp", expGrad);
     rule("nn.log", logGrad);

@@ -343,9 +343,12 @@ struct NNOptimizerPass : public nn::impl::NNOptimizerBase<NNOptimizerPass> {
     fn.setAllResultAttrs(attrs);
     // The model's outputs and the gradients are no longer results: what
     // only they read goes.
-    for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body.without_terminator())))
-      if (op.use_empty() && isa<nn::NNDialect>(op.getDialect()))
-        op.erase();
+    SmallVector<Operation *> ops;
+    for (Operation &op : body.without_terminator())
+      ops.push_back(&op);
+    for (Operation *op : llvm::reverse(ops))
+      if (op->use_empty() && isa<nn::NNDialect>(op->getDialect()))
+        op->erase();
     return success();
   }
 };

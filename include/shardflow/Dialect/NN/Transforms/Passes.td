@@ -256,6 +256,9 @@ def NNAppendLoss : Pass<"nn-append-loss", "::mlir::ModuleOp"> {
       of the output (the logits); `labels` is an i64 tensor shaped like the
       logits without their last dimension, one class index per position,
       not shifted; positions whose label is `ignore-index` do not count.
+      The argument carries `nn.valid_range` ([0, classes)) and
+      `nn.ignore_value`, which the artifact records and the runtime checks
+      the labels it is given against.
       The loss is the sum of -log_softmax(logits)[label] over the counted
       positions divided by their number (over the whole global batch: the
       program is the unsharded one), as PyTorch's cross_entropy with
