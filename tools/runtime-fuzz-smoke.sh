@@ -14,7 +14,7 @@
 # without the CUDA executor (-DSHARDFLOW_ENABLE_CUDA=OFF: nvcc would
 # dominate the build, and no test here runs the CUDA executor). `build`
 # makes shardflow-runtime-unittests and one fuzzer per reader
-# (tools/runtime-fuzzers: artifact, npy, npz, tensorproto, autotune), and
+# (tools/runtime-fuzzers: artifact, npy, npz, tensorproto, autotune, data), and
 # the TARGETs named (`build shard-run`: a sanitized shard-run, for
 # python/tests/test_artifact_mutations.py with SHARDFLOW_SHARD_RUN).
 #
@@ -40,7 +40,7 @@ compiler_build="${SHARDFLOW_BUILD_DIR:-$root/build}"
 seconds="${SHARDFLOW_FUZZ_SECONDS:-20}"
 jobs="${SHARDFLOW_JOBS:-2}"
 python="$root/.venv/bin/python"
-fuzzers=(artifact npy npz tensorproto autotune)
+fuzzers=(artifact npy npz tensorproto autotune data)
 
 # Sanitizer reports stop the program (exit 1 under gtest, a crash under
 # libFuzzer) and print where they happened.
@@ -90,7 +90,7 @@ fuzz() { # name
   local name="$1" dict="" max_len=4096
   case "$name" in
   artifact) dict=artifact.dict max_len=131072 ;;
-  npy | npz) dict=npy.dict max_len=16384 ;;
+  npy | npz | data) dict=npy.dict max_len=16384 ;;
   tensorproto) max_len=4096 ;;
   autotune) dict=autotune.dict max_len=4096 ;;
   *) echo "runtime-fuzz-smoke: unknown fuzzer '$name' (${fuzzers[*]})" >&2; return 2 ;;

@@ -85,7 +85,7 @@ if bash tools/runtime-fuzz-smoke.sh build; then
   bash tools/runtime-fuzz-smoke.sh unittests
   steps+=(--step "asan-runtime-unittests=$?")
   echo "   unit tests in $((SECONDS - started)) s"
-  for reader in artifact npy npz tensorproto autotune; do
+  for reader in artifact npy npz tensorproto autotune data; do
     started=$SECONDS
     SHARDFLOW_FUZZ_SECONDS="${SHARDFLOW_RUNTIME_FUZZ_SECONDS:-20}" \
       bash tools/runtime-fuzz-smoke.sh fuzz "$reader"

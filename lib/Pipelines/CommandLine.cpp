@@ -120,7 +120,8 @@ struct CompilerCLOptions {
              "where partial sums meet, whether they are reduced together"),
     cl::init(false), cl::cat(shardCategory)};
   cl::opt<bool> printReport{"report",
-    cl::desc("With --target: print per rank the parameter bytes and peak "
+    cl::desc("With --target: print what a training step trains, is frozen or "
+             "held (--train), and per rank the parameter bytes and peak "
              "activation bytes, and each collective with its buffer's bytes and "
              "the bytes a rank sends for it (ring algorithms)"),
     cl::init(false), cl::cat(shardCategory)};
@@ -229,6 +230,14 @@ struct CompilerCLOptions {
     cl::desc("Initializers (name globs, e.g. '*.bias') that get no weight decay; "
              "repeatable or comma-separated"),
     cl::CommaSeparated, cl::value_desc("glob"), cl::cat(trainCategory)};
+  cl::list<std::string> freeze{"freeze",
+    cl::desc("Initializers (name globs) that do not train; repeatable or "
+             "comma-separated. --report lists what trains"),
+    cl::CommaSeparated, cl::value_desc("glob"), cl::cat(trainCategory)};
+  cl::list<std::string> trainable{"trainable",
+    cl::desc("Train only the initializers these globs match (default: every "
+             "one whose gradient depends on the loss)"),
+    cl::CommaSeparated, cl::value_desc("glob"), cl::cat(trainCategory)};
   cl::opt<std::string> compileTo{"compile-to",
     cl::desc("Stop after a phase of the compile and print its IR (the "
              "artifact phase, the default with --target, writes the .shard "
@@ -309,7 +318,7 @@ llvm::Error shardflow::getCompilerCLOptions(DriverOptions &driver, CompileOption
         &o.loss,         &o.labels,      &o.ignoreIndex, &o.optimizer,  &o.lr,
         &o.momentum,     &o.nesterov,    &o.weightDecay, std::addressof(o.betas), &o.eps,
         &o.clipGradNorm, &o.warmupSteps, &o.lrSchedule,  &o.totalSteps, &o.minLr,
-        std::addressof(o.noDecay)};
+        std::addressof(o.noDecay), std::addressof(o.freeze), std::addressof(o.trainable)};
     for (const cl::Option *flag : trainingFlags)
       if (flag->getNumOccurrences())
         return fail("--" + flag->ArgStr + " needs --train");
@@ -336,6 +345,8 @@ llvm::Error shardflow::getCompilerCLOptions(DriverOptions &driver, CompileOption
   t.totalSteps = o.totalSteps;
   t.minLr = o.minLr;
   t.noDecay.assign(o.noDecay.begin(), o.noDecay.end());
+  t.freeze.assign(o.freeze.begin(), o.freeze.end());
+  t.trainable.assign(o.trainable.begin(), o.trainable.end());
   if (compile.target != "cuda" && !o.cudaDisable.empty())
     return fail("--cuda-arch, --cuda-path, --cuda-disable and --dump-ptx need --target cuda");
   for (const std::string &feature : o.cudaDisable)

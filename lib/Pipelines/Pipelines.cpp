@@ -86,6 +86,8 @@ static void buildTrainPhase(OpPassManager &pm, const CompileOptions &o) {
   update.totalSteps = t.totalSteps;
   update.minLr = t.minLr;
   update.noDecay.assign(t.noDecay.begin(), t.noDecay.end());
+  update.freeze.assign(t.freeze.begin(), t.freeze.end());
+  update.trainable.assign(t.trainable.begin(), t.trainable.end());
   pm.addPass(nn::createNNOptimizer(update));
 }
 

@@ -456,3 +456,38 @@ def test_the_bundled_example_trains_on_a_mesh(tmp_path):
     model = toolchain.ROOT / "examples" / "tiny-gpt2" / "model.onnx"
     assert compare_training.main([str(model), "--input-shape", "input_ids=2,16", "--steps", "6",
                                   "--work-dir", str(tmp_path)]) == 0
+
+
+def test_freeze_trainable_and_the_report(tmp_path):
+    """--freeze and --trainable choose what trains; --report lists what
+    trains and what is frozen; a frozen weight is read, not updated (and
+    not saved: the model's file holds it)."""
+    export = real_exports.load("gpt2-torchscript")
+    for f in export.folder.iterdir():
+        (tmp_path / f.name).symlink_to(f)
+    flags = export.shape_flags(tmp_path)
+    out = _shard_opt(tmp_path / "model.onnx", *flags, "--train", "--freeze", "*wte*,*wpe*",
+                     "--target", "cpu", "--report", "-o", tmp_path / "frozen.shard")
+    assert "frozen  model.transformer.wte.weight (4096)" in out.stderr, out.stderr
+    assert "trains  model.transformer.h.0.attn.c_attn.weight (3072)" in out.stderr
+    names = _trained_names(tmp_path / "frozen.shard")
+    assert names and not any("wte" in n or "wpe" in n for n in names)
+    out = _shard_opt(tmp_path / "model.onnx", *flags, "--train", "--trainable", "*ln_*",
+                     "--target", "cpu", "-o", tmp_path / "ln.shard")
+    assert all(".ln_" in n for n in _trained_names(tmp_path / "ln.shard"))
+    out = _shard_opt(tmp_path / "model.onnx", *flags, "--train", "--freeze", "*typo*",
+                     "--target", "cpu", "-o", tmp_path / "typo.shard", check=False)
+    assert out.returncode != 0 and "freeze '*typo*' matches no initializer" in out.stderr
+    # One SGD step with the embeddings frozen: the same as the gradient step
+    # on the others.
+    np.savez(tmp_path / "data.npz", **_batches(export, 1))
+    _shard_opt(tmp_path / "model.onnx", *flags, "--train", "--freeze", "*wte*,*wpe*",
+               "--optimizer", "sgd", "--lr", "0.1", "--target", "cpu", "-o", tmp_path / "s.shard")
+    _shard_run(tmp_path / "s.shard", "--data", tmp_path / "data.npz", "--steps", 1,
+               "--save-weights", tmp_path / "w.npz")
+    grads = Gradients(export, tmp_path)
+    _, g = grads({}, _entry(_batches(export, 1), 1))
+    with np.load(tmp_path / "w.npz") as w:
+        assert set(w.files) == set(names)
+        for n in names:
+            np.testing.assert_allclose(w[n], grads.initial[n] - 0.1 * g[n], rtol=1e-4, atol=1e-6)

@@ -2,7 +2,7 @@
 
 usage: seeds.py KIND DIR [--shard-opt PATH]
 
-Writes real files of KIND (artifact, npy, npz, tensorproto, autotune) into
+Writes real files of KIND (artifact, npy, npz, tensorproto, autotune, data) into
 DIR: artifacts compiled by shard-opt from the bundled example and small
 models.py models (CPU, sharded, bf16 and CUDA targets), arrays written by
 numpy and TensorProtos by onnx.numpy_helper, so that the fuzzers start
@@ -152,7 +152,23 @@ def autotune(out: Path) -> None:
     (out / "crlf.autotune").write_text(head.replace("\n", "\r\n") + "gemm k 0 1\r\n")
 
 
-WRITERS = {"npy": npy, "npz": npz, "tensorproto": tensorproto, "autotune": autotune}
+def data(out: Path) -> None:
+    """Batches for DataFuzzer.cpp's step: input_ids and labels [S, 2, 4]
+    (labels in [0, 16) or -100), x [S, 2]."""
+    rng = np.random.default_rng(0)
+    for s in (1, 3):
+        ids = rng.integers(0, 16, (s, 2, 4)).astype(np.int64)
+        labels = np.roll(ids, -1, axis=-1)
+        labels[..., -1] = -100
+        np.savez(out / f"batches-{s}.npz", input_ids=ids, labels=labels,
+                 x=rng.standard_normal((s, 2)).astype(np.float32))
+    np.savez(out / "out-of-range.npz", input_ids=np.zeros((1, 2, 4), np.int64),
+             labels=np.full((1, 2, 4), 16, np.int64), x=np.zeros((1, 2), np.float32))
+    np.savez(out / "missing.npz", input_ids=np.zeros((1, 2, 4), np.int64))
+
+
+WRITERS = {"npy": npy, "npz": npz, "tensorproto": tensorproto, "autotune": autotune,
+           "data": data}
 
 
 def main() -> int:

@@ -14,6 +14,7 @@
 #include "shardflow/Dialect/Dist/IR/DistOps.h"
 #include "shardflow/Dialect/Dist/IR/TestShardingRules.h"
 #include "shardflow/Dialect/Dist/Transforms/Passes.h"
+#include "shardflow/Dialect/NN/Autodiff/Training.h"
 #include "shardflow/Dialect/NN/IR/NNOps.h"
 #include "shardflow/Dialect/NN/Transforms/Passes.h"
 #include "shardflow/Dialect/RT/Analysis/RankReport.h"
@@ -213,8 +214,10 @@ int main(int argc, char **argv) {
   buildCompilePipeline(pm, compile);
   if (failed(pm.run(*module)))
     return 1;
-  if (driver.report)
+  if (driver.report) {
+    nn::printTrainingReport(*module, llvm::errs());
     rt::printRankReport(*module, llvm::errs());
+  }
   if (last != CompilePhase::Artifact)
     return printThroughOpt(*module, displayPath, outputFile, registry, summary);
   ArtifactPaths paths{inputFile, isONNX, outputFile};

@@ -89,6 +89,7 @@ struct TrainOptions {
   int64_t totalSteps = 0;
   double minLr = 0;
   std::vector<std::string> noDecay; ///< initializer name globs
+  std::vector<std::string> freeze, trainable; ///< initializer name globs
 };
 
 struct CompileOptions {

@@ -2,6 +2,7 @@
 // RUN: shard-opt %s -nn-append-loss=kind=mse -nn-differentiate=loss=loss -nn-optimizer="optimizer=adamw lr=0.01 no-decay=*.bias" | FileCheck %s --check-prefix=ADAMW
 // RUN: shard-opt %s -nn-append-loss=kind=mse -nn-differentiate=loss=loss -nn-optimizer="lr=0.01 warmup-steps=2 schedule=cosine total-steps=10 min-lr=0.001 clip-grad-norm=1.0" | FileCheck %s --check-prefix=SCHED
 // RUN: shard-opt %s -nn-append-loss=kind=mse -nn-differentiate=loss=loss -nn-optimizer=optimizer=sgd -convert-nn-to-rt | FileCheck %s --check-prefix=RT
+// RUN: shard-opt %s -nn-append-loss=kind=mse -nn-differentiate=loss=loss -nn-optimizer="optimizer=sgd freeze=fc.bias" | FileCheck %s --check-prefix=FREEZE
 // RUN: not shard-opt %s -nn-append-loss=kind=mse -nn-differentiate=loss=loss -nn-optimizer="schedule=linear total-steps=0" 2>&1 | FileCheck %s --check-prefix=TOTAL
 // RUN: not shard-opt %s -nn-append-loss=kind=mse -nn-differentiate=loss=loss -nn-optimizer="optimizer=lamb" 2>&1 | FileCheck %s --check-prefix=KIND
 
@@ -67,6 +68,12 @@
 // RT: rt.kernel "identity" ins(%{{.*}} : memref<4xf32>) outs(%[[B]] : memref<4xf32>)
 // RT: rt.kernel "identity" ins(%{{.*}} : memref<f32>) outs(%[[S]] : memref<f32>)
 // RT-NEXT: return
+
+// A frozen initializer is read, not state: the embedded bias stays a
+// constant; the module records what trains for --report.
+// FREEZE: module attributes {nn.training = {frozen = {fc.bias = 4 : i64}, held = {}, trained = {fc.weight = 12 : i64}}}
+// FREEZE: {nn.name = "lr"}, tensor<3x4xf32> {nn.name = "fc.weight", nn.state = "fc.weight"}, tensor<f32> {nn.name = "optimizer.step", nn.state = "optimizer.step"})
+// FREEZE: nn.constant dense<[1.000000e+00, 2.000000e+00, 3.000000e+00, 4.000000e+00]>
 
 // TOTAL: error: nn-optimizer: schedule linear needs total-steps greater than warmup-steps (0), got 0
 // KIND: error: nn-optimizer: optimizer must be sgd or adamw, got 'lamb'

@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "shardflow/Dialect/NN/Autodiff/Training.h"
 #include "shardflow/Dialect/NN/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -125,10 +126,13 @@ struct NNOptimizerPass : public nn::impl::NNOptimizerBase<NNOptimizerPass> {
     if (schedule != "constant" && totalSteps <= warmupSteps)
       return fail("schedule " + schedule + " needs total-steps greater than warmup-steps (" +
                   Twine(int64_t(warmupSteps)) + "), got " + Twine(int64_t(totalSteps)));
-    for (const std::string &glob : noDecay)
-      if (auto pattern = llvm::GlobPattern::create(glob); !pattern)
-        return fail("no-decay '" + glob + "' is not a valid glob: " +
-                    llvm::toString(pattern.takeError()));
+    for (auto [option, globs] : {std::pair<StringRef, ArrayRef<std::string>>("no-decay", noDecay),
+                                  {"freeze", freeze},
+                                  {"trainable", trainable}})
+      for (const std::string &glob : globs)
+        if (auto pattern = llvm::GlobPattern::create(glob); !pattern)
+          return fail(option + " '" + glob + "' is not a valid glob: " +
+                      llvm::toString(pattern.takeError()));
     return success();
   }
 
@@ -138,12 +142,13 @@ struct NNOptimizerPass : public nn::impl::NNOptimizerBase<NNOptimizerPass> {
     return optimizer == "adamw" ? 1e-2 : 0.0;
   }
 
-  bool decays(StringRef name) const {
-    for (const std::string &glob : noDecay)
+  static bool matches(ArrayRef<std::string> globs, StringRef name) {
+    for (const std::string &glob : globs)
       if (auto pattern = llvm::GlobPattern::create(glob); pattern && pattern->match(name))
-        return false;
-    return true;
+        return true;
+    return false;
   }
+  bool decays(StringRef name) const { return !matches(noDecay, name); }
 
   /// The value of initializer `name` as a weight: its nn.weight, or the
   /// nn.constant the importer embedded it as, turned into an nn.weight.
@@ -228,13 +233,35 @@ struct NNOptimizerPass : public nn::impl::NNOptimizerBase<NNOptimizerPass> {
     if (typeOf(lossValue).getNumElements() != 1)
       return fn.emitError("nn-optimizer: the loss must be a scalar, got ") << lossValue.getType();
 
-    // What trains: the initializers whose gradient is not zero by construction.
+    // What trains: the initializers whose gradient is not zero by
+    // construction, less the frozen ones.
     SmallVector<Trained> trained;
     llvm::StringSet<> names;
+    SmallVector<NamedAttribute> report[3]; // trained, frozen, held
+    auto elements = [&](Value g) {
+      return IntegerAttr::get(IntegerType::get(fn.getContext(), 64),
+                              typeOf(g).getNumElements());
+    };
+    for (auto [option, globs] : {std::pair<StringRef, ArrayRef<std::string>>("freeze", freeze),
+                                 {"trainable", trainable}})
+      for (const std::string &glob : globs)
+        if (llvm::none_of(grads, [&](auto &e) {
+              return !isZeroConstant(e.second) && matches(ArrayRef<std::string>(glob), e.first);
+            }))
+          return fn.emitError("nn-optimizer: ")
+                 << option << " '" << glob << "' matches no initializer that has a gradient";
     for (auto &[name, g] : grads) {
       names.insert(name);
-      if (isZeroConstant(g))
+      StringAttr key = StringAttr::get(fn.getContext(), name);
+      if (isZeroConstant(g)) {
+        report[2].push_back(NamedAttribute(key, elements(g)));
         continue;
+      }
+      if (matches(freeze, name) || (!trainable.empty() && !matches(trainable, name))) {
+        report[1].push_back(NamedAttribute(key, elements(g)));
+        continue;
+      }
+      report[0].push_back(NamedAttribute(key, elements(g)));
       auto w = weightNamed(fn, name);
       if (failed(w))
         return failure();
@@ -245,8 +272,15 @@ struct NNOptimizerPass : public nn::impl::NNOptimizerBase<NNOptimizerPass> {
       trained.push_back({name, *w, g});
     }
     if (trained.empty())
-      return fn.emitError("nn-optimizer: no initializer's gradient depends on the loss: "
-                          "nothing to train");
+      return fn.emitError("nn-optimizer: no initializer's gradient depends on the loss")
+             << (report[1].empty() ? ": nothing to train" : " and is not frozen: nothing to train");
+    {
+      Builder b(fn.getContext());
+      fn->getParentOfType<ModuleOp>()->setAttr(
+          "nn.training", b.getDictionaryAttr({b.getNamedAttr("trained", b.getDictionaryAttr(report[0])),
+                                              b.getNamedAttr("frozen", b.getDictionaryAttr(report[1])),
+                                              b.getNamedAttr("held", b.getDictionaryAttr(report[2]))}));
+    }
     auto stateName = [&](StringRef weight, StringRef what) { return (weight + "." + what).str(); };
     for (const Trained &t : trained)
       for (StringRef what : {"exp_avg", "exp_avg_sq", "momentum_buffer"})
@@ -354,3 +388,29 @@ struct NNOptimizerPass : public nn::impl::NNOptimizerBase<NNOptimizerPass> {
 };
 
 } // namespace
+
+void shardflow::nn::printTrainingReport(ModuleOp module, llvm::raw_ostream &os) {
+  auto training = module->getAttrOfType<DictionaryAttr>("nn.training");
+  if (!training)
+    return;
+  auto kind = [&](StringRef key) {
+    auto d = training.getAs<DictionaryAttr>(key);
+    return d ? d : DictionaryAttr::get(module.getContext());
+  };
+  auto total = [](DictionaryAttr d) {
+    int64_t n = 0;
+    for (NamedAttribute a : d)
+      n += cast<IntegerAttr>(a.getValue()).getInt();
+    return n;
+  };
+  DictionaryAttr trained = kind("trained"), frozen = kind("frozen"), held = kind("held");
+  os << "training step: " << trained.size() << " initializers train (" << total(trained)
+     << " parameters), " << frozen.size() << " frozen (" << total(frozen) << "), "
+     << held.size() << " held, no gradient reaching them (" << total(held) << ")\n";
+  for (auto [title, d] : {std::pair<StringRef, DictionaryAttr>("trains", trained),
+                          {"frozen", frozen},
+                          {"held", held}})
+    for (NamedAttribute a : d)
+      os << "  " << title << "  " << a.getName().getValue() << " ("
+         << cast<IntegerAttr>(a.getValue()).getInt() << ")\n";
+}

@@ -332,6 +332,13 @@ def NNOptimizer : Pass<"nn-optimizer", "::mlir::ModuleOp"> {
       (lr·max(0, T-t)/(T-W)) or cosine (min-lr + ½(lr - min-lr)(1 +
       cos(π·min(1, (t-W)/(T-W))))), T = `total-steps`.
     - `no-decay`: initializer name globs that get no weight decay.
+    - `freeze`, `trainable`: globs of initializers that do not train, or
+      the only ones that do; a glob that matches no initializer with a
+      gradient is an error (a typo would otherwise train everything).
+
+    The module gets `nn.training`: the trained, frozen and held (no
+    gradient by construction) initializers with their element counts, for
+    `shard-opt --report`.
 
     What trains: every initializer with a gradient that depends on the loss
     (a gradient that is zero by construction, one held constant such as a
@@ -371,6 +378,10 @@ def NNOptimizer : Pass<"nn-optimizer", "::mlir::ModuleOp"> {
     Option<"minLr", "min-lr", "double", /*default=*/"0", "cosine: the final learning rate">,
     ListOption<"noDecay", "no-decay", "std::string",
                "Initializer name globs without weight decay">,
+    ListOption<"freeze", "freeze", "std::string",
+               "Initializer name globs that do not train">,
+    ListOption<"trainable", "trainable", "std::string",
+               "Initializer name globs: only these train (default: all)">,
   ];
   let dependentDialects = ["::shardflow::nn::NNDialect"];
 }
