@@ -238,6 +238,20 @@ struct CompilerCLOptions {
     cl::desc("Train only the initializers these globs match (default: every "
              "one whose gradient depends on the loss)"),
     cl::CommaSeparated, cl::value_desc("glob"), cl::cat(trainCategory)};
+  cl::list<std::string> tie{"tie",
+    cl::desc("COPY=SOURCE: two initializers that are one parameter (an "
+             "exporter wrote it twice); COPY=SOURCE^T when the copy holds it "
+             "transposed (inferred when the 2-D shapes are swapped). The "
+             "copy's gradient joins the source's and the copy follows it. "
+             "Copies with the same bytes as another initializer, or its "
+             "transpose, are found without it (TorchScript's tied language "
+             "model head); repeatable"),
+    cl::value_desc("copy=source"), cl::cat(trainCategory)};
+  cl::opt<bool> tieDetection{"tie-detection",
+    cl::desc("With --train: find initializers with the same bytes as another, "
+             "or its transpose, and train them as one parameter (default on; "
+             "reads every float initializer once)"),
+    cl::init(true), cl::cat(trainCategory)};
   cl::opt<std::string> compileTo{"compile-to",
     cl::desc("Stop after a phase of the compile and print its IR (the "
              "artifact phase, the default with --target, writes the .shard "
@@ -318,7 +332,8 @@ llvm::Error shardflow::getCompilerCLOptions(DriverOptions &driver, CompileOption
         &o.loss,         &o.labels,      &o.ignoreIndex, &o.optimizer,  &o.lr,
         &o.momentum,     &o.nesterov,    &o.weightDecay, std::addressof(o.betas), &o.eps,
         &o.clipGradNorm, &o.warmupSteps, &o.lrSchedule,  &o.totalSteps, &o.minLr,
-        std::addressof(o.noDecay), std::addressof(o.freeze), std::addressof(o.trainable)};
+        std::addressof(o.noDecay), std::addressof(o.freeze), std::addressof(o.trainable),
+        std::addressof(o.tie),     &o.tieDetection};
     for (const cl::Option *flag : trainingFlags)
       if (flag->getNumOccurrences())
         return fail("--" + flag->ArgStr + " needs --train");
@@ -347,6 +362,8 @@ llvm::Error shardflow::getCompilerCLOptions(DriverOptions &driver, CompileOption
   t.noDecay.assign(o.noDecay.begin(), o.noDecay.end());
   t.freeze.assign(o.freeze.begin(), o.freeze.end());
   t.trainable.assign(o.trainable.begin(), o.trainable.end());
+  t.ties.assign(o.tie.begin(), o.tie.end());
+  t.detectTies = o.tieDetection;
   if (compile.target != "cuda" && !o.cudaDisable.empty())
     return fail("--cuda-arch, --cuda-path, --cuda-disable and --dump-ptx need --target cuda");
   for (const std::string &feature : o.cudaDisable)

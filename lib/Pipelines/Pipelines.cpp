@@ -88,6 +88,7 @@ static void buildTrainPhase(OpPassManager &pm, const CompileOptions &o) {
   update.noDecay.assign(t.noDecay.begin(), t.noDecay.end());
   update.freeze.assign(t.freeze.begin(), t.freeze.end());
   update.trainable.assign(t.trainable.begin(), t.trainable.end());
+  update.tie.assign(t.ties.begin(), t.ties.end());
   pm.addPass(nn::createNNOptimizer(update));
 }
 

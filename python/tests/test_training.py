@@ -106,14 +106,26 @@ class Gradients:
         return float(out["loss"]), grads
 
 
+def _ties(report):
+    """COPY -> (SOURCE, transposed) from shard-opt --report's "tied" lines."""
+    ties = {}
+    for line in report.splitlines():
+        parts = line.split()
+        if parts[:1] == ["tied"]:
+            source = parts[3]
+            ties[parts[1]] = (source.removesuffix("^T"), source.endswith("^T"))
+    return ties
+
+
 def _train(export, tmp, flags, data, steps=STEPS, extra=()):
     """Compiles the training step and runs it; returns the log and the
-    saved weights."""
+    saved weights (and the ties in _train.ties)."""
     for f in export.folder.iterdir():
         if not (tmp / f.name).exists():
             (tmp / f.name).symlink_to(f)
-    _shard_opt(tmp / "model.onnx", *export.shape_flags(tmp), "--train", *flags,
-               "--target", "cpu", "-o", tmp / "step.shard")
+    out = _shard_opt(tmp / "model.onnx", *export.shape_flags(tmp), "--train", *flags,
+                     "--target", "cpu", "--report", "-o", tmp / "step.shard")
+    _train.ties = _ties(out.stderr)
     np.savez(tmp / "data.npz", **data)
     _shard_run(tmp / "step.shard", "--data", tmp / "data.npz", "--steps", steps,
                "--log", tmp / "log.jsonl", "--save-weights", tmp / "w.safetensors", *extra)
@@ -130,21 +142,27 @@ def _entry(data, t):
 
 def _torch_reference(grad_at, initial, names, data, optimizer, lr, steps=STEPS, wd=0.0,
                      momentum=0.0, nesterov=False, betas=(0.9, 0.999), eps=1e-8, clip=0.0,
-                     no_decay=()):
-    """PyTorch's update rules in float64 numpy, step by step."""
+                     no_decay=(), ties=None):
+    """PyTorch's update rules in float64 numpy, step by step. A tied copy
+    (COPY -> (SOURCE, transposed)) is one parameter with its source: the
+    gradients add up, and the copy is the source after each step."""
+    ties = ties or {}
+    params = [n for n in names if n not in ties]
     w = {n: initial[n].astype(np.float64) for n in names}
-    state = {n: {} for n in names}
+    state = {n: {} for n in params}
     losses, norms = [], []
     for t in range(1, steps + 1):
         loss, g = grad_at(w, _entry(data, t))
-        g = {n: g[n] for n in names}
+        for copy, (source, flip) in ties.items():
+            g[source] = g[source] + (g[copy].T if flip else g[copy])
+        g = {n: g[n] for n in params}
         norm = math.sqrt(sum(float((x * x).sum()) for x in g.values()))
         losses.append(loss)
         norms.append(norm)
         if clip > 0:  # torch.nn.utils.clip_grad_norm_
             coef = min(1.0, clip / (norm + 1e-6))
             g = {n: x * coef for n, x in g.items()}
-        for n in names:
+        for n in params:
             decay = 0.0 if any(fnmatch.fnmatch(n, p) for p in no_decay) else wd
             s = state[n]
             if optimizer == "sgd":  # torch.optim.SGD, dampening 0
@@ -159,6 +177,8 @@ def _torch_reference(grad_at, initial, names, data, optimizer, lr, steps=STEPS, 
                 s["v"] = betas[1] * s.get("v", 0) + (1 - betas[1]) * g[n] ** 2
                 bc1, bc2 = 1 - betas[0] ** t, 1 - betas[1] ** t
                 w[n] = w[n] - (lr / bc1) * s["m"] / (np.sqrt(s["v"]) / math.sqrt(bc2) + eps)
+        for copy, (source, flip) in ties.items():
+            w[copy] = w[source].T if flip else w[source]
     return losses, norms, w
 
 
@@ -198,7 +218,8 @@ def test_steps_match_pytorch_update_rules(tmp_path, name, config):
     log, saved = _train(export, tmp_path, flags, data)
     names = _trained_names(tmp_path / "step.shard")
     grads = Gradients(export, tmp_path)
-    losses, norms, ref = _torch_reference(grads, grads.initial, names, data, **rule)
+    losses, norms, ref = _torch_reference(grads, grads.initial, names, data, ties=_train.ties,
+                                          **rule)
     assert [e["step"] for e in log] == list(range(1, STEPS + 1))
     for e, loss, norm in zip(log, losses, norms):
         assert abs(e["loss"] - loss) <= 1e-4 * abs(loss), (e, loss)
@@ -211,9 +232,9 @@ def test_steps_match_pytorch_update_rules(tmp_path, name, config):
 
 def test_what_trains(tmp_path):
     """Every float initializer of more than one element whose gradient
-    depends on the loss trains, embedded ones included; the saved weights
-    are all of them, whole, by initializer name, with the initializers'
-    shapes and types."""
+    depends on the loss trains, embedded ones included, a tied copy as one
+    parameter with its source; the saved weights are all of them, whole,
+    by initializer name, with the initializers' shapes and types."""
     export = real_exports.load("gpt2-torchscript")
     log, saved = _train(export, tmp_path, ["--optimizer", "sgd", "--lr", "0.1"],
                         _batches(export, 1), steps=1)
@@ -229,9 +250,16 @@ def test_what_trains(tmp_path):
     assert set(saved) == set(names)
     for n in names:
         assert saved[n].shape == floats[n].shape and saved[n].dtype == np.float32
+    # TorchScript wrote the tied LM head as a transposed copy of the token
+    # embedding: found, and trained as one parameter.
+    assert _train.ties == {"onnx::MatMul_655": ("model.transformer.wte.weight", True)}
+    wte = "model.transformer.wte.weight"
+    g[wte] = g[wte] + g["onnx::MatMul_655"].T
+    g["onnx::MatMul_655"] = g[wte].T
     # One SGD step: w - lr g.
     for n in names:
         np.testing.assert_allclose(saved[n], floats[n] - 0.1 * g[n], rtol=1e-4, atol=1e-6)
+    np.testing.assert_array_equal(saved["onnx::MatMul_655"], saved[wte].T)
 
 
 @pytest.mark.parametrize("schedule", ["constant", "linear", "cosine"])

@@ -30,6 +30,7 @@
 #include "shardflow/Target/DeviceCode.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/StringSet.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
@@ -132,6 +133,39 @@ static int printThroughOpt(ModuleOp module, StringRef bufferName, StringRef outp
                 summary);
 }
 
+/// The float initializers of more than one element the importer made
+/// weights or embedded constants of, in program order, checked for copies
+/// of each other (findTiedInitializers); the ties found join --tie's.
+static LogicalResult addTiedInitializers(ModuleOp module, StringRef path, TrainOptions &train) {
+  std::vector<std::string> names;
+  llvm::StringSet<> seen;
+  module.walk([&](Operation *op) {
+    StringRef name;
+    auto type = op->getNumResults() == 1 ? dyn_cast<RankedTensorType>(op->getResult(0).getType())
+                                         : RankedTensorType();
+    if (!type || !type.getElementType().isF32() || type.getNumElements() < 2)
+      return;
+    if (auto w = dyn_cast<nn::WeightOp>(op))
+      name = w.getName();
+    else if (auto loc = dyn_cast<NameLoc>(op->getLoc());
+             loc && isa<nn::ConstantOp>(op) && isa<UnknownLoc>(loc.getChildLoc()))
+      name = loc.getName().getValue();
+    if (!name.empty() && seen.insert(name).second)
+      names.push_back(name.str());
+  });
+  auto ties = findTiedInitializers(module.getContext(), path, names);
+  if (failed(ties))
+    return failure();
+  for (const std::string &t : *ties) {
+    StringRef copy = StringRef(t).split('=').first;
+    if (llvm::none_of(train.ties, [&](const std::string &d) {
+          return StringRef(d).split('=').first == copy;
+        }))
+      train.ties.push_back(t);
+  }
+  return success();
+}
+
 int main(int argc, char **argv) {
   registerCompilerCLOptions();
   hideLLVMInternalOptions();
@@ -201,6 +235,9 @@ int main(int argc, char **argv) {
   }
   if (llvm::Error e = resolveForModule(compile, *module))
     return fail(std::move(e));
+  if (compile.train.enabled && isONNX && inputFile != "-" && compile.train.detectTies &&
+      failed(addTiedInitializers(*module, inputFile, compile.train)))
+    return 1;
 
   PassManager pm(&context);
   // With a target, --mlir-print-ir-after=..., --mlir-timing and the other

@@ -90,6 +90,11 @@ struct TrainOptions {
   double minLr = 0;
   std::vector<std::string> noDecay; ///< initializer name globs
   std::vector<std::string> freeze, trainable; ///< initializer name globs
+  /// Tied initializers, COPY=SOURCE or COPY=SOURCE^T: declared (--tie)
+  /// and found by the driver (same bytes up to a transpose).
+  std::vector<std::string> ties;
+  /// Look for tied initializers in the ONNX model (--tie-detection).
+  bool detectTies = true;
 };
 
 struct CompileOptions {

@@ -21,6 +21,9 @@
 
 #include "onnx/defs/parser.h"
 
+#include <cstring>
+#include <unordered_map>
+
 using namespace mlir;
 using namespace shardflow;
 using shardflow::onnx_import::GraphImporter;
@@ -206,6 +209,74 @@ LogicalResult shardflow::readInitializerBytes(MLIRContext *context,
       return emitError(FileLineColLoc::get(context, path, 0, 0))
              << "the model has no initializer '" << n << "'";
   return success();
+}
+
+FailureOr<std::vector<std::string>>
+shardflow::findTiedInitializers(MLIRContext *context, StringRef path,
+                                ArrayRef<std::string> names) {
+  registerImportDialects(*context);
+  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
+                                            /*RequiresNullTerminator=*/false);
+  if (!buffer)
+    return emitError(FileLineColLoc::get(context, path, 0, 0))
+           << "cannot open '" << path << "': " << buffer.getError().message();
+  onnx::ModelProto model;
+  bool text = false;
+  if (failed(parseModel(context, (*buffer)->getBuffer(), path, model, text)))
+    return failure();
+  ONNXImportOptions options;
+  GraphImporter importer(context, model, path, StringRef(), options);
+  llvm::StringMap<const onnx::TensorProto *> byName;
+  for (const auto &init : model.graph().initializer())
+    byName[init.name()] = &init;
+  struct Seen {
+    std::string name;
+    std::vector<int64_t> dims;
+    std::string bytes;
+  };
+  std::vector<Seen> seen;
+  // Earlier initializers by their bytes' hash.
+  std::unordered_map<size_t, std::vector<size_t>> plain;
+  std::vector<std::string> ties;
+  for (const std::string &name : names) {
+    auto it = byName.find(name);
+    if (it == byName.end())
+      continue;
+    const onnx::TensorProto &t = *it->second;
+    if (t.data_type() != onnx::TensorProto::FLOAT)
+      continue;
+    auto bytes = importer.initializerBytes(t);
+    if (failed(bytes))
+      return failure();
+    std::vector<int64_t> dims(t.dims().begin(), t.dims().end());
+    size_t h = std::hash<std::string>()(*bytes);
+    bool tied = false;
+    for (size_t j : plain[h])
+      if (seen[j].dims == dims && seen[j].bytes == *bytes) {
+        ties.push_back(name + "=" + seen[j].name);
+        tied = true;
+        break;
+      }
+    if (!tied && dims.size() == 2) {
+      // The candidate's transpose: same bytes as a source of shape [d1, d0].
+      std::string flipped(bytes->size(), '\0');
+      int64_t rows = dims[0], cols = dims[1];
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < cols; ++c)
+          std::memcpy(&flipped[size_t(c * rows + r) * 4], &(*bytes)[size_t(r * cols + c) * 4], 4);
+      for (size_t j : plain[std::hash<std::string>()(flipped)])
+        if (seen[j].dims == std::vector<int64_t>{cols, rows} && seen[j].bytes == flipped) {
+          ties.push_back(name + "=" + seen[j].name + "^T");
+          tied = true;
+          break;
+        }
+    }
+    if (tied)
+      continue;
+    plain[h].push_back(seen.size());
+    seen.push_back({name, std::move(dims), std::move(*bytes)});
+  }
+  return ties;
 }
 
 OwningOpRef<ModuleOp>

@@ -71,7 +71,7 @@
 
 // A frozen initializer is read, not state: the embedded bias stays a
 // constant; the module records what trains for --report.
-// FREEZE: module attributes {nn.training = {frozen = {fc.bias = 4 : i64}, held = {}, trained = {fc.weight = 12 : i64}}}
+// FREEZE: module attributes {nn.training = {frozen = {fc.bias = 4 : i64}, held = {}, tied = {}, trained = {fc.weight = 12 : i64}}}
 // FREEZE: {nn.name = "lr"}, tensor<3x4xf32> {nn.name = "fc.weight", nn.state = "fc.weight"}, tensor<f32> {nn.name = "optimizer.step", nn.state = "optimizer.step"})
 // FREEZE: nn.constant dense<[1.000000e+00, 2.000000e+00, 3.000000e+00, 4.000000e+00]>
 

@@ -66,6 +66,17 @@ mlir::LogicalResult readInitializerBytes(mlir::MLIRContext *context,
                                          llvm::ArrayRef<std::string> names,
                                          llvm::StringMap<std::string> &out);
 
+/// Initializers that hold the same tensor as another (a tied parameter that
+/// an exporter wrote twice: TorchScript writes a language model's head as
+/// a transposed copy of its token embedding), among the float
+/// initializers `names`: one "COPY=SOURCE" (same shape and bytes) or
+/// "COPY=SOURCE^T" (a 2-D copy holding the source transposed) per copy,
+/// SOURCE the first of its group in `names`' order. Reads each
+/// initializer's bytes once.
+mlir::FailureOr<std::vector<std::string>>
+findTiedInitializers(mlir::MLIRContext *context, llvm::StringRef path,
+                     llvm::ArrayRef<std::string> names);
+
 /// Prints the ops the importer supports, per domain (the default domain,
 /// then com.microsoft), each with the first version of its domain that has
 /// it: the handler tables, which are the single list.

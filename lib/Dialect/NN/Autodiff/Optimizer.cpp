@@ -250,9 +250,61 @@ struct NNOptimizerPass : public nn::impl::NNOptimizerBase<NNOptimizerPass> {
             }))
           return fn.emitError("nn-optimizer: ")
                  << option << " '" << glob << "' matches no initializer that has a gradient";
-    for (auto &[name, g] : grads) {
+    // Tied initializers (one parameter an exporter wrote twice): a copy's
+    // gradient joins its source's, and the copy becomes the source's new
+    // value, transposed where it holds the source transposed.
+    llvm::StringMap<Value> gradOf;
+    for (auto &[name, g] : grads)
+      gradOf[name] = g;
+    llvm::StringMap<std::pair<std::string, bool>> copies;
+    llvm::StringMap<SmallVector<std::pair<std::string, bool>>> copiesOf;
+    OpBuilder tb(ret);
+    Location tieLoc = NameLoc::get(tb.getStringAttr("optimizer"), fn.getLoc());
+    auto transposed = [&](Value v) {
+      return nn::TransposeOp::create(tb, tieLoc, ValueRange{v},
+                                     {tb.getNamedAttr("perm", tb.getDenseI64ArrayAttr({1, 0}))})
+          ->getResult(0);
+    };
+    for (const std::string &spec : tie) {
+      auto [copy, source] = StringRef(spec).split('=');
+      bool flip = source.consume_back("^T");
+      auto bad = [&](const Twine &why) {
+        return fn.emitError("nn-optimizer: tie '") << spec << "': " << why;
+      };
+      if (copy.empty() || source.empty() || copy == source)
+        return bad("expected COPY=SOURCE or COPY=SOURCE^T");
+      for (StringRef n : {copy, source})
+        if (!gradOf.count(n))
+          return bad("'" + n + "' is no float initializer the loss is differentiated against");
+      if (copies.count(copy) || copies.count(source) || copiesOf.count(copy))
+        return bad("an initializer is tied twice, or a copy is another's source");
+      ArrayRef<int64_t> cs = typeOf(gradOf[copy]).getShape(), ss = typeOf(gradOf[source]).getShape();
+      bool swapped = cs.size() == 2 && ss.size() == 2 && cs[0] == ss[1] && cs[1] == ss[0];
+      if (!flip && cs != ss && swapped)
+        flip = true;
+      if ((flip && !swapped) || (!flip && cs != ss))
+        return bad("the shapes do not match" + Twine(flip ? " transposed" : ""));
+      copies[copy] = {source.str(), flip};
+      copiesOf[source].push_back({copy.str(), flip});
+      Value gCopy = gradOf[copy];
+      if (isZeroConstant(gCopy))
+        continue;
+      Value joined = flip ? transposed(gCopy) : gCopy;
+      Value &gSource = gradOf[source];
+      gSource = isZeroConstant(gSource)
+                    ? joined
+                    : nn::AddOp::create(tb, tieLoc, gSource, joined).getResult();
+    }
+    SmallVector<NamedAttribute> tiedReport;
+    for (auto &[name, original] : grads) {
+      Value g = gradOf[name];
       names.insert(name);
       StringAttr key = StringAttr::get(fn.getContext(), name);
+      if (auto c = copies.find(name); c != copies.end()) {
+        tiedReport.push_back(NamedAttribute(
+            key, StringAttr::get(fn.getContext(), c->second.first + (c->second.second ? "^T" : ""))));
+        continue;
+      }
       if (isZeroConstant(g)) {
         report[2].push_back(NamedAttribute(key, elements(g)));
         continue;
@@ -279,7 +331,8 @@ struct NNOptimizerPass : public nn::impl::NNOptimizerBase<NNOptimizerPass> {
       fn->getParentOfType<ModuleOp>()->setAttr(
           "nn.training", b.getDictionaryAttr({b.getNamedAttr("trained", b.getDictionaryAttr(report[0])),
                                               b.getNamedAttr("frozen", b.getDictionaryAttr(report[1])),
-                                              b.getNamedAttr("held", b.getDictionaryAttr(report[2]))}));
+                                              b.getNamedAttr("held", b.getDictionaryAttr(report[2])),
+                                              b.getNamedAttr("tied", b.getDictionaryAttr(tiedReport))}));
     }
     auto stateName = [&](StringRef weight, StringRef what) { return (weight + "." + what).str(); };
     for (const Trained &t : trained)
@@ -366,6 +419,16 @@ struct NNOptimizerPass : public nn::impl::NNOptimizerBase<NNOptimizerPass> {
         updated = u.sub(w, u.mul(u.like(stepSize, w), u.div(m, denom)));
       }
       addState(t.name, updated);
+      for (auto &[copy, flip] : copiesOf.lookup(t.name)) {
+        if (failed(weightNamed(fn, copy)))
+          return failure();
+        Value v = updated;
+        if (flip)
+          v = nn::TransposeOp::create(b, u.loc, ValueRange{updated},
+                                      {b.getNamedAttr("perm", b.getDenseI64ArrayAttr({1, 0}))})
+                  ->getResult(0);
+        addState(copy, v);
+      }
     }
     addState("optimizer.step", step);
 
@@ -413,4 +476,7 @@ void shardflow::nn::printTrainingReport(ModuleOp module, llvm::raw_ostream &os) 
     for (NamedAttribute a : d)
       os << "  " << title << "  " << a.getName().getValue() << " ("
          << cast<IntegerAttr>(a.getValue()).getInt() << ")\n";
+  for (NamedAttribute a : kind("tied"))
+    os << "  tied    " << a.getName().getValue() << " = "
+       << cast<StringAttr>(a.getValue()).getValue() << " (trains as one parameter)\n";
 }

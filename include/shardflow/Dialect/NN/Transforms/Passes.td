@@ -336,9 +336,15 @@ def NNOptimizer : Pass<"nn-optimizer", "::mlir::ModuleOp"> {
       the only ones that do; a glob that matches no initializer with a
       gradient is an error (a typo would otherwise train everything).
 
+    - `tie`: `COPY=SOURCE` (or `COPY=SOURCE^T`, the copy holding the
+      source transposed; inferred when the 2-D shapes are swapped): one
+      parameter written twice. The copy's gradient is added to the
+      source's, the source trains, and the copy's new value is the
+      source's (transposed): PyTorch's tied parameter.
+
     The module gets `nn.training`: the trained, frozen and held (no
-    gradient by construction) initializers with their element counts, for
-    `shard-opt --report`.
+    gradient by construction) initializers with their element counts, and
+    the tied copies, for `shard-opt --report`.
 
     What trains: every initializer with a gradient that depends on the loss
     (a gradient that is zero by construction, one held constant such as a
@@ -382,6 +388,8 @@ def NNOptimizer : Pass<"nn-optimizer", "::mlir::ModuleOp"> {
                "Initializer name globs that do not train">,
     ListOption<"trainable", "trainable", "std::string",
                "Initializer name globs: only these train (default: all)">,
+    ListOption<"tie", "tie", "std::string",
+               "COPY=SOURCE or COPY=SOURCE^T: initializers that are one parameter">,
   ];
   let dependentDialects = ["::shardflow::nn::NNDialect"];
 }
