@@ -102,9 +102,6 @@ llvm::Error CompileOptions::verifyTraining() const {
   const TrainOptions &t = train;
   if (!t.enabled)
     return llvm::Error::success();
-  if (target == "cuda")
-    return fail("--train with --target cuda: the training step runs on the CPU target for "
-                "now (its backward kernels are not built for CUDA yet)");
   if (computeType != "f32")
     return fail("--train trains in f32; --dtype " + computeType +
                 " (mixed-precision training) is not built yet");

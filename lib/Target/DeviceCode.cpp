@@ -176,6 +176,17 @@ shardflow::compileDeviceCode(ModuleOp module, const DeviceCodeOptions &options) 
   buildKernelLoweringPipeline(lower, largest < (int64_t(1) << 31) - 1024);
   if (failed(lower.run(*lowered)))
     return module.emitError("lowering the generated GPU kernels to NVVM failed"), failure();
+  // Switches (a sibling-fused kernel picks its part by block) become
+  // compare trees, not jump tables: brx.idx through a .branchtargets table
+  // buys nothing over a few compares in these kernels, and the CUDA
+  // stand-in that runs the tests has no model of it.
+  lowered->walk([&](LLVM::LLVMFuncOp fn) {
+    SmallVector<Attribute> passthrough;
+    if (ArrayAttr old = fn.getPassthroughAttr())
+      passthrough.assign(old.begin(), old.end());
+    passthrough.push_back(b.getStrArrayAttr({"no-jump-tables", "true"}));
+    fn.setPassthroughAttr(b.getArrayAttr(passthrough));
+  });
 
   // One binary per format: cubins (ptxas) for every chip, then PTX.
   for (StringRef format : {"bin", "isa"}) {

@@ -21,7 +21,8 @@ from typing import Any, Sequence
 import jax
 import numpy as np
 from jax import numpy as jnp
-from jaxonnxruntime.core import handler
+from jaxonnxruntime import onnx_ops  # noqa: F401  (the library's handlers first:
+from jaxonnxruntime.core import handler  # of two for one op, the later wins)
 from jaxonnxruntime.core import onnx_node
 from jaxonnxruntime.core import onnx_utils
 
@@ -226,3 +227,47 @@ class Tile(handler.Handler):
 
 
 _versions(Tile, [6, 13], _make_tile)
+
+
+# --------------------------------------------------------------------------
+# Softmax (1, 11, 13), replacing jaxonnxruntime's: the same values (a row
+# of -inf scores gives NaN, as in onnxruntime), but such a row's gradient
+# is zero instead of NaN. Exporters guard those rows (a padding query
+# whose keys are all masked) with Where(IsNaN(p), 0, p), so the function
+# does not depend on their scores and its derivative there is 0; plain
+# autodiff of jax.nn.softmax computes NaN * 0 = NaN and spreads it through
+# the whole backward. (Shardflow's rule gives such a row a zero cotangent
+# too: docs/training.md, Choices.) jaxonnxruntime's own version_1/11 apply
+# the softmax along `axis` alone; these flatten to 2-D at `axis` as those
+# versions specify.
+
+def _safe_softmax(x, axis):
+    top = jnp.max(x, axis=axis, keepdims=True)
+    dead = top == -jnp.inf
+    p = jax.nn.softmax(jnp.where(dead, jnp.zeros((), x.dtype), x), axis=axis)
+    return jnp.where(dead, jnp.asarray(jnp.nan, x.dtype), p)
+
+
+def _make_softmax_13(node: OnnxNode, inputs):
+    axis = int(node.attrs.get("axis", -1))
+    return lambda x: _safe_softmax(x, axis % x.ndim)
+
+
+def _make_softmax_1(node: OnnxNode, inputs):
+    axis = int(node.attrs.get("axis", 1))
+
+    def fn(x):
+        ax = axis % x.ndim if x.ndim else 0
+        rows = int(np.prod(x.shape[:ax])) if ax else 1
+        flat = x.reshape((rows, -1))
+        return _safe_softmax(flat, 1).reshape(x.shape)
+    return fn
+
+
+@_register("Softmax")
+class Softmax(handler.Handler):
+    pass
+
+
+_versions(Softmax, [1, 11], _make_softmax_1)
+_versions(Softmax, [13], _make_softmax_13)
