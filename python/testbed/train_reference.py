@@ -345,13 +345,21 @@ def tool(build: Path, name: str) -> Path:
     raise FileNotFoundError(path)
 
 
-def run_tool(cmd: list, retries: int = 3) -> subprocess.CompletedProcess:
+def run_tool(cmd: list, retries: int = 4) -> subprocess.CompletedProcess:
+    """Run a Shardflow tool; while the binaries are being rebuilt (missing,
+    not executable, killed at start) wait 30 s and try again."""
     for attempt in range(retries):
-        out = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=900)
+        try:
+            out = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=900)
+        except OSError as e:
+            if attempt + 1 < retries:
+                time.sleep(30)
+                continue
+            raise RuntimeError(f"{Path(cmd[0]).name}: {e}") from e
         if out.returncode == 0:
             return out
-        if attempt + 1 < retries and (out.returncode < 0 or "No such file" in out.stderr
-                                      or out.returncode == 127):
+        if attempt + 1 < retries and (out.returncode < 0 or out.returncode in (126, 127)
+                                      or not out.stderr.strip()):
             time.sleep(30)
             continue
         raise RuntimeError(f"{Path(cmd[0]).name} failed ({out.returncode}):\n{out.stderr[-3000:]}")
@@ -425,31 +433,72 @@ def optimizer(config: str, lr: float):
     return optax.chain(optax.add_decayed_weights(0.0), optax.sgd(lr, momentum=0.9))
 
 
+def find_ties(params: dict, names: list[str]) -> dict[str, tuple[str, bool]]:
+    """Tied initializers among the trained ones: an initializer holding the
+    bytes of an earlier one, or of its transpose (2-D), is a copy of it
+    (TorchScript writes GPT-2's tied LM head as a transposed copy of the
+    token embedding). Returns copy -> (source, transposed). PyTorch trains
+    such a pair as one parameter: one gradient (the sum), one update, and
+    the global gradient norm counts it once; Shardflow does the same
+    (README, "What trains")."""
+    import numpy as np
+    ties: dict[str, tuple[str, bool]] = {}
+    sources: list[str] = []
+    for name in names:
+        a = params[name]
+        found = None
+        if a.size > 1 and np.issubdtype(a.dtype, np.floating):
+            for src in sources:
+                b = params[src]
+                if a.shape == b.shape and np.array_equal(a, b):
+                    found = (src, False)
+                elif a.ndim == 2 and a.shape == b.shape[::-1] and np.array_equal(a, b.T):
+                    found = (src, True)
+                if found:
+                    break
+        if found:
+            ties[name] = found
+        else:
+            sources.append(name)
+    return ties
+
+
 class Trainer:
-    def __init__(self, model: JaxModel, trained: list[str], data: dict, mse: bool):
+    def __init__(self, model: JaxModel, trained: list[str], data: dict, mse: bool,
+                 ties: bool = True):
         import jax
         import numpy as np
         missing = [n for n in trained if n not in model.params]
         if missing:
             raise KeyError(f"trained initializers missing from the JAX params: {missing}")
         self.model, self.trained, self.data, self.mse = model, trained, data, mse
+        self.ties = find_ties(model.params, trained) if ties else {}
+        self.independent = [n for n in trained if n not in self.ties]
         self.const = {k: v for k, v in model.params.items() if k not in trained}
         self.initial = {k: model.params[k] for k in trained}
         self.batches = [entry_at(data, i) for i in range(ENTRIES)]
         self.batches = [({k: (v.astype(model.dtype) if np.issubdtype(v.dtype, np.floating) else v)
                           for k, v in b.items()}, lab) for b, lab in self.batches]
+        ties_ = self.ties
+
+        def expand(params):
+            full = dict(params)
+            for copy, (src, transposed) in ties_.items():
+                full[copy] = params[src].T if transposed else params[src]
+            return full
 
         def loss_fn(params, inputs, labels):
-            out = model.first_output({**self.const, **params}, inputs)
+            out = model.first_output({**self.const, **expand(params)}, inputs)
             return jax_loss(out, labels, mse)
 
+        self.expand = expand
         self.value_and_grad = jax.jit(jax.value_and_grad(loss_fn))
 
     def train(self, config: str, lr: float):
         import jax
         import numpy as np
         import optax
-        params = {k: jax.numpy.asarray(v) for k, v in self.initial.items()}
+        params = {k: jax.numpy.asarray(self.initial[k]) for k in self.independent}
         opt = optimizer(config, lr)
         state = opt.init(params)
         losses, norms = [], []
@@ -460,15 +509,11 @@ class Trainer:
             norms.append(float(optax.global_norm(grads)))
             updates, state = opt.update(grads, state, params)
             params = optax.apply_updates(params, updates)
-        final = {k: np.asarray(v) for k, v in params.items()}
+        final = {k: np.asarray(v) for k, v in self.expand(params).items()}
         return np.array(losses), np.array(norms), final
 
     def movement(self, final: dict) -> float:
-        import numpy as np
-        num = sum(float(((final[k].astype(np.float64) - self.initial[k].astype(np.float64)) ** 2).sum())
-                  for k in self.trained)
-        den = sum(float((self.initial[k].astype(np.float64) ** 2).sum()) for k in self.trained)
-        return (num / den) ** 0.5
+        return weights_rel(final, self.initial, self.trained)
 
 
 def rel(a, b) -> float:
@@ -478,6 +523,7 @@ def rel(a, b) -> float:
 
 
 def weights_rel(ours: dict, ref: dict, names: list[str]) -> float:
+    """Relative L2 of ours against ref over all the names together."""
     import numpy as np
     num = sum(float(((ours[k].astype(np.float64) - ref[k].astype(np.float64)) ** 2).sum())
               for k in names)
@@ -520,7 +566,17 @@ def reference_path(name: str, config: str) -> Path:
     return EXPORTS / name / f"train-reference-{config}.npz"
 
 
-def build_reference(name: str, configs: list[str], build: Path, precision: str) -> list[dict]:
+def manifest_ties(entry: dict, names: list[str]) -> set[frozenset]:
+    """Pairs of the names that the manifest says hold one PyTorch parameter."""
+    params = {}
+    for init, info in entry["initializer_map"]["initializers"].items():
+        if init in names and isinstance(info, dict) and info.get("parameter"):
+            params[init] = {info["parameter"], *info.get("tied_to", [])}
+    return {frozenset((a, b)) for a in params for b in params if a < b and params[a] & params[b]}
+
+
+def build_reference(name: str, configs: list[str], build: Path, precision: str,
+                    ties: bool = True) -> list[dict]:
     import numpy as np
     entry = entry_of(name)
     mse = is_encoder(entry)
@@ -540,7 +596,14 @@ def build_reference(name: str, configs: list[str], build: Path, precision: str) 
             artifact = compile_step(build, name, inputs, config_flags(config, lrs[0], mse), Path(tmp))
             trained = trained_names(artifact)
         if trainer is None or trainer.trained != trained:
-            trainer = Trainer(model, trained, data, mse)
+            trainer = Trainer(model, trained, data, mse, ties)
+            found = {frozenset((c, s)) for c, (s, _) in trainer.ties.items()}
+            print(f"  {len(trained)} trained initializers; tied: "
+                  f"{', '.join(f'{c} = {s}' + ('^T' if t else '') for c, (s, t) in trainer.ties.items()) or 'none'}",
+                  flush=True)
+            if ties and found != manifest_ties(entry, trained):
+                print(f"  warning: the ties by bytes differ from the manifest's: "
+                      f"{sorted(map(sorted, found ^ manifest_ties(entry, trained)))}", flush=True)
         chosen = None
         for lr in lrs:
             t1 = time.time()
@@ -568,7 +631,8 @@ def build_reference(name: str, configs: list[str], build: Path, precision: str) 
         print(f"  wrote {path.relative_to(ROOT)} ({path.stat().st_size // 1024} KB, "
               f"{len(trained)} trained initializers, lr {lr:g}, moved {moved:.3f})", flush=True)
         results.append({"name": name, "config": config, "lr": lr, "moved": moved,
-                        "trained": len(trained), **fwd})
+                        "trained": len(trained), "ties": {c: s for c, (s, _) in trainer.ties.items()},
+                        **fwd})
     return results
 
 
@@ -736,6 +800,8 @@ def main() -> None:
     ap.add_argument("--build-dir", type=Path,
                     default=Path(os.environ.get("SHARDFLOW_BUILD_DIR", ROOT / "build")),
                     help="where bin/shard-opt and bin/shard-run are (default $SHARDFLOW_BUILD_DIR or build)")
+    ap.add_argument("--no-ties", action="store_true",
+                    help="train tied initializers (same bytes, or transposed) as separate parameters")
     ap.add_argument("--check-handlers", action="store_true",
                     help="check jax_handlers.py against onnxruntime on ONNX's node tests, and stop")
     ap.add_argument("--validate", action="store_true",
@@ -770,7 +836,8 @@ def main() -> None:
     if not args.validate_only:
         for name in names:
             try:
-                built += build_reference(name, args.configs, args.build_dir, args.precision)
+                built += build_reference(name, args.configs, args.build_dir, args.precision,
+                                         not args.no_ties)
             except Exception as e:  # noqa: BLE001
                 print(f"{name}: FAILED {type(e).__name__}: {e}", flush=True)
                 failed.append({"name": name, "error": f"{type(e).__name__}: {e}"})

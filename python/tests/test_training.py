@@ -370,12 +370,29 @@ def test_run_errors(step, tmp_path):
     assert out.returncode != 0 and "--save-weights writes FILE.safetensors or FILE.npz" in out.stderr
 
 
-def test_a_diverging_run_stops_at_its_step(step):
-    """lr 1e30: the loss stops being finite; the run ends naming the step."""
+def test_a_diverging_run_stops_at_its_step(step, tmp_path):
+    """lr 1e30: the loss stops being finite; the run ends naming the step,
+    or with --skip-nonfinite goes on past it; such a step changes no
+    weight."""
     tmp, _ = step
     out = _shard_run(tmp / "step.shard", "--data", tmp / "data.npz", "--steps", 5, check=False)
     assert out.returncode != 0, out.stderr
-    assert "step 2: the loss is" in out.stderr or "step 3: the loss is" in out.stderr, out.stderr
+    assert "the weights are those before it (pass --skip-nonfinite" in out.stderr, out.stderr
+    bad = int(out.stderr.split("error: step ")[1].split(":")[0])
+    _shard_run(tmp / "step.shard", "--data", tmp / "data.npz", "--steps", bad - 1,
+               "--save-weights", tmp_path / "before.npz")
+    out = _shard_run(tmp / "step.shard", "--data", tmp / "data.npz", "--steps", 5,
+                     "--skip-nonfinite", "--save-weights", tmp_path / "after.npz",
+                     "--log", tmp_path / "log.jsonl")
+    assert f"step {bad}: the loss is" in out.stderr and "skipped, the weights and moments " \
+        "unchanged" in out.stderr, out.stderr
+    assert f"{5 - bad + 1} step(s) skipped" in out.stderr
+    log = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
+    assert [e["step"] for e in log] == [1, 2, 3, 4, 5]
+    assert log[bad - 1]["loss"] is None  # JSON has no NaN or infinity: null
+    with np.load(tmp_path / "before.npz") as before, np.load(tmp_path / "after.npz") as after:
+        for k in before.files:
+            np.testing.assert_array_equal(before[k], after[k])
 
 
 # --------------------------------------------------------------------------

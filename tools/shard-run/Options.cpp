@@ -93,8 +93,11 @@ weights, optimizer moments and step counter persist from step to step):
                      norm (before clipping), learning rate, tokens per
                      second (the elements of the first integer input, else
                      samples) and the time left on stderr: a live line on a
-                     terminal, a line per step otherwise. A loss or gradient
-                     norm that is not finite stops the run, naming the step
+                     terminal, a line per step otherwise. A step whose loss
+                     or gradient norm is not finite changes no weight and
+                     stops the run, naming the step
+  --skip-nonfinite   go on past such steps instead (each is reported; the
+                     step counter advances)
   --log FILE.jsonl   one JSON object per step: step, loss, grad_norm, lr,
                      step_seconds, tokens_per_second
   --save-weights FILE.safetensors|FILE.npz
@@ -318,6 +321,8 @@ std::optional<Options> shardflow::runtime::parseOptions(int argc, char **argv) {
       o.log = value("--log");
       if (o.log.empty())
         throw RuntimeError("--log needs a file name");
+    } else if (arg == "--skip-nonfinite") {
+      o.skipNonfinite = true;
     } else if (is("--save-weights")) {
       o.saveWeights = value("--save-weights");
     } else if (arg == "--no-verify-weights") {

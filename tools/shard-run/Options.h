@@ -36,6 +36,9 @@ struct Options {
   int64_t steps = 0;
   std::string log;
   std::string saveWeights;
+  /// Go on past a step whose loss or gradient norm is not finite (it
+  /// changes no weight) instead of stopping.
+  bool skipNonfinite = false;
   bool verbose = false;
   bool profile = false;
   /// --trace FILE: every rank's spans, written by rank 0.

@@ -175,7 +175,8 @@ bool shardflow::runtime::isTrainingStep(const Artifact &artifact) {
 
 void shardflow::runtime::checkTrainingOptions(const Options &o, const Artifact &artifact) {
   bool training = isTrainingStep(artifact);
-  bool asked = o.steps > 0 || !o.data.empty() || !o.log.empty() || !o.saveWeights.empty();
+  bool asked = o.steps > 0 || !o.data.empty() || !o.log.empty() || !o.saveWeights.empty() ||
+               o.skipNonfinite;
   if (!training) {
     if (asked)
       throw RuntimeError("--steps, --data, --log and --save-weights run a training step; '" +
@@ -219,6 +220,7 @@ void shardflow::runtime::train(const Options &o, ProgramRunner &runner) {
   using Clock = std::chrono::steady_clock;
   auto begin = Clock::now();
   std::vector<std::pair<std::string, Tensor>> outputs;
+  int64_t skipped = 0;
   for (int64_t t = first; t <= o.steps; ++t) {
     auto t0 = Clock::now();
     std::map<std::string, HostTensor> inputs = data.step(t);
@@ -234,12 +236,21 @@ void shardflow::runtime::train(const Options &o, ProgramRunner &runner) {
           << ",\"tokens_per_second\":" << jsonNumber(perSecond) << "}\n";
       log.flush();
     }
-    if (!std::isfinite(loss) || !std::isfinite(norm))
-      throw RuntimeError("step " + std::to_string(t) + ": the " +
+    if (!std::isfinite(loss) || !std::isfinite(norm)) {
+      // The step changed no weight and no moment (nn-optimizer's guard).
+      std::string what = "step " + std::to_string(t) + ": the " +
                          (std::isfinite(loss) ? "gradient norm" : "loss") + " is " +
                          (std::isnan(std::isfinite(loss) ? norm : loss) ? "NaN" : "infinite") +
-                         " (loss " + jsonNumber(loss) + ", grad_norm " + jsonNumber(norm) +
-                         "); the weights it updated are not saved");
+                         " (loss " + jsonNumber(loss) + ", grad_norm " + jsonNumber(norm) + ")";
+      if (!o.skipNonfinite)
+        throw RuntimeError(what + "; the weights are those before it (pass --skip-nonfinite "
+                                  "to skip such steps)");
+      ++skipped;
+      if (lead)
+        std::fprintf(stderr, "%sshard-run: %s: skipped, the weights and moments unchanged\n",
+                     live ? "\n" : "", what.c_str());
+      continue;
+    }
     if (lead) {
       double elapsed = std::chrono::duration<double>(Clock::now() - begin).count();
       double eta = elapsed / double(t - first + 1) * double(o.steps - t);
@@ -252,6 +263,9 @@ void shardflow::runtime::train(const Options &o, ProgramRunner &runner) {
   }
   if (live)
     std::fprintf(stderr, "\n");
+  if (skipped && lead)
+    std::fprintf(stderr, "shard-run: %lld step(s) skipped for a loss or gradient norm that "
+                         "was not finite\n", (long long)skipped);
   if (first > o.steps && lead)
     std::fprintf(stderr, "shard-run: the step counter is at %lld already: no step to run\n",
                  (long long)(first - 1));

@@ -14,8 +14,10 @@
 // CHECK: %[[SUM:.*]] = nn.add %[[GEMB]], %[[T]]
 // CHECK: %[[STEP:.*]] = nn.mul %{{.*}}, %[[SUM]] : (tensor<f32>
 // CHECK: %[[NEW:.*]] = nn.sub %[[EMB]], %[[STEP]]
+// CHECK: %[[KEPT:.*]] = nn.where %{{.*}}, %[[NEW]], %[[EMB]]
 // CHECK: %[[NEWHEAD:.*]] = nn.transpose %[[NEW]] {perm = array<i64: 1, 0>}
-// CHECK: return {{.*}}, %[[NEW]], %[[NEWHEAD]], %{{.*}} :
+// CHECK: %[[KEPTHEAD:.*]] = nn.where %{{.*}}, %[[NEWHEAD]], %[[HEAD]]
+// CHECK: return {{.*}}, %[[KEPT]], %[[KEPTHEAD]], %{{.*}} :
 // UNKNOWN: error: nn-optimizer: tie 'head=nope': 'nope' is no float initializer the loss is differentiated against
 // TWICE: error: nn-optimizer: tie 'emb=head': an initializer is tied twice, or a copy is another's source
 module {

@@ -9,7 +9,8 @@
 // One step of SGD with momentum: the step counter, the gradients' norm, a
 // momentum buffer per trained initializer (the embedded bias becomes an
 // nn.weight: state, not a constant), each new value a result marked
-// nn.state; the model's output and the gradients are results no more.
+// nn.state, kept as it was when the loss or the norm is not finite; the
+// model's output and the gradients are results no more.
 // SGD-LABEL: func.func @main
 // SGD-SAME: -> (tensor<f32> {nn.name = "loss"}, tensor<f32> {nn.name = "grad_norm"}, tensor<f32> {nn.name = "lr"},
 // SGD-SAME: tensor<3x4xf32> {nn.name = "fc.weight.momentum_buffer", nn.state = "fc.weight.momentum_buffer"},
@@ -25,13 +26,16 @@
 // SGD: %[[NEXT:.*]] = nn.add %[[STEP]]
 // SGD: %[[LR:.*]] = nn.constant dense<5.000000e-01> : tensor<f32>
 // SGD: %[[NORM:.*]] = nn.sqrt
+// SGD: %[[OK:.*]] = nn.and
 // SGD: %[[BUF:.*]] = nn.weight "fc.weight.momentum_buffer" {storage = "zeros"} : tensor<3x4xf32>
 // SGD: %[[MU:.*]] = nn.constant dense<0.899999976> : tensor<f32>
 // SGD: %[[DECAYED:.*]] = nn.mul %[[BUF]], %[[MU]]
 // SGD: %[[NEWBUF:.*]] = nn.add %[[DECAYED]], %[[GW]]
+// SGD: %[[KEPTBUF:.*]] = nn.where %[[OK]], %[[NEWBUF]], %[[BUF]]
 // SGD: %[[STEPW:.*]] = nn.mul %[[LR]], %[[NEWBUF]]
 // SGD: %[[NEWW:.*]] = nn.sub %[[W]], %[[STEPW]]
-// SGD: return {{.*}}, %[[NORM]], %[[LR]], %[[NEWBUF]], %[[NEWW]], {{.*}}, {{.*}}, %[[NEXT]]
+// SGD: %[[KEPTW:.*]] = nn.where %[[OK]], %[[NEWW]], %[[W]]
+// SGD: return {{.*}}, %[[NORM]], %[[LR]], %[[KEPTBUF]], %[[KEPTW]], {{.*}}, {{.*}}, %[[NEXT]]
 
 // AdamW: decoupled decay (not for the bias, by --no-decay), both moments,
 // the bias corrections from the step counter.

@@ -351,7 +351,13 @@ struct NNOptimizerPass : public nn::impl::NNOptimizerBase<NNOptimizerPass> {
     auto named = [&](StringRef key, StringRef value) {
       return b.getDictionaryAttr(b.getNamedAttr(key, b.getStringAttr(value)));
     };
-    auto addState = [&](StringRef name, Value v) {
+    // A step whose loss or gradient norm is not finite changes nothing but
+    // the counter: each new value is where(finite, new, old) (x - x is 0
+    // exactly for finite x, NaN otherwise). Set once the norm is known.
+    Value finite;
+    auto addState = [&](StringRef name, Value v, Value old = Value()) {
+      if (finite && old)
+        v = nn::WhereOp::create(b, v.getLoc(), finite, v, old);
       results.push_back(v);
       attrs.push_back(b.getDictionaryAttr({b.getNamedAttr("nn.name", b.getStringAttr(name)),
                                            b.getNamedAttr("nn.state", b.getStringAttr(name))}));
@@ -369,6 +375,13 @@ struct NNOptimizerPass : public nn::impl::NNOptimizerBase<NNOptimizerPass> {
       sumSquares = sumSquares ? a.add(sumSquares, s) : s;
     }
     Value norm = a.sqrt(sumSquares);
+    {
+      auto isFinite = [&](Value x) {
+        Value f32 = a.like(x, norm);
+        return nn::EqualOp::create(b, a.loc, a.sub(f32, f32), a.f32(0)).getResult();
+      };
+      finite = nn::AndOp::create(b, a.loc, isFinite(norm), isFinite(lossValue)).getResult();
+    }
     Value clip;
     if (clipGradNorm > 0)
       clip = a.min(a.div(a.f32(clipGradNorm), a.add(norm, a.f32(1e-6))), a.f32(1));
@@ -397,8 +410,9 @@ struct NNOptimizerPass : public nn::impl::NNOptimizerBase<NNOptimizerPass> {
           // torch starts the buffer at the first gradient: with dampening
           // 0, momentum·0 + g is that.
           std::string bufName = stateName(t.name, "momentum_buffer");
-          Value buf = u.add(u.scale(zeroState(b, u.loc, bufName, type), momentum), g);
-          addState(bufName, buf);
+          Value oldBuf = zeroState(b, u.loc, bufName, type);
+          Value buf = u.add(u.scale(oldBuf, momentum), g);
+          addState(bufName, buf, oldBuf);
           g = nesterov ? u.add(g, u.scale(buf, momentum)) : buf;
         }
         updated = u.sub(w, u.mul(lrT, g));
@@ -407,27 +421,28 @@ struct NNOptimizerPass : public nn::impl::NNOptimizerBase<NNOptimizerPass> {
         if (decayT != 0)
           w = u.mul(w, u.sub(u.f32(1), u.scale(lrT, decayT)));
         std::string mName = stateName(t.name, "exp_avg"), vName = stateName(t.name, "exp_avg_sq");
-        Value m = u.add(u.scale(zeroState(b, u.loc, mName, type), beta1), u.scale(g, 1 - beta1));
-        Value v = u.add(u.scale(zeroState(b, u.loc, vName, type), beta2),
-                        u.scale(u.mul(g, g), 1 - beta2));
-        addState(mName, m);
-        addState(vName, v);
+        Value oldM = zeroState(b, u.loc, mName, type), oldV = zeroState(b, u.loc, vName, type);
+        Value m = u.add(u.scale(oldM, beta1), u.scale(g, 1 - beta1));
+        Value v = u.add(u.scale(oldV, beta2), u.scale(u.mul(g, g), 1 - beta2));
+        addState(mName, m, oldM);
+        addState(vName, v, oldV);
         Value correction1 = u.sub(u.f32(1), u.pow(u.f32(beta1), step));
         Value correction2 = u.sqrt(u.sub(u.f32(1), u.pow(u.f32(beta2), step)));
         Value stepSize = u.div(rate, correction1);
         Value denom = u.add(u.div(u.sqrt(v), u.like(correction2, v)), u.constant(eps, type.getElementType()));
         updated = u.sub(w, u.mul(u.like(stepSize, w), u.div(m, denom)));
       }
-      addState(t.name, updated);
+      addState(t.name, updated, t.weight);
       for (auto &[copy, flip] : copiesOf.lookup(t.name)) {
-        if (failed(weightNamed(fn, copy)))
+        auto oldCopy = weightNamed(fn, copy);
+        if (failed(oldCopy))
           return failure();
         Value v = updated;
         if (flip)
           v = nn::TransposeOp::create(b, u.loc, ValueRange{updated},
                                       {b.getNamedAttr("perm", b.getDenseI64ArrayAttr({1, 0}))})
                   ->getResult(0);
-        addState(copy, v);
+        addState(copy, v, *oldCopy);
       }
     }
     addState("optimizer.step", step);

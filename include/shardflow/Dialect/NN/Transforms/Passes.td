@@ -352,6 +352,11 @@ def NNOptimizer : Pass<"nn-optimizer", "::mlir::ModuleOp"> {
     None). An initializer embedded as an `nn.constant` becomes an
     `nn.weight` (storage `protobuf`): state, not a constant.
 
+    A step whose loss or gradient norm is not finite (NaN, infinite)
+    leaves the weights and the moments as they were: every new value is
+    `where(finite, new, old)`; only the step counter advances (the
+    runtime stops there, or skips the step with --skip-nonfinite).
+
     The state is persistent: weights are read by `nn.weight`, the
     optimizer's moments (`<name>.exp_avg`, `<name>.exp_avg_sq`,
     `<name>.momentum_buffer`) and the step counter (`optimizer.step`, f32
