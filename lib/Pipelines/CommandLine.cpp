@@ -252,6 +252,11 @@ struct CompilerCLOptions {
              "or its transpose, and train them as one parameter (default on; "
              "reads every float initializer once)"),
     cl::init(true), cl::cat(trainCategory)};
+  cl::opt<double> gradBucketMB{"grad-bucket-mb",
+    cl::desc("Gather the gradients' all-reduces (data parallelism) into "
+             "buckets of at most this many MiB, one collective each (default "
+             "25, as DDP's bucket_cap_mb; 0: one collective per gradient)"),
+    cl::init(25), cl::cat(trainCategory)};
   cl::opt<std::string> compileTo{"compile-to",
     cl::desc("Stop after a phase of the compile and print its IR (the "
              "artifact phase, the default with --target, writes the .shard "
@@ -333,7 +338,7 @@ llvm::Error shardflow::getCompilerCLOptions(DriverOptions &driver, CompileOption
         &o.momentum,     &o.nesterov,    &o.weightDecay, std::addressof(o.betas), &o.eps,
         &o.clipGradNorm, &o.warmupSteps, &o.lrSchedule,  &o.totalSteps, &o.minLr,
         std::addressof(o.noDecay), std::addressof(o.freeze), std::addressof(o.trainable),
-        std::addressof(o.tie),     &o.tieDetection};
+        std::addressof(o.tie),     &o.tieDetection, &o.gradBucketMB};
     for (const cl::Option *flag : trainingFlags)
       if (flag->getNumOccurrences())
         return fail("--" + flag->ArgStr + " needs --train");
@@ -364,6 +369,7 @@ llvm::Error shardflow::getCompilerCLOptions(DriverOptions &driver, CompileOption
   t.trainable.assign(o.trainable.begin(), o.trainable.end());
   t.ties.assign(o.tie.begin(), o.tie.end());
   t.detectTies = o.tieDetection;
+  t.gradBucketMB = o.gradBucketMB;
   if (compile.target != "cuda" && !o.cudaDisable.empty())
     return fail("--cuda-arch, --cuda-path, --cuda-disable and --dump-ptx need --target cuda");
   for (const std::string &feature : o.cudaDisable)

@@ -132,6 +132,8 @@ llvm::Error CompileOptions::verifyTraining() const {
   if (t.schedule != "constant" && t.totalSteps <= t.warmupSteps)
     return fail("--lr-schedule " + t.schedule + " needs --total-steps greater than "
                 "--warmup-steps");
+  if (!(t.gradBucketMB >= 0))
+    return fail("--grad-bucket-mb must be >= 0 (0: no buckets)");
   if (t.minLr < 0 || t.minLr > t.lr)
     return fail("--min-lr must lie in [0, --lr]");
   return llvm::Error::success();

@@ -129,6 +129,12 @@ static void buildRTPhase(OpPassManager &pm, const CompileOptions &o) {
     pm.addNestedPass<func::FuncOp>(nn::createNNSplitFusedProjections(split));
   }
   pm.addPass(createConvertNNToRT());
+  if (o.train.enabled && o.train.gradBucketMB > 0) {
+    // A training step's gradient all-reduces, in buckets (as DDP's).
+    rt::RTBucketAllReducesOptions buckets;
+    buckets.bucketBytes = int64_t(o.train.gradBucketMB * 1024 * 1024);
+    pm.addNestedPass<func::FuncOp>(rt::createRTBucketAllReduces(buckets));
+  }
   if (o.target != "cuda") {
     // Einsums that are matmuls run on the GEMM (cuda-codegen-pipeline, in
     // the gpu phase, runs the same pass first).

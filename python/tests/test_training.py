@@ -474,7 +474,10 @@ def test_sharded_training_equals_single_rank(tmp_path, name, optimizer):
                      if "writable=1" in line and " starts=" in line]
             assert len(split) >= 8, f"{what}: only {len(split)} state buffers are split"
         if "dp=2" in mesh:
-            assert "collective all_reduce" in text, what
+            # The gradients' all-reduces in 25 MiB buckets: a few, not one
+            # per weight.
+            reduces = text.count("collective all_reduce")
+            assert 0 < reduces <= (4 if strategy == "dp" else 40), (what, reduces)
 
 
 def test_labels_out_of_range_are_named(step, tmp_path):

@@ -95,6 +95,9 @@ struct TrainOptions {
   std::vector<std::string> ties;
   /// Look for tied initializers in the ONNX model (--tie-detection).
   bool detectTies = true;
+  /// Gradient all-reduces gathered into buckets of this many MiB
+  /// (rt-bucket-all-reduces; 0: one collective each).
+  double gradBucketMB = 25;
 };
 
 struct CompileOptions {

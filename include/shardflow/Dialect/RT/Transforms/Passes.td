@@ -47,4 +47,23 @@ def RTEinsumToMatmul : Pass<"rt-einsum-to-matmul", "::mlir::func::FuncOp"> {
   }];
 }
 
+def RTBucketAllReduces : Pass<"rt-bucket-all-reduces", "::mlir::func::FuncOp"> {
+  let summary = "Reduce several buffers in one all-reduce (gradient buckets)";
+  let description = [{
+    A data-parallel training step all-reduces every weight's gradient over
+    dp, each as soon as the backward has it: many small collectives, each
+    paying the network's latency. As PyTorch's DDP does, this pass gathers
+    all-reduces of the same rank groups, reduction and element type, in
+    program order, into buckets of at most `bucket-bytes`: each bucket's
+    inputs are concatenated (viewed as 1-D) into one buffer, reduced by one
+    `rt.all_reduce`, and split back into the original outputs. A bucket is
+    issued where its last member was, or earlier, before the first op that
+    reads a member's result. Buckets of one all-reduce stay as they were.
+  }];
+  let options = [
+    Option<"bucketBytes", "bucket-bytes", "int64_t", /*default=*/"26214400",
+           "The largest bucket, in bytes (default 25 MiB, as DDP's bucket_cap_mb)">,
+  ];
+}
+
 #endif // SHARDFLOW_DIALECT_RT_TRANSFORMS_PASSES_TD
