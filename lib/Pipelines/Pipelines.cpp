@@ -45,6 +45,8 @@ static void addShardingSeeds(OpPassManager &pm, const CompileOptions &o) {
   annotate.strategy = o.strategy;
   annotate.dpAxis = o.dpAxis;
   annotate.tpAxis = o.tpAxis;
+  // A training step's weights are state, one buffer per initializer.
+  annotate.wholeInitializers = o.train.enabled;
   pm.addPass(dist::createDistAnnotate(annotate));
 }
 

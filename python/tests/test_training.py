@@ -418,7 +418,7 @@ def _encoder_batches(export, count, seed=0):
     return data
 
 
-def _run_config(export, tmp, flags, data, mesh=None, strategy=None, ranks=1):
+def _run_config(export, tmp, flags, data, mesh=None, strategy=None, ranks=1, steps=5):
     import shutil
     artifact = tmp / f"{strategy or 'single'}-{ranks}.shard"
     extra = ["--mesh", mesh, "--strategy", strategy] if mesh else []
@@ -431,8 +431,8 @@ def _run_config(export, tmp, flags, data, mesh=None, strategy=None, ranks=1):
     if ranks > 1 and os.geteuid() == 0:
         env = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
     out = subprocess.run([*launcher, str(toolchain.tool("shard-run")), str(artifact), "--data",
-                          str(tmp / "data.npz"), "--steps", "5", "--log", f"{artifact}.jsonl",
-                          "--save-weights", f"{artifact}.npz"],
+                          str(tmp / "data.npz"), "--steps", str(steps), "--log",
+                          f"{artifact}.jsonl", "--save-weights", f"{artifact}.npz"],
                          capture_output=True, text=True, timeout=600, env=env)
     assert out.returncode == 0, out.stderr
     log = [json.loads(line) for line in open(f"{artifact}.jsonl")]
@@ -597,3 +597,42 @@ def test_cuda_training_equals_cpu(tmp_path, name, optimizer, mesh):
     assert set(cuda) == set(cpu)
     assert _relative_l2(cuda, {k: v.astype(np.float64) for k, v in cpu.items()}, list(cpu)) \
         < tolerance
+
+
+# Every two-layer real export trains, sharded as on one rank. CI runs the
+# exports that stress the most (softcapping, packed projections of uneven
+# parts, an encoder-decoder, a vision model, experts); all of them with
+# SHARDFLOW_TRAINING_EXPORTS=all (measured 2026-11-28: 30 of 30, losses
+# within 2.2e-6 and weights within 9.7e-7 relative L2 of one rank, gemma2
+# the farthest).
+ENCODER_FAMILIES = ("bert", "roberta", "distilbert", "vit", "t5-encoder")
+ALL_TRAINING_EXPORTS = [n for n in real_exports.export_names()
+                        if "8l" not in n and "minilm" not in n]
+TRAINING_EXPORTS = (ALL_TRAINING_EXPORTS
+                    if __import__("os").environ.get("SHARDFLOW_TRAINING_EXPORTS") == "all"
+                    else ["gemma2-dynamo", "llama-genai", "phi3-torchscript", "t5-dynamo",
+                          "vit-dynamo", "mixtral-torchscript"])
+
+
+@pytest.mark.parametrize("name", TRAINING_EXPORTS)
+def test_every_export_trains_sharded_as_on_one_rank(tmp_path, name):
+    """Three SGD steps on one rank, dp=2, tp=2 (megatron) and dp=2 x tp=2
+    (megatron-sp): losses within 1e-5 relative, weights within 1e-5
+    relative L2, the loss going down."""
+    export = real_exports.load(name)
+    for f in export.folder.iterdir():
+        (tmp_path / f.name).symlink_to(f)
+    encoder = name.startswith(ENCODER_FAMILIES)
+    data = _encoder_batches(export, 2) if encoder else _batches(export, 2)
+    np.savez(tmp_path / "data.npz", **data)
+    flags = ["--loss", "mse" if encoder else "cross-entropy", "--optimizer", "sgd", "--lr", "0.1"]
+    _, base_log, base = _run_config(export, tmp_path, flags, data, steps=3)
+    assert base_log[-1]["loss"] < base_log[0]["loss"], base_log
+    for mesh, strategy, ranks in [("dp=2", "dp", 2), ("tp=2", "megatron", 2),
+                                  ("dp=2,tp=2", "megatron-sp", 4)]:
+        _, log, weights = _run_config(export, tmp_path, flags, data, mesh, strategy, ranks,
+                                      steps=3)
+        for a, b in zip(base_log, log):
+            assert abs(a["loss"] - b["loss"]) <= 1e-5 * abs(a["loss"]), (strategy, a, b)
+        assert _relative_l2(weights, {k: v.astype(np.float64) for k, v in base.items()},
+                            list(base)) < 1e-5, strategy

@@ -122,7 +122,7 @@ struct Annotator {
 
   LogicalResult seedFromSpec(StringRef entry);
   void seedBatch();
-  LogicalResult seedMegatron(bool sequence);
+  LogicalResult seedMegatron(bool sequence, bool wholeInitializers);
   void seedVocabulary(ArrayRef<Linear> linears,
                       const llvm::DenseSet<Operation *> &columnParallel,
                       const llvm::DenseSet<Operation *> &rowParallel);
@@ -370,12 +370,13 @@ std::optional<Linear> asLinear(Operation *op) {
   return std::nullopt;
 }
 
-LogicalResult Annotator::seedMegatron(bool sequence) {
+LogicalResult Annotator::seedMegatron(bool sequence, bool wholeInitializers) {
   MLIRContext *ctx = module.getContext();
   int64_t tp = mesh.axisSize(tpAxis);
   StringAttr tpName = StringAttr::get(ctx, tpAxis);
   unfuseSplitProjections(module);
-  unfuseSlicedProjections(module);
+  if (!wholeInitializers)
+    unfuseSlicedProjections(module);
   SmallVector<Linear> linears;
   module.walk([&](Operation *op) {
     if (auto l = asLinear(op))
@@ -704,7 +705,8 @@ struct DistAnnotatePass : public shardflow::dist::impl::DistAnnotateBase<DistAnn
     }
     if (hasDp)
       a.seedBatch();
-    if (strategy != "dp" && failed(a.seedMegatron(strategy == "megatron-sp")))
+    if (strategy != "dp" &&
+        failed(a.seedMegatron(strategy == "megatron-sp", wholeInitializers)))
       return signalPassFailure();
   }
 };

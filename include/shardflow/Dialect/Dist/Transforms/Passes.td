@@ -35,6 +35,10 @@ def DistAnnotate : Pass<"dist-annotate", "::mlir::ModuleOp"> {
            "Mesh axis for data parallelism">,
     Option<"tpAxis", "tp-axis", "std::string", /*default=*/"\"tp\"",
            "Mesh axis for tensor (and sequence) parallelism">,
+    Option<"wholeInitializers", "whole-initializers", "bool", /*default=*/"false",
+           "Never read an initializer as blocks (a training step's weights are "
+           "state, one buffer each): a projection packed with uneven parts "
+           "stays one product">,
   ];
   let dependentDialects = ["::shardflow::dist::DistDialect"];
 }
