@@ -636,3 +636,41 @@ def test_every_export_trains_sharded_as_on_one_rank(tmp_path, name):
             assert abs(a["loss"] - b["loss"]) <= 1e-5 * abs(a["loss"]), (strategy, a, b)
         assert _relative_l2(weights, {k: v.astype(np.float64) for k, v in base.items()},
                             list(base)) < 1e-5, strategy
+
+
+def test_a_loss_the_model_computes(tmp_path):
+    """--loss output:NAME trains on a scalar the model returns (here an
+    exported SoftmaxCrossEntropyLoss), its labels an input of the model:
+    one SGD step against the softmax cross-entropy gradient written out in
+    numpy."""
+    from onnx import TensorProto, helper
+    rng = np.random.default_rng(3)
+    w0 = rng.standard_normal((3, 5)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["logits"]),
+         helper.make_node("SoftmaxCrossEntropyLoss", ["logits", "y"], ["loss"],
+                          reduction="mean")],
+        "ce", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 3]),
+               helper.make_tensor_value_info("y", TensorProto.INT64, [4])],
+        [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])],
+        [numpy_helper.from_array(w0, "w")])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]),
+              str(tmp_path / "m.onnx"))
+    x = rng.standard_normal((1, 4, 3)).astype(np.float32)
+    y = np.array([[0, 4, 2, 1]], np.int64)
+    np.savez(tmp_path / "data.npz", x=x, y=y)
+    _shard_opt(tmp_path / "m.onnx", "--train", "--loss", "output:loss", "--optimizer", "sgd",
+               "--lr", "0.5", "--target", "cpu", "-o", tmp_path / "m.shard")
+    _shard_run(tmp_path / "m.shard", "--data", tmp_path / "data.npz", "--steps", 1,
+               "--save-weights", tmp_path / "w.npz", "--log", tmp_path / "log.jsonl")
+    logits = x[0].astype(np.float64) @ w0
+    p = np.exp(logits - logits.max(1, keepdims=True))
+    p /= p.sum(1, keepdims=True)
+    loss = -np.log(p[np.arange(4), y[0]]).mean()
+    p[np.arange(4), y[0]] -= 1
+    grad = x[0].T.astype(np.float64) @ p / 4
+    log = json.loads((tmp_path / "log.jsonl").read_text().splitlines()[0])
+    assert abs(log["loss"] - loss) <= 1e-5 * loss
+    assert abs(log["grad_norm"] - np.linalg.norm(grad)) <= 1e-5 * np.linalg.norm(grad)
+    with np.load(tmp_path / "w.npz") as w:
+        np.testing.assert_allclose(w["w"], w0 - 0.5 * grad, rtol=1e-5, atol=1e-6)
