@@ -10,13 +10,17 @@ gives a handler while it traces the graph once (which needs
 `jaxort_only_allow_initializers_as_static_args` off, as train_reference.py
 sets it), so a model converted here is fixed to those values.
 
-Every handler is checked against onnxruntime on ONNX's backend node tests
-by `train_reference.py --check-handlers` (results in README.md).
+Added: LayerNormalization, GatherND, IsNaN, Greater, GreaterOrEqual, Gelu,
+CumSum, Tile; replaced: Softmax (the same values, but a zero gradient for
+a row of -inf scores instead of NaN; see there). Every one is checked
+against onnxruntime on ONNX's backend node tests, and its gradient against
+central differences, by `train_reference.py --check-handlers` (results in
+README.md).
 """
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from typing import Sequence
 
 import jax
 import numpy as np
@@ -78,7 +82,7 @@ def _make_layer_norm(node: OnnxNode, inputs):
     stash_dtype = onnx_utils.tensor_dtype_to_jnp_dtype(stash)
     axis = int(node.attrs.get("axis", -1))
     epsilon = float(node.attrs.get("epsilon", 1e-5))
-    n_outputs = len([o for o in node.outputs])
+    n_outputs = len(node.outputs)
 
     def fn(*args):
         x = args[0]

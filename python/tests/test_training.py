@@ -674,3 +674,47 @@ def test_a_loss_the_model_computes(tmp_path):
     assert abs(log["grad_norm"] - np.linalg.norm(grad)) <= 1e-5 * np.linalg.norm(grad)
     with np.load(tmp_path / "w.npz") as w:
         np.testing.assert_allclose(w["w"], w0 - 0.5 * grad, rtol=1e-5, atol=1e-6)
+
+
+# --------------------------------------------------------------------------
+# Against JAX: python/testbed/train_reference.py (its own venv, run by hand)
+# trained these exports for five steps with jax.grad through the ONNX graph
+# (jaxonnxruntime, in float64) and optax, and stored the flags, the data,
+# every step's loss and gradient norm, and the final weights
+# (test/real-exports/<name>/train-reference-{adamw,sgd}.npz).
+# --------------------------------------------------------------------------
+
+REFERENCES = sorted(real_exports.EXPORTS_DIR.glob("*/train-reference-*.npz"))
+
+
+@pytest.mark.parametrize("reference", REFERENCES,
+                         ids=[f"{p.parent.name}-{p.stem.split('-')[-1]}" for p in REFERENCES])
+def test_training_matches_jax(tmp_path, reference):
+    """Every step's loss and gradient norm within 1e-4 relative of JAX's,
+    the final weights within 1e-3 relative L2 (the weights having moved
+    more than 0.1 relative L2 in the reference)."""
+    export = real_exports.load(reference.parent.name)
+    for f in export.folder.iterdir():
+        (tmp_path / f.name).symlink_to(f)
+    with np.load(reference) as ref:
+        flags = [str(f) for f in ref["flags"]]
+        data = {k[len("data."):]: ref[k] for k in ref.files if k.startswith("data.")}
+        losses, norms = ref["loss"], ref["grad_norm"]
+        final = {k[len("weight."):]: ref[k].astype(np.float64) for k in ref.files
+                 if k.startswith("weight.")}
+    np.savez(tmp_path / "data.npz", **data)
+    _shard_opt(tmp_path / "model.onnx", *export.shape_flags(tmp_path), *flags, "--target", "cpu",
+               "-o", tmp_path / "step.shard")
+    _shard_run(tmp_path / "step.shard", "--data", tmp_path / "data.npz", "--steps", len(losses),
+               "--log", tmp_path / "log.jsonl", "--save-weights", tmp_path / "w.npz")
+    log = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
+    for e, loss, norm in zip(log, losses, norms):
+        assert abs(e["loss"] - loss) <= 1e-4 * abs(loss), (e, loss)
+        assert abs(e["grad_norm"] - norm) <= 1e-4 * norm, (e, norm)
+    with np.load(tmp_path / "w.npz") as w:
+        ours = {k: w[k] for k in w.files}
+    assert set(ours) == set(final)
+    assert _relative_l2(ours, final, list(final)) < 1e-3
+    initial = {t.name: numpy_helper.to_array(t).astype(np.float64)
+               for t in onnx.load(str(export.model)).graph.initializer if t.name in final}
+    assert _relative_l2(initial, final, list(final)) > 0.1
