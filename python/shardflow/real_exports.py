@@ -93,17 +93,7 @@ class Export:
             return {k: d[k] for k in d.files}
 
     def shape_flags(self, tmp: Path) -> list[str]:
-        """--input-shape for every input; --input-value for the scalars (a
-        total sequence length the program is compiled for)."""
-        flags = []
-        for name, value in self.inputs().items():
-            if value.ndim == 0:
-                path = tmp / f"{name}.npy"
-                np.save(path, value)
-                flags += ["--input-value", f"{name}={path}"]
-            else:
-                flags += ["--input-shape", f"{name}={','.join(map(str, value.shape))}"]
-        return flags
+        return shape_flags(self.inputs(), tmp)
 
     def attention_blocks(self) -> int:
         """The model's attention blocks: one per layer, and for an
@@ -128,6 +118,20 @@ class Export:
             if hits:
                 out[init] = "+".join(hits)
         return out
+
+
+def shape_flags(inputs: dict[str, np.ndarray], tmp: Path) -> list[str]:
+    """--input-shape for every input; --input-value for the scalars (a
+    total sequence length the program is compiled for), written to tmp."""
+    flags = []
+    for name, value in inputs.items():
+        if value.ndim == 0:
+            path = tmp / f"{name}.npy"
+            np.save(path, value)
+            flags += ["--input-value", f"{name}={path}"]
+        else:
+            flags += ["--input-shape", f"{name}={','.join(map(str, value.shape))}"]
+    return flags
 
 
 def load(name: str) -> Export:

@@ -392,17 +392,10 @@ def run_tool(cmd: list, retries: int = 4) -> subprocess.CompletedProcess:
 
 
 def shape_flags(inputs: dict, tmp: Path) -> list[str]:
-    """As python/shardflow/real_exports.py's Export.shape_flags."""
-    import numpy as np
-    flags = []
-    for name, value in inputs.items():
-        if value.ndim == 0:
-            path = tmp / f"{name}.npy"
-            np.save(path, value)
-            flags += ["--input-value", f"{name}={path}"]
-        else:
-            flags += ["--input-shape", f"{name}={','.join(map(str, value.shape))}"]
-    return flags
+    """The flags the tests compile the export with (shardflow.real_exports)."""
+    sys.path.insert(0, str(ROOT / "python"))
+    from shardflow import real_exports
+    return real_exports.shape_flags(inputs, tmp)
 
 
 def compile_step(build: Path, name: str, inputs: dict, flags: list[str], tmp: Path) -> Path:

@@ -177,19 +177,25 @@ shardflow::importONNXBuffer(MLIRContext *context, StringRef bytes,
   return importer.run();
 }
 
-LogicalResult shardflow::readInitializerBytes(MLIRContext *context,
-                                              StringRef path,
-                                              ArrayRef<std::string> names,
-                                              llvm::StringMap<std::string> &out) {
+/// The model in `path` (binary or text), for reading its initializers.
+static LogicalResult readModelFile(MLIRContext *context, StringRef path,
+                                   onnx::ModelProto &model) {
   registerImportDialects(*context);
   auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
                                             /*RequiresNullTerminator=*/false);
   if (!buffer)
     return emitError(FileLineColLoc::get(context, path, 0, 0))
            << "cannot open '" << path << "': " << buffer.getError().message();
-  onnx::ModelProto model;
   bool text = false;
-  if (failed(parseModel(context, (*buffer)->getBuffer(), path, model, text)))
+  return parseModel(context, (*buffer)->getBuffer(), path, model, text);
+}
+
+LogicalResult shardflow::readInitializerBytes(MLIRContext *context,
+                                              StringRef path,
+                                              ArrayRef<std::string> names,
+                                              llvm::StringMap<std::string> &out) {
+  onnx::ModelProto model;
+  if (failed(readModelFile(context, path, model)))
     return failure();
   ONNXImportOptions options;
   GraphImporter importer(context, model, path, StringRef(), options);
@@ -214,15 +220,8 @@ LogicalResult shardflow::readInitializerBytes(MLIRContext *context,
 FailureOr<std::vector<std::string>>
 shardflow::findTiedInitializers(MLIRContext *context, StringRef path,
                                 ArrayRef<std::string> names) {
-  registerImportDialects(*context);
-  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
-                                            /*RequiresNullTerminator=*/false);
-  if (!buffer)
-    return emitError(FileLineColLoc::get(context, path, 0, 0))
-           << "cannot open '" << path << "': " << buffer.getError().message();
   onnx::ModelProto model;
-  bool text = false;
-  if (failed(parseModel(context, (*buffer)->getBuffer(), path, model, text)))
+  if (failed(readModelFile(context, path, model)))
     return failure();
   ONNXImportOptions options;
   GraphImporter importer(context, model, path, StringRef(), options);
