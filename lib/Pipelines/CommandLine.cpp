@@ -257,6 +257,14 @@ struct CompilerCLOptions {
              "buckets of at most this many MiB, one collective each (default "
              "25, as DDP's bucket_cap_mb; 0: one collective per gradient)"),
     cl::init(25), cl::cat(trainCategory)};
+  cl::opt<int64_t> microbatches{"microbatches",
+    cl::desc("Gradient accumulation: run each rank's batch as M "
+             "micro-batches of batch/M, one after another, and sum their "
+             "gradients before the update (only one micro-batch's activations "
+             "live at a time); M must divide every input's per-rank batch "
+             "(dimension 0). The loss and the update equal those of the whole "
+             "batch"),
+    cl::value_desc("M"), cl::init(1), cl::cat(trainCategory)};
   cl::opt<std::string> compileTo{"compile-to",
     cl::desc("Stop after a phase of the compile and print its IR (the "
              "artifact phase, the default with --target, writes the .shard "
@@ -338,7 +346,7 @@ llvm::Error shardflow::getCompilerCLOptions(DriverOptions &driver, CompileOption
         &o.momentum,     &o.nesterov,    &o.weightDecay, std::addressof(o.betas), &o.eps,
         &o.clipGradNorm, &o.warmupSteps, &o.lrSchedule,  &o.totalSteps, &o.minLr,
         std::addressof(o.noDecay), std::addressof(o.freeze), std::addressof(o.trainable),
-        std::addressof(o.tie),     &o.tieDetection, &o.gradBucketMB};
+        std::addressof(o.tie),     &o.tieDetection, &o.gradBucketMB, &o.microbatches};
     for (const cl::Option *flag : trainingFlags)
       if (flag->getNumOccurrences())
         return fail("--" + flag->ArgStr + " needs --train");
@@ -370,6 +378,7 @@ llvm::Error shardflow::getCompilerCLOptions(DriverOptions &driver, CompileOption
   t.ties.assign(o.tie.begin(), o.tie.end());
   t.detectTies = o.tieDetection;
   t.gradBucketMB = o.gradBucketMB;
+  t.microbatches = o.microbatches;
   if (compile.target != "cuda" && !o.cudaDisable.empty())
     return fail("--cuda-arch, --cuda-path, --cuda-disable and --dump-ptx need --target cuda");
   for (const std::string &feature : o.cudaDisable)

@@ -134,6 +134,8 @@ llvm::Error CompileOptions::verifyTraining() const {
                 "--warmup-steps");
   if (!(t.gradBucketMB >= 0))
     return fail("--grad-bucket-mb must be >= 0 (0: no buckets)");
+  if (t.microbatches < 1)
+    return fail("--microbatches must be >= 1");
   if (t.minLr < 0 || t.minLr > t.lr)
     return fail("--min-lr must lie in [0, --lr]");
   return llvm::Error::success();
@@ -158,6 +160,9 @@ llvm::Error shardflow::resolveForModule(CompileOptions &options, ModuleOp module
   if (!options.shardingRequested() && module.getOps<dist::MeshOp>().empty())
     return llvm::Error::success();
   if (isPartitioned(module)) {
+    if (options.train.enabled && options.train.microbatches > 1)
+      return fail("--microbatches applies to global programs; this one is already "
+                  "partitioned (it has dist collectives or sliced weights)");
     if (options.shardingRequested())
       return fail("the program is already partitioned (it has dist collectives or sliced "
                   "weights); --mesh, --shard and --strategy apply to global programs");

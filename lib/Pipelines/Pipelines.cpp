@@ -47,6 +47,8 @@ static void addShardingSeeds(OpPassManager &pm, const CompileOptions &o) {
   annotate.tpAxis = o.tpAxis;
   // A training step's weights are state, one buffer per initializer.
   annotate.wholeInitializers = o.train.enabled;
+  if (o.train.enabled)
+    annotate.microbatches = o.train.microbatches;
   pm.addPass(dist::createDistAnnotate(annotate));
 }
 
@@ -56,8 +58,9 @@ static void buildTrainPhase(OpPassManager &pm, const CompileOptions &o) {
     return;
   // The presets find their patterns (linear layers, norms) in the forward
   // program: its seeds are placed before the backward exists, and
-  // propagation carries them through both.
-  if (o.sharding)
+  // propagation carries them through both. Micro-batches are a mesh axis
+  // too (dist-unroll-microbatches runs it one coordinate at a time).
+  if (o.partitions())
     addShardingSeeds(pm, o);
   std::string loss = "loss";
   if (StringRef(t.loss).starts_with("output:")) {
@@ -95,7 +98,7 @@ static void buildTrainPhase(OpPassManager &pm, const CompileOptions &o) {
 }
 
 static void buildShardedPhase(OpPassManager &pm, const CompileOptions &o) {
-  if (!o.sharding)
+  if (!o.partitions())
     return;
   if (!o.train.enabled) // a training step is seeded in phase train
     addShardingSeeds(pm, o);
@@ -105,11 +108,13 @@ static void buildShardedPhase(OpPassManager &pm, const CompileOptions &o) {
 }
 
 static void buildPartitionedPhase(OpPassManager &pm, const CompileOptions &o) {
-  if (o.sharding) {
+  if (o.partitions()) {
     dist::DistInsertReshardsOptions reshards;
     reshards.explain = o.explainSharding;
     pm.addPass(dist::createDistInsertReshards(reshards));
     pm.addPass(dist::createDistPartition());
+    if (o.train.enabled && o.train.microbatches > 1)
+      pm.addPass(dist::createDistUnrollMicrobatches());
   }
   if (o.computeType != "f32") {
     nn::NNConvertFloatTypeOptions precision;

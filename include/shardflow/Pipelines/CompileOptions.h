@@ -98,6 +98,9 @@ struct TrainOptions {
   /// Gradient all-reduces gathered into buckets of this many MiB
   /// (rt-bucket-all-reduces; 0: one collective each).
   double gradBucketMB = 25;
+  /// Gradient accumulation: each rank's batch runs as this many
+  /// micro-batches, one after another (dist-unroll-microbatches).
+  int64_t microbatches = 1;
 };
 
 struct CompileOptions {
@@ -151,6 +154,10 @@ struct CompileOptions {
     return target == "cuda" ||
            (!target.empty() && llvm::StringRef(strategy).starts_with("megatron"));
   }
+  /// Whether the dist passes run: sharding, or micro-batches (an axis of
+  /// their own that dist-unroll-microbatches runs one after another).
+  bool partitions() const { return sharding || (train.enabled && train.microbatches > 1); }
+
   /// Whether any option asks for sharding.
   bool shardingRequested() const {
     return !mesh.empty() || !shard.empty() || !strategy.empty();

@@ -122,6 +122,7 @@ struct Annotator {
 
   LogicalResult seedFromSpec(StringRef entry);
   void seedBatch();
+  LogicalResult seedMicrobatches(StringRef axis);
   LogicalResult seedMegatron(bool sequence, bool wholeInitializers);
   void seedVocabulary(ArrayRef<Linear> linears,
                       const llvm::DenseSet<Operation *> &columnParallel,
@@ -199,6 +200,55 @@ void Annotator::seedBatch() {
       seed(arg, makeSeed(ctx, mesh, dims), kBatchPriority, "--strategy dp (batch)");
     }
   });
+}
+
+/// Dimension 0 of every graph input split over `axis` as well, innermost:
+/// coordinate k along it holds micro-batch k of the batch the other axes
+/// give a rank. An input whose dimension 0 has size 1 is shared by all.
+LogicalResult Annotator::seedMicrobatches(StringRef axis) {
+  MLIRContext *ctx = module.getContext();
+  int64_t m = mesh.axisSize(axis);
+  WalkResult walk = module.walk([&](func::FuncOp fn) {
+    for (BlockArgument arg : fn.getArguments()) {
+      auto type = dyn_cast<RankedTensorType>(arg.getType());
+      if (!type || type.getRank() == 0 || type.getDimSize(0) == 1)
+        continue;
+      unsigned i = arg.getArgNumber();
+      auto name = fn.getArgAttrOfType<StringAttr>(i, "nn.name");
+      auto existing = fn.getArgAttrOfType<ShardingAttr>(i, kShardingAttr);
+      Layout layout = existing ? Layout::of(existing) : Layout::replicated(type.getRank());
+      int64_t ranks = mesh.groupSize(layout.dims[0]);
+      if (type.getDimSize(0) % (ranks * m) != 0) {
+        auto diag = fn.emitError("--microbatches ")
+                    << m << ": graph input '" << (name ? name.getValue() : "?")
+                    << "' has a batch (dimension 0) of " << type.getDimSize(0);
+        if (ranks > 1)
+          diag << ", " << type.getDimSize(0) / ranks << " per rank of "
+               << axesText(layout.dims[0]);
+        diag << ", which does not split into " << m << " micro-batches";
+        return WalkResult::interrupt();
+      }
+      if (!existing) {
+        SmallVector<AxisList> dims(type.getRank());
+        dims[0].push_back(StringAttr::get(ctx, axis));
+        seed(arg, makeSeed(ctx, mesh, dims), kBatchPriority, "--microbatches");
+        continue;
+      }
+      // Keep the seed's other dimensions, openness and priority.
+      SmallVector<DimShardingAttr> dims(existing.getDims());
+      AxisList axes(dims[0].getAxes());
+      axes.push_back(StringAttr::get(ctx, axis));
+      dims[0] = DimShardingAttr::get(ctx, axes, dims[0].getOpen());
+      fn.setArgAttr(i, kShardingAttr,
+                    ShardingAttr::get(ctx, existing.getMesh(), dims, existing.getReplicated(),
+                                      existing.getUnreduced()));
+      if (auto origin = fn.getArgAttrOfType<StringAttr>(i, "dist.origin"))
+        fn.setArgAttr(i, "dist.origin",
+                      StringAttr::get(ctx, origin.getValue() + ", --microbatches"));
+    }
+    return WalkResult::advance();
+  });
+  return failure(walk.wasInterrupted());
 }
 
 /// The 2-D weight a linear layer multiplies by, with whether its output
@@ -661,53 +711,90 @@ void Annotator::seedVocabulary(ArrayRef<Linear> linears,
 
 struct DistAnnotatePass : public shardflow::dist::impl::DistAnnotateBase<DistAnnotatePass> {
   using DistAnnotateBase::DistAnnotateBase;
+
+  static constexpr StringLiteral kMicrobatchAxis = "microbatch";
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    if (microbatches < 1) {
+      module.emitError("dist-annotate: microbatches must be >= 1, got ") << microbatches;
+      return signalPassFailure();
+    }
+    FailureOr<MeshOp> mesh = findOrCreateMesh(module);
+    if (failed(mesh))
+      return signalPassFailure();
+    Annotator a{module, *mesh, dpAxis, tpAxis};
+    for (const std::string &entry : shard)
+      if (failed(a.seedFromSpec(entry)))
+        return signalPassFailure();
+    if (failed(applyStrategy(a)))
+      return signalPassFailure();
+    if (microbatches > 1 && failed(a.seedMicrobatches(kMicrobatchAxis)))
+      return signalPassFailure();
+  }
+
+  /// The mesh of `mesh_` or of the program, with the micro-batch axis
+  /// last when there are micro-batches.
+  FailureOr<MeshOp> findOrCreateMesh(ModuleOp module) {
     auto meshes = llvm::to_vector(module.getOps<MeshOp>());
+    std::string spec = mesh_;
+    if (!spec.empty() && !meshes.empty()) {
+      module.emitError("--mesh given, but the program already has dist.mesh @")
+          << meshes.front().getSymName();
+      return failure();
+    }
+    // A single rank's micro-batches: a mesh of the micro-batch axis alone.
+    bool microbatchMeshOnly = microbatches > 1 && spec.empty() && meshes.empty();
+    if (microbatchMeshOnly)
+      spec = (kMicrobatchAxis + "=" + Twine(int64_t(microbatches))).str();
     MeshOp mesh;
-    if (!mesh_.empty()) {
-      if (!meshes.empty()) {
-        module.emitError("--mesh given, but the program already has dist.mesh @")
-            << meshes.front().getSymName();
-        return signalPassFailure();
-      }
-      auto created = createMesh(module, mesh_);
+    if (!spec.empty()) {
+      auto created = createMesh(module, spec);
       if (failed(created))
-        return signalPassFailure();
+        return failure();
       mesh = *created;
     } else {
       mesh = getModuleMesh(module);
       if (!mesh)
-        return signalPassFailure();
+        return failure();
     }
-    Annotator a{module, mesh, dpAxis, tpAxis};
-    for (const std::string &entry : shard)
-      if (failed(a.seedFromSpec(entry)))
-        return signalPassFailure();
+    if (microbatches <= 1 || microbatchMeshOnly)
+      return mesh;
+    if (mesh.axisIndex(kMicrobatchAxis) >= 0) {
+      mesh.emitError("the mesh axis name '")
+          << kMicrobatchAxis << "' is --microbatches' own; name the axis otherwise";
+      return failure();
+    }
+    SmallVector<Attribute> names(mesh.getAxisNames().getValue());
+    SmallVector<int64_t> sizes(mesh.getAxisSizes());
+    names.push_back(StringAttr::get(module.getContext(), kMicrobatchAxis));
+    sizes.push_back(microbatches);
+    Builder b(module.getContext());
+    mesh.setAxisNamesAttr(b.getArrayAttr(names));
+    mesh.setAxisSizesAttr(b.getDenseI64ArrayAttr(sizes));
+    return mesh;
+  }
+
+  LogicalResult applyStrategy(Annotator &a) {
+    ModuleOp module = a.module;
     if (strategy.empty())
-      return;
-    if (strategy != "dp" && strategy != "megatron" && strategy != "megatron-sp") {
-      module.emitError("--strategy must be dp, megatron or megatron-sp, got '")
-          << strategy << "'";
-      return signalPassFailure();
-    }
-    bool hasDp = mesh.axisIndex(dpAxis) >= 0, hasTp = mesh.axisIndex(tpAxis) >= 0;
-    if (strategy == "dp" && !hasDp) {
-      module.emitError("--strategy dp needs a mesh axis named '")
-          << dpAxis.getValue() << "' (or set --dp-axis)";
-      return signalPassFailure();
-    }
-    if (strategy != "dp" && !hasTp) {
-      module.emitError("--strategy ")
-          << strategy.getValue() << " needs a mesh axis named '" << tpAxis.getValue()
-          << "' (or set --tp-axis)";
-      return signalPassFailure();
-    }
+      return success();
+    if (strategy != "dp" && strategy != "megatron" && strategy != "megatron-sp")
+      return module.emitError("--strategy must be dp, megatron or megatron-sp, got '")
+             << strategy << "'";
+    bool hasDp = a.mesh.axisIndex(dpAxis) >= 0, hasTp = a.mesh.axisIndex(tpAxis) >= 0;
+    if (strategy == "dp" && !hasDp)
+      return module.emitError("--strategy dp needs a mesh axis named '")
+             << dpAxis.getValue() << "' (or set --dp-axis)";
+    if (strategy != "dp" && !hasTp)
+      return module.emitError("--strategy ")
+             << strategy.getValue() << " needs a mesh axis named '" << tpAxis.getValue()
+             << "' (or set --tp-axis)";
     if (hasDp)
       a.seedBatch();
-    if (strategy != "dp" &&
-        failed(a.seedMegatron(strategy == "megatron-sp", wholeInitializers)))
-      return signalPassFailure();
+    if (strategy != "dp")
+      return a.seedMegatron(strategy == "megatron-sp", wholeInitializers);
+    return success();
   }
 };
 

@@ -23,6 +23,12 @@ def DistAnnotate : Pass<"dist-annotate", "::mlir::ModuleOp"> {
       sequence dimension of the norm and dropout regions between them.
     Seeds from `shard` and from annotations already in the IR outrank the
     strategy's.
+
+    With `microbatches` M > 1 the mesh gets a last axis `microbatch` of
+    size M, and dimension 0 of every graph input is split over it too,
+    innermost (after `dp`): mesh coordinate k along it holds micro-batch k
+    of its data-parallel rank's batch. dist-unroll-microbatches later turns
+    that axis into M copies of the per-rank program run one after another.
   }];
   let options = [
     Option<"mesh_", "mesh", "std::string", /*default=*/"\"\"",
@@ -39,6 +45,9 @@ def DistAnnotate : Pass<"dist-annotate", "::mlir::ModuleOp"> {
            "Never read an initializer as blocks (a training step's weights are "
            "state, one buffer each): a projection packed with uneven parts "
            "stays one product">,
+    Option<"microbatches", "microbatches", "int64_t", /*default=*/"1",
+           "Split every graph input's dimension 0 into this many micro-batches "
+           "(a mesh axis `microbatch`)">,
   ];
   let dependentDialects = ["::shardflow::dist::DistDialect"];
 }
@@ -101,6 +110,37 @@ def DistPartition : Pass<"dist-partition", "::mlir::ModuleOp"> {
     added to all_slice.
   }];
   let dependentDialects = ["::shardflow::dist::DistDialect"];
+}
+
+def DistUnrollMicrobatches : Pass<"dist-unroll-microbatches", "::mlir::ModuleOp"> {
+  let summary = "Run a mesh axis's ranks one after another on one rank";
+  let description = [{
+    Runs after dist-partition on the per-rank program of a mesh with the
+    axis `axis` (dist-annotate's `microbatch`): the ranks along that axis
+    become copies of the program on one rank, and the axis leaves the mesh.
+
+    A value is uniform when it is the same on every rank along the axis
+    (weights, optimizer state, what is computed from them alone, what a
+    collective over the axis returns) and varying otherwise; each op with a
+    varying operand is cloned once per coordinate. Collectives over the
+    axis become arithmetic on the copies: `all_reduce` sums them (or takes
+    their max, min, product) and reduces over the other axes once;
+    `all_gather` concatenates; `reduce_scatter` sums, then each copy keeps
+    its block; `all_slice` gives copy k static block k. The ops are then
+    ordered copy by copy, each with what it needs first, so that one
+    micro-batch's activations are dead before the next one's forward
+    starts; the sums over copies accumulate as they come.
+
+    Per-rank attributes (weight slice starts, gather row starts) keep the
+    values of coordinate 0 along the axis and must not differ along it.
+    `all_to_all`, `collective_permute`, `send` and `recv` over the axis are
+    errors.
+  }];
+  let options = [
+    Option<"axis", "axis", "std::string", /*default=*/"\"microbatch\"",
+           "The mesh axis to unroll">,
+  ];
+  let dependentDialects = ["::shardflow::nn::NNDialect"];
 }
 
 #endif // SHARDFLOW_DIALECT_DIST_TRANSFORMS_PASSES_TD
