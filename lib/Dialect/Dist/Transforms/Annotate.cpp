@@ -277,8 +277,17 @@ void unfuseSplitProjections(ModuleOp module) {
     int64_t n = split.getSizes()[0];
     if (llvm::any_of(split.getSizes(), [&](int64_t s) { return s != n; }))
       continue;
-    // Optional bias add between the product and the split.
+    // Optional reshape of the rows (GPT-2's Conv1D: [B*S, 3D] back to
+    // [B, S, 3D]) between the product and the split.
     Value fused = split.getInput();
+    auto rows = fused.getDefiningOp<nn::ReshapeOp>();
+    if (rows) {
+      auto in = cast<RankedTensorType>(rows.getInput().getType());
+      if (!rows->hasOneUse() || in.getRank() < 1 || in.getShape().back() != k * n)
+        continue;
+      fused = rows.getInput();
+    }
+    // Optional bias add between the product and the split.
     Value bias;
     Operation *add = nullptr;
     if (auto a = fused.getDefiningOp<nn::AddOp>()) {
@@ -317,9 +326,31 @@ void unfuseSplitProjections(ModuleOp module) {
                                          b.getStringAttr("...a,abc->...bc"));
     if (bias) {
       auto bType = cast<RankedTensorType>(bias.getType());
-      Value b2 = nn::ReshapeOp::create(
-          b, bias.getLoc(), RankedTensorType::get({k, n}, bType.getElementType()), bias);
-      product = nn::AddOp::create(b, add->getLoc(), product, b2);
+      auto pieces = RankedTensorType::get({k, n}, bType.getElementType());
+      // A bias weight is viewed as [k, N] too (its gradient and state then
+      // split like the weight's); another bias is reshaped.
+      auto biasWeight = bias.getDefiningOp<nn::WeightOp>();
+      auto embedded = bias.getDefiningOp<nn::ConstantOp>();
+      if (biasWeight && biasWeight->hasOneUse() && bType.getRank() == 1) {
+        biasWeight->setAttr("nn.model_shape", b.getDenseI64ArrayAttr(bType.getShape()));
+        bias.setType(pieces);
+      } else if (embedded && embedded->hasOneUse() && bType.getRank() == 1) {
+        // An embedded initializer keeps its name (its location) and says
+        // its own shape, for training, which makes it a weight.
+        auto viewed = nn::ConstantOp::create(
+            b, embedded.getLoc(), cast<DenseElementsAttr>(embedded.getValue()).reshape(pieces));
+        viewed->setAttr("nn.model_shape", b.getDenseI64ArrayAttr(bType.getShape()));
+        bias = viewed;
+      } else {
+        bias = nn::ReshapeOp::create(b, bias.getLoc(), pieces, bias);
+      }
+      product = nn::AddOp::create(b, add->getLoc(), product, bias);
+    }
+    if (rows) {
+      SmallVector<int64_t> shape(type.getShape().drop_back());
+      shape.append({k, n});
+      product = nn::ReshapeOp::create(
+          b, rows.getLoc(), RankedTensorType::get(shape, type.getElementType()), product);
     }
     SmallVector<Type> pieceTypes;
     SmallVector<int64_t> pieceShape(type.getShape());
@@ -335,10 +366,45 @@ void unfuseSplitProjections(ModuleOp module) {
                                           b.getDenseI64ArrayAttr({rank - 1}));
       split.getResult(i).replaceAllUsesWith(piece);
     }
+    Operation *embeddedBias = add ? add->getOperand(add->getOperand(0) == fused ? 1 : 0)
+                                          .getDefiningOp<nn::ConstantOp>()
+                                    : nullptr;
     split.erase();
+    if (rows)
+      rows.erase();
     if (add)
       add->erase();
+    if (embeddedBias && embeddedBias->use_empty())
+      embeddedBias->erase();
     matmul.erase();
+  }
+}
+
+/// A linear layer written as one Gemm with its bias (the exporters' form
+/// of GPT-2's Conv1D and of nn.Linear on 2-D inputs) as the product then
+/// the bias add: a row-parallel layer's product is a partial sum, and the
+/// bias must be added once, after the all-reduce (as Megatron's
+/// RowParallelLinear does), not on every rank's part; a Gemm that keeps
+/// the bias would need its inputs whole.
+void unfuseGemmBiases(ModuleOp module) {
+  SmallVector<nn::GemmOp> gemms;
+  module.walk([&](nn::GemmOp g) { gemms.push_back(g); });
+  for (nn::GemmOp g : gemms) {
+    auto w = g.getB().getDefiningOp<nn::WeightOp>();
+    if (!g.getC() || g.getTransA() || !w || cast<RankedTensorType>(w.getType()).getRank() != 2 ||
+        g.getAlpha().convertToFloat() != 1.0f || g.getBeta().convertToFloat() != 1.0f)
+      continue;
+    OpBuilder b(g);
+    Value product;
+    if (g.getTransB())
+      product = nn::GemmOp::create(b, g.getLoc(), g.getType(), g.getA(), g.getB(), Value(),
+                                   g.getAlphaAttr(), g.getBetaAttr(), g.getTransAAttr(),
+                                   g.getTransBAttr());
+    else
+      product = nn::MatMulOp::create(b, g.getLoc(), g.getType(), g.getA(), g.getB());
+    Value sum = nn::AddOp::create(b, g.getLoc(), g.getType(), product, g.getC());
+    g.replaceAllUsesWith(sum);
+    g.erase();
   }
 }
 
@@ -424,6 +490,7 @@ LogicalResult Annotator::seedMegatron(bool sequence, bool wholeInitializers) {
   MLIRContext *ctx = module.getContext();
   int64_t tp = mesh.axisSize(tpAxis);
   StringAttr tpName = StringAttr::get(ctx, tpAxis);
+  unfuseGemmBiases(module);
   unfuseSplitProjections(module);
   if (!wholeInitializers)
     unfuseSlicedProjections(module);

@@ -175,6 +175,8 @@ struct NNOptimizerPass : public nn::impl::NNOptimizerBase<NNOptimizerPass> {
                                       b.getStringAttr("protobuf"), StringAttr(), IntegerAttr(),
                                       b.getI64IntegerAttr(bytes), DenseI64ArrayAttr(),
                                       ArrayAttr(), DenseI64ArrayAttr());
+        if (Attribute shape = c->getAttr("nn.model_shape"))
+          w->setAttr("nn.model_shape", shape);
         found = w.getResult();
       }
       if (found.getType() != c.getType())
