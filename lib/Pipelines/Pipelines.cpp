@@ -35,6 +35,7 @@ static void buildNNPhase(OpPassManager &pm, const CompileOptions &o) {
     pm.addNestedPass<func::FuncOp>(nn::createNNRaiseRotateHalf());
   if (o.raisesAttention())
     pm.addNestedPass<func::FuncOp>(nn::createNNRaiseAttention());
+  pm.addPass(nn::createNNFindLayers()); // records nn.layers, changes nothing
 }
 
 /// The sharding seeds of the options and presets (dist-annotate).
@@ -47,9 +48,23 @@ static void addShardingSeeds(OpPassManager &pm, const CompileOptions &o) {
   annotate.tpAxis = o.tpAxis;
   // A training step's weights are state, one buffer per initializer.
   annotate.wholeInitializers = o.train.enabled;
+  annotate.training = o.train.enabled;
   if (o.train.enabled)
     annotate.microbatches = o.train.microbatches;
   pm.addPass(dist::createDistAnnotate(annotate));
+}
+
+/// The ranks of a --mesh spec ("dp=2,tp=2": 4); 1 when there is none.
+static int64_t meshRanks(StringRef spec) {
+  int64_t ranks = 1;
+  SmallVector<StringRef> axes;
+  spec.split(axes, ',', -1, false);
+  for (StringRef axis : axes) {
+    int64_t size;
+    if (!axis.split('=').second.trim().getAsInteger(10, size) && size > 0)
+      ranks *= size;
+  }
+  return ranks;
 }
 
 static void buildTrainPhase(OpPassManager &pm, const CompileOptions &o) {
@@ -70,6 +85,7 @@ static void buildTrainPhase(OpPassManager &pm, const CompileOptions &o) {
     append.kind = t.loss;
     append.labels = t.labels;
     append.ignoreIndex = t.ignoreIndex;
+    append.maxBlocks = meshRanks(o.mesh);
     pm.addPass(nn::createNNAppendLoss(append));
   }
   nn::NNDifferentiateOptions differentiate;

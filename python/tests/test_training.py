@@ -19,6 +19,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import math
+import re
 import subprocess
 
 import numpy as np
@@ -610,6 +611,33 @@ def test_cuda_training_equals_cpu(tmp_path, name, optimizer, mesh, extra):
     assert set(cuda) == set(cpu)
     assert _relative_l2(cuda, {k: v.astype(np.float64) for k, v in cpu.items()}, list(cpu)) \
         < tolerance
+
+
+@pytest.mark.parametrize("name", ["gpt2-torchscript", "gpt2-dynamo", "llama-dynamo"])
+def test_megatron_trains_with_megatrons_collectives(tmp_path, name):
+    """A megatron training step on tp=2 communicates as Megatron-LM's does:
+    per layer, two all-reduces of the hidden states in the forward (the
+    row-parallel outputs) and two in the backward (the column-parallel
+    inputs' gradients), two for the vocabulary-parallel embedding; no
+    weight gathered (GPT-2's Conv1D Gemms with their biases included); and
+    the cross-entropy on the vocabulary split (the logits never gathered:
+    only each position's block maxima, sum of exponentials and label
+    logit travel)."""
+    export = real_exports.load(name)
+    out = _shard_opt(export.model, *export.shape_flags(tmp_path), "--train", "--mesh", "tp=2",
+                     "--strategy", "megatron", "--target", "cpu", "--report", "-o",
+                     tmp_path / "t.shard")
+    steps = re.findall(r"step \d+: rt\.(\w+) memref<([\dx]+)xf32>", out.stderr)
+    assert steps, out.stderr
+    batch, seq = next(iter(export.inputs().values())).shape
+    hidden = export.entry["config"]["hidden_size"]
+    layers = export.entry["config"]["num_hidden_layers"]
+    sizes = [(kind, int(np.prod([int(d) for d in shape.split("x")]))) for kind, shape in steps]
+    assert {kind for kind, _ in sizes} <= {"all_reduce", "all_gather"}, sizes
+    per_position = batch * seq * 2  # the gathered block maxima, over 2 ranks
+    assert all(n <= per_position for kind, n in sizes if kind == "all_gather"), sizes
+    hidden_states = [n for kind, n in sizes if kind == "all_reduce" and n == batch * seq * hidden]
+    assert len(hidden_states) == 4 * layers + 2, sizes
 
 
 # --------------------------------------------------------------------------

@@ -16,6 +16,7 @@
 #include "shardflow/Dialect/Dist/Transforms/Passes.h"
 #include "shardflow/Dialect/NN/Autodiff/Training.h"
 #include "shardflow/Dialect/NN/IR/NNOps.h"
+#include "shardflow/Dialect/NN/Transforms/FindLayers.h"
 #include "shardflow/Dialect/NN/Transforms/Passes.h"
 #include "shardflow/Dialect/RT/Analysis/RankReport.h"
 #include "shardflow/Dialect/RT/IR/RTOps.h"
@@ -252,6 +253,7 @@ int main(int argc, char **argv) {
   if (failed(pm.run(*module)))
     return 1;
   if (driver.report) {
+    nn::printLayerReport(*module, llvm::errs());
     nn::printTrainingReport(*module, llvm::errs());
     rt::printRankReport(*module, llvm::errs());
   }

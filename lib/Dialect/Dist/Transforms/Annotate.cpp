@@ -119,6 +119,8 @@ struct Annotator {
   ModuleOp module;
   MeshOp mesh;
   StringRef dpAxis, tpAxis;
+  /// The program becomes a training step (DistAnnotate's `training`).
+  bool training = false;
 
   LogicalResult seedFromSpec(StringRef entry);
   void seedBatch();
@@ -743,12 +745,14 @@ void Annotator::seedVocabulary(ArrayRef<Linear> linears,
     // per data-parallel rank than features (GPT-2 small at batch 8 x 1024:
     // 8192 against 768) the gather costs more time than the split saves,
     // and the local and gathered logits more memory, so the projection
-    // stays whole; with fewer (decoding, short prompts) it is split.
+    // stays whole; with fewer (decoding, short prompts) it is split. A
+    // training step's loss reads the split logits where they are (the
+    // vocabulary-parallel cross-entropy): always split.
     auto product = cast<RankedTensorType>(l.op->getResult(0).getType());
     int64_t tokens = product.getNumElements() / product.getShape().back();
     if (mesh.axisIndex(dpAxis) >= 0)
       tokens /= mesh.axisSize(dpAxis);
-    if (tokens >= type.getDimSize(inDim))
+    if (!training && tokens >= type.getDimSize(inDim))
       continue;
     // A vocabulary tp does not divide is zero-padded (a product with the
     // weight as its only use, no bias): the product gets the padded width
@@ -790,7 +794,7 @@ struct DistAnnotatePass : public shardflow::dist::impl::DistAnnotateBase<DistAnn
     FailureOr<MeshOp> mesh = findOrCreateMesh(module);
     if (failed(mesh))
       return signalPassFailure();
-    Annotator a{module, *mesh, dpAxis, tpAxis};
+    Annotator a{module, *mesh, dpAxis, tpAxis, training};
     for (const std::string &entry : shard)
       if (failed(a.seedFromSpec(entry)))
         return signalPassFailure();

@@ -51,6 +51,40 @@ struct Builder {
 struct NNAppendLossPass : public nn::impl::NNAppendLossBase<NNAppendLossPass> {
   using NNAppendLossBase::NNAppendLossBase;
 
+  /// log_softmax over the last dimension, written out so that each step
+  /// shards along the classes: the row max (for range only: any value the
+  /// same for a row gives the same result) is the max of `blocks` block
+  /// maxima, exp and the sum over the classes are elementwise and a
+  /// partial sum.
+  static Value logSoftmax(Builder &l, Value logits, int64_t blocks) {
+    OpBuilder &b = l.b;
+    auto type = typeOf(logits);
+    int64_t rank = type.getRank(), classes = type.getDimSize(rank - 1);
+    auto reduce = [&](auto tag, Value v, int64_t axis) {
+      using OpTy = decltype(tag);
+      return l.make<OpTy>({v}, {b.getNamedAttr("axes", b.getDenseI64ArrayAttr({axis})),
+                                b.getNamedAttr("keepdims", b.getBoolAttr(true))});
+    };
+    Value rowMax;
+    if (blocks > 1) {
+      SmallVector<int64_t> shape(type.getShape().drop_back());
+      shape.append({blocks, classes / blocks});
+      Value split = nn::ReshapeOp::create(
+          b, l.loc, RankedTensorType::get(shape, type.getElementType()), logits);
+      Value blockMax = reduce(nn::ReduceMaxOp(), split, rank);
+      rowMax = reduce(nn::ReduceMaxOp(), blockMax, rank - 1);
+      SmallVector<int64_t> kept(type.getShape().drop_back());
+      kept.push_back(1);
+      rowMax = nn::ReshapeOp::create(
+          b, l.loc, RankedTensorType::get(kept, type.getElementType()), rowMax);
+    } else {
+      rowMax = reduce(nn::ReduceMaxOp(), logits, rank - 1);
+    }
+    Value shifted = l.make<nn::SubOp>({logits, rowMax});
+    Value sum = reduce(nn::ReduceSumOp(), l.make<nn::ExpOp>({shifted}), rank - 1);
+    return l.make<nn::SubOp>({shifted, l.make<nn::LogOp>({sum})});
+  }
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     auto fn = module.lookupSymbol<func::FuncOp>("main");
@@ -104,8 +138,7 @@ struct NNAppendLossPass : public nn::impl::NNAppendLossBase<NNAppendLossPass> {
     Value loss;
     if (crossEntropy) {
       int64_t rank = outType.getRank(), classes = outType.getDimSize(rank - 1);
-      Value lsm = l.make<nn::LogSoftmaxOp>({output},
-                                           {b.getNamedAttr("axis", b.getI64IntegerAttr(rank - 1))});
+      Value lsm = logSoftmax(l, output, classes % maxBlocks == 0 ? maxBlocks : 1);
       Type i64 = b.getI64Type();
       Value ignore = l.splat(i64, b.getI64IntegerAttr(ignoreIndex));
       Value valid = l.make<nn::NotOp>({l.make<nn::EqualOp>({label, ignore})});

@@ -45,6 +45,10 @@ def DistAnnotate : Pass<"dist-annotate", "::mlir::ModuleOp"> {
            "Never read an initializer as blocks (a training step's weights are "
            "state, one buffer each): a projection packed with uneven parts "
            "stays one product">,
+    Option<"training", "training", "bool", /*default=*/"false",
+           "The program becomes a training step, whose loss reads the logits "
+           "split over the vocabulary (never gathered): megatron splits the "
+           "output projection whatever the token count">,
     Option<"microbatches", "microbatches", "int64_t", /*default=*/"1",
            "Split every graph input's dimension 0 into this many micro-batches "
            "(a mesh axis `microbatch`)">,

@@ -146,6 +146,41 @@ def NNRaiseRotateHalf : Pass<"nn-raise-rotate-half", "::mlir::func::FuncOp"> {
   let dependentDialects = ["::shardflow::nn::NNDialect"];
 }
 
+def NNFindLayers : Pass<"nn-find-layers", "::mlir::ModuleOp"> {
+  let summary = "Find the repeated blocks (layers) of @main and record them as nn.layers";
+  let description = [{
+    Finds the layer structure of the model, which recomputation, ZeRO-3
+    prefetching and pipeline stages cut along: the longest run of K >= 2
+    consecutive blocks of structurally identical ops (the same op names,
+    attributes other than names, and types, wired the same way), where
+    each block reads weights no other block reads (`nn.weight`s and
+    initializers embedded as `nn.constant`) and reads what the block before
+    it computed; the prologue before the run (embeddings) and the epilogue
+    after it (final norm, head, pooler). More runs are looked for in the
+    prologue and epilogue: an encoder-decoder has two stacks.
+
+    Neither initializer names nor the exporter's program order are relied
+    on. The ops that compute from weights and float inputs are put in a
+    dataflow order of their own (depth first from each value read twice,
+    such as the residual stream), in which every layer's ops come out
+    alike and one layer after another, even when the exporter interleaves
+    them; a period P and a run of ops alike to the ops P later give the
+    blocks. Side computations from integer inputs and constants (masks,
+    positions) and weights go with the one block that reads them, and
+    before the stack when several blocks do.
+
+    The module gets `nn.layers`: `blocks` (in all stacks), `stacks` (per
+    stack: `blocks`, `ops_per_block`, `weights` (per block, the
+    initializer names it alone reads), `carried` (the values crossing a
+    boundary between consecutive blocks: the residual stream) and `shared`
+    (values computed before the stack that every block reads: an attention
+    mask, rotary tables, an encoder's output)), `prologue_ops`,
+    `epilogue_ops`, and `between_ops` when there are several stacks. A
+    program without repeated blocks records `blocks = 0`. The program is
+    not changed; `shard-opt --report` prints the record.
+  }];
+}
+
 def NNConvertFloatType : Pass<"nn-convert-float-type", "::mlir::ModuleOp"> {
   let summary = "Compute an f32 program in bf16 or f16 (mixed precision)";
   let description = [{
@@ -262,7 +297,14 @@ def NNAppendLoss : Pass<"nn-append-loss", "::mlir::ModuleOp"> {
       The loss is the sum of -log_softmax(logits)[label] over the counted
       positions divided by their number (over the whole global batch: the
       program is the unsharded one), as PyTorch's cross_entropy with
-      reduction "mean".
+      reduction "mean". The log-softmax is written out (max, exp, sum, log)
+      so that it runs on a vocabulary split over ranks, as Megatron's
+      vocabulary-parallel cross-entropy: the row max is taken in
+      `max-blocks` blocks of the classes, then over the blocks, so a split
+      of the classes over ranks whose count divides `max-blocks` stays a
+      split and only the blocks' maxima are gathered; the sums of
+      exponentials and the picked logits are partial sums, all-reduced per
+      position.
     - `kind=mse`: the mean over all elements of (output - labels)^2;
       `labels` has the output's shape and type.
 
@@ -275,6 +317,9 @@ def NNAppendLoss : Pass<"nn-append-loss", "::mlir::ModuleOp"> {
            "The name of the labels argument to add">,
     Option<"ignoreIndex", "ignore-index", "int64_t", /*default=*/"-100",
            "cross-entropy: the label of positions that do not count">,
+    Option<"maxBlocks", "max-blocks", "int64_t", /*default=*/"1",
+           "cross-entropy: blocks of the classes the row max is taken in "
+           "first (the ranks of the mesh; 1 when it does not divide the classes)">,
   ];
   let dependentDialects = ["::shardflow::nn::NNDialect"];
 }
