@@ -30,6 +30,13 @@ std::string shardflow::getONNXNodeName(Location loc) {
   return node;
 }
 
+StringRef shardflow::getInitializerName(Location loc) {
+  auto named = dyn_cast<NameLoc>(loc);
+  if (!named || !isa<UnknownLoc>(named.getChildLoc()))
+    return "";
+  return named.getName().getValue();
+}
+
 std::string shardflow::describeONNXNode(Location loc) {
   std::string described;
   loc->walk([&](Location l) {

@@ -157,13 +157,31 @@ CASES = {
                               {"labels": np.array([1, 2, 4, 0], np.int64)}),
     "max_pool": ("MaxPool", [((2, 2, 5, 4), _any)],
                  {"kernel_shape": [2, 2], "strides": [2, 1], "pads": [1, 0, 0, 0]}, {}),
+    "conv_strided_padded": ("Conv", [((1, 2, 7, 8), _any), ((3, 2, 3, 2), _any)],
+                            {"strides": [2, 3], "pads": [1, 0, 1, 1]}, {}),
+    # Pads not counted: the windows at the border divide by fewer.
+    "average_pool": ("AveragePool", [((2, 2, 5, 4), _any)],
+                     {"kernel_shape": [2, 3], "strides": [2, 1], "pads": [1, 0, 0, 1]}, {}),
+    "average_pool_include_pad_1d": ("AveragePool", [((1, 3, 7), _any)],
+                                    {"kernel_shape": [3], "strides": [2], "pads": [1, 1],
+                                     "count_include_pad": 1}, {}),
+    "average_pool_dilated": ("AveragePool", [((1, 2, 6, 5), _any)],
+                             {"kernel_shape": [2, 2], "dilations": [2, 1], "strides": [1, 2]},
+                             {}),
+    "scatter_nd": ("ScatterND", [((4, 3), _any), ((2, 3), _any)], {},
+                   {"idx": np.array([[3], [1]], np.int64)}),
+    "scatter_nd_add_tuples": ("ScatterND", [((3, 4, 2), _any), ((3, 2), _any)],
+                              {"reduction": "add"},
+                              {"idx": np.array([[0, 1], [2, 3], [0, 1]], np.int64)}),
 }
-# Strided convolutions have no input rule yet: their input is constant.
-CONSTANT_INPUTS = {"conv_patches": {"x0"}}
+# Inputs that are constants of the case (none now).
+CONSTANT_INPUTS: dict[str, set[str]] = {}
+# The node's inputs in ONNX's order, where constants come between floats.
+INPUT_ORDER = {"scatter_nd": ["x0", "idx", "x1"], "scatter_nd_add_tuples": ["x0", "idx", "x1"]}
 # Cases whose op needs a later opset than 18, and ops with several results
 # (each gets its own cotangent in the loss).
 OPSET = {"gelu": 20, "gelu_tanh": 20, "rms_norm": 23, "rotary": 23, "attention": 23,
-         "attention_gqa_causal": 23, "attention_mask_softcap": 23}
+         "attention_gqa_causal": 23, "attention_mask_softcap": 23, "average_pool_dilated": 19}
 OUTPUTS = {"split": 2, "topk": 2}
 # Results that are not differentiable (topk's indices): left out of the loss.
 INTEGER_OUTPUTS = {"topk": {"y1"}}
@@ -189,7 +207,8 @@ def _model(name):
              for i, (shape, sampler) in enumerate(inputs)}
     opset = OPSET.get(name, 18)
     outputs = [f"y{k}" for k in range(OUTPUTS.get(name, 1))]
-    node = helper.make_node(op, list(feeds) + list(consts), outputs, **attrs)
+    node = helper.make_node(op, INPUT_ORDER.get(name, list(feeds) + list(consts)), outputs,
+                            **attrs)
     fixed = CONSTANT_INPUTS.get(name, set())
     inits = [numpy_helper.from_array(v, n) for n, v in consts.items()]
     inits += [numpy_helper.from_array(feeds.pop(n), n) for n in sorted(fixed)]
@@ -284,17 +303,18 @@ def test_loss_must_be_a_float_scalar(tmp_path):
 def test_an_op_without_a_rule_is_named(tmp_path):
     mlir = tmp_path / "m.mlir"
     mlir.write_text(
-        'func.func @main(%x: tensor<1x2x3xf64> {nn.name = "x"}) -> (tensor<f64> {nn.name = "l"}) {\n'
-        '  %p = nn.average_pool %x {ceil_mode = false, dilations = array<i64: 1>,'
-        ' kernel_shape = array<i64: 2>, pads = array<i64: 0, 0>, strides = array<i64: 1>}'
-        ' : (tensor<1x2x3xf64>) -> tensor<1x2x2xf64>\n'
-        '  %s = nn.reduce_sum %p {axes = array<i64: 0, 1, 2>, keepdims = false}'
-        ' : (tensor<1x2x2xf64>) -> tensor<f64>\n'
+        'func.func @main(%x: tensor<4xf64> {nn.name = "x"}, %u: tensor<2xf64> {nn.name = "u"})'
+        ' -> (tensor<f64> {nn.name = "l"}) {\n'
+        '  %i = nn.constant dense<[[0], [2]]> : tensor<2x1xi64>\n'
+        '  %p = nn.scatter_nd %x, %i, %u {reduction = "mul"}'
+        ' : (tensor<4xf64>, tensor<2x1xi64>, tensor<2xf64>) -> tensor<4xf64>\n'
+        '  %s = nn.reduce_sum %p {axes = array<i64: 0>, keepdims = false}'
+        ' : (tensor<4xf64>) -> tensor<f64>\n'
         '  return %s : tensor<f64>\n}\n')
     out = subprocess.run([str(toolchain.tool("shard-opt")), str(mlir),
                           "--nn-differentiate=wrt=inputs"], capture_output=True, text=True)
     assert out.returncode != 0
-    assert "'nn.average_pool' has no gradient rule yet" in out.stderr
+    assert "'nn.scatter_nd' op has no gradient rule yet for reduction 'mul'" in out.stderr
 
 
 # --------------------------------------------------------------------------

@@ -33,6 +33,11 @@ std::string getONNXNodeName(mlir::Location loc);
 /// initializer's NameLoc, a location of MLIR input).
 std::string describeONNXNode(mlir::Location loc);
 
+/// The name of the initializer (or pinned `--input-value` input) that an
+/// op was imported from as a constant: the importer locates those at a bare
+/// NameLoc of that name. "" for any other location.
+llvm::StringRef getInitializerName(mlir::Location loc);
+
 /// How messages name the place of an op: describeONNXNode(loc) for an
 /// imported node, else the location as MLIR prints it (`loc("f.mlir":3:8)`).
 std::string describeLocation(mlir::Location loc);

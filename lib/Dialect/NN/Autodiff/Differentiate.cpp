@@ -10,6 +10,7 @@
 
 #include "shardflow/Dialect/NN/Autodiff/Gradients.h"
 #include "shardflow/Dialect/NN/Transforms/Passes.h"
+#include "shardflow/Support/ONNXLocation.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseSet.h"
@@ -86,10 +87,10 @@ struct NNDifferentiatePass : public nn::impl::NNDifferentiateBase<NNDifferentiat
         // bias) is a weight too; one of a single element is not (a
         // scalar constant), nor is a constant computed at import.
         auto c = dyn_cast<nn::ConstantOp>(op);
-        auto name = c ? dyn_cast<NameLoc>(c->getLoc()) : NameLoc();
-        if (name && isa<UnknownLoc>(name.getChildLoc()) && isFloatTensor(c.getResult()) &&
+        StringRef name = c ? getInitializerName(c->getLoc()) : "";
+        if (!name.empty() && isFloatTensor(c.getResult()) &&
             cast<RankedTensorType>(c.getType()).getNumElements() > 1)
-          sources[name.getName().getValue()].push_back(c.getResult());
+          sources[name].push_back(c.getResult());
       });
     for (auto &[name, values] : sources)
       for (Value v : values)

@@ -928,11 +928,86 @@ LogicalResult attentionGrad(G &g) {
   return success();
 }
 
+/// `v` ([N, C, O...]) with stride - 1 zeros between its elements along
+/// each spatial dimension: element i where a window with stride s starts,
+/// at i * s.
+Value spreadByStrides(G &g, Value v, ArrayRef<int64_t> strides) {
+  for (auto [d, s] : llvm::enumerate(strides)) {
+    if (s == 1)
+      continue;
+    auto t = typeOf(v);
+    int64_t rank = t.getRank(), dim = 2 + int64_t(d);
+    SmallVector<int64_t> split(t.getShape());
+    split.insert(split.begin() + dim + 1, 1);
+    v = g.reshape(v, RankedTensorType::get(split, t.getElementType()));
+    SmallVector<int64_t> spread(2 * (rank + 1), 0);
+    spread[rank + 1 + dim + 1] = s - 1;
+    v = g.padZeros(v, spread);
+    SmallVector<int64_t> merged(t.getShape());
+    merged[dim] *= s;
+    v = g.reshape(v, RankedTensorType::get(merged, t.getElementType()));
+    SmallVector<int64_t> crop(2 * rank, 0);
+    crop[rank + dim] = -(s - 1);
+    v = g.padZeros(v, crop);
+  }
+  return v;
+}
+
+/// The cotangent of a windowed op's input `in` ([N, C, D...]; `pads` the
+/// spatial begin pads then end pads) from its output `out`'s: at each
+/// kernel offset o, `contribution(o)` (shaped like `out`) lands where the
+/// windows read, from o * dilation in steps of the stride, in the padded
+/// input; the pads are cropped. Fails when the windows reach past the
+/// padded input (ceil_mode's partial windows).
+FailureOr<Value> scatterWindows(G &g, RankedTensorType in, RankedTensorType out,
+                                ArrayRef<int64_t> kernel, ArrayRef<int64_t> strides,
+                                ArrayRef<int64_t> pads, ArrayRef<int64_t> dilations,
+                                function_ref<Value(ArrayRef<int64_t>)> contribution) {
+  int64_t rank = in.getRank(), spatial = rank - 2;
+  SmallVector<int64_t> padded(in.getShape());
+  for (int64_t d = 0; d < spatial; ++d) {
+    padded[2 + d] += pads[d] + pads[spatial + d];
+    if ((out.getDimSize(2 + d) - 1) * strides[d] + (kernel[d] - 1) * dilations[d] + 1 >
+        padded[2 + d])
+      return g.op->emitOpError("has no gradient rule yet for windows past the padding "
+                               "(ceil_mode)");
+  }
+  int64_t taps = 1;
+  for (int64_t k : kernel)
+    taps *= k;
+  Value total;
+  for (int64_t i = 0; i < taps; ++i) {
+    SmallVector<int64_t> o(spatial);
+    for (int64_t d = spatial - 1, r = i; d >= 0; --d) {
+      o[d] = r % kernel[d];
+      r /= kernel[d];
+    }
+    Value c = spreadByStrides(g, contribution(o), strides);
+    SmallVector<int64_t> place(2 * rank, 0);
+    for (int64_t d = 0; d < spatial; ++d) {
+      int64_t at = o[d] * dilations[d];
+      place[2 + d] = at;
+      place[rank + 2 + d] = padded[2 + d] - at - typeOf(c).getDimSize(2 + d);
+    }
+    c = g.padZeros(c, place);
+    total = total ? g.make<nn::AddOp>({total, c}) : c;
+  }
+  if (llvm::any_of(pads, [](int64_t p) { return p != 0; })) {
+    SmallVector<int64_t> crop(2 * rank, 0);
+    for (int64_t d = 0; d < spatial; ++d) {
+      crop[2 + d] = -pads[d];
+      crop[rank + 2 + d] = -pads[spatial + d];
+    }
+    total = g.padZeros(total, crop);
+  }
+  return total;
+}
+
 /// Convolution (group 1), one kernel offset at a time: at offset k the
 /// output reads the padded input strided from k, so the weight's cotangent
 /// there is the contraction of the output's cotangent with that strided
-/// view, and (stride 1) the input's cotangent gets the output's cotangent
-/// times the weight's slice, placed at k.
+/// view, and the input's cotangent gets the output's cotangent times the
+/// weight's slice, where the windows read (scatterWindows).
 LogicalResult convGrad(G &g) {
   auto c = cast<nn::ConvOp>(g.op);
   if (c.getGroup() != 1)
@@ -943,18 +1018,14 @@ LogicalResult convGrad(G &g) {
   if (spatial < 1 || spatial > 2)
     return c.emitOpError("has no gradient rule yet for ") << spatial << "-D convolution";
   ArrayRef<int64_t> strides = c.getStrides(), pads = c.getPads(), dilations = c.getDilations();
-  bool unitStrides = llvm::all_of(strides, [](int64_t s) { return s == 1; });
-  if (g.wants(0) && !unitStrides)
-    return c.emitOpError("has no gradient rule yet for its input with strides other than 1");
   auto b = g.b;
   Type elem = xt.getElementType();
   int64_t rank = xt.getRank();
   // The padded input.
-  SmallVector<int64_t> allPads(2 * rank, 0), padded(xt.getShape());
+  SmallVector<int64_t> allPads(2 * rank, 0);
   for (int64_t d = 0; d < spatial; ++d) {
     allPads[2 + d] = pads[d];
     allPads[rank + 2 + d] = pads[spatial + d];
-    padded[2 + d] += pads[d] + pads[spatial + d];
   }
   bool anyPad = llvm::any_of(pads, [](int64_t v) { return v != 0; });
   Value xp = anyPad ? g.padZeros(x, allPads) : x;
@@ -1003,8 +1074,9 @@ LogicalResult convGrad(G &g) {
     g.set(2, g.reshape(g.sumKeep(g.grad(), axes), c.getBias().getType()));
   }
   if (g.wants(0)) {
-    Value total;
-    for (auto [i, o] : llvm::enumerate(offsets)) {
+    SmallVector<int64_t> window(wt.getShape().drop_front(2));
+    auto total = scatterWindows(g, xt, yt, window, strides, pads, dilations,
+                                [&](ArrayRef<int64_t> o) {
       // The weight at this offset, [M, C].
       SmallVector<int64_t> starts = {0, 0}, ends = {wt.getDimSize(0), wt.getDimSize(1)},
                            axes = {0, 1}, steps = {1, 1};
@@ -1016,24 +1088,123 @@ LogicalResult convGrad(G &g) {
       }
       Value tap = g.slice(w, starts, ends, axes, steps);
       tap = g.reshape(tap, RankedTensorType::get({wt.getDimSize(0), wt.getDimSize(1)}, elem));
-      Value contribution = einsum({g.grad(), tap}, std::string("no") + sp + ",oc->nc" + sp);
-      SmallVector<int64_t> place(2 * rank, 0);
-      for (int64_t d = 0; d < spatial; ++d) {
-        int64_t at = o[d] * dilations[d];
-        place[2 + d] = at;
-        place[rank + 2 + d] = padded[2 + d] - at - yt.getDimSize(2 + d);
+      return einsum({g.grad(), tap}, std::string("no") + sp + ",oc->nc" + sp);
+    });
+    if (failed(total))
+      return failure();
+    g.set(0, *total);
+  }
+  return success();
+}
+
+/// Average pooling: each output's cotangent, divided by its window's
+/// count (the kernel's size, or with count_include_pad false the input
+/// elements the window covers), goes back to every element of its window.
+LogicalResult averagePoolGrad(G &g) {
+  auto p = cast<nn::AveragePoolOp>(g.op);
+  if (!g.wants(0))
+    return success();
+  auto in = typeOf(p.getInput()), out = typeOf(p.getResult());
+  int64_t spatial = in.getRank() - 2;
+  ArrayRef<int64_t> kernel = p.getKernelShape(), strides = p.getStrides(), pads = p.getPads();
+  SmallVector<int64_t> dilations(p.getDilations());
+  if (dilations.empty())
+    dilations.assign(spatial, 1);
+  Value share;
+  if (p.getCountIncludePad()) {
+    int64_t count = 1;
+    for (int64_t k : kernel)
+      count *= k;
+    share = g.make<nn::DivOp>({g.grad(), g.scalar(p.getResult(), double(count))});
+  } else {
+    // The count of each output's window, [1, 1, O...], from the shapes.
+    SmallVector<int64_t> shape = {1, 1};
+    for (int64_t d = 0; d < spatial; ++d)
+      shape.push_back(out.getDimSize(2 + d));
+    int64_t outputs = 1;
+    for (int64_t d = 0; d < spatial; ++d)
+      outputs *= shape[2 + d];
+    SmallVector<double> counts(outputs, 1.0);
+    for (int64_t i = 0; i < outputs; ++i) {
+      int64_t r = i;
+      for (int64_t d = spatial - 1; d >= 0; --d) {
+        int64_t at = r % shape[2 + d];
+        r /= shape[2 + d];
+        int64_t covered = 0;
+        for (int64_t k = 0; k < kernel[d]; ++k) {
+          int64_t x = at * strides[d] + k * dilations[d] - pads[d];
+          covered += x >= 0 && x < in.getDimSize(2 + d);
+        }
+        counts[i] *= double(covered);
       }
-      contribution = g.padZeros(contribution, place);
-      total = total ? g.make<nn::AddOp>({total, contribution}) : contribution;
     }
-    if (anyPad) {
-      // The cotangent of the padded input, cropped to the input.
-      SmallVector<int64_t> crop(2 * rank, 0);
-      for (int64_t d = 0; d < 2 * rank; ++d)
-        crop[d] = -allPads[d];
-      total = g.padZeros(total, crop);
+    auto countType = RankedTensorType::get(shape, in.getElementType());
+    SmallVector<Attribute> values;
+    for (double c : counts)
+      values.push_back(g.b.getFloatAttr(in.getElementType(), c));
+    Value count =
+        nn::ConstantOp::create(g.b, g.loc, DenseElementsAttr::get(countType, values));
+    share = g.make<nn::DivOp>({g.grad(), count});
+  }
+  auto total = scatterWindows(g, in, out, kernel, strides, pads, dilations,
+                              [&](ArrayRef<int64_t>) { return share; });
+  if (failed(total))
+    return failure();
+  g.set(0, *total);
+  return success();
+}
+
+/// ScatterND: the input's cotangent is the result's, zero where `none`
+/// overwrote it (kept whole for `add`); the updates' cotangent is the
+/// result's at the index tuples (GatherND composed: the tuples as row
+/// numbers into the result's cotangent viewed as [rows, rest...]).
+LogicalResult scatterNDGrad(G &g) {
+  auto s = cast<nn::ScatterNDOp>(g.op);
+  StringRef reduction = s.getReduction();
+  if (reduction != "none" && reduction != "add")
+    return s.emitOpError("has no gradient rule yet for reduction '") << reduction << "'";
+  auto in = typeOf(s.getInput()), idx = typeOf(s.getIndices()), up = typeOf(s.getUpdates());
+  if (g.wants(0)) {
+    if (reduction == "add") {
+      g.set(0, g.grad());
+    } else {
+      Value zeros = nn::ConstantOp::create(
+          g.b, g.loc, DenseElementsAttr::get(up, g.b.getZeroAttr(up.getElementType())));
+      g.set(0, g.make<nn::ScatterNDOp>({g.grad(), s.getIndices(), zeros},
+                                       {g.b.getNamedAttr("reduction", g.b.getStringAttr("none"))}));
     }
-    g.set(0, total);
+  }
+  if (g.wants(2)) {
+    int64_t q = idx.getRank(), k = idx.getDimSize(q - 1);
+    SmallVector<int64_t> rowShape = {1}, lead(idx.getShape().drop_back());
+    int64_t rows = 1;
+    for (int64_t d = 0; d < k; ++d)
+      rows *= in.getDimSize(d);
+    rowShape[0] = rows;
+    rowShape.append(in.getShape().begin() + k, in.getShape().end());
+    Type i64 = g.b.getI64Type();
+    // Entry j of each tuple picks its row offset from [0, stride_j, ...]
+    // (negative entries counted from the end, as the scatter reads them).
+    Value linear;
+    for (int64_t j = 0, stride = rows; j < k; ++j) {
+      stride /= in.getDimSize(j);
+      Value entry = g.slice(s.getIndices(), {j}, {j + 1}, {q - 1}, {1});
+      entry = g.reshape(entry, RankedTensorType::get(lead, i64));
+      SmallVector<int64_t> offsets;
+      for (int64_t i = 0; i < in.getDimSize(j); ++i)
+        offsets.push_back(i * stride);
+      Value table = nn::ConstantOp::create(
+          g.b, g.loc,
+          DenseElementsAttr::get(RankedTensorType::get({in.getDimSize(j)}, i64),
+                                 ArrayRef<int64_t>(offsets)));
+      Value scaled = g.make<nn::GatherOp>({table, entry},
+                                          {g.b.getNamedAttr("axis", g.b.getI64IntegerAttr(0))});
+      linear = linear ? g.make<nn::AddOp>({linear, scaled}) : scaled;
+    }
+    Value flat = g.reshape(g.grad(), RankedTensorType::get(rowShape, in.getElementType()));
+    Value picked = g.make<nn::GatherOp>({flat, linear},
+                                        {g.b.getNamedAttr("axis", g.b.getI64IntegerAttr(0))});
+    g.set(2, g.reshape(picked, up));
   }
   return success();
 }
@@ -1252,6 +1423,8 @@ const llvm::StringMap<GradientRule> &registry() {
     rule("nn.attention", attentionGrad);
     rule("nn.conv", convGrad);
     rule("nn.global_average_pool", globalAveragePoolGrad);
+    rule("nn.average_pool", averagePoolGrad);
+    rule("nn.scatter_nd", scatterNDGrad);
     rule("nn.batch_normalization", batchNormGrad);
     rule("nn.einsum", einsumGrad);
     for (const char *name : {"nn.equal", "nn.less", "nn.greater", "nn.and", "nn.not", "nn.shape",

@@ -11,6 +11,7 @@
 
 #include "shardflow/Dialect/NN/Autodiff/Training.h"
 #include "shardflow/Dialect/NN/Transforms/Passes.h"
+#include "shardflow/Support/ONNXLocation.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -160,8 +161,7 @@ struct NNOptimizerPass : public nn::impl::NNOptimizerBase<NNOptimizerPass> {
         if (!found)
           found = w.getResult();
       } else if (auto c = dyn_cast<nn::ConstantOp>(op)) {
-        auto loc = dyn_cast<NameLoc>(c->getLoc());
-        if (loc && isa<UnknownLoc>(loc.getChildLoc()) && loc.getName() == name)
+        if (getInitializerName(c->getLoc()) == name)
           embedded.push_back(c);
       }
     });

@@ -40,6 +40,7 @@
 
 #include "shardflow/Dialect/NN/Transforms/FindLayers.h"
 #include "shardflow/Dialect/NN/Transforms/Passes.h"
+#include "shardflow/Support/ONNXLocation.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseSet.h"
@@ -67,10 +68,9 @@ std::optional<StringRef> initializerName(Operation *op) {
   if (auto w = dyn_cast<nn::WeightOp>(op))
     return w.getName();
   auto c = dyn_cast<nn::ConstantOp>(op);
-  auto loc = c ? dyn_cast<NameLoc>(c->getLoc()) : NameLoc();
-  if (loc && isa<UnknownLoc>(loc.getChildLoc()) &&
-      cast<ShapedType>(c.getType()).getNumElements() > 1)
-    return loc.getName().getValue();
+  StringRef name = c ? getInitializerName(c->getLoc()) : "";
+  if (!name.empty() && cast<ShapedType>(c.getType()).getNumElements() > 1)
+    return name;
   return std::nullopt;
 }
 

@@ -65,9 +65,7 @@ void shardflow::rt::printRankReport(ModuleOp module, llvm::raw_ostream &os) {
     fn.walk([&](Operation *op) {
       if (auto c = dyn_cast<rt::ConstantOp>(op)) {
         auto m = cast<MemRefType>(c->getResult(0).getType());
-        auto nameLoc = dyn_cast<NameLoc>(c->getLoc());
-        if (nameLoc && isa<UnknownLoc>(nameLoc.getChildLoc()) &&
-            isa<FloatType>(m.getElementType())) {
+        if (!getInitializerName(c->getLoc()).empty() && isa<FloatType>(m.getElementType())) {
           embedded += bytesOf(m);
           ++embeddedCount;
         }
