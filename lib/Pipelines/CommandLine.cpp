@@ -128,7 +128,8 @@ struct CompilerCLOptions {
   cl::opt<bool> raiseAttention{"raise-attention",
     cl::desc("Raise materialized attention (matmul, scale, mask, softmax, "
              "matmul) to nn.attention before sharding (nn-raise-attention). "
-             "Default: on for --target cuda and with --strategy megatron or "
+             "Default: on for --target cuda, for a --train step on the CPU "
+             "(its fused backward) and with --strategy megatron or "
              "megatron-sp; otherwise off for --target cpu, whose "
              "attention kernel is slower than OpenBLAS matmuls for "
              "bidirectional attention, and when printing IR"),

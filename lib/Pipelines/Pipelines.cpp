@@ -90,6 +90,8 @@ static void buildTrainPhase(OpPassManager &pm, const CompileOptions &o) {
   }
   nn::NNDifferentiateOptions differentiate;
   differentiate.loss = loss;
+  // The CPU has the fused backward ops' kernels (attention, gelu).
+  differentiate.fused = o.target == "cpu";
   pm.addPass(nn::createNNDifferentiate(differentiate));
   nn::NNOptimizerOptions update;
   update.loss = loss;
@@ -110,6 +112,9 @@ static void buildTrainPhase(OpPassManager &pm, const CompileOptions &o) {
   update.freeze.assign(t.freeze.begin(), t.freeze.end());
   update.trainable.assign(t.trainable.begin(), t.trainable.end());
   update.tie.assign(t.ties.begin(), t.ties.end());
+  // The CPU's update kernel is one pass per parameter; CUDA fuses the
+  // elementwise chain in its generated code.
+  update.fusedUpdates = o.target == "cpu";
   pm.addPass(nn::createNNOptimizer(update));
 }
 
@@ -162,6 +167,8 @@ static void buildRTPhase(OpPassManager &pm, const CompileOptions &o) {
     // Einsums that are matmuls run on the GEMM (cuda-codegen-pipeline, in
     // the gpu phase, runs the same pass first).
     pm.addNestedPass<func::FuncOp>(rt::createRTEinsumToMatmul());
+    // The GEMM reads transposed operands in place (a backward's W^T, X^T).
+    pm.addNestedPass<func::FuncOp>(rt::createRTFoldTransposesIntoMatmuls());
     pm.addNestedPass<func::FuncOp>(rt::createRTPlanMemory());
   }
 }

@@ -137,6 +137,16 @@ CASES = {
     "attention_mask_softcap": ("Attention", [((1, 2, 3, 4), _any), ((1, 2, 5, 4), _any),
                                              ((1, 2, 5, 3), _any), ((3, 5), _any)],
                                {"softcap": 2.0}, {}),
+    # A boolean mask (a constant: not differentiated) with a fully masked
+    # query row, and 3-D [B, S, H*D] inputs with grouped-query heads: the
+    # fused backward (nn.attention_grad) handles both.
+    "attention_boolmask_softcap": ("Attention", [((1, 2, 3, 4), _any), ((1, 2, 5, 4), _any),
+                                                 ((1, 2, 5, 3), _any)],
+                                   {"softcap": 1.5},
+                                   {"mask": np.array([[1, 0, 1, 1, 0], [0, 0, 0, 0, 0],
+                                                      [1, 1, 1, 0, 1]], bool)}),
+    "attention_3d_gqa": ("Attention", [((2, 3, 8), _any), ((2, 4, 4), _any), ((2, 4, 6), _any)],
+                         {"q_num_heads": 4, "kv_num_heads": 2}, {}),
     "conv_patches": ("Conv", [((2, 3, 8, 8), _any), ((4, 3, 4, 4), _any), ((4,), _any)],
                      {"strides": [4, 4]}, {}),
     "conv_padded_dilated": ("Conv", [((1, 2, 5, 6), _any), ((3, 2, 2, 3), _any)],
@@ -181,7 +191,8 @@ INPUT_ORDER = {"scatter_nd": ["x0", "idx", "x1"], "scatter_nd_add_tuples": ["x0"
 # Cases whose op needs a later opset than 18, and ops with several results
 # (each gets its own cotangent in the loss).
 OPSET = {"gelu": 20, "gelu_tanh": 20, "rms_norm": 23, "rotary": 23, "attention": 23,
-         "attention_gqa_causal": 23, "attention_mask_softcap": 23, "average_pool_dilated": 19}
+         "attention_gqa_causal": 23, "attention_mask_softcap": 23,
+         "attention_boolmask_softcap": 23, "attention_3d_gqa": 23, "average_pool_dilated": 19}
 OUTPUTS = {"split": 2, "topk": 2}
 # Results that are not differentiable (topk's indices): left out of the loss.
 INTEGER_OUTPUTS = {"topk": {"y1"}}
@@ -273,18 +284,114 @@ def _shard_opt(*args):
     return out
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_gradient_matches_finite_differences(tmp_path, name):
+# Cases only the fused backward differentiates (the composed attention
+# backward takes 4-D inputs): test_fused_gradient_matches_finite_differences.
+FUSED_ONLY = {"attention_3d_gqa"}
+
+
+def _check_against_finite_differences(tmp_path, name, fused):
+    """Differentiates case `name` against its inputs (nn-differentiate's
+    fused=`fused`), runs it on the CPU and compares with central
+    differences; returns the differentiated program's text."""
     model, feeds = _model(name)
     onnx.save(model, tmp_path / "model.onnx")
     _shard_opt(tmp_path / "model.onnx", "--compile-to=import", "-o", tmp_path / "nn.mlir")
-    _shard_opt(tmp_path / "nn.mlir", "--nn-differentiate=wrt=inputs loss=loss",
+    _shard_opt(tmp_path / "nn.mlir", f"--nn-differentiate=wrt=inputs loss=loss fused={fused}",
                "-o", tmp_path / "grad.mlir")
     _shard_opt(tmp_path / "grad.mlir", "--target", "cpu", "-o", tmp_path / "grad.shard")
     ours = toolchain.run_artifact(tmp_path / "grad.shard", feeds)
     want = _finite_differences(name, model, feeds)
     for x, g in want.items():
         np.testing.assert_allclose(ours[f"grad:{x}"], g, rtol=RTOL, atol=ATOL,
+                                   err_msg=f"d loss / d {x}")
+    return (tmp_path / "grad.mlir").read_text()
+
+
+@pytest.mark.parametrize("name", sorted(set(CASES) - FUSED_ONLY))
+def test_gradient_matches_finite_differences(tmp_path, name):
+    _check_against_finite_differences(tmp_path, name, "false")
+
+
+# The fused backward ops (nn-differentiate's fused=true, the CPU target's
+# form) and the op each case must become; the float mask that is an input
+# wants a cotangent, which only the composed backward gives.
+FUSED = {"gelu": "nn.gelu_grad", "gelu_tanh": "nn.gelu_grad",
+         "attention": "nn.attention_grad", "attention_gqa_causal": "nn.attention_grad",
+         "attention_boolmask_softcap": "nn.attention_grad",
+         "attention_3d_gqa": "nn.attention_grad", "attention_mask_softcap": None}
+
+
+@pytest.mark.parametrize("name", sorted(FUSED))
+def test_fused_gradient_matches_finite_differences(tmp_path, name):
+    program = _check_against_finite_differences(tmp_path, name, "true")
+    if FUSED[name]:
+        assert FUSED[name] in program, program
+    else:
+        assert "nn.attention_grad" not in program, program
+
+
+def _attention_model(q_shape, kv_shape, attrs, mask=None, dtype=np.float32):
+    """One Attention node (opset 23) and the loss sum(y * C)."""
+    rng = np.random.default_rng(7)
+    elem = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    feeds = {"q": rng.uniform(-1.5, 1.5, q_shape).astype(dtype),
+             "k": rng.uniform(-1.5, 1.5, kv_shape[0]).astype(dtype),
+             "v": rng.uniform(-1.5, 1.5, kv_shape[1]).astype(dtype)}
+    inits = []
+    names = ["q", "k", "v"]
+    if mask is not None:
+        inits.append(numpy_helper.from_array(mask, "mask"))
+        names.append("mask")
+    probe = ReferenceEvaluator(helper.make_model(helper.make_graph(
+        [helper.make_node("Attention", names, ["y"], **attrs)], "probe",
+        [helper.make_tensor_value_info(n, elem, v.shape) for n, v in feeds.items()],
+        [helper.make_tensor_value_info("y", elem, None)], inits),
+        opset_imports=[helper.make_opsetid("", 23)], ir_version=10))
+    y = probe.run(None, feeds)[0]
+    inits.append(numpy_helper.from_array(rng.uniform(-1, 1, y.shape).astype(dtype), "c"))
+    graph = helper.make_graph(
+        [helper.make_node("Attention", names, ["y"], **attrs),
+         helper.make_node("Mul", ["y", "c"], ["m"]),
+         helper.make_node("ReduceSum", ["m"], ["loss"], keepdims=0)], "attention",
+        [helper.make_tensor_value_info(n, elem, v.shape) for n, v in feeds.items()],
+        [helper.make_tensor_value_info("loss", elem, [])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)],
+                             ir_version=10), feeds
+
+
+# Shapes past one block of query rows (32 under a causal mask, up to 256
+# otherwise) and head sizes of real models; each fused run against the
+# composed backward of the same program (4-D: the composed form's), in
+# f32.
+FUSED_ATTENTION = {
+    "causal_gqa_blocks": ((2, 4, 70, 16), ((2, 2, 70, 16), (2, 2, 70, 16)), {"is_causal": 1}, None),
+    "cross_lengths": ((1, 2, 40, 32), ((1, 2, 300, 32), (1, 2, 300, 24)), {"scale": 0.3}, None),
+    "softcap_bool_mask": ((2, 4, 33, 16), ((2, 2, 45, 16), (2, 2, 45, 16)), {"softcap": 3.0},
+                          np.random.default_rng(3).uniform(0, 1, (2, 1, 33, 45)) > 0.3),
+}
+
+
+@pytest.mark.parametrize("case", sorted(FUSED_ATTENTION))
+def test_fused_attention_backward_matches_composition(tmp_path, case):
+    q_shape, kv_shapes, attrs, mask = FUSED_ATTENTION[case]
+    if mask is not None:
+        mask[0, 0, 5, :] = False  # a fully masked row: zeros
+    model, feeds = _attention_model(q_shape, kv_shapes, attrs, mask)
+    onnx.save(model, tmp_path / "model.onnx")
+    _shard_opt(tmp_path / "model.onnx", "--compile-to=import", "-o", tmp_path / "nn.mlir")
+    grads = {}
+    for fused in ("true", "false"):
+        _shard_opt(tmp_path / "nn.mlir", f"--nn-differentiate=wrt=inputs loss=loss fused={fused}",
+                   "-o", tmp_path / f"grad-{fused}.mlir")
+        assert ("nn.attention_grad" in (tmp_path / f"grad-{fused}.mlir").read_text()) == \
+            (fused == "true")
+        _shard_opt(tmp_path / f"grad-{fused}.mlir", "--target", "cpu",
+                   "-o", tmp_path / f"grad-{fused}.shard")
+        grads[fused] = toolchain.run_artifact(tmp_path / f"grad-{fused}.shard", feeds)
+    for x in feeds:
+        got, want = grads["true"][f"grad:{x}"], grads["false"][f"grad:{x}"]
+        assert np.abs(want).max() > 1e-3
+        np.testing.assert_allclose(got, want, rtol=2e-4, atol=2e-5 * np.abs(want).max(),
                                    err_msg=f"d loss / d {x}")
 
 

@@ -66,10 +66,12 @@ options:
                      each generated kernel, collectives) and the slowest
                      operations with their ONNX nodes, averaged over the
                      runs (all but the first when there are several; see
-                     --repeat). CUDA: GPU time between CUDA events around
+                     --repeat; a training run's steps). CUDA: GPU time
+                     between CUDA events around
                      each operation on its stream, so communication that
                      overlaps compute counts in both; CPU: the host clock
-  --trace FILE       record every rank's operations of every run (kernels by
+  --trace FILE       record every rank's operations of every run or training
+                     step (kernels by
                      name, generated kernels by function, collectives by
                      kind, copies; each with its ONNX node, instruction
                      number and bytes) with their start and duration, and

@@ -195,7 +195,7 @@ void shardflow::runtime::checkTrainingOptions(const Options &o, const Artifact &
                        o.saveWeights + "'");
 }
 
-void shardflow::runtime::train(const Options &o, ProgramRunner &runner) {
+void shardflow::runtime::train(const Options &o, ProgramRunner &runner, RunReport &report) {
   const Artifact &art = runner.artifact();
   Communicator &world = runner.world();
   bool lead = world.rank() == 0;
@@ -226,6 +226,7 @@ void shardflow::runtime::train(const Options &o, ProgramRunner &runner) {
     std::map<std::string, HostTensor> inputs = data.step(t);
     outputs = runner.run(inputs);
     double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    report.ran(int(t - first), seconds);
     double loss = scalarOutput(outputs, "loss"), norm = scalarOutput(outputs, "grad_norm"),
            lr = scalarOutput(outputs, "lr");
     double perSecond = seconds > 0 ? double(tokens) / seconds : 0;
@@ -270,6 +271,10 @@ void shardflow::runtime::train(const Options &o, ProgramRunner &runner) {
     std::fprintf(stderr, "shard-run: the step counter is at %lld already: no step to run\n",
                  (long long)(first - 1));
   world.barrier();
+  if (!o.trace.empty())
+    runner.writeTrace(o.trace);
+  if (first <= o.steps)
+    report.print(o.verbose, world.rank());
 
   if (!o.saveWeights.empty())
     saveWeights(o.saveWeights, runner);

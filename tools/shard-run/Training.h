@@ -14,6 +14,7 @@
 #define SHARDFLOW_TOOLS_SHARD_RUN_TRAINING_H
 
 #include "Options.h"
+#include "Report.h"
 
 #include "shardflow/Runtime/Core/ProgramRunner.h"
 
@@ -27,7 +28,9 @@ bool isTrainingStep(const Artifact &artifact);
 void checkTrainingOptions(const Options &options, const Artifact &artifact);
 
 /// Runs the steps; a collective call on the runner's world.
-void train(const Options &options, ProgramRunner &runner);
+/// `report` is told of each step (--verbose, --profile; --trace records
+/// them) and prints once the steps are done.
+void train(const Options &options, ProgramRunner &runner, RunReport &report);
 
 } // namespace shardflow::runtime
 

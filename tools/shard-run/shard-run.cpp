@@ -94,10 +94,13 @@ int main(int argc, char **argv) {
                                          : createCpuDevice(o.device, *comm);
     ProgramRunner runner(std::move(artifact), std::move(device), *comm, o.runner);
     testHooks(comm->rank());
-    RunReport report(runner, start, o.repeat, o.profile);
+    // A training run's "runs" are its steps (every one after the first is
+    // measured).
+    RunReport report(runner, start, training ? int(std::max<int64_t>(o.steps, 1)) : o.repeat,
+                     o.profile);
     report.loaded();
     if (training) {
-      train(o, runner);
+      train(o, runner, report);
       return 0;
     }
     std::vector<std::pair<std::string, Tensor>> outputs;

@@ -151,7 +151,9 @@ struct CompileOptions {
   bool raisesAttention() const {
     if (raiseAttention)
       return *raiseAttention;
-    return target == "cuda" ||
+    // A CPU training step: the fused backward (nn.attention_grad) replaces
+    // the batched products and the softmax's backward.
+    return target == "cuda" || (target == "cpu" && train.enabled) ||
            (!target.empty() && llvm::StringRef(strategy).starts_with("megatron"));
   }
   /// Whether the dist passes run: sharding, or micro-batches (an axis of

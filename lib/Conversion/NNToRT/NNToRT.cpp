@@ -40,6 +40,7 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <array>
 #include <cmath>
 #include <optional>
 
@@ -288,6 +289,35 @@ DictionaryAttr kernelParams(Operation &op) {
   return DictionaryAttr::get(op.getContext(), params);
 }
 
+/// The results of nn.adamw_update that it may write straight into their
+/// state's buffer (the program's copy into the state then goes): a result
+/// returned as the new value of the state its matching operand reads,
+/// where every other reader of that state runs before the update. The
+/// kernel reads each element before it writes that element.
+DenseMap<Value, StringAttr> updatesInPlace(func::FuncOp fn, ArrayRef<StringAttr> stateOf) {
+  DenseMap<Value, StringAttr> inPlace;
+  auto ret = cast<func::ReturnOp>(fn.getBody().front().getTerminator());
+  for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+    auto update = v.getDefiningOp<nn::AdamWUpdateOp>();
+    if (!stateOf[i] || !update || inPlace.count(v))
+      continue;
+    unsigned operand = std::array<unsigned, 3>{0, 2, 3}[cast<OpResult>(v).getResultNumber()];
+    Value old = update->getOperand(operand);
+    auto w = old.getDefiningOp<nn::WeightOp>();
+    if (!w || w.getName() != stateOf[i].getValue())
+      continue;
+    if (llvm::any_of(old.getUsers(), [&](Operation *user) {
+          return user != update.getOperation() &&
+                 (user->getBlock() != update->getBlock() || !user->isBeforeInBlock(update));
+        }))
+      continue;
+    if (llvm::count(update->getOperands(), old) != 1)
+      continue;
+    inPlace[v] = stateOf[i];
+  }
+  return inPlace;
+}
+
 LogicalResult convertFunction(func::FuncOp fn, std::optional<int64_t> world) {
   if (isRTFunction(fn))
     return success();
@@ -319,6 +349,7 @@ LogicalResult convertFunction(func::FuncOp fn, std::optional<int64_t> world) {
   newFn.setFunctionType(b.getFunctionType(args, results));
   newFn.setAllResultAttrs(resultAttrs);
   llvm::StringMap<Value> stateBuffers;
+  DenseMap<Value, StringAttr> inPlace = updatesInPlace(fn, stateOf);
   // The program runs on every rank of the mesh: rank tables of the
   // collectives and sliced weights are checked against this world.
   if (world)
@@ -348,6 +379,8 @@ LogicalResult convertFunction(func::FuncOp fn, std::optional<int64_t> world) {
                  << i << ", the new value of state '" << stateOf[i].getValue() << "', is "
                  << v.getType() << " but the state's buffer is " << into.getType()
                  << " (a state and its new value must be sharded alike)";
+        if (inPlace.count(v))
+          continue; // its kernel wrote it there
         // After every read of the old value: the program's last kernels.
         rt::KernelOp::create(b, loc, b.getStringAttr("identity"), ValueRange{map.lookup(v)},
                              ValueRange{into}, b.getDictionaryAttr({}));
@@ -469,6 +502,12 @@ LogicalResult convertFunction(func::FuncOp fn, std::optional<int64_t> world) {
     for (Value v : op.getOperands())
       ins.push_back(map.lookup(v));
     for (Value r : op.getResults()) {
+      if (StringAttr state = inPlace.lookup(r)) {
+        Value into = stateBuffers.lookup(state.getValue());
+        outs.push_back(into);
+        map.map(r, into);
+        continue;
+      }
       auto alloc = rt::AllocOp::create(b, loc, toBuffer(r.getType()),
                                        IntegerAttr());
       outs.push_back(alloc);

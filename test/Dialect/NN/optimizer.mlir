@@ -1,7 +1,9 @@
 // RUN: shard-opt %s -nn-append-loss=kind=mse -nn-differentiate=loss=loss -nn-optimizer="optimizer=sgd lr=0.5 momentum=0.9" | FileCheck %s --check-prefix=SGD
 // RUN: shard-opt %s -nn-append-loss=kind=mse -nn-differentiate=loss=loss -nn-optimizer="optimizer=adamw lr=0.01 no-decay=*.bias" | FileCheck %s --check-prefix=ADAMW
+// RUN: shard-opt %s -nn-append-loss=kind=mse -nn-differentiate=loss=loss -nn-optimizer="optimizer=adamw lr=0.01 no-decay=*.bias fused-updates=true clip-grad-norm=1.0" | FileCheck %s --check-prefix=FUSED
 // RUN: shard-opt %s -nn-append-loss=kind=mse -nn-differentiate=loss=loss -nn-optimizer="lr=0.01 warmup-steps=2 schedule=cosine total-steps=10 min-lr=0.001 clip-grad-norm=1.0" | FileCheck %s --check-prefix=SCHED
 // RUN: shard-opt %s -nn-append-loss=kind=mse -nn-differentiate=loss=loss -nn-optimizer=optimizer=sgd -convert-nn-to-rt | FileCheck %s --check-prefix=RT
+// RUN: shard-opt %s -nn-append-loss=kind=mse -nn-differentiate=loss=loss -nn-optimizer="optimizer=adamw fused-updates=true" -convert-nn-to-rt | FileCheck %s --check-prefix=INPLACE
 // RUN: shard-opt %s -nn-append-loss=kind=mse -nn-differentiate=loss=loss -nn-optimizer="optimizer=sgd freeze=fc.bias" | FileCheck %s --check-prefix=FREEZE
 // RUN: not shard-opt %s -nn-append-loss=kind=mse -nn-differentiate=loss=loss -nn-optimizer="schedule=linear total-steps=0" 2>&1 | FileCheck %s --check-prefix=TOTAL
 // RUN: not shard-opt %s -nn-append-loss=kind=mse -nn-differentiate=loss=loss -nn-optimizer="optimizer=lamb" 2>&1 | FileCheck %s --check-prefix=KIND
@@ -51,6 +53,31 @@
 // ADAMW: nn.pow
 // ADAMW: nn.weight "fc.bias.exp_avg" {storage = "zeros"}
 // ADAMW-NOT: nn.weight "fc.bias.momentum_buffer"
+
+// Fused (the CPU target's form): one nn.adamw_update per parameter reads
+// the weight, its gradient, both moments, the rate, the step, the
+// clipping coefficient and the finite flag, and its three results are the
+// new state, with no nn.where around them.
+// FUSED: %[[W:.*]] = nn.weight "fc.weight"
+// FUSED: %[[OK:.*]] = nn.and
+// FUSED: %[[CLIP:.*]] = nn.min
+// FUSED: %[[M:.*]] = nn.weight "fc.weight.exp_avg" {storage = "zeros"}
+// FUSED: %[[V:.*]] = nn.weight "fc.weight.exp_avg_sq" {storage = "zeros"}
+// FUSED: %[[NW:.*]], %[[NM:.*]], %[[NV:.*]] = nn.adamw_update %[[W]], %{{.*}}, %[[M]], %[[V]], %{{.*}}, %{{.*}}, %[[CLIP]], %[[OK]] {beta1 = 9.000000e-01 : f64, beta2 = 0.99899999999999999 : f64, eps = 1.000000e-08 : f64, weight_decay = 1.000000e-02 : f64}
+// FUSED: nn.adamw_update {{.*}} weight_decay = 0.000000e+00 : f64} : (tensor<4xf32>
+// FUSED-NOT: nn.where
+// FUSED: return {{.*}}, %[[NM]], %[[NV]], %[[NW]],
+
+// In rt the fused update writes the weight and its moments in place: no
+// copy into the state ends the program for them (the step counter's
+// remains).
+// INPLACE: %[[W:.*]] = rt.weight "fc.weight" {{.*}}writable
+// INPLACE: %[[M:.*]] = rt.weight "fc.weight.exp_avg" {{.*}}writable
+// INPLACE: %[[V:.*]] = rt.weight "fc.weight.exp_avg_sq" {{.*}}writable
+// INPLACE: rt.kernel "adamw_update" ins(%[[W]], %{{.*}}, %[[M]], %[[V]], {{.*}}) outs(%[[W]], %[[M]], %[[V]] :
+// INPLACE: rt.kernel "adamw_update"
+// INPLACE-NEXT: rt.kernel "identity" ins(%{{.*}} : memref<f32>) outs(%{{.*}} : memref<f32>)
+// INPLACE-NEXT: return
 
 // Warmup then cosine: where(t > W, cosine, lr t / W); clipping by
 // min(1, c / (norm + 1e-6)).

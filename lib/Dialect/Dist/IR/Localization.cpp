@@ -71,12 +71,17 @@ LogicalResult dist::localizeNothing(Operation *op, const LocalizationContext &co
 LogicalResult dist::localizeAttentionHeads(Operation *op, const LocalizationContext &context) {
   if (failed(checkSizes(op, context)))
     return failure();
-  auto attention = cast<nn::AttentionOp>(op);
-  bool threeD = cast<RankedTensorType>(attention.getQuery().getType()).getRank() == 3;
+  // nn.attention and nn.attention_grad: query and key first, and the same
+  // attributes.
+  auto intAttr = [&](StringRef name) {
+    auto a = op->getAttrOfType<IntegerAttr>(name);
+    return a ? a.getInt() : int64_t(0);
+  };
+  bool threeD = cast<RankedTensorType>(op->getOperand(0).getType()).getRank() == 3;
   // A 4-D op may state its head counts too; they must then match the
   // local shapes.
-  bool setQ = threeD || attention.getQNumHeads() != 0;
-  bool setKv = threeD || attention.getKvNumHeads() != 0;
+  bool setQ = threeD || intAttr("q_num_heads") != 0;
+  bool setKv = threeD || intAttr("kv_num_heads") != 0;
   if (!setQ && !setKv)
     return success();
   // 3-D: the hidden dim is (heads..., feature); 4-D: the head dim.
@@ -89,9 +94,9 @@ LogicalResult dist::localizeAttentionHeads(Operation *op, const LocalizationCont
                            "the shape of an attention rule");
   Builder builder(op->getContext());
   if (setQ)
-    attention.setQNumHeadsAttr(builder.getI64IntegerAttr(*hq));
+    op->setAttr("q_num_heads", builder.getI64IntegerAttr(*hq));
   if (setKv)
-    attention.setKvNumHeadsAttr(builder.getI64IntegerAttr(*hkv));
+    op->setAttr("kv_num_heads", builder.getI64IntegerAttr(*hkv));
   return success();
 }
 

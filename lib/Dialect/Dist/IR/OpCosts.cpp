@@ -141,10 +141,16 @@ OpCost dist::poolCost(Operation *op) {
 /// Q K^T and P V, 2 D multiply-adds per score each, and the softmax (five
 /// operations per score); a causal mask skips half the scores.
 OpCost dist::attentionCost(Operation *op) {
-  auto attention = cast<nn::AttentionOp>(op);
-  auto q = cast<RankedTensorType>(attention.getQuery().getType());
-  auto k = cast<RankedTensorType>(attention.getKey().getType());
-  auto v = cast<RankedTensorType>(attention.getValue().getType());
+  // nn.attention and nn.attention_grad: query, key and value first, and
+  // the same attributes.
+  auto q = cast<RankedTensorType>(op->getOperand(0).getType());
+  auto k = cast<RankedTensorType>(op->getOperand(1).getType());
+  auto v = cast<RankedTensorType>(op->getOperand(2).getType());
+  auto intAttr = [&](StringRef name) {
+    auto a = op->getAttrOfType<IntegerAttr>(name);
+    return a ? a.getInt() : int64_t(0);
+  };
+  auto causal = op->getAttrOfType<BoolAttr>("is_causal");
   double batch = double(q.getDimSize(0)), heads, sq, sk, dqk, dv;
   if (q.getRank() == 4) {
     heads = double(q.getDimSize(1));
@@ -153,15 +159,19 @@ OpCost dist::attentionCost(Operation *op) {
     dqk = double(q.getDimSize(3));
     dv = double(v.getDimSize(3));
   } else {
-    heads = double(std::max<int64_t>(attention.getQNumHeads(), 1));
-    int64_t kvHeads = std::max<int64_t>(attention.getKvNumHeads(), 1);
+    heads = double(std::max<int64_t>(intAttr("q_num_heads"), 1));
+    int64_t kvHeads = std::max<int64_t>(intAttr("kv_num_heads"), 1);
     sq = double(q.getDimSize(1));
     sk = double(k.getDimSize(1));
     dqk = double(q.getDimSize(2)) / heads;
     dv = double(v.getDimSize(2)) / double(kvHeads);
   }
   double scores = batch * heads * sq * sk;
-  if (attention.getIsCausal())
+  if (causal && causal.getValue())
     scores /= 2;
+  // The backward recomputes Q K^T and the softmax, then four products:
+  // dP = dY V^T, dQ = dS K, dK = dS^T Q, dV = P^T dY.
+  if (isa<nn::AttentionGradOp>(op))
+    return {scores * (6.0 * dqk + 4.0 * dv + 9.0), streamedBytes(op)};
   return {scores * (2.0 * dqk + 2.0 * dv + 5.0), streamedBytes(op)};
 }

@@ -110,6 +110,9 @@ void elementwiseRule(RuleBuilder &b);
 
 /// ONNX multidirectional broadcasting: one Parallel factor per result dim.
 void broadcastRule(RuleBuilder &b);
+/// Operands and results of the result's shape share a factor per dim;
+/// scalar operands (an optimizer's learning rate) take none.
+void tensorsAndScalarsRule(RuleBuilder &b);
 
 void matmulRule(RuleBuilder &b);
 
@@ -152,6 +155,7 @@ void poolRule(RuleBuilder &b);
 /// whole; so do the query positions under a causal mask, which compares
 /// global positions.
 void attentionRule(RuleBuilder &b, nn::AttentionOp op);
+void attentionGradRule(RuleBuilder &b, nn::AttentionGradOp op);
 
 /// The rotation mixes the two halves (or pairs) of a head's features, so
 /// the feature dim stays whole. Positions come from position_ids, which

@@ -127,11 +127,23 @@ Registry::Registry() {
       .localize(localizeNothing)
       .noPartitionHook()
       .cost(costPerElement(1));
+  facts<GeluGradOp>()
+      .rule(elementwiseRule)
+      .localize(localizeNothing)
+      .noPartitionHook()
+      .cost(costPerElement(20));
   facts<IdentityOp, DropoutOp>()
       .rule(elementwiseRule)
       .localize(localizeNothing)
       .noPartitionHook()
       .cost(viewCost);
+  // An optimizer's fused update: the parameter, its gradient and its
+  // state shard alike; the scalars are whole on every rank.
+  facts<AdamWUpdateOp>()
+      .rule(tensorsAndScalarsRule)
+      .localize(localizeNothing)
+      .noPartitionHook()
+      .cost(costPerElement(12));
   facts<AddOp, SubOp, MulOp, DivOp, ModOp, PowOp, MinOp, MaxOp, EqualOp, LessOp, GreaterOp,
         AndOp, WhereOp>()
       .rule(broadcastRule)
@@ -233,6 +245,11 @@ Registry::Registry() {
       .cost(poolCost);
   facts<AttentionOp>()
       .rule(attentionRule)
+      .localize(localizeAttentionHeads)
+      .noPartitionHook()
+      .cost(attentionCost);
+  facts<AttentionGradOp>()
+      .rule(attentionGradRule)
       .localize(localizeAttentionHeads)
       .noPartitionHook()
       .cost(attentionCost);

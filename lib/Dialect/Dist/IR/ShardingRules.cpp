@@ -170,6 +170,18 @@ void elementwiseRule(RuleBuilder &b) {
   sameShapeRule(b, [](int64_t) { return kParallel; });
 }
 
+void tensorsAndScalarsRule(RuleBuilder &b) {
+  ArrayRef<int64_t> shape = b.resultShape(0);
+  for (auto [d, size] : llvm::enumerate(shape)) {
+    int64_t f = b.factor(size);
+    for (unsigned i = 0; i < b.numOperands(); ++i)
+      if (b.operandShape(i).size() == shape.size())
+        b.operand(i, d, f);
+    for (unsigned i = 0; i < b.numResults(); ++i)
+      b.result(i, d, f);
+  }
+}
+
 /// Places the dims of operand `operand`, right-aligned against `target`
 /// whose dim t has factors `targetFactors[t]`: a dim of the target's size
 /// takes the target's factors, a size-1 dim broadcast against a larger one
@@ -472,32 +484,28 @@ void poolRule(RuleBuilder &b) {
 // Attention, rotary embedding
 //===----------------------------------------------------------------------===//
 
+/// The sizes of an attention's query, key and value (operands 0 to 2),
+/// 3-D ([B, S, H*D], head counts from the attributes) or 4-D.
+struct AttentionDims {
+  int64_t batch, hq, hkv, sq, skv, d, dv;
+  bool threeD;
+};
+static AttentionDims attentionDims(RuleBuilder &b, int64_t qHeads, int64_t kvHeads) {
+  ArrayRef<int64_t> q = b.operandShape(0), k = b.operandShape(1), v = b.operandShape(2);
+  if (q.size() == 3)
+    return {q[0], qHeads, kvHeads, q[1], k[1], q[2] / qHeads, v[2] / kvHeads, true};
+  return {q[0], q[1], k[1], q[2], k[2], q[3], v[3], false};
+}
+
 /// Query head h * g + r reads key/value head h (g query heads per kv
 /// head), so the query head dim is the compound (Hkv, g). Softmax runs over
 /// the key positions and the scores sum over the feature dim, so both stay
 /// whole; so do the query positions under a causal mask, which compares
 /// global positions.
 void attentionRule(RuleBuilder &b, nn::AttentionOp op) {
-  ArrayRef<int64_t> q = b.operandShape(0), k = b.operandShape(1),
-                    v = b.operandShape(2);
-  bool threeD = q.size() == 3;
-  int64_t hq, hkv, sq, skv, d, dv;
-  if (threeD) {
-    hq = static_cast<int64_t>(op.getQNumHeads());
-    hkv = static_cast<int64_t>(op.getKvNumHeads());
-    sq = q[1];
-    skv = k[1];
-    d = q[2] / hq;
-    dv = v[2] / hkv;
-  } else {
-    hq = q[1];
-    hkv = k[1];
-    sq = q[2];
-    skv = k[2];
-    d = q[3];
-    dv = v[3];
-  }
-  int64_t fb = b.factor(q[0]);
+  auto [batch, hq, hkv, sq, skv, d, dv, threeD] = attentionDims(
+      b, static_cast<int64_t>(op.getQNumHeads()), static_cast<int64_t>(op.getKvNumHeads()));
+  int64_t fb = b.factor(batch);
   int64_t fh = b.factor(hkv);
   int64_t fg = b.factor(hq / hkv);
   int64_t fsq = b.factor(sq, op.getIsCausal() ? kNeedReplication : kParallel);
@@ -517,8 +525,46 @@ void attentionRule(RuleBuilder &b, nn::AttentionOp op) {
   }
   // The mask broadcasts to the scores, [B, Hq, Sq, Skv].
   if (op.getMask())
-    assignBroadcast(b, 3, {q[0], hq, sq, skv},
+    assignBroadcast(b, 3, {batch, hq, sq, skv},
                     {{fb}, {fh, fg}, {fsq}, {fskv}});
+}
+
+/// The backward of attention: batch and key/value heads shard as in the
+/// forward; every other dim is contracted or summed over by some
+/// cotangent (dK and dV sum over the query positions and the group's
+/// heads, dQ over the keys, dP = dY V^T over the value features), so it
+/// stays whole.
+void attentionGradRule(RuleBuilder &b, nn::AttentionGradOp op) {
+  auto [batch, hq, hkv, sq, skv, d, dv, threeD] = attentionDims(
+      b, static_cast<int64_t>(op.getQNumHeads()), static_cast<int64_t>(op.getKvNumHeads()));
+  int64_t fb = b.factor(batch);
+  int64_t fh = b.factor(hkv);
+  int64_t fg = b.factor(hq / hkv, kNeedReplication);
+  int64_t fsq = b.factor(sq, kNeedReplication);
+  int64_t fskv = b.factor(skv, kNeedReplication);
+  int64_t fd = b.factor(d, kNeedReplication);
+  int64_t fdv = b.factor(dv, kNeedReplication);
+  SmallVector<SmallVector<int64_t, 2>> qDims, kDims, vDims, yDims;
+  if (threeD) {
+    qDims = {{fb}, {fsq}, {fh, fg, fd}};
+    kDims = {{fb}, {fskv}, {fh, fd}};
+    vDims = {{fb}, {fskv}, {fh, fdv}};
+    yDims = {{fb}, {fsq}, {fh, fg, fdv}};
+  } else {
+    qDims = {{fb}, {fh, fg}, {fsq}, {fd}};
+    kDims = {{fb}, {fh}, {fskv}, {fd}};
+    vDims = {{fb}, {fh}, {fskv}, {fdv}};
+    yDims = {{fb}, {fh, fg}, {fsq}, {fdv}};
+  }
+  b.operand(0, qDims);
+  b.operand(1, kDims);
+  b.operand(2, vDims);
+  b.operand(3, yDims);
+  b.result(0, qDims);
+  b.result(1, kDims);
+  b.result(2, vDims);
+  if (op.getMask())
+    assignBroadcast(b, 4, {batch, hq, sq, skv}, {{fb}, {fh, fg}, {fsq}, {fskv}});
 }
 
 /// The rotation mixes the two halves (or pairs) of a head's features, so

@@ -161,6 +161,7 @@ struct NNDifferentiatePass : public nn::impl::NNDifferentiateBase<NNDifferentiat
                << ") but a gradient flows through it";
       b.setInsertionPoint(ret);
       nn::GradientBuilder gb(b, op, resultGrads, wanted);
+      gb.fused = fused;
       if (failed(rule->fn(gb)))
         return failure();
       for (auto [i, v] : llvm::enumerate(op->getOperands()))

@@ -429,6 +429,10 @@ LogicalResult geluGrad(G &g) {
   if (!g.wants(0))
     return success();
   Value x = gelu.getInput();
+  if (g.fused) {
+    g.set(0, nn::GeluGradOp::create(g.b, g.loc, x, g.grad(), gelu.getApproximateAttr()));
+    return success();
+  }
   auto c = [&](double v) { return g.scalar(x, v); };
   auto mul = [&](Value a, Value b) { return g.make<nn::MulOp>({a, b}); };
   auto add = [&](Value a, Value b) { return g.make<nn::AddOp>({a, b}); };
@@ -843,14 +847,26 @@ LogicalResult maxPoolGrad(G &g) {
   return success();
 }
 
-/// Attention, composed (4-D): the probabilities recomputed, then the
+/// Attention: fused (nn.attention_grad, which keeps no [Sq, Skv] matrix)
+/// where the target has its kernel and no trained float mask wants a
+/// cotangent; else composed (4-D): the probabilities recomputed, then the
 /// cotangents of V, of the scores and of Q and K, with grouped-query heads
-/// summed back onto their key/value head. (Its fused, flash-style backward
-/// that keeps no [Sq, Skv] matrix comes with the training kernels.)
+/// summed back onto their key/value head.
 LogicalResult attentionGrad(G &g) {
   auto a = cast<nn::AttentionOp>(g.op);
   Value q = a.getQuery(), k = a.getKey(), v = a.getValue(), mask = a.getMask();
   auto qt = typeOf(q), kt = typeOf(k), vt = typeOf(v);
+  if (g.fused && !(mask && g.wants(3))) {
+    SmallVector<Value> operands{q, k, v, g.grad()};
+    if (mask)
+      operands.push_back(mask);
+    auto fused = nn::AttentionGradOp::create(g.b, g.loc, TypeRange{qt, kt, vt}, operands,
+                                             a->getAttrs());
+    for (unsigned i = 0; i < 3; ++i)
+      if (g.wants(i))
+        g.set(i, fused->getResult(i));
+    return success();
+  }
   if (qt.getRank() != 4)
     return a.emitOpError("has no gradient rule yet for 3-D inputs");
   if (mask && g.wants(3) && !isa<FloatType>(typeOf(mask).getElementType()))
@@ -1352,6 +1368,8 @@ LogicalResult einsumGrad(G &g) {
 constexpr const char *kNoFloatResult = "no float result";
 constexpr const char *kPiecewiseConstant = "piecewise constant";
 constexpr const char *kSource = "a source (constants have no cotangent; weights are leaves)";
+constexpr const char *kUpdate = "an optimizer's update, written after the backward";
+constexpr const char *kBackward = "a backward op, written by nn-differentiate";
 
 const llvm::StringMap<GradientRule> &registry() {
   static const llvm::StringMap<GradientRule> table = [] {
@@ -1434,6 +1452,9 @@ const llvm::StringMap<GradientRule> &registry() {
       none(name, kPiecewiseConstant);
     for (const char *name : {"nn.constant", "nn.weight", "nn.range", "nn.constant_of_shape"})
       none(name, kSource);
+    none("nn.adamw_update", kUpdate);
+    none("nn.attention_grad", kBackward);
+    none("nn.gelu_grad", kBackward);
     return t;
   }();
   return table;

@@ -365,6 +365,21 @@ struct NNOptimizerPass : public nn::impl::NNOptimizerBase<NNOptimizerPass> {
                                            b.getNamedAttr("nn.state", b.getStringAttr(name))}));
     };
 
+    // A tied copy's new value: its source's, transposed where it holds
+    // the source transposed.
+    auto addCopy = [&](StringRef copy, bool flip, Value updated) -> LogicalResult {
+      auto oldCopy = weightNamed(fn, copy);
+      if (failed(oldCopy))
+        return failure();
+      Value v = updated;
+      if (flip)
+        v = nn::TransposeOp::create(b, updated.getLoc(), ValueRange{updated},
+                                    {b.getNamedAttr("perm", b.getDenseI64ArrayAttr({1, 0}))})
+                ->getResult(0);
+      addState(copy, v, *oldCopy);
+      return success();
+    };
+
     // The step counter, 1-based for this step's arithmetic.
     auto scalar = RankedTensorType::get({}, b.getF32Type());
     Value step = a.add(zeroState(b, a.loc, "optimizer.step", scalar), a.f32(1));
@@ -418,6 +433,20 @@ struct NNOptimizerPass : public nn::impl::NNOptimizerBase<NNOptimizerPass> {
           g = nesterov ? u.add(g, u.scale(buf, momentum)) : buf;
         }
         updated = u.sub(w, u.mul(lrT, g));
+      } else if (fusedUpdates) {
+        std::string mName = stateName(t.name, "exp_avg"), vName = stateName(t.name, "exp_avg_sq");
+        Value oldM = zeroState(b, u.loc, mName, type), oldV = zeroState(b, u.loc, vName, type);
+        auto f32 = [&](double v) { return b.getF64FloatAttr(v); };
+        auto fused = nn::AdamWUpdateOp::create(
+            b, u.loc, t.weight, t.grad, oldM, oldV, rate, step, clip ? clip : u.f32(1), finite,
+            f32(beta1), f32(beta2), f32(eps), f32(decayT));
+        addState(mName, fused.getNewExpAvg());
+        addState(vName, fused.getNewExpAvgSq());
+        addState(t.name, fused.getNewParam());
+        for (auto &[copy, flip] : copiesOf.lookup(t.name))
+          if (failed(addCopy(copy, flip, fused.getNewParam())))
+            return failure();
+        continue;
       } else {
         // Decoupled decay first, then the bias-corrected moments.
         if (decayT != 0)
@@ -435,17 +464,9 @@ struct NNOptimizerPass : public nn::impl::NNOptimizerBase<NNOptimizerPass> {
         updated = u.sub(w, u.mul(u.like(stepSize, w), u.div(m, denom)));
       }
       addState(t.name, updated, t.weight);
-      for (auto &[copy, flip] : copiesOf.lookup(t.name)) {
-        auto oldCopy = weightNamed(fn, copy);
-        if (failed(oldCopy))
+      for (auto &[copy, flip] : copiesOf.lookup(t.name))
+        if (failed(addCopy(copy, flip, updated)))
           return failure();
-        Value v = updated;
-        if (flip)
-          v = nn::TransposeOp::create(b, u.loc, ValueRange{updated},
-                                      {b.getNamedAttr("perm", b.getDenseI64ArrayAttr({1, 0}))})
-                  ->getResult(0);
-        addState(copy, v, *oldCopy);
-      }
     }
     addState("optimizer.step", step);
 

@@ -236,6 +236,42 @@ NN_INFER(TrainingDropoutOp) {
   return success();
 }
 
+NN_INFER(AdamWUpdateOp) {
+  NN_ERR;
+  auto param = rankedType(adaptor.getParam());
+  if (!param || !param.getElementType().isF32())
+    return err("param must be an f32 tensor");
+  for (auto [name, v] : {std::pair<const char *, Value>("grad", adaptor.getGrad()),
+                         {"exp_avg", adaptor.getExpAvg()},
+                         {"exp_avg_sq", adaptor.getExpAvgSq()}})
+    if (v.getType() != param)
+      return err(name, " must have the param's type ", param, ", got ", v.getType());
+  for (auto [name, v] : {std::pair<const char *, Value>("lr", adaptor.getLr()),
+                         {"step", adaptor.getStep()},
+                         {"grad_scale", adaptor.getGradScale()}}) {
+    auto t = rankedType(v);
+    if (!t || t.getRank() != 0 || !t.getElementType().isF32())
+      return err(name, " must be an f32 scalar, got ", v.getType());
+  }
+  auto finite = rankedType(adaptor.getFinite());
+  if (!finite || finite.getRank() != 0)
+    return err("finite must be an i1 scalar");
+  types.append(3, param);
+  return success();
+}
+
+NN_INFER(GeluGradOp) {
+  NN_ERR;
+  auto x = rankedType(adaptor.getInput());
+  if (!x || adaptor.getResultGrad().getType() != x)
+    return err("input and result_grad must be tensors of one type");
+  StringRef approximate = adaptor.getApproximate();
+  if (approximate != "none" && approximate != "tanh")
+    return err("approximate must be \"none\" or \"tanh\", got \"", approximate, "\"");
+  types.push_back(x);
+  return success();
+}
+
 NN_INFER(CastOp) {
   NN_ERR;
   auto in = rankedType(adaptor.getInput());
@@ -301,6 +337,8 @@ NN_VERIFY_BY_INFERENCE(LeakyReluOp)
 NN_VERIFY_BY_INFERENCE(ClipOp)
 NN_VERIFY_BY_INFERENCE(DropoutOp)
 NN_VERIFY_BY_INFERENCE(CastOp)
+NN_VERIFY_BY_INFERENCE(AdamWUpdateOp)
+NN_VERIFY_BY_INFERENCE(GeluGradOp)
 NN_VERIFY_BY_INFERENCE(SoftmaxOp)
 NN_VERIFY_BY_INFERENCE(LogSoftmaxOp)
 NN_VERIFY_BY_INFERENCE(BatchNormalizationOp)
@@ -311,6 +349,7 @@ NN_VERIFY_BY_INFERENCE(GemmOp)
 NN_VERIFY_BY_INFERENCE(EinsumOp)
 NN_VERIFY_BY_INFERENCE(ConvOp)
 NN_VERIFY_BY_INFERENCE(AttentionOp)
+NN_VERIFY_BY_INFERENCE(AttentionGradOp)
 NN_VERIFY_BY_INFERENCE(RotaryEmbeddingOp)
 NN_VERIFY_BY_INFERENCE(RotateHalfOp)
 NN_VERIFY_BY_INFERENCE(MaxPoolOp)
@@ -758,8 +797,11 @@ NN_INFER(GlobalAveragePoolOp) {
 // Attention and rotary embedding
 //===----------------------------------------------------------------------===//
 
-NN_INFER(AttentionOp) {
-  NN_ERR;
+/// nn.attention's result type, from its operands and attributes (or
+/// nn.attention_grad's, which has them too).
+template <typename AdaptorT>
+static LogicalResult inferAttention(InferError &err, AdaptorT adaptor,
+                                    SmallVectorImpl<Type> &types) {
   auto q = rankedType(adaptor.getQuery()), k = rankedType(adaptor.getKey()),
        v = rankedType(adaptor.getValue());
   if (!q || !k || !v)
@@ -824,6 +866,25 @@ NN_INFER(AttentionOp) {
       q.getRank() == 3 ? SmallVector<int64_t>{batch, sq, hq * dv}
                        : SmallVector<int64_t>{batch, hq, sq, dv};
   types.push_back(RankedTensorType::get(shape, q.getElementType()));
+  return success();
+}
+
+NN_INFER(AttentionOp) {
+  NN_ERR;
+  return inferAttention(err, adaptor, types);
+}
+
+NN_INFER(AttentionGradOp) {
+  NN_ERR;
+  SmallVector<Type> forward;
+  if (failed(inferAttention(err, adaptor, forward)))
+    return failure();
+  if (adaptor.getResultGrad().getType() != forward.front())
+    return err("result_grad must have the attention's result type ", forward.front(), ", got ",
+               adaptor.getResultGrad().getType());
+  types.push_back(adaptor.getQuery().getType());
+  types.push_back(adaptor.getKey().getType());
+  types.push_back(adaptor.getValue().getType());
   return success();
 }
 

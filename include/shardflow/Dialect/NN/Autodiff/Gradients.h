@@ -30,6 +30,9 @@ public:
   mlir::OpBuilder &b;
   mlir::Location loc;
   mlir::Operation *op;
+  /// Fused backward ops (nn.attention_grad, nn.gelu_grad) where the
+  /// target has kernels for them: the CPU's.
+  bool fused = false;
 
   /// The cotangent of result `i` (zeros when nothing reads it).
   mlir::Value grad(unsigned i = 0);

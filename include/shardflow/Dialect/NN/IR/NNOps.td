@@ -158,6 +158,21 @@ def NN_GeluOp : NN_UnaryOp<"gelu", "Gelu (opset 20)"> {
   let hasVerifier = 1;
 }
 
+def NN_GeluGradOp : NN_InferredOp<"gelu_grad", [NN_Elementwise]> {
+  let summary = "The cotangent of nn.gelu's input, fused";
+  let description = [{
+    `result_grad * gelu'(input)`, with `approximate` as the forward had it:
+    Phi(x) + x phi(x) for "none"; for "tanh", with t = tanh(u),
+    u = sqrt(2/pi) (x + 0.044715 x^3): 0.5 (1 + t) + 0.5 x (1 - t^2)
+    sqrt(2/pi) (1 + 3 * 0.044715 x^2). One pass over the input and the
+    cotangent (the composed form is about fifteen); nn-differentiate
+    writes it for the CPU target.
+  }];
+  let arguments = (ins NN_FloatTensor:$input, NN_FloatTensor:$result_grad,
+                       DefaultValuedAttr<StrAttr, "\"none\"">:$approximate);
+  let results = (outs NN_FloatTensor:$result);
+}
+
 def NN_ClipOp : NN_UnaryOp<"clip", "Clip", NN_NumericTensor> {
   let description = [{
     min(max(x, `min`), `max`): an absent bound does not clamp, and when
@@ -327,6 +342,32 @@ def NN_AttentionOp : NN_InferredOp<"attention", [NN_KeepsColumnsApart]> {
                        OptionalAttr<F32Attr>:$scale,
                        DefaultValuedAttr<F32Attr, "0.0f">:$softcap);
   let results = (outs NN_FloatTensor:$result);
+}
+
+def NN_AttentionGradOp : NN_InferredOp<"attention_grad", [NN_KeepsColumnsApart]> {
+  let summary = "The cotangents of nn.attention's query, key and value, fused";
+  let description = [{
+    Given the cotangent `result_grad` of an `nn.attention` with these
+    operands and attributes, the cotangents of its query, key and value
+    (shaped like them; grouped-query heads summed onto their key/value
+    head). The probabilities are recomputed a block of query rows at a
+    time (the scores of the block's rows against every key, never the
+    whole [Sq, Skv] matrix): P, dP = dY V^T, D = rowsum(P * dP),
+    dS = P * (dP - D) (times 1 - tanh^2 under a softcap, and the scale),
+    dQ = dS K, dK = dS^T Q, dV = P^T dY. A mask (boolean or float) is
+    read, not differentiated: a trained float mask keeps the composed
+    backward. nn-differentiate writes it for the CPU target.
+  }];
+  let arguments = (ins NN_FloatTensor:$query, NN_FloatTensor:$key,
+                       NN_FloatTensor:$value, NN_FloatTensor:$result_grad,
+                       Optional<NN_Tensor>:$mask,
+                       DefaultValuedAttr<BoolAttr, "false">:$is_causal,
+                       DefaultValuedAttr<I64Attr, "0">:$q_num_heads,
+                       DefaultValuedAttr<I64Attr, "0">:$kv_num_heads,
+                       OptionalAttr<F32Attr>:$scale,
+                       DefaultValuedAttr<F32Attr, "0.0f">:$softcap);
+  let results = (outs NN_FloatTensor:$query_grad, NN_FloatTensor:$key_grad,
+                      NN_FloatTensor:$value_grad);
 }
 
 def NN_RotaryEmbeddingOp : NN_InferredOp<"rotary_embedding", [NN_KeepsColumnsApart]> {
@@ -616,6 +657,39 @@ def NN_ConstantOfShapeOp : NN_Op<"constant_of_shape", [NN_MadeFromAttributes]> {
   let assemblyFormat = "$value attr-dict `:` type($result)";
   let hasVerifier = 1;
   let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Training
+//===----------------------------------------------------------------------===//
+
+def NN_AdamWUpdateOp : NN_InferredOp<"adamw_update"> {
+  let summary = "One AdamW step of one parameter, fused (torch.optim.AdamW)";
+  let description = [{
+    With g = grad * grad_scale (the clipping coefficient, 1 without
+    clipping), lr and step (1-based) f32 scalars:
+
+        param'      = param * (1 - lr * weight_decay)
+        exp_avg'    = exp_avg * beta1 + g * (1 - beta1)
+        exp_avg_sq' = exp_avg_sq * beta2 + g * g * (1 - beta2)
+        param''     = param' - lr / (1 - beta1^step) * exp_avg' /
+                      (sqrt(exp_avg_sq') / sqrt(1 - beta2^step) + eps)
+
+    in f32, in that order (PyTorch's single-tensor implementation; the
+    constants beta1, 1 - beta1, ... rounded to f32 from the f64
+    attributes, as the elementwise form's constants are). Where
+    the i1 scalar `finite` is false, the three results are the inputs
+    unchanged (a step skipped for a non-finite loss or gradient). The
+    CPU target's nn-optimizer writes this one op per parameter, one pass
+    over its four tensors; the CUDA target's writes the chain of
+    elementwise ops, which its generated code fuses.
+  }];
+  let arguments = (ins NN_FloatTensor:$param, NN_FloatTensor:$grad, NN_FloatTensor:$exp_avg,
+                       NN_FloatTensor:$exp_avg_sq, NN_FloatTensor:$lr, NN_FloatTensor:$step,
+                       NN_FloatTensor:$grad_scale, NN_BoolTensor:$finite, F64Attr:$beta1,
+                       F64Attr:$beta2, F64Attr:$eps, F64Attr:$weight_decay);
+  let results = (outs NN_FloatTensor:$new_param, NN_FloatTensor:$new_exp_avg,
+                      NN_FloatTensor:$new_exp_avg_sq);
 }
 
 #endif // SHARDFLOW_DIALECT_NN_NNOPS_TD

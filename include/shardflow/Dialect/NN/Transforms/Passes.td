@@ -354,6 +354,10 @@ def NNDifferentiate : Pass<"nn-differentiate", "::mlir::ModuleOp"> {
            "The nn.name of the scalar result to differentiate (default: the first result)">,
     Option<"wrt", "wrt", "std::string", /*default=*/"\"weights\"",
            "What to differentiate against: weights, inputs or all">,
+    Option<"fused", "fused", "bool", /*default=*/"false",
+           "Fused backward ops (the CPU target's form): nn.attention_grad "
+           "instead of matmuls and a softmax backward, nn.gelu_grad instead "
+           "of the derivative's elementwise ops">,
   ];
   let dependentDialects = ["::shardflow::nn::NNDialect"];
 }
@@ -409,6 +413,13 @@ def NNOptimizer : Pass<"nn-optimizer", "::mlir::ModuleOp"> {
     of each is a result of `@main` carrying `nn.state = "<name>"`. The
     step's other results are `loss`, `grad_norm` (before clipping) and
     `lr`; the model's outputs and gradients are dropped.
+
+    With `fused-updates`, AdamW's update of each parameter is one
+    `nn.adamw_update` (its arithmetic in the same order, and the
+    `where(finite, ...)` inside it): one pass over the parameter, its
+    gradient and its moments instead of about twenty. The CPU pipeline
+    asks for it; the CUDA target's generated code fuses the elementwise
+    chain itself.
   }];
   let options = [
     Option<"loss", "loss", "std::string", /*default=*/"\"loss\"",
@@ -440,6 +451,9 @@ def NNOptimizer : Pass<"nn-optimizer", "::mlir::ModuleOp"> {
                "Initializer name globs: only these train (default: all)">,
     ListOption<"tie", "tie", "std::string",
                "COPY=SOURCE or COPY=SOURCE^T: initializers that are one parameter">,
+    Option<"fusedUpdates", "fused-updates", "bool", /*default=*/"false",
+           "adamw: one nn.adamw_update per parameter instead of elementwise ops "
+           "(the CPU target's form)">,
   ];
   let dependentDialects = ["::shardflow::nn::NNDialect"];
 }

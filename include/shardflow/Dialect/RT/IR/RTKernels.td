@@ -94,8 +94,13 @@ foreach op = [NN_AddOp, NN_SubOp, NN_MulOp, NN_DivOp, NN_ModOp, NN_PowOp, NN_Min
   def : RT_NNKernel<op, RT_CudaElementwise>;
 // The identities are views, except where a pass needs a copy (a scatter's
 // destination) or a view cannot serve.
+// nn-differentiate writes it for the CPU target only (CUDA: the
+// composed derivative, which its generated code fuses).
+def : RT_NNKernel<NN_GeluGradOp, RT_CudaNone>;
 def : RT_NNKernel<NN_IdentityOp, RT_CudaElementwise>;
 def : RT_NNKernel<NN_DropoutOp, RT_CudaElementwise>;
+// The CUDA target's nn-optimizer writes the update as elementwise ops.
+def : RT_NNKernel<NN_AdamWUpdateOp, RT_CudaNone>;
 def : RT_NNKernel<NN_TrainingDropoutOp, RT_CudaRewrittenBy<"cuda-precompute-dropout-masks">>;
 // cuda-precompute-dropout-masks: the input times a constant mask, scaled.
 def : RT_Kernel<"masked_scale", [RT_Param<"scale", "float">], RT_CudaElementwise>;
@@ -122,16 +127,20 @@ def : RT_NNKernel<NN_ArgMinOp, RT_CudaStandalone>;
 
 // The CUDA rt rewrites add a cuBLASLt epilogue (bias, relu_bias,
 // gelu_bias; its bias the last input but one), a residual taken as C (the
-// last input) and a transposed weight.
+// last input) and a transposed weight; the CPU's rt-fold-transposes-into-
+// matmuls operands stored with their last two dimensions swapped.
 def : RT_NNKernel<NN_MatMulOp, RT_CudaRuntime,
                   [RT_Param<"epilogue", "string">, RT_Param<"residual", "bool">,
-                   RT_Param<"trans_b", "bool">]>;
+                   RT_Param<"trans_a", "bool">, RT_Param<"trans_b", "bool">]>;
 def : RT_NNKernel<NN_GemmOp, RT_CudaRuntime, [RT_Param<"epilogue", "string">]>;
 def : RT_NNKernel<NN_EinsumOp, RT_CudaStandalone>;
 def : RT_NNKernel<NN_ConvOp, RT_CudaRewrittenBy<"cuda-lower-convolutions">>;
 // cuda-read-attention-inputs-in-place: the widths of Q, K and V in one
 // packed buffer passed three times.
 def : RT_NNKernel<NN_AttentionOp, RT_CudaRuntime, [RT_Param<"packed_qkv", "ints">]>;
+// nn-differentiate writes it for the CPU target only (CUDA: the composed
+// backward, whose products run on cuBLASLt).
+def : RT_NNKernel<NN_AttentionGradOp, RT_CudaNone>;
 def : RT_NNKernel<NN_RotaryEmbeddingOp, RT_CudaNeighbours>;
 def : RT_NNKernel<NN_RotateHalfOp, RT_CudaNeighbours>;
 foreach op = [NN_MaxPoolOp, NN_MaxPoolWithIndicesOp, NN_AveragePoolOp] in

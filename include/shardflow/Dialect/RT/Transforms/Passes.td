@@ -22,6 +22,23 @@ def RTPlanMemory : Pass<"rt-plan-memory", "::mlir::func::FuncOp"> {
   ];
 }
 
+def RTFoldTransposesIntoMatmuls : Pass<"rt-fold-transposes-into-matmuls", "::mlir::func::FuncOp"> {
+  let summary = "Read transposed matmul and gemm operands in place (CPU)";
+  let description = [{
+    A `transpose` kernel that swaps the last two dimensions and nothing
+    else, whose result a `matmul` or `gemm` kernel reads as a matrix
+    operand, is folded into that kernel: the matmul reads the transpose's
+    input with `trans_a` or `trans_b`, a gemm with its flag flipped. The
+    backward of every linear layer multiplies by transposed weights and
+    activations (dX = dY W^T, dW = X^T dY), which were copies before. The
+    transpose goes when nothing else reads its result. A fold is skipped
+    when a kernel between the transpose and the reader writes the
+    transpose's input (an optimizer's update of the weight). The CPU
+    pipeline runs this pass before rt-plan-memory; the CPU GEMM reads any
+    row and column strides.
+  }];
+}
+
 def RTEinsumToMatmul : Pass<"rt-einsum-to-matmul", "::mlir::func::FuncOp"> {
   let summary = "Turn two-operand float einsums that are matmuls into matmuls";
   let description = [{

@@ -52,6 +52,15 @@ Heads headsOf(const KernelContext &ctx, const Tensor &t, int64_t numHeads, const
 /// elements (128 KiB of f32: in L2 with the K and V panels).
 constexpr int64_t kScoreBlock = 32768;
 
+/// Query rows per block: the block's scores stay under kScoreBlock; under
+/// a causal mask at most kCausalRows, so that a block computes only the
+/// keys up to its last row (the blocks' key counts grow in steps of it).
+constexpr int64_t kCausalRows = 32;
+int64_t rowBlockFor(int64_t keys, bool causal) {
+  int64_t rows = std::clamp<int64_t>(kScoreBlock / std::max<int64_t>(keys, 1), 16, 256);
+  return causal ? std::min(rows, kCausalRows) : rows;
+}
+
 /// Attention for a block of query rows of one (batch, head): the block's
 /// scores against every key are one GEMM (Q K^T), the softmax runs row by
 /// row over them in place, and the block's output is a second GEMM (P V)
@@ -82,12 +91,12 @@ template <typename T> struct AttentionJob {
     const int64_t keys = causal ? std::min(k.seq, i0 + rows) : k.seq;
     std::fill(scores, scores + rows * keys, T(0));
     // S[r][j] = sum_d Q[i0 + r][d] * K[j][d]: K read transposed in place.
-    gemmAccumulateSerial<T>(rows, keys, D, Qi, q.ss, 1, Kh, 1, k.ss, scores, keys);
+    gemmAccumulateOnThread<T>(rows, keys, D, Qi, q.ss, 1, Kh, 1, k.ss, scores, keys);
     for (int64_t r = 0; r < rows; ++r)
       inv[r] = softmaxRow(b, h, i0 + r, scores + r * keys, keys);
     for (int64_t r = 0; r < rows; ++r)
       std::fill(Yi + r * y.ss, Yi + r * y.ss + Dv, T(0));
-    gemmAccumulateSerial<T>(rows, Dv, keys, scores, keys, 1, Vh, v.ss, 1, Yi, y.ss);
+    gemmAccumulateOnThread<T>(rows, Dv, keys, scores, keys, 1, Vh, v.ss, 1, Yi, y.ss);
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t d = 0; d < Dv; ++d)
         Yi[r * y.ss + d] *= inv[r];
@@ -208,7 +217,7 @@ template <typename T> void attentionTyped(const KernelContext &ctx) {
   job.scale = T(scale);
   job.softcap = T(softcap);
   job.causal = causal;
-  job.rowBlock = std::clamp<int64_t>(kScoreBlock / std::max<int64_t>(Skv, 1), 16, 256);
+  job.rowBlock = rowBlockFor(Skv, causal);
   // Threads take whole blocks of rows of one (batch, head), whose bounds do
   // not depend on the thread count: each output row is computed the same
   // way for any thread count.
@@ -231,6 +240,175 @@ void attentionKernel(const KernelContext &ctx) {
               "artifact's form; the CPU kernel takes them as separate buffers");
   dispatchFloat(ctx, ctx.inputs[0].dtype,
                 [](auto t, const KernelContext &c) { attentionTyped<decltype(t)>(c); });
+}
+
+//===----------------------------------------------------------------------===//
+// attention_grad
+//===----------------------------------------------------------------------===//
+
+/// The mask's strides broadcast (right-aligned) to [B, Hq, Sq, Skv];
+/// `boolMask` tells its kind.
+void maskStrides(const KernelContext &ctx, const Tensor &mask, DType element,
+                 const int64_t (&full)[4], int64_t (&strides)[4], bool &boolMask) {
+  if (mask.rank() > 4)
+    fail(ctx, "mask rank must be at most 4");
+  boolMask = mask.dtype == DType::I1;
+  if (!boolMask && mask.dtype != element)
+    fail(ctx, "mask must be i1 or have the query's element type");
+  int64_t acc = 1;
+  for (int64_t d = mask.rank() - 1, f = 3; d >= 0; --d, --f) {
+    int64_t n = mask.shape[size_t(d)];
+    if (n != 1 && n != full[f])
+      fail(ctx, "mask dimension " + std::to_string(d) + " of size " + std::to_string(n) +
+                    " does not broadcast to " + std::to_string(full[f]));
+    strides[f] = n == 1 ? 0 : acc;
+    acc *= n;
+  }
+}
+
+/// The backward of one (batch, key/value head): its query heads one after
+/// another, each a block of query rows at a time. A block's probabilities
+/// are recomputed from its scores against every key, as the forward
+/// computes them (AttentionJob::softmaxRow); then dP = dY V^T, the
+/// softmax's backward dS = P (dP - rowsum(P dP)) (with the softcap's
+/// derivative and the scale), dQ = dS K for the block's rows, and
+/// dK += dS^T Q, dV += P^T dY, which the unit owns: no two threads write
+/// one element, and each element's sums run in one order for any thread
+/// count.
+template <typename T> struct AttentionGradJob {
+  AttentionJob<T> forward; // shapes, operands, mask, scale, softcap
+  const T *DY;
+  T *DQ, *DK, *DV;
+
+  /// `scores` and `dp` hold rowBlock * k.seq elements, `tanh` too under a
+  /// softcap (else null), `inv` rowBlock.
+  void run(int64_t b, int64_t kvh, T *scores, T *dp, T *tanhs, T *inv) const {
+    const AttentionJob<T> &f = forward;
+    const Heads &q = f.q, &k = f.k, &v = f.v, &y = f.y;
+    const int64_t D = q.dim, Dv = v.dim;
+    const T *Kh = f.K + b * k.sb + kvh * k.sh;
+    const T *Vh = f.V + b * v.sb + kvh * v.sh;
+    T *dKh = DK + b * k.sb + kvh * k.sh;
+    T *dVh = DV + b * v.sb + kvh * v.sh;
+    for (int64_t j = 0; j < k.seq; ++j)
+      std::fill(dKh + j * k.ss, dKh + j * k.ss + D, T(0));
+    for (int64_t j = 0; j < v.seq; ++j)
+      std::fill(dVh + j * v.ss, dVh + j * v.ss + Dv, T(0));
+    for (int64_t h = kvh * f.group; h < (kvh + 1) * f.group; ++h)
+      for (int64_t i0 = 0; i0 < q.seq; i0 += f.rowBlock)
+        block(b, h, i0, Kh, Vh, dKh, dVh, scores, dp, tanhs, inv);
+  }
+
+  void block(int64_t b, int64_t h, int64_t i0, const T *Kh, const T *Vh, T *dKh, T *dVh,
+             T *scores, T *dp, T *tanhs, T *inv) const {
+    const AttentionJob<T> &f = forward;
+    const Heads &q = f.q, &k = f.k, &v = f.v, &y = f.y;
+    const int64_t D = q.dim, Dv = v.dim;
+    const int64_t rows = std::min(f.rowBlock, q.seq - i0);
+    const int64_t keys = f.causal ? std::min(k.seq, i0 + rows) : k.seq;
+    const T *Qi = f.Q + b * q.sb + h * q.sh + i0 * q.ss;
+    const T *dYi = DY + b * y.sb + h * y.sh + i0 * y.ss;
+    T *dQi = DQ + b * q.sb + h * q.sh + i0 * q.ss;
+    // P: the forward's probabilities of the block's rows.
+    std::fill(scores, scores + rows * keys, T(0));
+    gemmAccumulateOnThread<T>(rows, keys, D, Qi, q.ss, 1, Kh, 1, k.ss, scores, keys);
+    if (tanhs)
+      for (int64_t n = 0; n < rows * keys; ++n)
+        tanhs[n] = ew::fastTanh(scores[n] * f.scale / f.softcap);
+    for (int64_t r = 0; r < rows; ++r) {
+      T *s = scores + r * keys;
+      inv[r] = f.softmaxRow(b, h, i0 + r, s, keys);
+      for (int64_t j = 0; j < keys; ++j)
+        s[j] *= inv[r];
+    }
+    // dP = dY V^T, then dS in its place.
+    std::fill(dp, dp + rows * keys, T(0));
+    gemmAccumulateOnThread<T>(rows, keys, Dv, dYi, y.ss, 1, Vh, 1, v.ss, dp, keys);
+    for (int64_t r = 0; r < rows; ++r) {
+      const T *p = scores + r * keys;
+      T *g = dp + r * keys;
+      T dot = 0;
+      for (int64_t j = 0; j < keys; ++j)
+        dot += p[j] * g[j];
+      for (int64_t j = 0; j < keys; ++j)
+        g[j] = p[j] * (g[j] - dot);
+      if (tanhs) {
+        const T *t = tanhs + r * keys;
+        for (int64_t j = 0; j < keys; ++j)
+          g[j] *= T(1) - t[j] * t[j];
+      }
+      for (int64_t j = 0; j < keys; ++j)
+        g[j] *= f.scale;
+    }
+    // dQ = dS K (the block's rows), dK += dS^T Q, dV += P^T dY.
+    for (int64_t r = 0; r < rows; ++r)
+      std::fill(dQi + r * q.ss, dQi + r * q.ss + D, T(0));
+    gemmAccumulateOnThread<T>(rows, D, keys, dp, keys, 1, Kh, k.ss, 1, dQi, q.ss);
+    gemmAccumulateOnThread<T>(keys, D, rows, dp, 1, keys, Qi, q.ss, 1, dKh, k.ss);
+    gemmAccumulateOnThread<T>(keys, Dv, rows, scores, 1, keys, dYi, y.ss, 1, dVh, v.ss);
+  }
+};
+
+template <typename T> void attentionGradTyped(const KernelContext &ctx) {
+  const Tensor &qt = ctx.inputs[0], &kt = ctx.inputs[1], &vt = ctx.inputs[2],
+               &dyt = ctx.inputs[3];
+  const Tensor *mask = ctx.inputs.size() > 4 ? &ctx.inputs[4] : nullptr;
+  const Tensor &dqt = ctx.outputs[0], &dkt = ctx.outputs[1], &dvt = ctx.outputs[2];
+  if (dqt.shape != qt.shape || dkt.shape != kt.shape || dvt.shape != vt.shape)
+    fail(ctx, "the cotangents must have the shapes of query, key and value");
+  AttentionLayout layout;
+  if (std::string problem =
+          attentionLayout(qt.shape, kt.shape, vt.shape, dyt.shape,
+                          ctx.params.getInt("q_num_heads", 0), ctx.params.getInt("kv_num_heads", 0),
+                          layout);
+      !problem.empty())
+    fail(ctx, problem);
+  AttentionGradJob<T> job;
+  AttentionJob<T> &f = job.forward;
+  f.q = layout.q;
+  f.k = layout.k;
+  f.v = layout.v;
+  f.y = layout.y;
+  const int64_t B = f.q.batch, Hq = f.q.heads, Hkv = f.k.heads, Sq = f.q.seq, Skv = f.k.seq;
+  f.Q = qt.as<const T>();
+  f.K = kt.as<const T>();
+  f.V = vt.as<const T>();
+  f.Y = nullptr;
+  f.Mf = nullptr;
+  f.Mb = nullptr;
+  std::fill(f.mStride, f.mStride + 4, int64_t(0));
+  if (mask) {
+    bool boolMask = false;
+    maskStrides(ctx, *mask, qt.dtype, {B, Hq, Sq, Skv}, f.mStride, boolMask);
+    f.Mf = boolMask ? nullptr : mask->as<const T>();
+    f.Mb = boolMask ? mask->as<const uint8_t>() : nullptr;
+  }
+  f.group = Hq / Hkv;
+  f.scale = T(ctx.params.has("scale") ? ctx.params.getFloat("scale")
+                                      : 1.0 / std::sqrt(double(f.q.dim)));
+  f.softcap = T(ctx.params.getFloat("softcap", 0.0));
+  f.causal = ctx.params.getBool("is_causal", false);
+  f.rowBlock = rowBlockFor(Skv, f.causal);
+  job.DY = dyt.as<const T>();
+  job.DQ = dqt.as<T>();
+  job.DK = dkt.as<T>();
+  job.DV = dvt.as<T>();
+  // A unit is one (batch, key/value head): it owns its dK and dV.
+  parallelFor(ctx, B * Hkv, 1, [&](int64_t first, int64_t last) {
+    size_t block = size_t(std::min(f.rowBlock, Sq) * Skv);
+    std::vector<T> scores(block), dp(block), tanhs(f.softcap > T(0) ? block : 0);
+    std::vector<T> inv(size_t(f.rowBlock));
+    for (int64_t unit = first; unit < last; ++unit)
+      job.run(unit / Hkv, unit % Hkv, scores.data(), dp.data(),
+              tanhs.empty() ? nullptr : tanhs.data(), inv.data());
+  });
+}
+
+void attentionGradKernel(const KernelContext &ctx) {
+  if (ctx.inputs.size() < 4 || ctx.inputs.size() > 5 || ctx.outputs.size() != 3)
+    fail(ctx, "expects 4 or 5 inputs (query, key, value, result_grad, mask) and 3 outputs");
+  dispatchFloat(ctx, ctx.inputs[0].dtype,
+                [](auto t, const KernelContext &c) { attentionGradTyped<decltype(t)>(c); });
 }
 
 //===----------------------------------------------------------------------===//
@@ -336,5 +514,6 @@ void rotateHalfKernel(const KernelContext &ctx) {
 } // namespace
 
 SHARDFLOW_REGISTER_KERNEL("attention", attentionKernel);
+SHARDFLOW_REGISTER_KERNEL("attention_grad", attentionGradKernel);
 SHARDFLOW_REGISTER_KERNEL("rotary_embedding", rotaryEmbeddingKernel);
 SHARDFLOW_REGISTER_KERNEL("rotate_half", rotateHalfKernel);

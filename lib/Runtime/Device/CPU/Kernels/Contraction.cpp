@@ -62,10 +62,13 @@ template <typename T> void matmulTyped(const KernelContext &ctx) {
   std::vector<int64_t> as = lhs.shape, bs = rhs.shape;
   if (as.empty() || bs.empty())
     fail(ctx, "operands must have rank >= 1");
-  // trans_b: B is stored with its last two dimensions swapped ([.., N, K]).
-  bool tb = ctx.params.getBool("trans_b", false);
-  if (tb && bs.size() < 2)
-    fail(ctx, "trans_b needs B of rank >= 2");
+  // trans_a / trans_b: A or B is stored with its last two dimensions
+  // swapped ([.., K, M], [.., N, K]).
+  bool ta = ctx.params.getBool("trans_a", false), tb = ctx.params.getBool("trans_b", false);
+  if ((ta && as.size() < 2) || (tb && bs.size() < 2))
+    fail(ctx, "trans_a and trans_b need an operand of rank >= 2");
+  if (ta)
+    std::swap(as[as.size() - 2], as[as.size() - 1]);
   if (tb)
     std::swap(bs[bs.size() - 2], bs[bs.size() - 1]);
   if (as.size() == 1)
@@ -73,7 +76,8 @@ template <typename T> void matmulTyped(const KernelContext &ctx) {
   if (bs.size() == 1)
     bs.push_back(1);
   int64_t M = as[as.size() - 2], K = as.back(), N = bs.back();
-  // B(k, n)'s distance from B(0, 0).
+  // A(m, k)'s and B(k, n)'s distances from A(0, 0) and B(0, 0).
+  int64_t aRow = ta ? 1 : K, aCol = ta ? M : 1;
   int64_t bRow = tb ? 1 : N, bCol = tb ? K : 1;
   if (bs[bs.size() - 2] != K)
     fail(ctx, "contraction dimensions differ: " + std::to_string(K) + " and " +
@@ -106,14 +110,14 @@ template <typename T> void matmulTyped(const KernelContext &ctx) {
     bCount *= bBatch[d];
   }
   // A shared B under an unbroadcast A: one GEMM with the batch folded into M.
-  if (bCount == 1 && aCount == count) {
+  if (bCount == 1 && aCount == count && !ta) {
     gemmAccumulate<T>(count * M, N, K, a, K, 1, b, bRow, bCol, c, N);
     return;
   }
   std::vector<int64_t> idx(rank, 0);
   int64_t aOff = 0, bOff = 0;
   for (int64_t i = 0; i < count; ++i) {
-    gemmAccumulate<T>(M, N, K, a + aOff, K, 1, b + bOff, bRow, bCol, c + i * M * N, N);
+    gemmAccumulate<T>(M, N, K, a + aOff, aRow, aCol, b + bOff, bRow, bCol, c + i * M * N, N);
     for (size_t d = rank; d-- > 0;) {
       aOff += aStride[d];
       bOff += bStride[d];

@@ -41,6 +41,16 @@ void gemmAccumulateSerial(int64_t M, int64_t N, int64_t K, const T *a, int64_t r
                           int64_t csA, const T *b, int64_t rsB, int64_t csB, T *c,
                           int64_t ldc);
 
+/// The same on the calling thread, through OpenBLAS where it applies (f32
+/// and f64 operands whose rows or columns are contiguous; OpenBLAS runs
+/// single-threaded) and the built-in kernel otherwise: for kernels that
+/// issue many small GEMMs from inside parallelFor bodies (attention's
+/// blocks). Its result depends only on the operands.
+template <typename T>
+void gemmAccumulateOnThread(int64_t M, int64_t N, int64_t K, const T *a, int64_t rsA,
+                            int64_t csA, const T *b, int64_t rsB, int64_t csB, T *c,
+                            int64_t ldc);
+
 } // namespace shardflow::runtime::cpu
 
 #endif // SHARDFLOW_RUNTIME_KERNELS_CPU_GEMM_H

@@ -1,7 +1,8 @@
 //===- UnaryMath.cpp - CPU kernels for unary elementwise ops --------------===//
 //
 // sqrt, exp, log, tanh, sigmoid, erf, reciprocal, relu, neg, abs, not,
-// identity and inference dropout (copies), leaky_relu, gelu and clip.
+// identity and inference dropout (copies), leaky_relu, gelu (and its
+// derivative times a cotangent, gelu_grad) and clip.
 // f16/bf16 compute in float and round to nearest even on store.
 //
 //===----------------------------------------------------------------------===//
@@ -179,6 +180,39 @@ void geluKernel(const KernelContext &ctx) {
   }
 }
 
+/// gelu_grad: result_grad * gelu'(input), one pass over both (the
+/// composed derivative's arithmetic, in the compute type).
+void geluGradKernel(const KernelContext &ctx) {
+  expectArity(ctx, 2, 1);
+  if (ctx.inputs[0].shape != ctx.inputs[1].shape || ctx.inputs[0].dtype != ctx.inputs[1].dtype)
+    throw kernelError(ctx.kernel, "input and result_grad must have one shape and type");
+  std::string approx = ctx.params.getString("approximate", "none");
+  if (approx != "none" && approx != "tanh")
+    throw kernelError(ctx.kernel, "approximate must be \"none\" or \"tanh\", got \"" +
+                                      approx + "\"");
+  bool tanhForm = approx == "tanh";
+  dispatchFloat(ctx.inputs[0].dtype, ctx.kernel, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using C = Compute<T>;
+    if (tanhForm) {
+      binaryLoop<T, T, T>(ctx, [](C x, C dy) {
+        const C k = C(0.044715), s = C(0.79788456080286535588);
+        C x2 = x * x;
+        C th = fastTanh(s * (x + k * (x2 * x)));
+        C left = C(0.5) * (C(1) + th);
+        C du = s * (C(1) + C(3 * 0.044715) * x2);
+        return dy * (left + (C(0.5) * x) * ((C(1) - th * th) * du));
+      });
+    } else {
+      binaryLoop<T, T, T>(ctx, [](C x, C dy) {
+        C cdf = C(0.5) * (C(1) + fastErf(x * C(0.70710678118654752440)));
+        C pdf = C(0.39894228040143267794) * fastExp(C(-0.5) * (x * x));
+        return dy * (cdf + x * pdf);
+      });
+    }
+  });
+}
+
 /// A clip bound converted to compute type C: saturated for integers.
 template <typename C> C clipBound(double v) {
   if constexpr (std::is_integral_v<C>) {
@@ -241,4 +275,5 @@ SHARDFLOW_REGISTER_KERNEL("identity", identityKernel);
 SHARDFLOW_REGISTER_KERNEL("dropout", dropoutKernel);
 SHARDFLOW_REGISTER_KERNEL("leaky_relu", leakyReluKernel);
 SHARDFLOW_REGISTER_KERNEL("gelu", geluKernel);
+SHARDFLOW_REGISTER_KERNEL("gelu_grad", geluGradKernel);
 SHARDFLOW_REGISTER_KERNEL("clip", clipKernel);
