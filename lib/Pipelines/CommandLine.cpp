@@ -266,6 +266,17 @@ struct CompilerCLOptions {
              "(dimension 0). The loss and the update equal those of the whole "
              "batch"),
     cl::value_desc("M"), cl::init(1), cl::cat(trainCategory)};
+  cl::opt<std::string> dropout{"dropout",
+    cl::desc("The model's Dropout nodes in training: off (default: the graph "
+             "trains as exported; an inference-mode Dropout is the identity) "
+             "or on (each Dropout drops with its ratio, a new mask every step "
+             "keyed by the seed, the step, the node and the element, so that "
+             "every mesh, micro-batching and thread count draws the same one; "
+             "CPU target)"),
+    cl::value_desc("on|off"), cl::init("off"), cl::cat(trainCategory)};
+  cl::opt<int64_t> dropoutSeed{"dropout-seed",
+    cl::desc("The seed of --dropout on's masks (default 0)"), cl::init(0),
+    cl::cat(trainCategory)};
   cl::opt<std::string> compileTo{"compile-to",
     cl::desc("Stop after a phase of the compile and print its IR (the "
              "artifact phase, the default with --target, writes the .shard "
@@ -347,7 +358,8 @@ llvm::Error shardflow::getCompilerCLOptions(DriverOptions &driver, CompileOption
         &o.momentum,     &o.nesterov,    &o.weightDecay, std::addressof(o.betas), &o.eps,
         &o.clipGradNorm, &o.warmupSteps, &o.lrSchedule,  &o.totalSteps, &o.minLr,
         std::addressof(o.noDecay), std::addressof(o.freeze), std::addressof(o.trainable),
-        std::addressof(o.tie),     &o.tieDetection, &o.gradBucketMB, &o.microbatches};
+        std::addressof(o.tie),     &o.tieDetection, &o.gradBucketMB, &o.microbatches,
+        &o.dropout,      &o.dropoutSeed};
     for (const cl::Option *flag : trainingFlags)
       if (flag->getNumOccurrences())
         return fail("--" + flag->ArgStr + " needs --train");
@@ -380,6 +392,8 @@ llvm::Error shardflow::getCompilerCLOptions(DriverOptions &driver, CompileOption
   t.detectTies = o.tieDetection;
   t.gradBucketMB = o.gradBucketMB;
   t.microbatches = o.microbatches;
+  t.dropout = o.dropout;
+  t.dropoutSeed = o.dropoutSeed;
   if (compile.target != "cuda" && !o.cudaDisable.empty())
     return fail("--cuda-arch, --cuda-path, --cuda-disable and --dump-ptx need --target cuda");
   for (const std::string &feature : o.cudaDisable)

@@ -27,6 +27,13 @@ using namespace mlir;
 using namespace shardflow;
 
 static void buildNNPhase(OpPassManager &pm, const CompileOptions &o) {
+  // Dropout on first, so that attention raising does not fold a dropout
+  // of the probabilities away.
+  if (o.train.enabled && o.train.dropout == "on") {
+    nn::NNKeyedDropoutOptions keyed;
+    keyed.seed = o.train.dropoutSeed;
+    pm.addPass(nn::createNNKeyedDropout(keyed));
+  }
   if (o.raises(o.raiseNormalization))
     pm.addNestedPass<func::FuncOp>(nn::createNNRaiseNormalization());
   if (o.raises(o.raiseGelu))

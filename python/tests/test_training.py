@@ -843,3 +843,89 @@ def test_training_matches_jax(tmp_path, reference):
     initial = {t.name: numpy_helper.to_array(t).astype(np.float64)
                for t in onnx.load(str(export.model)).graph.initializer if t.name in final}
     assert _relative_l2(initial, final, list(final)) > 0.1
+
+
+# --dropout on: loss = mean(Dropout(x * w)) with x all ones, so that one SGD
+# step of learning rate L moves w_j by L * (kept rows of column j) /
+# ((1 - ratio) * elements): the saved weights show every draw of the mask.
+DROP_B, DROP_N, DROP_RATIO, DROP_LR = 4, 4096, 0.3, 1.0
+
+
+def _dropout_model(path):
+    from onnx import TensorProto, helper
+    w = numpy_helper.from_array(np.ones(DROP_N, np.float32), "w")
+    ratio = numpy_helper.from_array(np.array(DROP_RATIO, np.float32), "ratio")
+    graph = helper.make_graph(
+        [helper.make_node("Mul", ["x", "w"], ["h"]),
+         helper.make_node("Dropout", ["h", "ratio"], ["d"]),  # inference mode, as exported
+         helper.make_node("ReduceMean", ["d"], ["loss"], keepdims=0)],
+        "dropout", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [DROP_B, DROP_N])],
+        [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])], [w, ratio])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)],
+                                ir_version=8), path)
+
+
+def _dropout_steps(tmp_path, tag, steps, extra=(), ranks=1):
+    """w's gradient at each of `steps` SGD steps (from runs of 1..steps
+    steps), in units of 1 / ((1 - ratio) * elements)."""
+    import os
+    import shutil
+    artifact = tmp_path / f"{tag}.shard"
+    _shard_opt(tmp_path / "model.onnx", "--train", "--loss", "output:loss", "--optimizer", "sgd",
+               "--lr", str(DROP_LR), "--target", "cpu", *extra, "-o", artifact)
+    launcher = [shutil.which("mpirun") or "mpirun", "--oversubscribe", "-np", str(ranks)] \
+        if ranks > 1 else []
+    env = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+    weights = [np.ones(DROP_N)]
+    for n in range(1, steps + 1):
+        out = subprocess.run([*launcher, str(toolchain.tool("shard-run")), str(artifact),
+                              "--data", str(tmp_path / "data.npz"), "--steps", str(n),
+                              "--save-weights", f"{artifact}-{n}.npz"],
+                             capture_output=True, text=True, timeout=600, env=env)
+        assert out.returncode == 0, out.stderr
+        with np.load(f"{artifact}-{n}.npz") as saved:
+            weights.append(saved["w"].astype(np.float64))
+    unit = DROP_LR / ((1 - DROP_RATIO) * DROP_B * DROP_N)
+    return [(weights[n] - weights[n + 1]) / unit for n in range(steps)]
+
+
+def test_dropout_on_draws_a_keyed_mask(tmp_path):
+    """--dropout on: each Dropout drops its ratio of the elements, scaling the
+    kept ones by 1 / (1 - ratio); a new mask every step and for another
+    seed; the same mask under dp=2, --microbatches 2 and both (each element
+    keyed by its global index); --dropout off leaves an inference-mode
+    Dropout the identity."""
+    _dropout_model(tmp_path / "model.onnx")
+    np.savez(tmp_path / "data.npz", x=np.ones((1, DROP_B, DROP_N), np.float32))
+    off = _dropout_steps(tmp_path, "off", 1)
+    # Off: every row counts, unscaled: B * (1 - ratio) in these units.
+    np.testing.assert_allclose(off[0], DROP_B * (1 - DROP_RATIO), rtol=1e-4)
+    single = _dropout_steps(tmp_path, "on", 2, ["--dropout", "on", "--dropout-seed", "5"])
+    for kept in single:
+        # Whole counts of kept rows per column, 0..B.
+        np.testing.assert_allclose(kept, np.round(kept), atol=1e-3)
+        fraction = kept.sum() / (DROP_B * DROP_N)
+        assert abs(fraction - (1 - DROP_RATIO)) < 0.02, fraction
+        assert kept.min() < DROP_B - 0.5 and kept.max() > 0.5
+    assert np.abs(single[0] - single[1]).max() > 0.5, "the mask did not change between steps"
+    other_seed = _dropout_steps(tmp_path, "seed", 1, ["--dropout", "on"])
+    assert np.abs(single[0] - other_seed[0]).max() > 0.5, "the seed changes nothing"
+    for tag, extra, ranks in [("dp", ["--mesh", "dp=2"], 2), ("mb", ["--microbatches", "2"], 1),
+                              ("dpmb", ["--mesh", "dp=2", "--microbatches", "2"], 2)]:
+        got = _dropout_steps(tmp_path, tag, 2, ["--dropout", "on", "--dropout-seed", "5", *extra],
+                             ranks)
+        for n in range(2):
+            np.testing.assert_allclose(got[n], single[n], atol=1e-3, err_msg=f"{tag} step {n + 1}")
+
+
+def test_dropout_flag_errors(tmp_path):
+    _dropout_model(tmp_path / "model.onnx")
+    for flags, message in [
+            (["--train", "--loss", "output:loss", "--dropout", "maybe"],
+             "--dropout must be on or off, got 'maybe'"),
+            (["--dropout", "on"], "--dropout needs --train"),
+            (["--train", "--loss", "output:loss", "--dropout", "on", "--target", "cuda"],
+             "--dropout on is not built for --target cuda yet")]:
+        out = _shard_opt(tmp_path / "model.onnx", *flags, "-o", tmp_path / "x.shard",
+                         check=False)
+        assert out.returncode != 0 and message in out.stderr, out.stderr

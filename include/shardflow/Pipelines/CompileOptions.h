@@ -101,6 +101,10 @@ struct TrainOptions {
   /// Gradient accumulation: each rank's batch runs as this many
   /// micro-batches, one after another (dist-unroll-microbatches).
   int64_t microbatches = 1;
+  /// The model's Dropout nodes: "off" (as exported) or "on"
+  /// (nn-keyed-dropout), with this seed.
+  std::string dropout = "off";
+  int64_t dropoutSeed = 0;
 };
 
 struct CompileOptions {

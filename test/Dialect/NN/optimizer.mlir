@@ -20,11 +20,11 @@
 // SGD-SAME: tensor<4xf32> {nn.name = "fc.bias.momentum_buffer", nn.state = "fc.bias.momentum_buffer"},
 // SGD-SAME: tensor<4xf32> {nn.name = "fc.bias", nn.state = "fc.bias"},
 // SGD-SAME: tensor<f32> {nn.name = "optimizer.step", nn.state = "optimizer.step"})
+// SGD: %[[STEP:.*]] = nn.weight "optimizer.step" {storage = "zeros"} : tensor<f32>
 // SGD: %[[W:.*]] = nn.weight "fc.weight" {file = "m.data"
 // SGD: %[[B:.*]] = nn.weight "fc.bias" {size = 16 : i64, storage = "protobuf"} : tensor<4xf32>
 // SGD: nn.transpose %arg0
 // SGD-NEXT: %[[GW:.*]] = nn.matmul
-// SGD: %[[STEP:.*]] = nn.weight "optimizer.step" {storage = "zeros"} : tensor<f32>
 // SGD: %[[NEXT:.*]] = nn.add %[[STEP]]
 // SGD: %[[LR:.*]] = nn.constant dense<5.000000e-01> : tensor<f32>
 // SGD: %[[NORM:.*]] = nn.sqrt
@@ -92,9 +92,9 @@
 // by copying each new value into it; only loss, grad_norm and lr remain
 // results.
 // RT: func.func @main({{.*}}) -> (memref<f32> {nn.name = "loss"}, memref<f32> {nn.name = "grad_norm"}, memref<f32> {nn.name = "lr"})
+// RT: %[[S:.*]] = rt.weight "optimizer.step" {storage = "zeros", writable} : memref<f32>
 // RT: %[[W:.*]] = rt.weight "fc.weight" {{.*}}writable} : memref<3x4xf32>
 // RT: %[[B:.*]] = rt.weight "fc.bias" {{.*}}writable} : memref<4xf32>
-// RT: %[[S:.*]] = rt.weight "optimizer.step" {storage = "zeros", writable} : memref<f32>
 // RT: rt.kernel "identity" ins(%{{.*}} : memref<3x4xf32>) outs(%[[W]] : memref<3x4xf32>)
 // RT: rt.kernel "identity" ins(%{{.*}} : memref<4xf32>) outs(%[[B]] : memref<4xf32>)
 // RT: rt.kernel "identity" ins(%{{.*}} : memref<f32>) outs(%[[S]] : memref<f32>)

@@ -115,6 +115,25 @@ LogicalResult dist::localizeRotaryHeads(Operation *op, const LocalizationContext
   return success();
 }
 
+/// The global shape of a value whose local type is `local` under
+/// `layout`: each dim's local size times its shard count.
+static SmallVector<int64_t> globalShapeOf(MeshOp mesh, const Layout &layout,
+                                          RankedTensorType local) {
+  SmallVector<int64_t> shape;
+  for (auto [d, axes] : llvm::enumerate(layout.dims))
+    shape.push_back(local.getDimSize(d) * mesh.groupSize(axes));
+  return shape;
+}
+
+/// Where rank `rank`'s block of such a value starts, dim by dim.
+static SmallVector<int64_t> blockStartOf(MeshOp mesh, const Layout &layout,
+                                         RankedTensorType local, int64_t rank) {
+  SmallVector<int64_t> start;
+  for (auto [d, axes] : llvm::enumerate(layout.dims))
+    start.push_back(axes.empty() ? 0 : mesh.indexAlong(rank, axes) * local.getDimSize(d));
+  return start;
+}
+
 LogicalResult dist::localizeWeightSlices(Operation *op, const LocalizationContext &context) {
   if (failed(checkSizes(op, context)))
     return failure();
@@ -125,10 +144,8 @@ LogicalResult dist::localizeWeightSlices(Operation *op, const LocalizationContex
   // zero-padded weight's is the stored tensor, which its slices may reach
   // past (and it is described as sliced even when whole, so that the
   // runtime reads only the stored bytes).
-  SmallVector<int64_t> globalShape;
   auto localType = cast<RankedTensorType>(w.getType());
-  for (auto [d, axes] : llvm::enumerate(layout.dims))
-    globalShape.push_back(localType.getDimSize(d) * mesh.groupSize(axes));
+  SmallVector<int64_t> globalShape = globalShapeOf(mesh, layout, localType);
   if (auto stored = w.getStoredShapeAttr())
     globalShape.assign(stored.asArrayRef().begin(), stored.asArrayRef().end());
   // A block of a weight already (a preset cut a fused projection into its
@@ -151,9 +168,7 @@ LogicalResult dist::localizeWeightSlices(Operation *op, const LocalizationContex
   Builder b(op->getContext());
   SmallVector<Attribute> starts;
   for (int64_t rank = 0, n = mesh.getNumRanks(); rank < n; ++rank) {
-    SmallVector<int64_t> start;
-    for (auto [d, axes] : llvm::enumerate(layout.dims))
-      start.push_back(axes.empty() ? 0 : mesh.indexAlong(rank, axes) * localType.getDimSize(d));
+    SmallVector<int64_t> start = blockStartOf(mesh, layout, localType, rank);
     if (!blockStarts.empty())
       for (auto [s, o] : llvm::zip(start, blockStarts[blockStarts.size() == 1 ? 0 : rank]))
         s += o;
@@ -161,6 +176,26 @@ LogicalResult dist::localizeWeightSlices(Operation *op, const LocalizationContex
   }
   w.setGlobalShapeAttr(b.getDenseI64ArrayAttr(globalShape));
   w.setStartsAttr(b.getArrayAttr(starts));
+  return success();
+}
+
+LogicalResult dist::localizeDropoutBlocks(Operation *op, const LocalizationContext &context) {
+  if (failed(checkSizes(op, context)))
+    return failure();
+  auto d = cast<nn::KeyedDropoutOp>(op);
+  MeshOp mesh = context.mesh;
+  const Layout &layout = context.resultLayouts.front();
+  if (llvm::none_of(layout.dims, [](const AxisList &a) { return !a.empty(); }))
+    return success();
+  if (d.getGlobalShapeAttr())
+    return op->emitOpError("is localized twice");
+  auto localType = cast<RankedTensorType>(d.getType());
+  Builder b(op->getContext());
+  SmallVector<int64_t> starts;
+  for (int64_t rank = 0, n = mesh.getNumRanks(); rank < n; ++rank)
+    starts.append(blockStartOf(mesh, layout, localType, rank));
+  d.setGlobalShapeAttr(b.getDenseI64ArrayAttr(globalShapeOf(mesh, layout, localType)));
+  d.setStartsAttr(b.getDenseI64ArrayAttr(starts));
   return success();
 }
 

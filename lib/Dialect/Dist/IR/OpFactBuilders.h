@@ -224,6 +224,10 @@ mlir::LogicalResult localizeWeightSlices(mlir::Operation *op,
 /// A gather from a table split along its axis: the global row count and
 /// where each rank's block of rows starts.
 mlir::LogicalResult localizeGatherRows(mlir::Operation *op, const LocalizationContext &context);
+/// nn.keyed_dropout: its input's global shape and where each rank's block
+/// of it starts, so that an element's draw is keyed by its global index.
+mlir::LogicalResult localizeDropoutBlocks(mlir::Operation *op,
+                                          const LocalizationContext &context);
 
 //===----------------------------------------------------------------------===//
 // Cost estimates (OpCosts.cpp)

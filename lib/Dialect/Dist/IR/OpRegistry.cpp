@@ -127,6 +127,12 @@ Registry::Registry() {
       .localize(localizeNothing)
       .noPartitionHook()
       .cost(costPerElement(1));
+  // Each rank draws its block's elements by their global index.
+  facts<KeyedDropoutOp>()
+      .rule(tensorsAndScalarsRule)
+      .localize(localizeDropoutBlocks)
+      .noPartitionHook()
+      .cost(costPerElement(12));
   facts<GeluGradOp>()
       .rule(elementwiseRule)
       .localize(localizeNothing)

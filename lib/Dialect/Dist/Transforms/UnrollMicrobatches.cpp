@@ -141,8 +141,27 @@ struct Unroller {
 
   LogicalResult unrollCollective(Operation *op, const AxesAround &axes);
   LogicalResult unrollFunction(func::FuncOp fn);
+  /// Whether `op` is a keyed dropout whose ranks along the axis draw
+  /// different blocks (its mask differs between micro-batches even where
+  /// its input does not: a uniform cotangent's backward).
+  bool drawsPerMicrobatch(Operation *op) {
+    auto d = dyn_cast<nn::KeyedDropoutOp>(op);
+    auto starts = d ? d.getStartsAttr() : DenseI64ArrayAttr();
+    int64_t dims = d ? d.getType().getRank() : 0;
+    if (!starts || int64_t(starts.size()) != mesh.getNumRanks() * dims)
+      return false;
+    ArrayRef<int64_t> values = starts.asArrayRef();
+    for (int64_t r = 0, n = mesh.getNumRanks() / count; r < n; ++r)
+      for (int64_t k = 1; k < count; ++k)
+        if (values.slice(oldRankOf[r * count + k] * dims, dims) !=
+            values.slice(oldRankOf[r * count] * dims, dims))
+          return true;
+    return false;
+  }
   LogicalResult localizeRankAttributes(Operation *op, ArrayRef<int64_t> oldRankOf);
   void order(Block &body);
+  /// The old mesh's rank of each (new rank, coordinate along the axis).
+  SmallVector<int64_t> oldRankOf;
 };
 
 LogicalResult Unroller::unrollCollective(Operation *op, const AxesAround &axes) {
@@ -248,6 +267,22 @@ LogicalResult Unroller::localizeRankAttributes(Operation *op, ArrayRef<int64_t> 
     w.setStartsAttr(ArrayAttr::get(op->getContext(), kept));
     return success();
   }
+  if (auto d = dyn_cast<nn::KeyedDropoutOp>(op)) {
+    auto starts = d.getStartsAttr();
+    int64_t dims = d.getType().getRank();
+    if (!starts || int64_t(starts.size()) != oldRanks * dims || oldRanks == 1)
+      return success();
+    ArrayRef<int64_t> values = starts.asArrayRef();
+    auto keep = sameAlongAxis([&](int64_t r) { return values.slice(r * dims, dims).vec(); });
+    if (!keep)
+      return op->emitOpError("is split over the micro-batch axis '")
+             << axis.getValue() << "' but is no copy of a micro-batch's";
+    SmallVector<int64_t> kept;
+    for (int64_t r : *keep)
+      kept.append(values.begin() + r * dims, values.begin() + (r + 1) * dims);
+    d.setStartsAttr(DenseI64ArrayAttr::get(op->getContext(), kept));
+    return success();
+  }
   if (auto g = dyn_cast<nn::GatherOp>(op)) {
     auto starts = g.getAxisStartsAttr();
     if (!starts || int64_t(starts.size()) != oldRanks || oldRanks == 1)
@@ -288,7 +323,8 @@ LogicalResult Unroller::unrollFunction(func::FuncOp fn) {
         continue;
       }
     }
-    if (!llvm::any_of(op->getOperands(), [&](Value v) { return varying(v); }))
+    if (!llvm::any_of(op->getOperands(), [&](Value v) { return varying(v); }) &&
+        !drawsPerMicrobatch(op))
       continue;
     OpBuilder b(op);
     for (int64_t k = 0; k < count; ++k) {
@@ -297,6 +333,19 @@ LogicalResult Unroller::unrollFunction(func::FuncOp fn) {
         mapping.map(v, copy(v, k));
       Operation *clone = b.clone(*op, mapping);
       microbatchOf[clone] = k;
+      // A keyed dropout's copy draws its micro-batch's elements: the
+      // blocks of the ranks at coordinate k.
+      if (auto d = dyn_cast<nn::KeyedDropoutOp>(clone))
+        if (auto starts = d.getStartsAttr()) {
+          int64_t dims = d.getType().getRank();
+          if (int64_t(starts.size()) == mesh.getNumRanks() * dims) {
+            SmallVector<int64_t> mine;
+            for (int64_t r = 0, n = mesh.getNumRanks() / count; r < n; ++r)
+              for (int64_t i = 0; i < dims; ++i)
+                mine.push_back(starts[oldRankOf[r * count + k] * dims + i]);
+            d.setStartsAttr(DenseI64ArrayAttr::get(op->getContext(), mine));
+          }
+        }
       for (auto [r, c] : llvm::zip(op->getResults(), clone->getResults()))
         copies[r].push_back(c);
     }
@@ -391,6 +440,7 @@ struct DistUnrollMicrobatchesPass
       for (int64_t k = 0; k < u.count; ++k)
         oldRankOf.push_back((r / inner * u.count + k) * inner + r % inner);
 
+    u.oldRankOf = oldRankOf;
     for (auto fn : module.getOps<func::FuncOp>())
       if (failed(u.unrollFunction(fn)))
         return signalPassFailure();

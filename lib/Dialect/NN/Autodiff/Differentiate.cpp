@@ -79,7 +79,9 @@ struct NNDifferentiatePass : public nn::impl::NNDifferentiateBase<NNDifferentiat
     if (wrt != "inputs")
       fn.walk([&](Operation *op) {
         if (auto w = dyn_cast<nn::WeightOp>(op)) {
-          if (isFloatTensor(w.getResult()))
+          // Training state (the step counter a keyed dropout reads) is no
+          // parameter.
+          if (isFloatTensor(w.getResult()) && w.getStorage() != "zeros")
             sources[w.getName()].push_back(w.getResult());
           return;
         }

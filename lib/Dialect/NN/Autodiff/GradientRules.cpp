@@ -530,6 +530,18 @@ LogicalResult rotateHalfGrad(G &g) {
     g.set(0, g.make<nn::NegOp>({g.make<nn::RotateHalfOp>({g.grad()})}));
   return success();
 }
+/// A keyed dropout's mask is a function of its attributes and the step:
+/// the same op on the cotangent multiplies it by the same mask and scale.
+LogicalResult keyedDropoutGrad(G &g) {
+  auto d = cast<nn::KeyedDropoutOp>(g.op);
+  g.setNone(1);
+  if (!g.wants(0))
+    return success();
+  SmallVector<Value> operands{g.grad(), d.getStep()};
+  g.set(0, nn::KeyedDropoutOp::create(g.b, g.loc, d.getType(), operands, d->getAttrs())
+               .getResult());
+  return success();
+}
 LogicalResult cumsumGrad(G &g) {
   auto c = cast<nn::CumSumOp>(g.op);
   if (!g.wants(0))
@@ -1434,6 +1446,7 @@ const llvm::StringMap<GradientRule> &registry() {
     rule("nn.mod", modGrad);
     rule("nn.reduce_prod", reduceProdGrad);
     rule("nn.training_dropout", trainingDropoutGrad);
+    rule("nn.keyed_dropout", keyedDropoutGrad);
     rule("nn.topk", topkGrad);
     rule("nn.gather_elements", gatherElementsGrad);
     rule("nn.max_pool", maxPoolGrad);

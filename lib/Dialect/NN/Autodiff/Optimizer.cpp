@@ -381,8 +381,7 @@ struct NNOptimizerPass : public nn::impl::NNOptimizerBase<NNOptimizerPass> {
     };
 
     // The step counter, 1-based for this step's arithmetic.
-    auto scalar = RankedTensorType::get({}, b.getF32Type());
-    Value step = a.add(zeroState(b, a.loc, "optimizer.step", scalar), a.f32(1));
+    Value step = a.add(nn::stepCounter(fn), a.f32(1));
     Value rate = learningRate(a, step);
 
     // The gradients' global 2-norm, before clipping.
@@ -489,6 +488,22 @@ struct NNOptimizerPass : public nn::impl::NNOptimizerBase<NNOptimizerPass> {
 };
 
 } // namespace
+
+Value shardflow::nn::stepCounter(func::FuncOp fn) {
+  Value found;
+  fn.walk([&](nn::WeightOp w) {
+    if (w.getName() == "optimizer.step" && w.getStorage() == "zeros")
+      found = w.getResult();
+  });
+  if (found)
+    return found;
+  OpBuilder b = OpBuilder::atBlockBegin(&fn.getBody().front());
+  return nn::WeightOp::create(b, NameLoc::get(b.getStringAttr("optimizer"), fn.getLoc()),
+                              RankedTensorType::get({}, b.getF32Type()),
+                              b.getStringAttr("optimizer.step"), b.getStringAttr("zeros"),
+                              StringAttr(), IntegerAttr(), IntegerAttr(), DenseI64ArrayAttr(),
+                              ArrayAttr(), DenseI64ArrayAttr());
+}
 
 void shardflow::nn::printTrainingReport(ModuleOp module, llvm::raw_ostream &os) {
   auto training = module->getAttrOfType<DictionaryAttr>("nn.training");

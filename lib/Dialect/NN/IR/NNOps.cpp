@@ -272,6 +272,34 @@ NN_INFER(GeluGradOp) {
   return success();
 }
 
+NN_INFER(KeyedDropoutOp) {
+  NN_ERR;
+  auto x = rankedType(adaptor.getInput()), step = rankedType(adaptor.getStep());
+  if (!x)
+    return err("input must be a ranked tensor");
+  if (!step || step.getNumElements() != 1 || !step.getElementType().isF32())
+    return err("step must be an f32 scalar");
+  double ratio = adaptor.getRatio().convertToDouble();
+  if (!(ratio >= 0.0 && ratio < 1.0))
+    return err("ratio ", ratio, " is outside [0, 1)");
+  if (auto global = adaptor.getGlobalShapeAttr()) {
+    if (int64_t(global.size()) != x.getRank())
+      return err("global_shape must have the input's rank");
+    if (auto starts = adaptor.getStartsAttr()) {
+      int64_t rank = x.getRank();
+      if (rank == 0 || starts.size() % rank)
+        return err("starts must hold one start per dim for each rank");
+      for (int64_t i = 0; i < int64_t(starts.size()); ++i)
+        if (starts[i] < 0 || starts[i] + x.getDimSize(i % rank) > global[i % rank])
+          return err("a rank's block reaches past global_shape");
+    }
+  } else if (adaptor.getStartsAttr()) {
+    return err("starts needs global_shape");
+  }
+  types.push_back(x);
+  return success();
+}
+
 NN_INFER(CastOp) {
   NN_ERR;
   auto in = rankedType(adaptor.getInput());
@@ -339,6 +367,7 @@ NN_VERIFY_BY_INFERENCE(DropoutOp)
 NN_VERIFY_BY_INFERENCE(CastOp)
 NN_VERIFY_BY_INFERENCE(AdamWUpdateOp)
 NN_VERIFY_BY_INFERENCE(GeluGradOp)
+NN_VERIFY_BY_INFERENCE(KeyedDropoutOp)
 NN_VERIFY_BY_INFERENCE(SoftmaxOp)
 NN_VERIFY_BY_INFERENCE(LogSoftmaxOp)
 NN_VERIFY_BY_INFERENCE(BatchNormalizationOp)

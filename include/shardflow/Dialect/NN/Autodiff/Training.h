@@ -9,6 +9,7 @@
 #ifndef SHARDFLOW_DIALECT_NN_AUTODIFF_TRAINING_H
 #define SHARDFLOW_DIALECT_NN_AUTODIFF_TRAINING_H
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -17,6 +18,12 @@ namespace shardflow::nn {
 /// Prints the training step's initializers by kind (nothing for a module
 /// that is no training step).
 void printTrainingReport(mlir::ModuleOp module, llvm::raw_ostream &os);
+
+/// The training step counter `fn` reads: its nn.weight "optimizer.step"
+/// (f32 scalar, storage zeros: the steps done before this one), made at
+/// the top of `fn` when it has none yet. nn-optimizer advances it;
+/// nn-keyed-dropout keys its masks by it.
+mlir::Value stepCounter(mlir::func::FuncOp fn);
 
 } // namespace shardflow::nn
 

@@ -207,6 +207,29 @@ def NN_TrainingDropoutOp : NN_InferredOp<"training_dropout", [NN_Random]> {
   let results = (outs NN_FloatTensor:$result, NN_BoolTensor:$mask);
 }
 
+def NN_KeyedDropoutOp : NN_InferredOp<"keyed_dropout", [NN_Random]> {
+  let summary = "Training dropout whose mask is keyed by (seed, step, node, element)";
+  let description = [{
+    `input * keep / (1 - ratio)`, where element e (its index in the
+    row-major order of the whole tensor, `global_shape`, whatever part of it
+    this rank holds) is kept when the uniform draw u(seed, step, node, e)
+    in [0, 1) is at least `ratio`. The draw is word e mod 4 of Philox4x32-10
+    (Salmon et al., SC'11) with key (seed's low and high 32 bits) and counter
+    (floor(e / 4)'s low and high 32 bits, step, dropout_id), its top 24 bits
+    over 2^24. `step` is an f32 scalar (the training step, 1-based);
+    `dropout_id` numbers the model's Dropout nodes. Every mesh, micro-batching and
+    thread count draws the same mask, a new one each step. `starts` holds,
+    rank after rank, where its block of `global_shape` begins (one start
+    per dim; dist-partition's localization; absent: the whole tensor). The op is linear in `input`,
+    and its backward is the same op on the cotangent.
+  }];
+  let arguments = (ins NN_FloatTensor:$input, NN_FloatTensor:$step, F32Attr:$ratio,
+                       I64Attr:$seed, I64Attr:$dropout_id,
+                       OptionalAttr<DenseI64ArrayAttr>:$global_shape,
+                       OptionalAttr<DenseI64ArrayAttr>:$starts);
+  let results = (outs NN_FloatTensor:$result);
+}
+
 def NN_CastOp : NN_InferredOp<"cast", [NN_Elementwise]> {
   let summary = "ONNX Cast: convert the element type";
   let arguments = (ins NN_Tensor:$input, TypeAttr:$to);

@@ -281,6 +281,27 @@ def NNSplitFusedProjections : Pass<"nn-split-fused-projections", "::mlir::func::
   let dependentDialects = ["::shardflow::nn::NNDialect"];
 }
 
+def NNKeyedDropout : Pass<"nn-keyed-dropout", "::mlir::ModuleOp"> {
+  let summary = "Turn the model's Dropout nodes on for training (--dropout on)";
+  let description = [{
+    Every `nn.dropout` (an ONNX Dropout exported in inference mode) and
+    every `nn.training_dropout` whose mask nothing reads (one exported in
+    training mode, whose numpy-seeded mask would be the same every step)
+    becomes an `nn.keyed_dropout` of the node's ratio: its mask keyed by
+    (`seed`, the step, the node's number in program order, the element), so
+    that every step draws a new mask and every mesh the same one. The step
+    is the training step counter (`optimizer.step`, the state nn-optimizer
+    advances) plus one. A dropout of ratio 0 stays the identity. The CPU
+    pipeline runs it first in the nn phase under `--train --dropout on`, so
+    that nn-raise-attention does not fold a dropout of the attention
+    probabilities away.
+  }];
+  let options = [
+    Option<"seed", "seed", "int64_t", /*default=*/"0", "The generator's seed">,
+  ];
+  let dependentDialects = ["::shardflow::nn::NNDialect"];
+}
+
 def NNAppendLoss : Pass<"nn-append-loss", "::mlir::ModuleOp"> {
   let summary = "Append a training loss to @main, as nn ops";
   let description = [{

@@ -101,6 +101,8 @@ def : RT_NNKernel<NN_IdentityOp, RT_CudaElementwise>;
 def : RT_NNKernel<NN_DropoutOp, RT_CudaElementwise>;
 // The CUDA target's nn-optimizer writes the update as elementwise ops.
 def : RT_NNKernel<NN_AdamWUpdateOp, RT_CudaNone>;
+// --dropout on is refused for the CUDA target (no generated Philox yet).
+def : RT_NNKernel<NN_KeyedDropoutOp, RT_CudaNone>;
 def : RT_NNKernel<NN_TrainingDropoutOp, RT_CudaRewrittenBy<"cuda-precompute-dropout-masks">>;
 // cuda-precompute-dropout-masks: the input times a constant mask, scaled.
 def : RT_Kernel<"masked_scale", [RT_Param<"scale", "float">], RT_CudaElementwise>;
