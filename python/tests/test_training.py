@@ -929,3 +929,30 @@ def test_dropout_flag_errors(tmp_path):
         out = _shard_opt(tmp_path / "model.onnx", *flags, "-o", tmp_path / "x.shard",
                          check=False)
         assert out.returncode != 0 and message in out.stderr, out.stderr
+
+
+def test_profile_and_trace_report_training_steps(tmp_path):
+    """shard-run --profile and --trace cover a training run's steps: the
+    CPU step's fused kernels (attention's backward, AdamW's update) show by
+    name, and the trace holds every step's operations."""
+    export = real_exports.load("gpt2-torchscript")
+    for f in export.folder.iterdir():
+        (tmp_path / f.name).symlink_to(f)
+    _shard_opt(tmp_path / "model.onnx", *export.shape_flags(tmp_path), "--train", "--optimizer",
+               "adamw", "--target", "cpu", "-o", tmp_path / "step.shard")
+    np.savez(tmp_path / "data.npz", **_batches(export, 2))
+    out = _shard_run(tmp_path / "step.shard", "--data", tmp_path / "data.npz", "--steps", 3,
+                     "--profile", "--trace", tmp_path / "trace.json")
+    kinds = {line.split()[0]: int(line.split()[1]) for line in out.stderr.splitlines()
+             if re.match(r"^  [a-z_]+ +\d+ +[\d.]+ +[\d.]+%$", line)}
+    assert kinds.get("attention_grad", 0) >= 1 and kinds.get("adamw_update", 0) >= 1, out.stderr
+    # The weights and moments are updated in place: the copies into a state
+    # left are the step counter's and the tied LM head's (TorchScript's
+    # transposed copy of the embedding, the new embedding transposed), of
+    # 28 trained weights.
+    assert kinds.get("identity", 0) <= 2, kinds
+    trace = json.loads((tmp_path / "trace.json").read_text())
+    events = trace["traceEvents"] if isinstance(trace, dict) else trace
+    names = [e.get("name", "") for e in events]
+    assert sum(n == "adamw_update" for n in names) == 3 * kinds["adamw_update"], \
+        sorted(set(names))

@@ -306,10 +306,19 @@ DenseMap<Value, StringAttr> updatesInPlace(func::FuncOp fn, ArrayRef<StringAttr>
     auto w = old.getDefiningOp<nn::WeightOp>();
     if (!w || w.getName() != stateOf[i].getValue())
       continue;
-    if (llvm::any_of(old.getUsers(), [&](Operation *user) {
-          return user != update.getOperation() &&
-                 (user->getBlock() != update->getBlock() || !user->isBeforeInBlock(update));
-        }))
+    // Every reader of the old value, through the views rt makes of it.
+    bool readLater = false;
+    SmallVector<Value> values{old};
+    while (!values.empty() && !readLater)
+      for (Operation *user : values.pop_back_val().getUsers()) {
+        if (user == update.getOperation())
+          continue;
+        if (user->getBlock() != update->getBlock() || !user->isBeforeInBlock(update))
+          readLater = true;
+        if (nn::isViewLike(user))
+          values.append(user->result_begin(), user->result_end());
+      }
+    if (readLater)
       continue;
     if (llvm::count(update->getOperands(), old) != 1)
       continue;

@@ -600,7 +600,7 @@ LogicalResult Annotator::seedMegatron(bool sequence, bool wholeInitializers) {
                         [&](OpOperand &use) { return isNorm(use.getOwner()); });
   }
   module.walk([&](Operation *op) {
-    if (!isNorm(op) && !isa<nn::DropoutOp>(op))
+    if (!isNorm(op) && !isa<nn::DropoutOp, nn::KeyedDropoutOp>(op))
       return;
     if (op->getOperand(0).getDefiningOp<ConstraintOp>())
       return;
