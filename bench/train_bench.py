@@ -196,8 +196,11 @@ def torch_worker(spec_path: str) -> int:
             p.copy_(torch.from_numpy(initial[name]))
     model.train()
     params = [p for p in model.parameters()]  # tied: the embedding once
-    opt = torch.optim.AdamW(params, lr=spec["lr"], betas=(0.9, 0.999), eps=1e-8,
-                            weight_decay=spec["weight_decay"])
+    if spec.get("optimizer", "adamw") == "sgd":
+        opt = torch.optim.SGD(params, lr=spec["lr"], weight_decay=spec["weight_decay"])
+    else:
+        opt = torch.optim.AdamW(params, lr=spec["lr"], betas=(0.9, 0.999), eps=1e-8,
+                                weight_decay=spec["weight_decay"])
     data = np.load(spec["data"])
     ids_all, labels_all = data["input_ids"], data["labels"]
     vocab = cfg["vocab"]
@@ -249,6 +252,7 @@ def run_torch(cfg: dict, args, data: Path, threads: int, total: int, work: Path,
               profile: bool = False) -> dict:
     from cpu_bench import run_measured
     spec = {"config": cfg, "threads": threads, "steps": total, "lr": args.lr,
+            "optimizer": args.optimizer,
             "weight_decay": args.weight_decay, "data": str(data), "profile": profile,
             "initial": str(work / "initial.npz"),
             "weights": str(work / f"torch-t{threads}.npz"),
@@ -334,6 +338,9 @@ def main() -> int:
     parser.add_argument("--vocab", type=int, default=2048)
     parser.add_argument("--seq", type=int, default=128)
     parser.add_argument("--batch", type=int, default=4)
+    parser.add_argument("--optimizer", choices=["adamw", "sgd"], default="adamw",
+                        help="sgd: plain SGD on both sides, which does not normalize a "
+                             "gradient's rounding noise into steps of lr as AdamW does")
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--weight-decay", type=float, default=0.01)
     parser.add_argument("--attn", choices=["sdpa", "eager"], default="sdpa",
@@ -389,7 +396,8 @@ def main() -> int:
 
     artifact = work / "step.shard"
     cmd = [shard_opt, str(onnx_path), "--input-shape", f"input_ids={args.batch},{args.seq}",
-           "--train", "--loss", "cross-entropy", "--optimizer", "adamw", "--lr", str(args.lr),
+           "--train", "--loss", "cross-entropy", "--optimizer", args.optimizer,
+           "--lr", str(args.lr),
            "--weight-decay", str(args.weight_decay), "--target", "cpu", "--report",
            "-o", str(artifact)]
     t0 = time.perf_counter()
@@ -444,7 +452,8 @@ def main() -> int:
             print(f"  not compared (no initializer saved): {w['missing']}")
 
     print(f"\nGPT-2-style model: {args.layers} layers, hidden {args.hidden}, {args.heads} heads, "
-          f"vocabulary {args.vocab}, batch {args.batch} x {args.seq} tokens, AdamW (lr {args.lr}, "
+          f"vocabulary {args.vocab}, batch {args.batch} x {args.seq} tokens, "
+          f"{'AdamW' if args.optimizer == 'adamw' else 'SGD'} (lr {args.lr}, "
           f"weight decay {args.weight_decay}); median of {args.steps} steps after {args.warmup}; "
           f"attn_implementation {args.attn}; {args.runs} run(s) per side\n")
     print(f"{'threads':>7} {'shardflow ms':>13} {'pytorch ms':>11} {'ratio':>7} {'per-run':>16} "
