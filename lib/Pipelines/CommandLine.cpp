@@ -271,8 +271,8 @@ struct CompilerCLOptions {
              "trains as exported; an inference-mode Dropout is the identity) "
              "or on (each Dropout drops with its ratio, a new mask every step "
              "keyed by the seed, the step, the node and the element, so that "
-             "every mesh, micro-batching and thread count draws the same one; "
-             "CPU target)"),
+             "every mesh, micro-batching, thread count and target draws the "
+             "same one)"),
     cl::value_desc("on|off"), cl::init("off"), cl::cat(trainCategory)};
   cl::opt<int64_t> dropoutSeed{"dropout-seed",
     cl::desc("The seed of --dropout on's masks (default 0)"), cl::init(0),

@@ -138,8 +138,6 @@ llvm::Error CompileOptions::verifyTraining() const {
     return fail("--microbatches must be >= 1");
   if (t.dropout != "on" && t.dropout != "off")
     return fail("--dropout must be on or off, got '" + t.dropout + "'");
-  if (t.dropout == "on" && target == "cuda")
-    return fail("--dropout on is not built for --target cuda yet (the CPU target has it)");
   if (t.minLr < 0 || t.minLr > t.lr)
     return fail("--min-lr must lie in [0, --lr]");
   return llvm::Error::success();

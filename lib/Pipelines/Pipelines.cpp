@@ -97,8 +97,11 @@ static void buildTrainPhase(OpPassManager &pm, const CompileOptions &o) {
   }
   nn::NNDifferentiateOptions differentiate;
   differentiate.loss = loss;
-  // The CPU has the fused backward ops' kernels (attention, gelu).
-  differentiate.fused = o.target == "cpu";
+  // The fused backward ops whose kernels the target has.
+  if (o.target == "cpu")
+    differentiate.fused = {"all"};
+  else if (o.target == "cuda")
+    differentiate.fused = {"gelu", "normalization"};
   pm.addPass(nn::createNNDifferentiate(differentiate));
   nn::NNOptimizerOptions update;
   update.loss = loss;

@@ -102,6 +102,9 @@ CASES = {
     "layer_norm_axis1": ("LayerNormalization", [((2, 3, 4), _any), ((3, 4), _any)],
                          {"axis": 1}, {}),
     "rms_norm": ("RMSNormalization", [((2, 3, 4), _any), ((4,), _any)], {"axis": -1}, {}),
+    # A scale broadcast to the normalized [3, 4]: its cotangent sums rows.
+    "rms_norm_axis1_scale_bcast": ("RMSNormalization", [((2, 3, 4), _any), ((1, 4), _any)],
+                                   {"axis": 1}, {}),
     "rotary": ("RotaryEmbedding", [((1, 3, 8), _any)], {"num_heads": 2},
                {"cos": np.cos(np.arange(6).reshape(3, 2) * 0.7),
                 "sin": np.sin(np.arange(6).reshape(3, 2) * 0.7),
@@ -190,7 +193,7 @@ CONSTANT_INPUTS: dict[str, set[str]] = {}
 INPUT_ORDER = {"scatter_nd": ["x0", "idx", "x1"], "scatter_nd_add_tuples": ["x0", "idx", "x1"]}
 # Cases whose op needs a later opset than 18, and ops with several results
 # (each gets its own cotangent in the loss).
-OPSET = {"gelu": 20, "gelu_tanh": 20, "rms_norm": 23, "rotary": 23, "attention": 23,
+OPSET = {"gelu": 20, "gelu_tanh": 20, "rms_norm": 23, "rms_norm_axis1_scale_bcast": 23, "rotary": 23, "attention": 23,
          "attention_gqa_causal": 23, "attention_mask_softcap": 23,
          "attention_boolmask_softcap": 23, "attention_3d_gqa": 23, "average_pool_dilated": 19}
 OUTPUTS = {"split": 2, "topk": 2}
@@ -289,15 +292,20 @@ def _shard_opt(*args):
 FUSED_ONLY = {"attention_3d_gqa"}
 
 
+def _differentiate_option(fused):
+    """nn-differentiate against the inputs, with every fused backward op
+    (fused=all, the CPU target's form) or none."""
+    return "--nn-differentiate=wrt=inputs loss=loss" + (" fused=all" if fused else "")
+
+
 def _check_against_finite_differences(tmp_path, name, fused):
-    """Differentiates case `name` against its inputs (nn-differentiate's
-    fused=`fused`), runs it on the CPU and compares with central
+    """Differentiates case `name` against its inputs (with the fused
+    backward ops or without), runs it on the CPU and compares with central
     differences; returns the differentiated program's text."""
     model, feeds = _model(name)
     onnx.save(model, tmp_path / "model.onnx")
     _shard_opt(tmp_path / "model.onnx", "--compile-to=import", "-o", tmp_path / "nn.mlir")
-    _shard_opt(tmp_path / "nn.mlir", f"--nn-differentiate=wrt=inputs loss=loss fused={fused}",
-               "-o", tmp_path / "grad.mlir")
+    _shard_opt(tmp_path / "nn.mlir", _differentiate_option(fused), "-o", tmp_path / "grad.mlir")
     _shard_opt(tmp_path / "grad.mlir", "--target", "cpu", "-o", tmp_path / "grad.shard")
     ours = toolchain.run_artifact(tmp_path / "grad.shard", feeds)
     want = _finite_differences(name, model, feeds)
@@ -309,13 +317,15 @@ def _check_against_finite_differences(tmp_path, name, fused):
 
 @pytest.mark.parametrize("name", sorted(set(CASES) - FUSED_ONLY))
 def test_gradient_matches_finite_differences(tmp_path, name):
-    _check_against_finite_differences(tmp_path, name, "false")
+    _check_against_finite_differences(tmp_path, name, False)
 
 
-# The fused backward ops (nn-differentiate's fused=true, the CPU target's
+# The fused backward ops (nn-differentiate's fused=all, the CPU target's
 # form) and the op each case must become; the float mask that is an input
 # wants a cotangent, which only the composed backward gives.
 FUSED = {"gelu": "nn.gelu_grad", "gelu_tanh": "nn.gelu_grad",
+         "layer_norm": "nn.normalization_grad", "layer_norm_axis1": "nn.normalization_grad",
+         "rms_norm": "nn.normalization_grad", "rms_norm_axis1_scale_bcast": "nn.normalization_grad",
          "attention": "nn.attention_grad", "attention_gqa_causal": "nn.attention_grad",
          "attention_boolmask_softcap": "nn.attention_grad",
          "attention_3d_gqa": "nn.attention_grad", "attention_mask_softcap": None}
@@ -323,7 +333,7 @@ FUSED = {"gelu": "nn.gelu_grad", "gelu_tanh": "nn.gelu_grad",
 
 @pytest.mark.parametrize("name", sorted(FUSED))
 def test_fused_gradient_matches_finite_differences(tmp_path, name):
-    program = _check_against_finite_differences(tmp_path, name, "true")
+    program = _check_against_finite_differences(tmp_path, name, True)
     if FUSED[name]:
         assert FUSED[name] in program, program
     else:
@@ -380,18 +390,127 @@ def test_fused_attention_backward_matches_composition(tmp_path, case):
     onnx.save(model, tmp_path / "model.onnx")
     _shard_opt(tmp_path / "model.onnx", "--compile-to=import", "-o", tmp_path / "nn.mlir")
     grads = {}
-    for fused in ("true", "false"):
-        _shard_opt(tmp_path / "nn.mlir", f"--nn-differentiate=wrt=inputs loss=loss fused={fused}",
+    for fused in (True, False):
+        _shard_opt(tmp_path / "nn.mlir", _differentiate_option(fused),
                    "-o", tmp_path / f"grad-{fused}.mlir")
-        assert ("nn.attention_grad" in (tmp_path / f"grad-{fused}.mlir").read_text()) == \
-            (fused == "true")
+        assert ("nn.attention_grad" in (tmp_path / f"grad-{fused}.mlir").read_text()) == fused
         _shard_opt(tmp_path / f"grad-{fused}.mlir", "--target", "cpu",
                    "-o", tmp_path / f"grad-{fused}.shard")
         grads[fused] = toolchain.run_artifact(tmp_path / f"grad-{fused}.shard", feeds)
     for x in feeds:
-        got, want = grads["true"][f"grad:{x}"], grads["false"][f"grad:{x}"]
+        got, want = grads[True][f"grad:{x}"], grads[False][f"grad:{x}"]
         assert np.abs(want).max() > 1e-3
         np.testing.assert_allclose(got, want, rtol=2e-4, atol=2e-5 * np.abs(want).max(),
+                                   err_msg=f"d loss / d {x}")
+
+
+# Norms over rows longer than a vector step and more rows than one partial
+# sum of the scale's cotangent (32), in f32: fused against composed.
+FUSED_NORMS = {
+    "layer_norm_rows": ("LayerNormalization", (3, 50, 96), -1, True, 17),
+    "layer_norm_2d_rows": ("LayerNormalization", (70, 6, 40), 1, False, 17),
+    "rms_norm_rows": ("RMSNormalization", (4, 40, 130), -1, False, 23),
+}
+
+
+@pytest.mark.parametrize("case", sorted(FUSED_NORMS))
+def test_fused_normalization_backward_matches_composition(tmp_path, case):
+    op, shape, axis, bias, opset = FUSED_NORMS[case]
+    rng = np.random.default_rng(11)
+    norm_shape = shape[axis:]
+    feeds = {"x": (rng.standard_normal(shape) * 3 + 1).astype(np.float32),
+             "scale": rng.uniform(0.5, 1.5, norm_shape).astype(np.float32)}
+    names = ["x", "scale"]
+    if bias:
+        feeds["bias"] = rng.uniform(-1, 1, norm_shape).astype(np.float32)
+        names.append("bias")
+    inits = [numpy_helper.from_array(rng.uniform(-1, 1, shape).astype(np.float32), "c")]
+    graph = helper.make_graph(
+        [helper.make_node(op, names, ["y"], axis=axis),
+         helper.make_node("Mul", ["y", "c"], ["m"]),
+         helper.make_node("ReduceSum", ["m"], ["loss"], keepdims=0)], "norm",
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, v.shape) for n, v in feeds.items()],
+        [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])], inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)],
+                                ir_version=10), tmp_path / "model.onnx")
+    _shard_opt(tmp_path / "model.onnx", "--compile-to=import", "-o", tmp_path / "nn.mlir")
+    grads = {}
+    for fused in (True, False):
+        _shard_opt(tmp_path / "nn.mlir", _differentiate_option(fused),
+                   "-o", tmp_path / f"grad-{fused}.mlir")
+        text = (tmp_path / f"grad-{fused}.mlir").read_text()
+        assert ("nn.normalization_grad" in text and "nn.normalization_scale_grad" in text) == fused
+        _shard_opt(tmp_path / f"grad-{fused}.mlir", "--target", "cpu",
+                   "-o", tmp_path / f"grad-{fused}.shard")
+        grads[fused] = toolchain.run_artifact(tmp_path / f"grad-{fused}.shard", feeds,
+                                              extra=["--threads", "2"])
+    # The fused kernels' sums do not depend on the thread count.
+    one = toolchain.run_artifact(tmp_path / "grad-True.shard", feeds, extra=["--threads", "1"])
+    for x in feeds:
+        got, want = grads[True][f"grad:{x}"], grads[False][f"grad:{x}"]
+        np.testing.assert_array_equal(one[f"grad:{x}"], got)
+        assert np.abs(want).max() > 1e-2
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5 * np.abs(want).max(),
+                                   err_msg=f"d loss / d {x}")
+
+
+# The fused backward ops the CUDA target writes (nn.gelu_grad: generated
+# elementwise code; nn.normalization_grad: a generated row kernel;
+# nn.normalization_scale_grad: rewritten into the forward row kernel, a
+# product and a row sum), run on the CUDA stand-ins against the CPU
+# backend's kernels, in f32.
+CUDA_FUSED = {
+    "layer_norm_rows": ("LayerNormalization", (3, 50, 96), {"axis": -1}, True, 17),
+    "layer_norm_block_rows": ("LayerNormalization", (6, 1100), {"axis": -1}, False, 17),
+    "rms_norm_2d_rows": ("RMSNormalization", (70, 6, 40), {"axis": 1}, False, 23),
+    "gelu": ("Gelu", (7, 130), {}, False, 20),
+    "gelu_tanh": ("Gelu", (7, 130), {"approximate": "tanh"}, False, 20),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CUDA_FUSED))
+def test_fused_backward_on_cuda_matches_cpu(tmp_path, case):
+    from shardflow import standin
+    if not (standin.library_dir() / "libcuda.so.1").exists():
+        pytest.skip("the CUDA stand-ins are not built (no CUDA toolkit)")
+    op, shape, attrs, bias, opset = CUDA_FUSED[case]
+    rng = np.random.default_rng(5)
+    feeds = {"x": (rng.standard_normal(shape) * 2 + 0.5).astype(np.float32)}
+    names = ["x"]
+    if op != "Gelu":
+        norm_shape = shape[attrs["axis"]:]
+        feeds["scale"] = rng.uniform(0.5, 1.5, norm_shape).astype(np.float32)
+        names.append("scale")
+        if bias:
+            feeds["bias"] = rng.uniform(-1, 1, norm_shape).astype(np.float32)
+            names.append("bias")
+    inits = [numpy_helper.from_array(rng.uniform(-1, 1, shape).astype(np.float32), "c")]
+    graph = helper.make_graph(
+        [helper.make_node(op, names, ["y"], **attrs),
+         helper.make_node("Mul", ["y", "c"], ["m"]),
+         helper.make_node("ReduceSum", ["m"], ["loss"], keepdims=0)], case,
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, v.shape) for n, v in feeds.items()],
+        [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])], inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)],
+                                ir_version=10), tmp_path / "model.onnx")
+    _shard_opt(tmp_path / "model.onnx", "--compile-to=import", "-o", tmp_path / "nn.mlir")
+    _shard_opt(tmp_path / "nn.mlir",
+               "--nn-differentiate=wrt=inputs loss=loss fused=gelu,normalization",
+               "-o", tmp_path / "grad.mlir")
+    text = (tmp_path / "grad.mlir").read_text()
+    assert ("nn.gelu_grad" if op == "Gelu" else "nn.normalization_scale_grad") in text
+    _shard_opt(tmp_path / "grad.mlir", "--target", "cpu", "-o", tmp_path / "cpu.shard")
+    want = toolchain.run_artifact(tmp_path / "cpu.shard", feeds)
+    ir = standin.compile_cuda(tmp_path / "grad.mlir", tmp_path / "cuda.shard")
+    if op != "Gelu":
+        # The scale's cotangent: the forward row kernel with the product
+        # as its epilogue, then a row sum; the input's: one row kernel.
+        assert "normalization_scale_grad" not in ir and "normalization_grad" in ir
+    got = standin.run(tmp_path / "cuda.shard", feeds)
+    for x in feeds:
+        w, g = want[f"grad:{x}"], got[f"grad:{x}"]
+        assert np.abs(w).max() > 1e-2
+        np.testing.assert_allclose(g, w, rtol=2e-5, atol=2e-5 * np.abs(w).max(),
                                    err_msg=f"d loss / d {x}")
 
 

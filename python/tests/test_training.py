@@ -865,17 +865,25 @@ def _dropout_model(path):
                                 ir_version=8), path)
 
 
-def _dropout_steps(tmp_path, tag, steps, extra=(), ranks=1):
+def _dropout_steps(tmp_path, tag, steps, extra=(), ranks=1, target="cpu"):
     """w's gradient at each of `steps` SGD steps (from runs of 1..steps
-    steps), in units of 1 / ((1 - ratio) * elements)."""
+    steps), in units of 1 / ((1 - ratio) * elements); `target` cuda runs on
+    the CUDA stand-ins."""
     import os
     import shutil
     artifact = tmp_path / f"{tag}.shard"
     _shard_opt(tmp_path / "model.onnx", "--train", "--loss", "output:loss", "--optimizer", "sgd",
-               "--lr", str(DROP_LR), "--target", "cpu", *extra, "-o", artifact)
-    launcher = [shutil.which("mpirun") or "mpirun", "--oversubscribe", "-np", str(ranks)] \
-        if ranks > 1 else []
+               "--lr", str(DROP_LR), "--target", target, *extra,
+               *(["--cuda-arch=sm_80"] if target == "cuda" else []), "-o", artifact)
     env = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+    exported = []
+    if target == "cuda":
+        from shardflow import standin
+        env.update(standin.environment(ranks))
+        exported = [a for k in ("LD_LIBRARY_PATH", "SHARDFLOW_STANDIN_GPUS",
+                                "SHARDFLOW_STANDIN_SM") for a in ("-x", k)]
+    launcher = [shutil.which("mpirun") or "mpirun", "--oversubscribe", "-np", str(ranks),
+                *exported] if ranks > 1 else []
     weights = [np.ones(DROP_N)]
     for n in range(1, steps + 1):
         out = subprocess.run([*launcher, str(toolchain.tool("shard-run")), str(artifact),
@@ -918,14 +926,33 @@ def test_dropout_on_draws_a_keyed_mask(tmp_path):
             np.testing.assert_allclose(got[n], single[n], atol=1e-3, err_msg=f"{tag} step {n + 1}")
 
 
+def test_dropout_on_cuda_draws_the_cpu_mask(tmp_path):
+    """--dropout on for CUDA: generated code draws each element's Philox
+    numbers as the CPU kernel does, so two steps on the CUDA stand-in, on
+    one rank, in two micro-batches (each copy's block start) and on
+    megatron-sp tp=2 (the rows split over the ranks: each rank's block
+    start read from its row of a table, by rt.local_slice), move the
+    weights as the CPU backend's run."""
+    from shardflow import standin
+    if not (standin.library_dir() / "libcuda.so.1").exists():
+        pytest.skip("the CUDA stand-ins are not built (no CUDA toolkit)")
+    _dropout_model(tmp_path / "model.onnx")
+    np.savez(tmp_path / "data.npz", x=np.ones((1, DROP_B, DROP_N), np.float32))
+    flags = ["--dropout", "on", "--dropout-seed", "9"]
+    cpu = _dropout_steps(tmp_path, "cpu", 2, flags)
+    for tag, extra, ranks in [("cuda", [], 1), ("cudamb", ["--microbatches", "2"], 1),
+                              ("cudasp", ["--mesh", "tp=2", "--strategy", "megatron-sp"], 2)]:
+        got = _dropout_steps(tmp_path, tag, 2, [*flags, *extra], ranks, target="cuda")
+        for n in range(2):
+            np.testing.assert_allclose(got[n], cpu[n], atol=1e-3, err_msg=f"{tag} step {n + 1}")
+
+
 def test_dropout_flag_errors(tmp_path):
     _dropout_model(tmp_path / "model.onnx")
     for flags, message in [
             (["--train", "--loss", "output:loss", "--dropout", "maybe"],
              "--dropout must be on or off, got 'maybe'"),
-            (["--dropout", "on"], "--dropout needs --train"),
-            (["--train", "--loss", "output:loss", "--dropout", "on", "--target", "cuda"],
-             "--dropout on is not built for --target cuda yet")]:
+            (["--dropout", "on"], "--dropout needs --train")]:
         out = _shard_opt(tmp_path / "model.onnx", *flags, "-o", tmp_path / "x.shard",
                          check=False)
         assert out.returncode != 0 and message in out.stderr, out.stderr

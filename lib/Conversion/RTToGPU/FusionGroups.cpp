@@ -66,7 +66,8 @@ bool shardflow::rtgpu::isStandalone(rt::KernelOp k) {
 std::optional<RowGeometry> shardflow::rtgpu::rowGeometry(rt::KernelOp k) {
   StringRef name = k.getKernel();
   bool softmax = name == "softmax" || name == "log_softmax";
-  bool norm = name == "layer_normalization" || name == "rms_normalization";
+  bool norm = name == "layer_normalization" || name == "rms_normalization" ||
+              name == "normalization_grad";
   if (!softmax && !norm && !isReduction(name))
     return std::nullopt;
   ArrayRef<int64_t> shape = cast<MemRefType>(k.getInputs()[0].getType()).getShape();
@@ -267,6 +268,10 @@ LogicalResult shardflow::rtgpu::formGroups(func::FuncOp fn,
         producers.push_back(g);
     }
     llvm::erase_if(producers, [&](Group *g) { return llvm::is_contained(refused, g); });
+    // The norms' backward reads its cotangent row by row as well as its
+    // input: both from memory, so no prologue computes either.
+    if (name == "normalization_grad")
+      producers.clear();
     // A Row group takes an epilogue member only when it is the one group
     // that member joins (Loop members merged in would run after the row).
     if (producers.size() > 1 || row)

@@ -122,6 +122,7 @@ LogicalResult GroupEmitter::emitLoopBody(KernelEmitter &e, ArrayRef<rt::KernelOp
                              : kind == "batch_normalization"
                                  ? e.batchNorm(k, args, idx, fused ? (*fused)[size_t(i)] : Value())
                              : kind == "im2col"              ? e.im2col(k, args, idx)
+                             : kind == "keyed_dropout"       ? e.keyedDropout(k, args, idx)
                                                              : e.pool(k, args, idx, &laneIndices);
         if (failed(r))
           return failure();
@@ -443,10 +444,16 @@ FailureOr<Value> GroupEmitter::emitRowBody(KernelEmitter &e, Group &g,
   auto epsAttr = dyn_cast_or_null<FloatAttr>(k.getParam("epsilon"));
   Value eps = e.floatConst(ft, epsAttr ? epsAttr.getValueAsDouble() : 1e-5);
   Value scale = k.getInputs()[1];
-  Value bias = k.getInputs().size() > 2 ? k.getInputs()[2] : Value();
+  auto mulF = [&](Value a, Value c) { return arith::MulFOp::create(b, loc, a, c).getResult(); };
+  auto subF = [&](Value a, Value c) { return arith::SubFOp::create(b, loc, a, c).getResult(); };
   ArrayRef<int64_t> normalized = shape.drop_front(geometry.first);
+  bool backward = name == "normalization_grad";
+  auto rmsAttr = backward ? dyn_cast_or_null<BoolAttr>(k.getParam("rms")) : BoolAttr();
+  bool rms = backward ? rmsAttr && rmsAttr.getValue() : name == "rms_normalization";
+  // The row's statistics (the backward recomputes the forward's): the mean
+  // (layer norm), then r = 1 / sqrt(var + eps).
   Value mean;
-  if (name == "layer_normalization") {
+  if (!rms) {
     FailureOr<Value> partial = rowLoop(zero, [&](Value acc, Value flat, Value j) {
       return foldLanes(acc, flat, j, add);
     });
@@ -458,8 +465,8 @@ FailureOr<Value> GroupEmitter::emitRowBody(KernelEmitter &e, Group &g,
   }
   FailureOr<Value> partialSq = rowLoop(zero, [&](Value acc, Value flat, Value j) {
     return foldLanes(acc, flat, j, [&](Value acc, Value v) {
-      Value d = mean ? arith::SubFOp::create(b, loc, v, mean).getResult() : v;
-      return add(acc, arith::MulFOp::create(b, loc, d, d));
+      Value d = mean ? subF(v, mean) : v;
+      return add(acc, mulF(d, d));
     });
   });
   if (failed(partialSq))
@@ -468,6 +475,60 @@ FailureOr<Value> GroupEmitter::emitRowBody(KernelEmitter &e, Group &g,
   Value var = arith::DivFOp::create(
       b, loc, reduce(*partialSq, gpu::AllReduceOperation::ADD), lengthF);
   Value inv = math::RsqrtOp::create(b, loc, arith::AddFOp::create(b, loc, var, eps));
+
+  if (backward) {
+    // The norms' backward: the row sums of g = dy * scale and of g * xhat,
+    // then dx = r (g - mean(g) - xhat mean(g xhat)) (RMS: no mean(g)).
+    Value dy = k.getInputs()[2];
+    // g at this step's lanes (dy from memory, the scale broadcast).
+    auto gAt = [&](Value flat, Value j) {
+      Lanes dys = e.loadLanes(args.lookup(dy), shape, shape, flat, width);
+      Lanes scales = e.loadLanes(args.lookup(scale), normalized, shapeOf(scale), j, width);
+      Lanes g;
+      for (auto [d, s] : llvm::zip(dys, scales))
+        g.push_back(mulF(d, s));
+      return g;
+    };
+    auto xhatOf = [&](Value v) { return mulF(mean ? subF(v, mean) : v, inv); };
+    Value meanG;
+    if (!rms) {
+      FailureOr<Value> partialG = rowLoop(zero, [&](Value acc, Value flat, Value j) -> FailureOr<Value> {
+        for (Value gi : gAt(flat, j))
+          acc = add(acc, gi);
+        return acc;
+      });
+      if (failed(partialG))
+        return failure();
+      meanG = arith::DivFOp::create(b, loc, reduce(*partialG, gpu::AllReduceOperation::ADD),
+                                    lengthF);
+    }
+    FailureOr<Value> partialGX = rowLoop(zero, [&](Value acc, Value flat, Value j) -> FailureOr<Value> {
+      FailureOr<Lanes> xs = xAt(flat, j);
+      if (failed(xs))
+        return failure();
+      for (auto [gi, xi] : llvm::zip(gAt(flat, j), *xs))
+        acc = add(acc, mulF(gi, xhatOf(xi)));
+      return acc;
+    });
+    if (failed(partialGX))
+      return failure();
+    Value meanGX = arith::DivFOp::create(
+        b, loc, reduce(*partialGX, gpu::AllReduceOperation::ADD), lengthF);
+    // g for the last pass, loaded with each step's first lane.
+    Lanes gs;
+    if (failed(storePass([&](Value v, Value j, int64_t i) -> Value {
+          if (i == 0)
+            gs = gAt(elementIndex(b, j), j);
+          Value inner = subF(gs[size_t(i)], mulF(xhatOf(v), meanGX));
+          if (meanG)
+            inner = subF(inner, meanG);
+          return mulF(inv, inner);
+        })))
+      return failure();
+    return Value();
+  }
+
+  Value bias = k.getInputs().size() > 2 ? k.getInputs()[2] : Value();
   // Scale and bias at this step's elements, loaded with its first lane.
   Lanes scales, biases;
   if (failed(storePass([&](Value v, Value j, int64_t i) -> Value {

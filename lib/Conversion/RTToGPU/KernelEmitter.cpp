@@ -407,6 +407,33 @@ FailureOr<Value> KernelEmitter::elementwise(rt::KernelOp k, ArrayRef<Value> in, 
     return arith::SelectOp::create(b, loc, in[0], in[1], in[2]).getResult();
   if (name == "identity" || name == "dropout")
     return in[0];
+  if (name == "gelu_grad") {
+    // result_grad * gelu'(input), the CPU kernel's arithmetic.
+    Value x = in[0], dy = in[1];
+    if (!isFloat(x))
+      return fail("gelu_grad needs float data");
+    Type ft = x.getType();
+    auto c = [&](double v) { return floatConst(ft, v); };
+    auto mul = [&](Value a, Value b2) { return arith::MulFOp::create(b, loc, a, b2).getResult(); };
+    auto add = [&](Value a, Value b2) { return arith::AddFOp::create(b, loc, a, b2).getResult(); };
+    auto approx = dyn_cast_or_null<StringAttr>(params.get("approximate"));
+    Value d;
+    if (approx && approx.getValue() == "tanh") {
+      const double k = 0.044715, sq = std::sqrt(2.0 / M_PI);
+      Value x2 = mul(x, x);
+      Value th = math::TanhOp::create(b, loc, mul(c(sq), add(x, mul(c(k), mul(x2, x)))));
+      Value left = mul(c(0.5), add(c(1.0), th));
+      Value du = mul(c(sq), add(c(1.0), mul(c(3 * k), x2)));
+      Value sech2 = arith::SubFOp::create(b, loc, c(1.0), mul(th, th));
+      d = add(left, mul(mul(c(0.5), x), mul(sech2, du)));
+    } else {
+      Value cdf = mul(c(0.5), add(c(1.0), math::ErfOp::create(b, loc, mul(x, c(M_SQRT1_2)))));
+      Value pdf = mul(c(0.39894228040143267794),
+                      math::ExpOp::create(b, loc, mul(c(-0.5), mul(x, x))));
+      d = add(cdf, mul(x, pdf));
+    }
+    return mul(dy, d);
+  }
   if (name == "masked_scale") {
     // x * scale where the mask holds, 0 elsewhere (training dropout).
     auto scale = dyn_cast_or_null<FloatAttr>(params.get("scale"));
@@ -742,6 +769,108 @@ FailureOr<Value> KernelEmitter::rotateHalf(rt::KernelOp k, DenseMap<Value, Value
   Value v = load(args.lookup(x), partner);
   return arith::SelectOp::create(b, loc, first, arith::NegFOp::create(b, loc, v), v)
       .getResult();
+}
+
+FailureOr<Value> KernelEmitter::keyedDropout(rt::KernelOp k, DenseMap<Value, Value> &args,
+                                             Value idx) {
+  Value x = k.getInputs()[0], step = k.getInputs()[1];
+  ArrayRef<int64_t> shape = shapeOf(x);
+  int64_t dims = shape.size();
+  auto ratioAttr = dyn_cast_or_null<FloatAttr>(k.getParam("ratio"));
+  auto seedAttr = dyn_cast_or_null<IntegerAttr>(k.getParam("seed"));
+  auto idAttr = dyn_cast_or_null<IntegerAttr>(k.getParam("dropout_id"));
+  auto globalAttr = dyn_cast_or_null<DenseI64ArrayAttr>(k.getParam("global_shape"));
+  Type elem = elemOf(x);
+  if (!ratioAttr || !seedAttr || !idAttr || !isa<FloatType>(elem))
+    return k.emitOpError("keyed_dropout needs float data, a ratio, a seed and a dropout_id"),
+           failure();
+  float ratio = float(ratioAttr.getValueAsDouble());
+  if (!(ratio >= 0.0f && ratio < 1.0f))
+    return k.emitOpError("keyed_dropout ratio ") << ratio << " is outside [0, 1)", failure();
+  SmallVector<int64_t> global(shape);
+  if (globalAttr) {
+    if (int64_t(globalAttr.size()) != dims)
+      return k.emitOpError("keyed_dropout global_shape must have the input's rank"), failure();
+    global.assign(globalAttr.asArrayRef().begin(), globalAttr.asArrayRef().end());
+  }
+  bool hasStarts = k.getInputs().size() > 2;
+  if (k.getParam("starts") && !hasStarts)
+    return k.emitOpError("keyed_dropout with per-rank starts needs this rank's start as its "
+                         "third input (cuda-keyed-dropout-starts)"),
+           failure();
+  Type i32 = b.getI32Type(), i64t = b.getI64Type();
+  auto c32 = [&](uint32_t v) { return intConst(i32, int64_t(int32_t(v))); };
+  // The element's index in the whole tensor (i64).
+  Value e;
+  if (!globalAttr) {
+    e = arith::IndexCastOp::create(b, loc, i64t, idx);
+  } else {
+    SmallVector<Value> coords = delinearize(idx, shape);
+    e = i64(0);
+    int64_t stride = 1;
+    SmallVector<int64_t> strides(dims, 1);
+    for (int64_t d = dims - 1; d >= 0; --d) {
+      strides[d] = stride;
+      stride *= global[d];
+    }
+    for (int64_t d = 0; d < dims; ++d) {
+      Value c = arith::IndexCastOp::create(b, loc, i64t, coords[d]);
+      if (hasStarts) {
+        Value start = memref::LoadOp::create(b, loc, args.lookup(k.getInputs()[2]),
+                                             ValueRange{index(d)});
+        c = arith::AddIOp::create(b, loc, c, start);
+      }
+      e = arith::AddIOp::create(b, loc, e, arith::MulIOp::create(b, loc, c, i64(strides[d])));
+    }
+  }
+  Value block = arith::ShRUIOp::create(b, loc, e, i64(2));
+  Value stepF = memref::LoadOp::create(b, loc, args.lookup(step), ValueRange{index(0)});
+  SmallVector<Value, 4> c{
+      arith::TruncIOp::create(b, loc, i32, block),
+      arith::TruncIOp::create(b, loc, i32, arith::ShRUIOp::create(b, loc, block, i64(32))),
+      arith::FPToUIOp::create(b, loc, i32, stepF), c32(uint32_t(idAttr.getInt()))};
+  // Philox4x32-10 with the seed's words as the key (known here: the round
+  // keys are constants).
+  uint64_t seed = uint64_t(seedAttr.getInt());
+  uint32_t k0 = uint32_t(seed), k1 = uint32_t(seed >> 32);
+  for (int round = 0; round < 10; ++round) {
+    auto p0 = arith::MulUIExtendedOp::create(b, loc, c32(0xD2511F53u), c[0]);
+    auto p1 = arith::MulUIExtendedOp::create(b, loc, c32(0xCD9E8D57u), c[2]);
+    auto xor3 = [&](Value a, Value m, uint32_t key) {
+      return arith::XOrIOp::create(b, loc, arith::XOrIOp::create(b, loc, a, m), c32(key))
+          .getResult();
+    };
+    c = {xor3(p1.getHigh(), c[1], k0), p1.getLow(), xor3(p0.getHigh(), c[3], k1), p0.getLow()};
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  // Word e mod 4, its top 24 bits over 2^24.
+  Value which = arith::TruncIOp::create(b, loc, i32, arith::AndIOp::create(b, loc, e, i64(3)));
+  Value word = c[3];
+  for (int w = 2; w >= 0; --w)
+    word = arith::SelectOp::create(
+        b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, which, c32(uint32_t(w))),
+        c[w], word);
+  Type f32 = b.getF32Type();
+  Value u = arith::MulFOp::create(
+      b, loc, arith::UIToFPOp::create(b, loc, f32, arith::ShRUIOp::create(b, loc, word, c32(8))),
+      floatConst(f32, 1.0 / 16777216.0));
+  Value keep = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGE, u, floatConst(f32, ratio));
+  // The scale as the CPU kernel computes it: 1 / (1 - ratio) in the
+  // element type.
+  const llvm::fltSemantics &sem = cast<FloatType>(elem).getFloatSemantics();
+  bool lost;
+  APFloat r{ratio}, one{1.0};
+  r.convert(sem, APFloat::rmNearestTiesToEven, &lost);
+  one.convert(sem, APFloat::rmNearestTiesToEven, &lost);
+  APFloat denominator = one;
+  denominator.subtract(r, APFloat::rmNearestTiesToEven);
+  APFloat scale = one;
+  scale.divide(denominator, APFloat::rmNearestTiesToEven);
+  Value xv = load(args.lookup(x), idx);
+  Type ct = xv.getType();
+  Value scaled = arith::MulFOp::create(b, loc, xv, floatConst(ct, scale.convertToDouble()));
+  return arith::SelectOp::create(b, loc, keep, scaled, floatConst(ct, 0.0)).getResult();
 }
 
 FailureOr<Value> KernelEmitter::batchNorm(rt::KernelOp k, DenseMap<Value, Value> &args, Value idx,

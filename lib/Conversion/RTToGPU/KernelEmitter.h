@@ -114,6 +114,13 @@ public:
   mlir::FailureOr<mlir::Value>
   rotateHalf(rt::KernelOp k, llvm::DenseMap<mlir::Value, mlir::Value> &args, mlir::Value idx);
 
+  /// keyed_dropout at flat index `idx`: the input times 1 / (1 - ratio)
+  /// where the Philox4x32-10 draw of the element's index in the whole
+  /// tensor (this rank's block start read from the kernel's third input,
+  /// which cuda-keyed-dropout-starts adds) is at least the ratio, else 0:
+  /// the CPU kernel's draw, bit for bit.
+  mlir::FailureOr<mlir::Value>
+  keyedDropout(rt::KernelOp k, llvm::DenseMap<mlir::Value, mlir::Value> &args, mlir::Value idx);
   /// Inference batch normalization at flat index `idx`: the channel is
   /// dimension 1, its statistics are [C] vectors. `fused`, when set, is
   /// the input's element at `idx`, computed by an earlier group member.

@@ -56,3 +56,34 @@ func.func @read_early(%x: memref<4xf32>, %y: memref<4xf32>, %z: memref<4xf32>) -
   rt.kernel "add" ins(%b, %c : memref<4xf32>, memref<4xf32>) outs(%e : memref<4xf32>)
   return %e : memref<4xf32>
 }
+
+// -----
+
+// The rest of the backward runs between a bucket's all-reduce and its
+// split: the bucket is reduced where its last member was, the split waits
+// for the first op that touches a member's buffer (on CUDA the all-reduce
+// is on the communication stream; the kernels in between overlap it).
+// CHECK-LABEL: func.func @overlap
+// CHECK: rt.kernel "concat"
+// CHECK-NEXT: rt.all_reduce ins(%[[BUCKET:.*]] : memref<8xf32>) outs(%[[BUCKET]] : memref<8xf32>)
+// CHECK-NEXT: %[[E:.*]] = rt.alloc : memref<4xf32>
+// CHECK-NEXT: rt.kernel "exp" ins(%arg2 : memref<4xf32>) outs(%[[E]] : memref<4xf32>)
+// CHECK-NEXT: %[[T:.*]] = rt.alloc : memref<4xf32>
+// CHECK-NEXT: rt.kernel "tanh" ins(%[[E]] : memref<4xf32>) outs(%[[T]] : memref<4xf32>)
+// CHECK-NEXT: %[[S:.*]] = rt.alloc : memref<4xf32>
+// CHECK-NEXT: rt.kernel "split" ins(%[[BUCKET]] : memref<8xf32>)
+// CHECK-NEXT: rt.kernel "add"
+func.func @overlap(%x: memref<4xf32>, %y: memref<4xf32>, %w: memref<4xf32>) -> memref<4xf32>
+    attributes {rt.world_size = 2 : i64} {
+  %a = rt.alloc : memref<4xf32>
+  rt.all_reduce ins(%x : memref<4xf32>) outs(%a : memref<4xf32>) {groups = [array<i64: 0, 1>]}
+  %b = rt.alloc : memref<4xf32>
+  rt.all_reduce ins(%y : memref<4xf32>) outs(%b : memref<4xf32>) {groups = [array<i64: 0, 1>]}
+  %e = rt.alloc : memref<4xf32>
+  rt.kernel "exp" ins(%w : memref<4xf32>) outs(%e : memref<4xf32>)
+  %t = rt.alloc : memref<4xf32>
+  rt.kernel "tanh" ins(%e : memref<4xf32>) outs(%t : memref<4xf32>)
+  %s = rt.alloc : memref<4xf32>
+  rt.kernel "add" ins(%a, %b : memref<4xf32>, memref<4xf32>) outs(%s : memref<4xf32>)
+  return %s : memref<4xf32>
+}

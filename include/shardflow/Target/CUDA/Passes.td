@@ -61,6 +61,30 @@ def CUDASplitScatters : Pass<"cuda-split-scatters", "::mlir::func::FuncOp"> {
   }];
 }
 
+def CUDAKeyedDropoutStarts : Pass<"cuda-keyed-dropout-starts", "::mlir::func::FuncOp"> {
+  let summary = "Give each keyed dropout its rank's block start as a buffer";
+  let description = [{
+    A `keyed_dropout` of a partitioned program draws its rank's block of
+    the whole tensor by each element's global index; its `starts` holds
+    every rank's block start, and the CPU kernel picks its own by the rank
+    it runs on. Generated code does not know the rank: the starts become a
+    constant [ranks, dims] table, `rt.local_slice` copies this rank's row
+    of it, and the kernel reads its start from that buffer, a third input.
+  }];
+}
+
+def CUDASplitNormalizationScaleGrads
+    : Pass<"cuda-split-normalization-scale-grads", "::mlir::func::FuncOp"> {
+  let summary = "A norm's scale cotangent as the forward row kernel, a product and a sum";
+  let description = [{
+    `normalization_scale_grad` (the sum over rows of dy * xhat) becomes
+    the forward `layer_normalization` or `rms_normalization` of the input
+    with a unit scale (xhat, as the forward computes it), a `mul` by dy,
+    which the row kernel takes as its epilogue so that xhat is never
+    stored, and a `reduce_sum` over the row dims: two generated launches.
+  }];
+}
+
 def CUDAPrecomputeDropoutMasks : Pass<"cuda-precompute-dropout-masks", "::mlir::func::FuncOp"> {
   let summary = "Draw training dropout masks at compile time";
   let description = [{

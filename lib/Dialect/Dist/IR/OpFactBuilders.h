@@ -126,6 +126,7 @@ void axisRule(RuleBuilder &b, int64_t axis);
 /// Layer and RMS normalization over [axis, rank); the parameters broadcast
 /// right-aligned to the normalized shape.
 void normalizationRule(RuleBuilder &b, int64_t axis);
+void normalizationScaleGradRule(RuleBuilder &b, int64_t axis);
 
 void batchNormalizationRule(RuleBuilder &b);
 

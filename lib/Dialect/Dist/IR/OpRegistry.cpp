@@ -200,6 +200,20 @@ Registry::Registry() {
       .localize(localizeNothing)
       .noPartitionHook()
       .cost(costPerElement(6));
+  // The norms' backward: the input's cotangent shards like the forward;
+  // the scale's sums the rows, which a split makes partial sums.
+  facts<NormalizationGradOp>()
+      .rule([](RuleBuilder &b, NormalizationGradOp op) { normalizationRule(b, op.getAxis()); })
+      .localize(localizeNothing)
+      .noPartitionHook()
+      .cost(costPerElement(10));
+  facts<NormalizationScaleGradOp>()
+      .rule([](RuleBuilder &b, NormalizationScaleGradOp op) {
+        normalizationScaleGradRule(b, op.getAxis());
+      })
+      .localize(localizeNothing)
+      .noPartitionHook()
+      .cost(costPerInputElement(8));
   facts<BatchNormalizationOp>()
       .rule(batchNormalizationRule)
       .localize(localizeNothing)

@@ -392,6 +392,22 @@ void normalizationRule(RuleBuilder &b, int64_t axis) {
     assignBroadcast(b, i, shape, factors);
 }
 
+/// normalization_scale_grad: the rows (dims before `axis`) are summed,
+/// so a split of them gives partial sums; the normalized dims are the
+/// result's and stay whole, as the forward's.
+void normalizationScaleGradRule(RuleBuilder &b, int64_t axis) {
+  ArrayRef<int64_t> shape = b.operandShape(0);
+  axis = normalizeAxis(axis, shape.size());
+  for (auto [d, size] : llvm::enumerate(shape)) {
+    bool row = static_cast<int64_t>(d) < axis;
+    int64_t f = b.factor(size, row ? kReduction : kNeedReplication);
+    b.operand(0, d, f);
+    b.operand(1, d, f);
+    if (!row)
+      b.result(0, static_cast<int64_t>(d) - axis, f);
+  }
+}
+
 void batchNormalizationRule(RuleBuilder &b) {
   ArrayRef<int64_t> shape = b.operandShape(0);
   for (auto [d, size] : llvm::enumerate(shape)) {

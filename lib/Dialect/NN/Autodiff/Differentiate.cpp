@@ -53,9 +53,26 @@ struct NNDifferentiatePass : public nn::impl::NNDifferentiateBase<NNDifferentiat
       module.emitError("nn-differentiate: wrt must be weights, inputs or all, got '") << wrt << "'";
       return signalPassFailure();
     }
+    for (const std::string &kind : fused) {
+      if (kind == "all") {
+        fusedKinds.assign({"attention", "gelu", "normalization"});
+        continue;
+      }
+      if (kind != "attention" && kind != "gelu" && kind != "normalization") {
+        module.emitError("nn-differentiate: fused takes attention, gelu, normalization or all, "
+                         "got '")
+            << kind << "'";
+        return signalPassFailure();
+      }
+      if (!llvm::is_contained(fusedKinds, kind))
+        fusedKinds.push_back(kind);
+    }
     if (failed(differentiate(fn)))
       signalPassFailure();
   }
+
+  /// The fused backward kinds asked for, "all" spelled out.
+  SmallVector<std::string> fusedKinds;
 
   LogicalResult differentiate(func::FuncOp fn) {
     Block &body = fn.getBody().front();
@@ -163,7 +180,7 @@ struct NNDifferentiatePass : public nn::impl::NNDifferentiateBase<NNDifferentiat
                << ") but a gradient flows through it";
       b.setInsertionPoint(ret);
       nn::GradientBuilder gb(b, op, resultGrads, wanted);
-      gb.fused = fused;
+      gb.fusedKinds = fusedKinds;
       if (failed(rule->fn(gb)))
         return failure();
       for (auto [i, v] : llvm::enumerate(op->getOperands()))

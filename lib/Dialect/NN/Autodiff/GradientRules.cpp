@@ -429,7 +429,7 @@ LogicalResult geluGrad(G &g) {
   if (!g.wants(0))
     return success();
   Value x = gelu.getInput();
-  if (g.fused) {
+  if (g.fuses("gelu")) {
     g.set(0, nn::GeluGradOp::create(g.b, g.loc, x, g.grad(), gelu.getApproximateAttr()));
     return success();
   }
@@ -476,6 +476,22 @@ Value meanKeep(G &g, Value v, ArrayRef<int64_t> axes) {
 /// term for RMS norm.
 LogicalResult normalizationGrad(G &g, Value x, Value scale, Value bias, int64_t axis,
                                 double epsilon, bool centered) {
+  if (g.fuses("normalization")) {
+    auto attrs = [&] {
+      return SmallVector<NamedAttribute>{
+          g.b.getNamedAttr("axis", g.b.getI64IntegerAttr(axis)),
+          g.b.getNamedAttr("epsilon", g.b.getF32FloatAttr(float(epsilon))),
+          g.b.getNamedAttr("rms", g.b.getBoolAttr(!centered))};
+    };
+    if (g.wants(1))
+      g.set(1, g.unbroadcast(
+                   g.make<nn::NormalizationScaleGradOp>({x, g.grad()}, attrs()), scale.getType()));
+    if (bias && g.wants(2))
+      g.set(2, g.unbroadcast(g.grad(), bias.getType()));
+    if (g.wants(0))
+      g.set(0, g.make<nn::NormalizationGradOp>({x, scale, g.grad()}, attrs()));
+    return success();
+  }
   SmallVector<int64_t> axes = trailingAxes(x, axis);
   auto mul = [&](Value a, Value b) { return g.make<nn::MulOp>({a, b}); };
   auto sub = [&](Value a, Value b) { return g.make<nn::SubOp>({a, b}); };
@@ -868,7 +884,7 @@ LogicalResult attentionGrad(G &g) {
   auto a = cast<nn::AttentionOp>(g.op);
   Value q = a.getQuery(), k = a.getKey(), v = a.getValue(), mask = a.getMask();
   auto qt = typeOf(q), kt = typeOf(k), vt = typeOf(v);
-  if (g.fused && !(mask && g.wants(3))) {
+  if (g.fuses("attention") && !(mask && g.wants(3))) {
     SmallVector<Value> operands{q, k, v, g.grad()};
     if (mask)
       operands.push_back(mask);
@@ -1468,6 +1484,8 @@ const llvm::StringMap<GradientRule> &registry() {
     none("nn.adamw_update", kUpdate);
     none("nn.attention_grad", kBackward);
     none("nn.gelu_grad", kBackward);
+    none("nn.normalization_grad", kBackward);
+    none("nn.normalization_scale_grad", kBackward);
     return t;
   }();
   return table;

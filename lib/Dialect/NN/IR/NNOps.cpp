@@ -373,6 +373,8 @@ NN_VERIFY_BY_INFERENCE(LogSoftmaxOp)
 NN_VERIFY_BY_INFERENCE(BatchNormalizationOp)
 NN_VERIFY_BY_INFERENCE(LayerNormalizationOp)
 NN_VERIFY_BY_INFERENCE(RMSNormalizationOp)
+NN_VERIFY_BY_INFERENCE(NormalizationGradOp)
+NN_VERIFY_BY_INFERENCE(NormalizationScaleGradOp)
 NN_VERIFY_BY_INFERENCE(MatMulOp)
 NN_VERIFY_BY_INFERENCE(GemmOp)
 NN_VERIFY_BY_INFERENCE(EinsumOp)
@@ -503,6 +505,29 @@ NN_INFER(RMSNormalizationOp) {
   return inferNormalization(err, adaptor.getInput(),
                             static_cast<int64_t>(adaptor.getAxis()),
                             {{"scale", adaptor.getScale()}}, types);
+}
+
+NN_INFER(NormalizationGradOp) {
+  NN_ERR;
+  if (adaptor.getResultGrad().getType() != adaptor.getInput().getType())
+    return err("result_grad must have the input's type");
+  return inferNormalization(err, adaptor.getInput(), static_cast<int64_t>(adaptor.getAxis()),
+                            {{"scale", adaptor.getScale()}}, types);
+}
+
+NN_INFER(NormalizationScaleGradOp) {
+  NN_ERR;
+  if (adaptor.getResultGrad().getType() != adaptor.getInput().getType())
+    return err("result_grad must have the input's type");
+  if (failed(inferNormalization(err, adaptor.getInput(), static_cast<int64_t>(adaptor.getAxis()),
+                                {}, types)))
+    return failure();
+  auto in = cast<RankedTensorType>(types.pop_back_val());
+  int64_t axis = static_cast<int64_t>(adaptor.getAxis());
+  if (axis < 0)
+    axis += in.getRank();
+  types.push_back(RankedTensorType::get(in.getShape().drop_front(axis), in.getElementType()));
+  return success();
 }
 
 //===----------------------------------------------------------------------===//

@@ -1,9 +1,10 @@
 //===- BucketAllReduces.cpp - gradient buckets ------------------------------===//
 //
-// rt-bucket-all-reduces: see Passes.td. Members are moved to the bucket's
-// issue point, which is never later than the first reader of any member's
-// result, so every reader still sees the reduced value; inputs are ready
-// there (they were at each member's own place, earlier).
+// rt-bucket-all-reduces: see Passes.td. A bucket is concatenated and
+// reduced where its last member was (each member's input was ready at its
+// own place, earlier, and nothing touches it in between: such an op closes
+// the bucket), and split back before the first op that touches a member's
+// buffer, so every reader still sees the reduced value.
 //
 //===----------------------------------------------------------------------===//
 
@@ -44,9 +45,46 @@ Value flat(OpBuilder &b, Location loc, Value v) {
   return rt::ViewOp::create(b, loc, MemRefType::get({t.getNumElements()}, t.getElementType()), v);
 }
 
-/// Replaces `members` (two or more) by one all-reduce before `at`.
-void issue(MutableArrayRef<rt::AllReduceOp> members, Operation *at) {
-  OpBuilder b(at);
+/// The first op after `from` that reads or writes one of `buffers` or any
+/// alias of one (a view itself reads nothing), or the block's terminator.
+Operation *firstToucher(Operation *from, llvm::DenseSet<Value> buffers) {
+  // Every alias of the buffers: their roots and every view of those,
+  // wherever it is made (before `from` too).
+  SmallVector<Value> work;
+  for (Value v : llvm::to_vector(buffers)) {
+    while (auto view = v.getDefiningOp<rt::ViewOp>())
+      v = view.getSource();
+    buffers.insert(v);
+    work.push_back(v);
+  }
+  while (!work.empty())
+    for (Operation *user : work.pop_back_val().getUsers())
+      if (auto view = dyn_cast<rt::ViewOp>(user); view && buffers.insert(view.getResult()).second)
+        work.push_back(view.getResult());
+  for (Operation *op = from->getNextNode(); op; op = op->getNextNode()) {
+    if (isa<rt::ViewOp>(op))
+      continue;
+    if (op->hasTrait<OpTrait::IsTerminator>() ||
+        llvm::any_of(op->getOperands(), [&](Value v) { return buffers.contains(v); }))
+      return op;
+  }
+  return nullptr;
+}
+
+/// Replaces `members` (two or more) by one all-reduce: concatenated and
+/// reduced where the last member was (every member's gradient is ready
+/// there), split back just before the first op that touches a member's
+/// buffer. The backward between the two runs while the bucket is reduced
+/// (on CUDA the all-reduce is on the communication stream, and only the
+/// split waits for it).
+void issue(MutableArrayRef<rt::AllReduceOp> members) {
+  llvm::DenseSet<Value> buffers;
+  for (rt::AllReduceOp m : members) {
+    buffers.insert(m.getInput());
+    buffers.insert(m.getOutput());
+  }
+  Operation *splitAt = firstToucher(members.back(), buffers);
+  OpBuilder b(members.back());
   Location loc = members.back().getLoc();
   auto elem = cast<MemRefType>(members.front().getInput().getType()).getElementType();
   int64_t total = 0;
@@ -64,6 +102,7 @@ void issue(MutableArrayRef<rt::AllReduceOp> members, Operation *at) {
                        b.getDictionaryAttr(b.getNamedAttr("axis", b.getI64IntegerAttr(0))));
   rt::AllReduceOp::create(b, loc, bucket, bucket, members.front().getGroupsAttr(),
                           members.front().getReductionAttr());
+  b.setInsertionPoint(splitAt);
   for (rt::AllReduceOp m : members)
     outs.push_back(flat(b, m.getLoc(), m.getOutput()));
   rt::KernelOp::create(
@@ -85,9 +124,9 @@ struct RTBucketAllReducesPass
     SmallVector<rt::AllReduceOp> bucket;
     llvm::DenseSet<Value> results; // the members' buffers and views of them
     int64_t bytes = 0;
-    auto flush = [&](Operation *at) {
+    auto flush = [&](Operation *) {
       if (bucket.size() > 1)
-        issue(bucket, at);
+        issue(bucket);
       bucket.clear();
       results.clear();
       bytes = 0;

@@ -30,6 +30,8 @@ void shardflow::cuda::buildCUDACodegenPipeline(OpPassManager &pm,
   fn.addPass(createCUDALowerNonGemmMatmuls());
   fn.addPass(createCUDASplitScatters());
   fn.addPass(createCUDAPrecomputeDropoutMasks());
+  fn.addPass(createCUDASplitNormalizationScaleGrads());
+  fn.addPass(createCUDAKeyedDropoutStarts());
   if (options.gemmEpilogues)
     fn.addPass(createCUDAFuseGemmEpilogues());
   if (options.gemmResiduals)

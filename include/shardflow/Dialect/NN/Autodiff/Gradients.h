@@ -15,7 +15,10 @@
 #include "shardflow/Dialect/NN/IR/NNOps.h"
 
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
+
+#include <string>
 
 namespace shardflow::nn {
 
@@ -30,9 +33,11 @@ public:
   mlir::OpBuilder &b;
   mlir::Location loc;
   mlir::Operation *op;
-  /// Fused backward ops (nn.attention_grad, nn.gelu_grad) where the
-  /// target has kernels for them: the CPU's.
-  bool fused = false;
+  /// The fused backward ops to write, by kind ("attention": nn.attention_grad,
+  /// "gelu": nn.gelu_grad, "normalization": nn.normalization_grad and
+  /// nn.normalization_scale_grad), where the target has kernels for them.
+  llvm::ArrayRef<std::string> fusedKinds;
+  bool fuses(llvm::StringRef kind) const { return llvm::is_contained(fusedKinds, kind); }
 
   /// The cotangent of result `i` (zeros when nothing reads it).
   mlir::Value grad(unsigned i = 0);

@@ -291,6 +291,44 @@ def NN_RMSNormalizationOp : NN_InferredOp<"rms_normalization"> {
   let results = (outs NN_FloatTensor:$result);
 }
 
+def NN_NormalizationGradOp : NN_InferredOp<"normalization_grad"> {
+  let summary = "The cotangent of a layer or RMS normalization's input, fused";
+  let description = [{
+    Given the cotangent `result_grad` of an `nn.layer_normalization` (or,
+    with `rms`, an `nn.rms_normalization`) of `input` over [axis, rank)
+    with `scale` and `epsilon`, the cotangent of its input: per row, with
+    xhat the normalized input, r = 1/sqrt(var + eps) and g = result_grad *
+    scale, r (g - mean(g) - xhat mean(g xhat)) (RMS: without mean(g)).
+    The statistics are recomputed from the input, one pass per row instead
+    of the composed form's dozen ops. The weights' part is
+    `nn.normalization_scale_grad` (and a sum for the bias), kept apart so
+    that a schedule can run it later. nn-differentiate writes it where the
+    target has its kernel.
+  }];
+  let arguments = (ins NN_FloatTensor:$input, NN_FloatTensor:$scale,
+                       NN_FloatTensor:$result_grad,
+                       DefaultValuedAttr<I64Attr, "-1">:$axis,
+                       DefaultValuedAttr<F32Attr, "1e-5f">:$epsilon,
+                       DefaultValuedAttr<BoolAttr, "false">:$rms);
+  let results = (outs NN_FloatTensor:$input_grad);
+}
+
+def NN_NormalizationScaleGradOp : NN_InferredOp<"normalization_scale_grad"> {
+  let summary = "The cotangent of a layer or RMS normalization's scale, fused";
+  let description = [{
+    sum over the rows of result_grad * xhat, shaped like the normalized
+    dimensions [axis, rank) of `input` (a scale broadcast to them sums it
+    further), with xhat recomputed from `input` as in
+    `nn.normalization_grad`. The rows are partial sums: split over a mesh
+    axis, the results add up.
+  }];
+  let arguments = (ins NN_FloatTensor:$input, NN_FloatTensor:$result_grad,
+                       DefaultValuedAttr<I64Attr, "-1">:$axis,
+                       DefaultValuedAttr<F32Attr, "1e-5f">:$epsilon,
+                       DefaultValuedAttr<BoolAttr, "false">:$rms);
+  let results = (outs NN_FloatTensor:$scale_grad);
+}
+
 //===----------------------------------------------------------------------===//
 // Contractions
 //===----------------------------------------------------------------------===//

@@ -375,10 +375,13 @@ def NNDifferentiate : Pass<"nn-differentiate", "::mlir::ModuleOp"> {
            "The nn.name of the scalar result to differentiate (default: the first result)">,
     Option<"wrt", "wrt", "std::string", /*default=*/"\"weights\"",
            "What to differentiate against: weights, inputs or all">,
-    Option<"fused", "fused", "bool", /*default=*/"false",
-           "Fused backward ops (the CPU target's form): nn.attention_grad "
-           "instead of matmuls and a softmax backward, nn.gelu_grad instead "
-           "of the derivative's elementwise ops">,
+    ListOption<"fused", "fused", "std::string",
+           "Fused backward ops to write, where the target has their kernels "
+           "(comma-separated; all: every kind): attention (nn.attention_grad "
+           "instead of matmuls and a softmax backward), gelu (nn.gelu_grad "
+           "instead of the derivative's elementwise ops), normalization "
+           "(nn.normalization_grad and nn.normalization_scale_grad instead of "
+           "the layer and RMS norms' reductions and elementwise ops)">,
   ];
   let dependentDialects = ["::shardflow::nn::NNDialect"];
 }

@@ -94,15 +94,14 @@ foreach op = [NN_AddOp, NN_SubOp, NN_MulOp, NN_DivOp, NN_ModOp, NN_PowOp, NN_Min
   def : RT_NNKernel<op, RT_CudaElementwise>;
 // The identities are views, except where a pass needs a copy (a scatter's
 // destination) or a view cannot serve.
-// nn-differentiate writes it for the CPU target only (CUDA: the
-// composed derivative, which its generated code fuses).
-def : RT_NNKernel<NN_GeluGradOp, RT_CudaNone>;
+def : RT_NNKernel<NN_GeluGradOp, RT_CudaElementwise>;
 def : RT_NNKernel<NN_IdentityOp, RT_CudaElementwise>;
 def : RT_NNKernel<NN_DropoutOp, RT_CudaElementwise>;
 // The CUDA target's nn-optimizer writes the update as elementwise ops.
 def : RT_NNKernel<NN_AdamWUpdateOp, RT_CudaNone>;
-// --dropout on is refused for the CUDA target (no generated Philox yet).
-def : RT_NNKernel<NN_KeyedDropoutOp, RT_CudaNone>;
+// Generated: each element draws its own Philox numbers. Per-rank block
+// starts reach it as a third input (cuda-keyed-dropout-starts).
+def : RT_NNKernel<NN_KeyedDropoutOp, RT_CudaNeighbours>;
 def : RT_NNKernel<NN_TrainingDropoutOp, RT_CudaRewrittenBy<"cuda-precompute-dropout-masks">>;
 // cuda-precompute-dropout-masks: the input times a constant mask, scaled.
 def : RT_Kernel<"masked_scale", [RT_Param<"scale", "float">], RT_CudaElementwise>;
@@ -117,6 +116,12 @@ foreach op = [NN_SoftmaxOp, NN_LogSoftmaxOp, NN_LayerNormalizationOp,
 foreach op = [NN_ReduceSumOp, NN_ReduceMeanOp, NN_ReduceMaxOp, NN_ReduceMinOp, NN_ReduceProdOp,
               NN_GlobalAveragePoolOp] in
   def : RT_NNKernel<op, RT_CudaReduction>;
+// The norms' backward: the input's cotangent is a row kernel like the
+// forward's; the scale's, a sum over rows, is rewritten into the forward
+// row kernel (with a unit scale), a product and a reduce_sum.
+def : RT_NNKernel<NN_NormalizationGradOp, RT_CudaRow>;
+def : RT_NNKernel<NN_NormalizationScaleGradOp,
+                  RT_CudaRewrittenBy<"cuda-split-normalization-scale-grads">>;
 def : RT_NNKernel<NN_BatchNormalizationOp, RT_CudaNeighbours>;
 def : RT_NNKernel<NN_CumSumOp, RT_CudaStandalone>;
 def : RT_NNKernel<NN_TopKOp, RT_CudaStandalone>;

@@ -74,8 +74,12 @@ def RTBucketAllReduces : Pass<"rt-bucket-all-reduces", "::mlir::func::FuncOp"> {
     program order, into buckets of at most `bucket-bytes`: each bucket's
     inputs are concatenated (viewed as 1-D) into one buffer, reduced by one
     `rt.all_reduce`, and split back into the original outputs. A bucket is
-    issued where its last member was, or earlier, before the first op that
-    reads a member's result. Buckets of one all-reduce stay as they were.
+    concatenated and reduced where its last member was, and split back
+    just before the first op that touches a member's buffer: the rest of
+    the backward runs between the two (on CUDA the all-reduce is on the
+    communication stream, and only the split waits for it). An op that
+    touches a member's buffer closes the bucket. Buckets of one all-reduce
+    stay as they were.
   }];
   let options = [
     Option<"bucketBytes", "bucket-bytes", "int64_t", /*default=*/"26214400",

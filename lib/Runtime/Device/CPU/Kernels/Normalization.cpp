@@ -3,7 +3,9 @@
 // softmax / log_softmax subtract the maximum along the axis before exp.
 // layer_normalization and rms_normalization accumulate row statistics in
 // double (two passes for the variance); batch_normalization applies the
-// per-channel affine map. f16/bf16 compute in float.
+// per-channel affine map. normalization_grad and normalization_scale_grad
+// (the layer and RMS norms' backward) recompute a row's statistics as the
+// forward does. f16/bf16 compute in float.
 //
 // Rows (and batch normalization's channel planes) are split across the
 // kernel's threads; each row is computed start to end by one thread, so
@@ -308,6 +310,159 @@ void layerNormKernel(const KernelContext &ctx) { normKernel<false>(ctx); }
 void rmsNormKernel(const KernelContext &ctx) { normKernel<true>(ctx); }
 
 //===----------------------------------------------------------------------===//
+// normalization_grad, normalization_scale_grad (the norms' backward)
+//===----------------------------------------------------------------------===//
+
+/// The statistics of a row as the forward kernel computes them: the mean
+/// (0 for RMS) and r = 1 / sqrt(var + eps), in double.
+template <typename C, bool RMS> std::pair<double, double> rowStats(const C *x, int64_t n,
+                                                                   double eps) {
+  double mean = RMS ? 0.0 : sumDouble(x, n) / double(n);
+  double var = sumSquaredDev(x, n, mean) / double(n);
+  return {mean, 1.0 / std::sqrt(var + eps)};
+}
+
+/// The shape checks and row geometry both backward kernels share.
+struct NormGradGeometry {
+  int64_t rows = 1, n = 1;
+  std::vector<int64_t> normShape;
+};
+NormGradGeometry normGradGeometry(const KernelContext &ctx) {
+  const Tensor &x = ctx.inputs[0], &dy = ctx.inputs.back();
+  if (x.rank() == 0)
+    throw kernelError(ctx.kernel, "input must have rank >= 1");
+  if (dy.shape != x.shape || dy.dtype != x.dtype)
+    throw kernelError(ctx.kernel, "result_grad " + shapeList(dy.shape) +
+                                      " must have the input's shape " + shapeList(x.shape) +
+                                      " and type");
+  if (ctx.outputs[0].dtype != x.dtype)
+    throw kernelError(ctx.kernel, "result element type differs from the input's");
+  int64_t axis = normalizeAxis(ctx, ctx.params.getInt("axis", -1), x.rank());
+  NormGradGeometry g;
+  g.normShape.assign(x.shape.begin() + axis, x.shape.end());
+  for (int64_t d = 0; d < axis; ++d)
+    g.rows *= x.shape[size_t(d)];
+  for (int64_t d : g.normShape)
+    g.n *= d;
+  return g;
+}
+
+/// dx = r (g - mean(g) - xhat mean(g xhat)), g = dy * scale; RMS has no
+/// mean(g) term. One row per step, each by one thread.
+template <typename T, bool RMS>
+void normGradImpl(const KernelContext &ctx, const NormGradGeometry &geo, double eps) {
+  using C = Compute<T>;
+  const int64_t n = geo.n;
+  const T *src = ctx.inputs[0].as<T>(), *dsrc = ctx.inputs[2].as<T>();
+  T *dst = ctx.outputs[0].as<T>();
+  std::vector<C> scale = expandTo<C>(ctx, ctx.inputs[1], "scale", geo.normShape);
+  const C *sc = scale.data();
+  parallelForRows(ctx, geo.rows, 4 * n, [&](int64_t first, int64_t last) {
+    std::vector<C> xrow(static_cast<size_t>(n)), grow(static_cast<size_t>(n));
+    C *x = xrow.data(), *g = grow.data();
+    for (int64_t r = first; r < last; ++r) {
+      loadRow(src + r * n, x, n);
+      loadRow(dsrc + r * n, g, n);
+      auto [mean, inv] = rowStats<C, RMS>(x, n, eps);
+      C m = C(mean), rc = C(inv);
+      double sumG = 0, sumGX = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        g[i] *= sc[i];
+        x[i] = (x[i] - m) * rc; // xhat
+        sumG += double(g[i]);
+        sumGX += double(g[i]) * double(x[i]);
+      }
+      C meanG = RMS ? C(0) : C(sumG / double(n)), meanGX = C(sumGX / double(n));
+      for (int64_t i = 0; i < n; ++i)
+        x[i] = rc * (g[i] - meanG - x[i] * meanGX);
+      storeRow(x, dst + r * n, n);
+    }
+  });
+}
+
+template <bool RMS> void normGradKernel(const KernelContext &ctx) {
+  expectArity(ctx, 3, 1);
+  NormGradGeometry geo = normGradGeometry(ctx);
+  if (ctx.outputs[0].shape != ctx.inputs[0].shape)
+    throw kernelError(ctx.kernel, "result shape " + shapeList(ctx.outputs[0].shape) +
+                                      " differs from the input shape " +
+                                      shapeList(ctx.inputs[0].shape));
+  if (ctx.inputs[0].numel() == 0)
+    return;
+  double eps = ctx.params.getFloat("epsilon", 1e-5);
+  dispatchFloat(ctx.inputs[0].dtype, ctx.kernel, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    normGradImpl<T, RMS>(ctx, geo, eps);
+  });
+}
+
+void normalizationGradKernel(const KernelContext &ctx) {
+  if (ctx.params.getBool("rms", false))
+    normGradKernel<true>(ctx);
+  else
+    normGradKernel<false>(ctx);
+}
+
+/// The rows of one partial sum of the scale's cotangent: a function of the
+/// row count only, so the sums (partials added in order) are the same for
+/// any thread count.
+int64_t scaleGradChunk(int64_t rows) { return std::max<int64_t>(32, (rows + 127) / 128); }
+
+/// scale_grad[i] = sum over rows of dy * xhat, in double per chunk of rows,
+/// the chunks then added in order.
+template <typename T, bool RMS>
+void normScaleGradImpl(const KernelContext &ctx, const NormGradGeometry &geo, double eps) {
+  using C = Compute<T>;
+  const int64_t n = geo.n, chunk = scaleGradChunk(geo.rows);
+  const int64_t chunks = (geo.rows + chunk - 1) / chunk;
+  const T *src = ctx.inputs[0].as<T>(), *dsrc = ctx.inputs[1].as<T>();
+  std::vector<double> partial(static_cast<size_t>(chunks * n), 0.0);
+  parallelForRows(ctx, chunks, 3 * n * chunk, [&](int64_t first, int64_t last) {
+    std::vector<C> xrow(static_cast<size_t>(n)), grow(static_cast<size_t>(n));
+    C *x = xrow.data(), *g = grow.data();
+    for (int64_t c = first; c < last; ++c) {
+      double *acc = partial.data() + c * n;
+      for (int64_t r = c * chunk; r < std::min(geo.rows, (c + 1) * chunk); ++r) {
+        loadRow(src + r * n, x, n);
+        loadRow(dsrc + r * n, g, n);
+        auto [mean, inv] = rowStats<C, RMS>(x, n, eps);
+        C m = C(mean), rc = C(inv);
+        for (int64_t i = 0; i < n; ++i)
+          acc[i] += double(g[i] * ((x[i] - m) * rc));
+      }
+    }
+  });
+  T *dst = ctx.outputs[0].as<T>();
+  for (int64_t i = 0; i < n; ++i) {
+    double s = 0;
+    for (int64_t c = 0; c < chunks; ++c)
+      s += partial[size_t(c * n + i)];
+    dst[i] = store<T>(C(s));
+  }
+}
+
+template <bool RMS> void normScaleGradKernel(const KernelContext &ctx) {
+  expectArity(ctx, 2, 1);
+  NormGradGeometry geo = normGradGeometry(ctx);
+  if (ctx.outputs[0].shape != geo.normShape)
+    throw kernelError(ctx.kernel, "result shape " + shapeList(ctx.outputs[0].shape) +
+                                      " differs from the normalized shape " +
+                                      shapeList(geo.normShape));
+  double eps = ctx.params.getFloat("epsilon", 1e-5);
+  dispatchFloat(ctx.inputs[0].dtype, ctx.kernel, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    normScaleGradImpl<T, RMS>(ctx, geo, eps);
+  });
+}
+
+void normalizationScaleGradKernel(const KernelContext &ctx) {
+  if (ctx.params.getBool("rms", false))
+    normScaleGradKernel<true>(ctx);
+  else
+    normScaleGradKernel<false>(ctx);
+}
+
+//===----------------------------------------------------------------------===//
 // batch_normalization (inference)
 //===----------------------------------------------------------------------===//
 
@@ -370,3 +525,5 @@ SHARDFLOW_REGISTER_KERNEL("log_softmax", logSoftmaxF);
 SHARDFLOW_REGISTER_KERNEL("layer_normalization", layerNormKernel);
 SHARDFLOW_REGISTER_KERNEL("rms_normalization", rmsNormKernel);
 SHARDFLOW_REGISTER_KERNEL("batch_normalization", batchNormKernel);
+SHARDFLOW_REGISTER_KERNEL("normalization_grad", normalizationGradKernel);
+SHARDFLOW_REGISTER_KERNEL("normalization_scale_grad", normalizationScaleGradKernel);

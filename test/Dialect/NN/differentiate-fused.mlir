@@ -1,0 +1,50 @@
+// RUN: shard-opt %s -split-input-file -nn-differentiate="wrt=all fused=normalization" | FileCheck %s
+// RUN: shard-opt %s -split-input-file -nn-differentiate="wrt=all fused=all" | FileCheck %s
+// RUN: shard-opt %s -split-input-file -nn-differentiate="wrt=all fused=gelu" | FileCheck %s --check-prefix=COMPOSED
+// RUN: not shard-opt %s -split-input-file -nn-differentiate="fused=norms" 2>&1 | FileCheck %s --check-prefix=BAD
+
+// fused=normalization: a layer norm's backward is nn.normalization_grad
+// for the input and nn.normalization_scale_grad for the scale (kept
+// apart: a schedule may run the weights' part later), the bias a row sum;
+// no reductions of the composed form.
+// CHECK-LABEL: func.func @main
+// CHECK: %[[S:.*]] = nn.weight "s"
+// CHECK: nn.layer_normalization %arg0, %[[S]], %{{[^ ]*}} :
+// CHECK-NOT: nn.reduce_mean
+// CHECK: %[[GS:.*]] = nn.normalization_scale_grad %arg0, %[[G:[^ ]*]] : (tensor<2x3x8xf32>, tensor<2x3x8xf32>) -> tensor<8xf32>
+// CHECK: nn.reduce_sum %[[G]] {axes = array<i64: 0, 1>} : (tensor<2x3x8xf32>) -> tensor<1x1x8xf32>
+// CHECK: %[[GX:.*]] = nn.normalization_grad %arg0, %[[S]], %[[G]] : (tensor<2x3x8xf32>, tensor<8xf32>, tensor<2x3x8xf32>) -> tensor<2x3x8xf32>
+// CHECK: return %{{.*}}, %[[GS]], %{{.*}}, %[[GX]]
+// COMPOSED-LABEL: func.func @main
+// COMPOSED-NOT: normalization_grad
+// COMPOSED: nn.reduce_mean
+// BAD: error: nn-differentiate: fused takes attention, gelu, normalization or all, got 'norms'
+module {
+  func.func @main(%x: tensor<2x3x8xf32> {nn.name = "x"}) -> (tensor<f32> {nn.name = "loss"}) {
+    %s = nn.weight "s" {file = "w.bin", offset = 0 : i64, storage = "external"} : tensor<8xf32>
+    %b = nn.weight "b" {file = "w.bin", offset = 32 : i64, storage = "external"} : tensor<8xf32>
+    %y = nn.layer_normalization %x, %s, %b {axis = -1 : i64, epsilon = 1.0e-5 : f32} : (tensor<2x3x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<2x3x8xf32>
+    %t = nn.tanh %y : (tensor<2x3x8xf32>) -> tensor<2x3x8xf32>
+    %l = nn.reduce_sum %t {axes = array<i64: 0, 1, 2>, keepdims = false} : (tensor<2x3x8xf32>) -> tensor<f32>
+    return %l : tensor<f32>
+  }
+}
+
+// -----
+
+// RMS norm over the last two dims with a scale broadcast to them: the
+// scale's cotangent is shaped like the normalized dims, then summed to
+// the scale's shape.
+// CHECK-LABEL: func.func @main
+// CHECK: %[[GS:.*]] = nn.normalization_scale_grad %arg0, %{{[^ ]*}} {axis = 1 : i64, epsilon = 9.99999997E-7 : f32, rms = true} : (tensor<2x3x8xf32>, tensor<2x3x8xf32>) -> tensor<3x8xf32>
+// CHECK: nn.reduce_sum %[[GS]] {axes = array<i64: 0>} : (tensor<3x8xf32>) -> tensor<1x8xf32>
+// CHECK: nn.normalization_grad %arg0, %{{.*}} {axis = 1 : i64, epsilon = 9.99999997E-7 : f32, rms = true} : (tensor<2x3x8xf32>, tensor<1x8xf32>, tensor<2x3x8xf32>) -> tensor<2x3x8xf32>
+module {
+  func.func @main(%x: tensor<2x3x8xf32> {nn.name = "x"}) -> (tensor<f32> {nn.name = "loss"}) {
+    %s = nn.weight "s" {file = "w.bin", offset = 0 : i64, storage = "external"} : tensor<1x8xf32>
+    %y = nn.rms_normalization %x, %s {axis = 1 : i64, epsilon = 1.0e-6 : f32} : (tensor<2x3x8xf32>, tensor<1x8xf32>) -> tensor<2x3x8xf32>
+    %t = nn.tanh %y : (tensor<2x3x8xf32>) -> tensor<2x3x8xf32>
+    %l = nn.reduce_sum %t {axes = array<i64: 0, 1, 2>, keepdims = false} : (tensor<2x3x8xf32>) -> tensor<f32>
+    return %l : tensor<f32>
+  }
+}
