@@ -97,11 +97,9 @@ static void buildTrainPhase(OpPassManager &pm, const CompileOptions &o) {
   }
   nn::NNDifferentiateOptions differentiate;
   differentiate.loss = loss;
-  // The fused backward ops whose kernels the target has.
-  if (o.target == "cpu")
+  // The fused backward ops: both targets have their kernels.
+  if (o.target == "cpu" || o.target == "cuda")
     differentiate.fused = {"all"};
-  else if (o.target == "cuda")
-    differentiate.fused = {"gelu", "normalization"};
   pm.addPass(nn::createNNDifferentiate(differentiate));
   nn::NNOptimizerOptions update;
   update.loss = loss;

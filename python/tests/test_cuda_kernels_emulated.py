@@ -1,7 +1,7 @@
 """The runtime's hand-written CUDA kernels, run on the CPU.
 
 tools/cuda-kernel-check runs every device kernel (attention on tensor
-cores and SIMT, strided copies, pad, gather) over its range of shapes and
+cores and SIMT, its backward, strided copies, pad, gather) over its range of shapes and
 flags and compares each result with the runtime's CPU kernel. With
 --emulate it needs no GPU: the kernels are compiled as host code
 (lib/Runtime/Device/CUDA/Kernels/HostEmulation.h), each CUDA thread a fiber, with
@@ -38,7 +38,8 @@ def test_device_kernels_match_the_cpu_kernels_under_emulation():
                    "sf_attention_mma_bf16_d64_plain]", "sf_attention_mma_f16_d128_plain]",
                    "sf_attention_mma2_bf16_d64_plain]", "sf_attention_mma2_f16_d64_plain]",
                    "sf_attention_simt_f32_dv256", "sf_strided_copy_e16_i32", "sf_gather_",
-                   "sf_pad_"):
+                   "sf_pad_", "sf_attention_grad_dq_f32,sf_attention_grad_dkv_f32]",
+                   "sf_attention_grad_dq_bf16,sf_attention_grad_dkv_bf16]"):
         assert kernel in out.stdout, kernel
     # Query, key and value read in one fused buffer (packed_qkv), on both
     # tensor-core kernels.

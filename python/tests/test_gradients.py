@@ -404,6 +404,40 @@ def test_fused_attention_backward_matches_composition(tmp_path, case):
                                    err_msg=f"d loss / d {x}")
 
 
+# The CUDA attention backward (a warp per query row for dQ and the rows'
+# log-sum-exp and rowsum(P * dP), then a warp per key row for dK and dV)
+# on the CUDA stand-ins, against the CPU kernel: the composition cases
+# and a 3-D grouped-query causal one, f32.
+CUDA_ATTENTION = {**FUSED_ATTENTION,
+                  "3d_gqa_causal": ((2, 33, 4 * 16), ((2, 33, 2 * 16), (2, 33, 2 * 16)),
+                                    {"q_num_heads": 4, "kv_num_heads": 2, "is_causal": 1}, None)}
+
+
+@pytest.mark.parametrize("case", sorted(CUDA_ATTENTION))
+def test_fused_attention_backward_on_cuda_matches_cpu(tmp_path, case):
+    from shardflow import standin
+    if not (standin.library_dir() / "libcuda.so.1").exists():
+        pytest.skip("the CUDA stand-ins are not built (no CUDA toolkit)")
+    q_shape, kv_shapes, attrs, mask = CUDA_ATTENTION[case]
+    if mask is not None:
+        mask = mask.copy()
+        mask[0, 0, 5, :] = False  # a fully masked row: zeros
+    model, feeds = _attention_model(q_shape, kv_shapes, attrs, mask)
+    onnx.save(model, tmp_path / "model.onnx")
+    _shard_opt(tmp_path / "model.onnx", "--compile-to=import", "-o", tmp_path / "nn.mlir")
+    _shard_opt(tmp_path / "nn.mlir", _differentiate_option(True), "-o", tmp_path / "grad.mlir")
+    _shard_opt(tmp_path / "grad.mlir", "--target", "cpu", "-o", tmp_path / "cpu.shard")
+    want = toolchain.run_artifact(tmp_path / "cpu.shard", feeds)
+    ir = standin.compile_cuda(tmp_path / "grad.mlir", tmp_path / "cuda.shard")
+    assert '"attention_grad"' in ir
+    got = standin.run(tmp_path / "cuda.shard", feeds)
+    for x in feeds:
+        w, g = want[f"grad:{x}"], got[f"grad:{x}"]
+        assert np.abs(w).max() > 1e-3
+        np.testing.assert_allclose(g, w, rtol=2e-4, atol=2e-5 * np.abs(w).max(),
+                                   err_msg=f"d loss / d {x}")
+
+
 # Norms over rows longer than a vector step and more rows than one partial
 # sum of the scale's cotangent (32), in f32: fused against composed.
 FUSED_NORMS = {

@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <functional>
@@ -63,8 +64,8 @@ std::string errorOfCall(const std::function<void()> &plan) {
 }
 
 TEST(DeviceKernels, Names) {
-  for (const char *k : {"attention", "transpose", "slice", "concat", "split", "expand", "gather",
-                        "pad", "local_slice"})
+  for (const char *k : {"attention", "attention_grad", "transpose", "slice", "concat", "split",
+                        "expand", "gather", "pad", "local_slice"})
     EXPECT_TRUE(hasDeviceKernel(k)) << k;
   EXPECT_FALSE(hasDeviceKernel("matmul"));
   EXPECT_FALSE(hasDeviceKernel(""));
@@ -424,6 +425,43 @@ TEST(DeviceKernels, AttentionSimtPath) {
   EXPECT_EQ(a.mask, m.data);
 }
 
+TEST(DeviceKernels, AttentionGradTwoLaunches) {
+  // 3-D grouped-query attention's backward: a warp per query row (dQ, and
+  // the rows' statistics into the workspace), then a warp per key row.
+  Tensor q{addr(0x100000), DType::F32, {2, 50, 6 * 40}}, k{addr(0x200000), DType::F32, {2, 70, 3 * 40}},
+      v{addr(0x300000), DType::F32, {2, 70, 3 * 72}}, dy{addr(0x400000), DType::F32, {2, 50, 6 * 72}},
+      dq{addr(0x500000), DType::F32, {2, 50, 6 * 40}}, dk{addr(0x600000), DType::F32, {2, 70, 3 * 40}},
+      dv{addr(0x700000), DType::F32, {2, 70, 3 * 72}}, work{addr(0x800000), DType::F32, {2 * 600}};
+  Params p;
+  p.set("q_num_heads", int64_t(6));
+  p.set("kv_num_heads", int64_t(3));
+  p.set("is_causal", true);
+  auto ls = planDeviceKernel("attention_grad", {q, k, v, dy}, {dq, dk, dv, work}, p, 0);
+  ASSERT_EQ(ls.size(), 2u);
+  EXPECT_EQ(ls[0].function, "sf_attention_grad_dq_f32");
+  EXPECT_EQ(ls[1].function, "sf_attention_grad_dkv_f32");
+  EXPECT_EQ(ls[0].block[0], unsigned(32 * kAttnGradWarps));
+  EXPECT_EQ(ls[0].grid[0], unsigned((2 * 6 * 50 + kAttnGradWarps - 1) / kAttnGradWarps));
+  EXPECT_EQ(ls[1].grid[0], unsigned((2 * 3 * 70 + kAttnGradWarps - 1) / kAttnGradWarps));
+  auto a = argsOf<AttentionGradArgs>(ls[0]), b = argsOf<AttentionGradArgs>(ls[1]);
+  EXPECT_EQ(a.rows, 600);
+  EXPECT_EQ(b.rows, 420);
+  EXPECT_EQ(a.group, 2);
+  EXPECT_EQ(a.causal, 1);
+  EXPECT_FLOAT_EQ(a.scale, 1.f / std::sqrt(40.f));
+  EXPECT_EQ(a.lse, static_cast<float *>(work.data));
+  EXPECT_EQ(a.dsum, static_cast<float *>(work.data) + 600);
+  EXPECT_EQ(a.dyStride[2], 432);
+  EXPECT_EQ(a.gradQ, dq.data);
+  // The workspace must hold 2 x B x Hq x Sq floats.
+  Tensor small{addr(0x800000), DType::F32, {600}};
+  EXPECT_NE(errorOf("attention_grad", {q, k, v, dy}, {dq, dk, dv, small}, p).find("workspace"),
+            std::string::npos);
+  EXPECT_NE(errorOf("attention_grad", {q, k, v, dy}, {dq, dk, dv}, p)
+                .find("cuda-attention-grad-workspace"),
+            std::string::npos);
+}
+
 TEST(DeviceKernels, AttentionErrors) {
   Tensor q = t4(0x100000, DType::F64, 1, 2, 8, 16), y = t4(0x400000, DType::F64, 1, 2, 8, 16);
   std::string e = errorOf("attention", {q, q, q}, {y}, Params{});
@@ -494,9 +532,12 @@ TEST(DeviceKernelsFatbin, HoldsSassAndPtx) {
   // Every function the planner can name is in the (uncompressed) cubins.
   std::string bytes(reinterpret_cast<const char *>(p), n);
   std::vector<std::string> names;
-  for (const char *t : {"f32", "f16", "bf16"})
+  for (const char *t : {"f32", "f16", "bf16"}) {
     for (int dv : {64, 128, 256})
       names.push_back(std::string("sf_attention_simt_") + t + "_dv" + std::to_string(dv));
+    for (const char *part : {"dq_", "dkv_"})
+      names.push_back(std::string("sf_attention_grad_") + part + t);
+  }
   for (const char *t : {"f16", "bf16"}) {
     for (const char *variant : {"", "_plain"}) {
       for (int d : {64, 128})
@@ -537,8 +578,9 @@ TEST(DeviceKernelsFatbin, AttentionHasNoSpills) {
                 m[5].str().c_str());
   }
   // 9 SIMT + 4 tensor-core + 2 two-tile tensor-core kernels and the last
-  // 6 again without the general score rule (_plain), two architectures.
-  EXPECT_EQ(attention, 2 * 21);
+  // 6 again without the general score rule (_plain), and the backward's
+  // dq and dkv kernels for 3 types, two architectures.
+  EXPECT_EQ(attention, 2 * 27);
 }
 
 #endif // SHARDFLOW_HAVE_CUDA_KERNELS

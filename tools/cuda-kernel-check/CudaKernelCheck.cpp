@@ -8,6 +8,7 @@
 //
 //   cuda-kernel-check                  all cases
 //   cuda-kernel-check --filter attn    cases whose name contains "attn"
+//                                      (attn-grad: the attention backward)
 //   cuda-kernel-check --time           attention timing (TFLOP/s)
 //   cuda-kernel-check --emulate        all cases without a GPU: the kernels
 //                                      compiled as host code (HostEmulation.h)
@@ -347,6 +348,9 @@ struct Case {
   // and value's widths): the device reads it three times, the CPU kernel
   // gets the three column blocks as tensors of their own.
   std::vector<int64_t> packed;
+  // The outputs the CPU kernel writes and the check compares (0: all):
+  // attention_grad's workspace is the device's alone.
+  size_t compared = 0;
 };
 
 /// Columns [from, from + width) of a [B, S, W] tensor, as a tensor.
@@ -377,8 +381,9 @@ void runCase(Case &c) {
     }
     for (HostTensor &t : c.packed.empty() ? c.inputs : pieces)
       ins.push_back(t.view());
-    for (HostTensor &t : expected)
-      outs.push_back(t.view());
+    size_t compared = c.compared ? c.compared : expected.size();
+    for (size_t o = 0; o < compared; ++o)
+      outs.push_back(expected[o].view());
     if (c.kernel == "local_slice") {
       // The executor implements local_slice itself: slice the block here.
       HostTensor &in = c.inputs[0], &out = expected[0];
@@ -430,7 +435,7 @@ void runCase(Case &c) {
     int64_t bad = -1;
     size_t badOut = 0;
     std::vector<HostTensor> got = c.outputs;
-    for (size_t o = 0; o < got.size(); ++o) {
+    for (size_t o = 0; o < compared; ++o) {
       if (!got[o].bytes.empty())
         check(drv.memcpyDtoH(got[o].bytes.data(), dOut[o]->base + dOut[o]->offset,
                              got[o].bytes.size()),
@@ -674,6 +679,54 @@ std::vector<Case> attentionCases() {
     s = AttnSpec{};
     s.t = t, s.path = AttentionPath::Mma2;
     s.threeD = true, s.Hq = 6, s.Hkv = 3, s.Sq = 170, s.Skv = 90, s.causal = true;
+    add(s);
+  }
+  return cases;
+}
+
+/// attention_grad of the attention case `s`: a random cotangent of its
+/// result, the cotangents of query, key and value compared, and the
+/// device's workspace (2 x B x Hq x Sq floats).
+Case attentionGradCase(const AttnSpec &s) {
+  Case c = attentionCase(s);
+  c.name = "attn-grad" + c.name.substr(4);
+  c.kernel = "attention_grad";
+  c.inputs.insert(c.inputs.begin() + 3, randomFloat(s.t, c.outputs[0].shape));
+  c.outputs.clear();
+  for (int i = 0; i < 3; ++i)
+    c.outputs.push_back(make(s.t, c.inputs[size_t(i)].shape));
+  c.outputs.push_back(make(DType::F32, {2 * s.B * s.Hq * s.Sq}));
+  c.compared = 3;
+  // Sums over every key (dQ) or every query row (dK, dV): the f32
+  // tolerance a little above the forward's.
+  c.tol = s.t == DType::F32 ? 2e-4 : tolFor(s.t);
+  return c;
+}
+
+std::vector<Case> attentionGradCases() {
+  // Small: a warp's every dot product is a shuffle reduction, which the
+  // emulation runs as fiber switches.
+  std::vector<Case> cases;
+  auto add = [&](AttnSpec s) { cases.push_back(attentionGradCase(s)); };
+  AttnSpec s;
+  s.B = 1, s.Hq = s.Hkv = 2, s.Sq = s.Skv = 24;
+  add(s); // plain, 4-D
+  s.causal = true, s.Hq = 4, s.Hkv = 2, s.Sq = s.Skv = 33;
+  add(s); // grouped-query, causal
+  s = AttnSpec{};
+  s.B = 1, s.threeD = true, s.Hq = 4, s.Hkv = 2, s.Sq = 20, s.Skv = 31, s.D = 32, s.Dv = 48;
+  add(s); // 3-D, Sq != Skv, Dv != D
+  s = AttnSpec{};
+  s.B = 1, s.Hq = s.Hkv = 2, s.mask = "bool", s.Sq = 16, s.Skv = 24, s.softcap = 3;
+  add(s); // fully masked rows, softcap
+  s.mask = "float", s.softcap = 0, s.scale = 0.3, s.causal = true;
+  add(s);
+  s = AttnSpec{};
+  s.B = 1, s.D = 256, s.Sq = 8, s.Skv = 12, s.Hq = s.Hkv = 1;
+  add(s); // the largest head size: 8 elements a lane
+  for (DType t : {DType::F16, DType::BF16}) {
+    s = AttnSpec{};
+    s.t = t, s.B = 1, s.Hq = s.Hkv = 2, s.causal = true, s.Sq = s.Skv = 24;
     add(s);
   }
   return cases;
@@ -953,6 +1006,8 @@ int main(int argc, char **argv) {
     return 0;
   }
   std::vector<Case> cases = attentionCases();
+  for (Case &c : attentionGradCases())
+    cases.push_back(std::move(c));
   for (Case &c : dataMovementCases())
     cases.push_back(std::move(c));
   for (Case &c : cases)

@@ -61,6 +61,19 @@ def CUDASplitScatters : Pass<"cuda-split-scatters", "::mlir::func::FuncOp"> {
   }];
 }
 
+def CUDAAttentionGradWorkspace
+    : Pass<"cuda-attention-grad-workspace", "::mlir::func::FuncOp"> {
+  let summary = "Give each attention_grad the workspace of its row statistics";
+  let description = [{
+    The CUDA attention backward is two kernels: a warp per query row
+    computes dQ and writes the row's log-sum-exp and rowsum(P * dP); a warp
+    per key row then recomputes the probabilities from them for dK and dV.
+    This pass allocates the f32 buffer of 2 x B x Hq x Sq values they share
+    and adds it as the kernel's fourth output, so that memory planning
+    places it like any buffer.
+  }];
+}
+
 def CUDAKeyedDropoutStarts : Pass<"cuda-keyed-dropout-starts", "::mlir::func::FuncOp"> {
   let summary = "Give each keyed dropout its rank's block start as a buffer";
   let description = [{

@@ -32,6 +32,7 @@ void shardflow::cuda::buildCUDACodegenPipeline(OpPassManager &pm,
   fn.addPass(createCUDAPrecomputeDropoutMasks());
   fn.addPass(createCUDASplitNormalizationScaleGrads());
   fn.addPass(createCUDAKeyedDropoutStarts());
+  fn.addPass(createCUDAAttentionGradWorkspace());
   if (options.gemmEpilogues)
     fn.addPass(createCUDAFuseGemmEpilogues());
   if (options.gemmResiduals)

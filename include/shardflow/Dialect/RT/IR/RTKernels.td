@@ -145,9 +145,9 @@ def : RT_NNKernel<NN_ConvOp, RT_CudaRewrittenBy<"cuda-lower-convolutions">>;
 // cuda-read-attention-inputs-in-place: the widths of Q, K and V in one
 // packed buffer passed three times.
 def : RT_NNKernel<NN_AttentionOp, RT_CudaRuntime, [RT_Param<"packed_qkv", "ints">]>;
-// nn-differentiate writes it for the CPU target only (CUDA: the composed
-// backward, whose products run on cuBLASLt).
-def : RT_NNKernel<NN_AttentionGradOp, RT_CudaNone>;
+// The runtime's two backward kernels on CUDA, with the workspace
+// cuda-attention-grad-workspace adds as a fourth output.
+def : RT_NNKernel<NN_AttentionGradOp, RT_CudaRuntime>;
 def : RT_NNKernel<NN_RotaryEmbeddingOp, RT_CudaNeighbours>;
 def : RT_NNKernel<NN_RotateHalfOp, RT_CudaNeighbours>;
 foreach op = [NN_MaxPoolOp, NN_MaxPoolWithIndicesOp, NN_AveragePoolOp] in

@@ -9,4 +9,5 @@
 
 #include "Attention.cu"
 #include "AttentionMma.cu"
+#include "AttentionGrad.cu"
 #include "DataMovement.cu"

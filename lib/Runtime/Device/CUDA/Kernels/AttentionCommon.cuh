@@ -47,8 +47,8 @@ constexpr float kNegInf = -__builtin_huge_valf();
 /// The final score of query `row` against key `col` from its scaled dot
 /// product `x`, or -inf where the key is not visible. The caller has
 /// checked row < sq and col < skv (a mask read needs both in range).
-template <typename T>
-__device__ __forceinline__ float scoreOf(const AttentionArgs &a, const uint8_t *maskRowB,
+template <typename T, typename Args>
+__device__ __forceinline__ float scoreOf(const Args &a, const uint8_t *maskRowB,
                                          const T *maskRowF, int row, int col, float x) {
   if (a.causal && col > row)
     return kNegInf;

@@ -96,6 +96,43 @@ struct AttentionArgs {
   float softcap; // 0: none
 };
 
+/// Attention's backward (attention_grad), with the forward's operand
+/// layout: element (b, h, s, d) of an operand at b * stride[0] + h *
+/// stride[1] + s * stride[2] + d; gradQ, gradK and gradV have q's, k's
+/// and v's strides. `lse` and `dsum` are the workspace, one float per (b, query
+/// head, query row) each: the first kernel writes the row's log-sum-exp and
+/// rowsum(P * dP), the second reads them.
+struct AttentionGradArgs {
+  const void *q;
+  const void *k;
+  const void *v;
+  const void *dy;
+  const void *mask; // null: none
+  void *gradQ;
+  void *gradK;
+  void *gradV;
+  float *lse;
+  float *dsum;
+  int64_t qStride[3];
+  int64_t kStride[3];
+  int64_t vStride[3];
+  int64_t dyStride[3];
+  int64_t maskStride[4];
+  int32_t batch, qHeads, group; // group: query heads per key/value head
+  int32_t sq, skv, d, dv;
+  int32_t maskKind; // as AttentionArgs::maskKind
+  int32_t causal;
+  float scale;
+  float softcap; // 0: none
+  int32_t rows; // the kernel's rows: B * Hq * Sq (dq) or B * Hkv * Skv (dk, dv)
+};
+
+/// The backward kernels' geometry: one warp per row (a query row for dq,
+/// a key row for dk and dv), each lane holding head-size elements lane,
+/// lane + 32, ... (up to 8: head sizes up to 256).
+constexpr int kAttnGradWarps = 4;
+constexpr int kAttnGradLanes = 8;
+
 /// Mask kinds of AttentionArgs::maskKind.
 enum : int32_t { kMaskNone = 0, kMaskBool = 1, kMaskAdd = 2 };
 /// Pad modes of PadArgs::mode.

@@ -542,6 +542,35 @@ const char *typeSuffix(DType t) {
   return t == DType::F32 ? "f32" : t == DType::F16 ? "f16" : "bf16";
 }
 
+/// An attention mask's kind (bool, or additive in the query's type `q`)
+/// and its strides as broadcast (right-aligned) to [B, Hq, Sq, Skv], 0 on
+/// broadcast dimensions; kMaskNone without one.
+int32_t maskLayout(std::string_view kernel, const Tensor *mask, DType q, const int64_t (&full)[4],
+                   int64_t (&stride)[4]) {
+  if (!mask)
+    return kMaskNone;
+  if (mask->rank() > 4)
+    fail(kernel, "mask rank must be at most 4, mask has shape " + shapeText(mask->shape));
+  int32_t kind = kMaskNone;
+  if (mask->dtype == DType::I1)
+    kind = kMaskBool;
+  else if (mask->dtype == q)
+    kind = kMaskAdd;
+  else
+    fail(kernel, std::string("mask must be i1 or have the query's element type, got ") +
+                     dtypeName(mask->dtype));
+  int64_t acc = 1;
+  for (int64_t d = mask->rank() - 1, f = 3; d >= 0; --d, --f) {
+    int64_t n = mask->shape[size_t(d)];
+    if (n != 1 && n != full[f])
+      fail(kernel, "mask dimension " + std::to_string(d) + " of size " + std::to_string(n) +
+                       " does not broadcast to " + std::to_string(full[f]));
+    stride[f] = n == 1 ? 0 : acc;
+    acc *= n;
+  }
+  return kind;
+}
+
 } // namespace
 
 std::vector<DeviceLaunch> shardflow::runtime::cuda::planAttention(
@@ -634,27 +663,8 @@ std::vector<DeviceLaunch> shardflow::runtime::cuda::planAttention(
     a.softcap = 0; // the CPU kernel applies softcap only when > 0
 
   // The mask broadcasts (right-aligned) to [B, Hq, Sq, Skv].
-  a.maskKind = kMaskNone;
+  a.maskKind = maskLayout(kernel, mask, qt.dtype, {B, Hq, Sq, Skv}, a.maskStride);
   if (mask) {
-    if (mask->rank() > 4)
-      fail(kernel, "mask rank must be at most 4, mask has shape " + shapeText(mask->shape));
-    if (mask->dtype == DType::I1)
-      a.maskKind = kMaskBool;
-    else if (mask->dtype == qt.dtype)
-      a.maskKind = kMaskAdd;
-    else
-      fail(kernel, std::string("mask must be i1 or have the query's element type, got ") +
-                       dtypeName(mask->dtype));
-    int64_t full[4] = {B, Hq, Sq, Skv};
-    int64_t acc = 1;
-    for (int64_t d = mask->rank() - 1, f = 3; d >= 0; --d, --f) {
-      int64_t n = mask->shape[size_t(d)];
-      if (n != 1 && n != full[f])
-        fail(kernel, "mask dimension " + std::to_string(d) + " of size " + std::to_string(n) +
-                         " does not broadcast to " + std::to_string(full[f]));
-      a.maskStride[f] = n == 1 ? 0 : acc;
-      acc *= n;
-    }
     // Like the sequence offsets: a (batch, head)'s mask is indexed in 32
     // bits (AttentionMma.cu).
     if (!fitsInt32((Sq - 1) * a.maskStride[2] + (Skv - 1) * a.maskStride[3] + 1))
@@ -709,8 +719,88 @@ std::vector<DeviceLaunch> shardflow::runtime::cuda::planAttention(
   return {l};
 }
 
-static const char *const kDeviceKernels[] = {"attention", "transpose", "slice",  "concat",
-                                             "split",     "expand",    "gather", "pad",
+/// attention_grad: the cotangents of query, key and value (outputs 0-2)
+/// of an attention with these inputs (query, key, value, the result's
+/// cotangent, an optional mask) and parameters; output 3 is the f32
+/// workspace of 2 x B x Hq x Sq floats cuda-attention-grad-workspace adds.
+/// Two launches, one warp per row: the query rows' dQ (writing each row's
+/// log-sum-exp and rowsum(P * dP) to the workspace), then the key rows'
+/// dK and dV.
+static std::vector<DeviceLaunch> planAttentionGrad(std::string_view kernel,
+                                                   const std::vector<Tensor> &ins,
+                                                   const std::vector<Tensor> &outs,
+                                                   const Params &params) {
+  if (ins.size() < 4 || ins.size() > 5 || outs.size() != 4)
+    fail(kernel, "expects query, key, value, the result's cotangent and an optional mask, and "
+                 "writes the three cotangents and a workspace (cuda-attention-grad-workspace)");
+  const Tensor &qt = ins[0], &kt = ins[1], &vt = ins[2], &dyt = ins[3];
+  const Tensor *mask = ins.size() > 4 ? &ins[4] : nullptr;
+  if (!isFloatType(qt.dtype))
+    fail(kernel, std::string("unsupported element type ") + dtypeName(qt.dtype) +
+                     " of the query (f32, f16 and bf16 run on the GPU)");
+  for (const Tensor *t : {&kt, &vt, &dyt, &outs[0], &outs[1], &outs[2]})
+    if (t->dtype != qt.dtype)
+      fail(kernel, "query, key, value, the cotangents and the gradients must share one "
+                   "element type");
+  if (outs[0].shape != qt.shape || outs[1].shape != kt.shape || outs[2].shape != vt.shape)
+    fail(kernel, "the gradients must have the shapes of query, key and value");
+  AttentionLayout layout;
+  if (std::string problem = attentionLayout(qt.shape, kt.shape, vt.shape, dyt.shape,
+                                            params.getInt("q_num_heads", 0),
+                                            params.getInt("kv_num_heads", 0), layout);
+      !problem.empty())
+    fail(kernel, problem);
+  const AttentionHeads &q = layout.q, &k = layout.k, &v = layout.v, &y = layout.y;
+  const int64_t B = q.batch, Hq = q.heads, Sq = q.seq, Skv = k.seq, D = q.dim, Dv = v.dim;
+  if (D > 32 * kAttnGradLanes || Dv > 32 * kAttnGradLanes)
+    fail(kernel, "head size " + std::to_string(std::max(D, Dv)) + " exceeds the CUDA kernel's " +
+                     std::to_string(32 * kAttnGradLanes));
+  const Tensor &work = outs[3];
+  if (work.dtype != DType::F32 || work.numel() != 2 * B * Hq * Sq)
+    fail(kernel, "the workspace must be " + std::to_string(2 * B * Hq * Sq) + " f32 values");
+  for (int64_t n : {B * Hq * Sq, B * k.heads * Skv})
+    if (!fitsInt32(n))
+      fail(kernel, "too many rows (" + std::to_string(n) + ")");
+  AttentionGradArgs a{};
+  a.q = qt.data, a.k = kt.data, a.v = vt.data, a.dy = dyt.data;
+  a.gradQ = outs[0].data, a.gradK = outs[1].data, a.gradV = outs[2].data;
+  a.lse = static_cast<float *>(work.data);
+  a.dsum = a.lse + B * Hq * Sq;
+  a.qStride[0] = q.sb, a.qStride[1] = q.sh, a.qStride[2] = q.ss;
+  a.kStride[0] = k.sb, a.kStride[1] = k.sh, a.kStride[2] = k.ss;
+  a.vStride[0] = v.sb, a.vStride[1] = v.sh, a.vStride[2] = v.ss;
+  a.dyStride[0] = y.sb, a.dyStride[1] = y.sh, a.dyStride[2] = y.ss;
+  a.batch = int32_t(B);
+  a.qHeads = int32_t(Hq);
+  a.group = int32_t(Hq / k.heads);
+  a.sq = int32_t(Sq);
+  a.skv = int32_t(Skv);
+  a.d = int32_t(D);
+  a.dv = int32_t(Dv);
+  a.causal = params.getBool("is_causal", false);
+  a.scale = float(params.has("scale") ? params.getFloat("scale") : 1.0 / std::sqrt(double(D)));
+  a.softcap = std::max(0.f, float(params.getFloat("softcap", 0.0)));
+  a.maskKind = maskLayout(kernel, mask, qt.dtype, {B, Hq, Sq, Skv}, a.maskStride);
+  a.mask = mask ? mask->data : nullptr;
+  std::vector<DeviceLaunch> launches;
+  for (bool keys : {false, true}) {
+    if ((keys ? Skv : Sq) == 0)
+      continue;
+    a.rows = int32_t(keys ? B * k.heads * Skv : B * Hq * Sq);
+    DeviceLaunch l;
+    l.function = std::string(keys ? "sf_attention_grad_dkv_" : "sf_attention_grad_dq_") +
+                 typeSuffix(qt.dtype);
+    l.block[0] = 32 * kAttnGradWarps;
+    l.grid[0] = unsigned((a.rows + kAttnGradWarps - 1) / kAttnGradWarps);
+    l.argument = bytesOf(a);
+    launches.push_back(std::move(l));
+  }
+  return launches;
+}
+
+static const char *const kDeviceKernels[] = {"attention", "attention_grad", "transpose",
+                                             "slice",     "concat",         "split",
+                                             "expand",    "gather",         "pad",
                                              "local_slice"};
 
 bool shardflow::runtime::cuda::hasDeviceKernel(std::string_view kernel) {
@@ -730,6 +820,8 @@ shardflow::runtime::cuda::planDeviceKernel(std::string_view kernel, const std::v
                                            int rank, AttentionPath attention) {
   if (kernel == "attention")
     return planAttention(kernel, ins, outs, params, attention);
+  if (kernel == "attention_grad")
+    return planAttentionGrad(kernel, ins, outs, params);
   if (kernel == "transpose")
     return planTranspose(kernel, ins, outs, params);
   if (kernel == "slice")

@@ -61,6 +61,12 @@ const std::map<std::string, Entry> &kernels() {
     SF_ENTRY(sf_attention_mma_bf16_d128_plain, AttentionArgs)
     SF_ENTRY(sf_attention_mma2_f16_d64_plain, AttentionArgs)
     SF_ENTRY(sf_attention_mma2_bf16_d64_plain, AttentionArgs)
+    SF_ENTRY(sf_attention_grad_dq_f32, AttentionGradArgs)
+    SF_ENTRY(sf_attention_grad_dkv_f32, AttentionGradArgs)
+    SF_ENTRY(sf_attention_grad_dq_f16, AttentionGradArgs)
+    SF_ENTRY(sf_attention_grad_dkv_f16, AttentionGradArgs)
+    SF_ENTRY(sf_attention_grad_dq_bf16, AttentionGradArgs)
+    SF_ENTRY(sf_attention_grad_dkv_bf16, AttentionGradArgs)
 #undef SF_ENTRIES_OF_SIZE
 #undef SF_ENTRY
     return t;
