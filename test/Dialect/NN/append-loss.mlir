@@ -9,11 +9,12 @@
 // (-100) counted out, the sum divided by the count of the others; the
 // labels carry the range the runtime checks them against. The
 // log-softmax is written out (max, exp, sum, log), each step shardable
-// along the classes.
+// along the classes. The max is for range only: nn.stop_gradient tells
+// nn-differentiate that no cotangent flows through it.
 // CHECK-LABEL: func.func @main
 // CHECK-SAME: %arg1: tensor<2x3xi64> {nn.ignore_value = -100 : i64, nn.name = "labels", nn.valid_range = array<i64: 0, 5>}
 // CHECK-SAME: -> (tensor<2x3x5xf32> {nn.name = "logits"}, tensor<f32> {nn.name = "loss"})
-// CHECK: %[[MAX:.*]] = nn.reduce_max %arg0 {axes = array<i64: 2>} : (tensor<2x3x5xf32>) -> tensor<2x3x1xf32>
+// CHECK: %[[MAX:.*]] = nn.reduce_max %arg0 {axes = array<i64: 2>, nn.stop_gradient} : (tensor<2x3x5xf32>) -> tensor<2x3x1xf32>
 // CHECK: %[[SHIFTED:.*]] = nn.sub %arg0, %[[MAX]]
 // CHECK: %[[EXP:.*]] = nn.exp %[[SHIFTED]]
 // CHECK: %[[SUM:.*]] = nn.reduce_sum %[[EXP]] {axes = array<i64: 2>}
@@ -29,11 +30,11 @@
 // split over ranks stays split; 5 classes do not split into 4 blocks,
 // 20 do).
 // BLOCKS-LABEL: func.func @main
-// BLOCKS: nn.reduce_max %arg0 {axes = array<i64: 2>} : (tensor<2x3x5xf32>) -> tensor<2x3x1xf32>
+// BLOCKS: nn.reduce_max %arg0 {axes = array<i64: 2>, nn.stop_gradient} : (tensor<2x3x5xf32>) -> tensor<2x3x1xf32>
 // BLOCKS-LABEL: func.func @main
 // BLOCKS: %[[B:.*]] = nn.reshape %arg0 : (tensor<2x3x20xf32>) -> tensor<2x3x4x5xf32>
-// BLOCKS: %[[BM:.*]] = nn.reduce_max %[[B]] {axes = array<i64: 3>} : (tensor<2x3x4x5xf32>) -> tensor<2x3x4x1xf32>
-// BLOCKS: %[[M:.*]] = nn.reduce_max %[[BM]] {axes = array<i64: 2>} : (tensor<2x3x4x1xf32>) -> tensor<2x3x1x1xf32>
+// BLOCKS: %[[BM:.*]] = nn.reduce_max %[[B]] {axes = array<i64: 3>, nn.stop_gradient} : (tensor<2x3x4x5xf32>) -> tensor<2x3x4x1xf32>
+// BLOCKS: %[[M:.*]] = nn.reduce_max %[[BM]] {axes = array<i64: 2>, nn.stop_gradient} : (tensor<2x3x4x1xf32>) -> tensor<2x3x1x1xf32>
 // BLOCKS: %[[ROW:.*]] = nn.reshape %[[M]] : (tensor<2x3x1x1xf32>) -> tensor<2x3x1xf32>
 // BLOCKS: nn.sub %arg0, %[[ROW]]
 // MSE: %arg1: tensor<2x3x5xf32> {nn.name = "target"}

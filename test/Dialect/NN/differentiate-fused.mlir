@@ -48,3 +48,33 @@ module {
     return %l : tensor<f32>
   }
 }
+
+// -----
+
+// Cross-entropy's row maximum (nn.stop_gradient, from nn-append-loss)
+// passes no cotangent: the backward of the log-softmax is the sum and the
+// exp's alone, with no max's backward (its equal, count and share) over
+// the logits; the mark is gone after differentiation.
+// CHECK-LABEL: func.func @main
+// CHECK: nn.reduce_max %{{.*}} {axes = array<i64: 1>} :
+// CHECK: %[[LOSS:.*]] = nn.div
+// CHECK-NOT: nn.reduce_max
+// CHECK-NOT: nn.stop_gradient
+// CHECK: %[[DW:.*]] = nn.matmul
+// CHECK: return
+module {
+  func.func @main(%x: tensor<4x16xf32> {nn.name = "x"}, %labels: tensor<4xi64> {nn.name = "labels"}) -> (tensor<f32> {nn.name = "loss"}) {
+    %w = nn.weight "w" {file = "w.bin", offset = 0 : i64, storage = "external"} : tensor<16x32xf32>
+    %y = nn.matmul %x, %w : (tensor<4x16xf32>, tensor<16x32xf32>) -> tensor<4x32xf32>
+    %m = nn.reduce_max %y {axes = array<i64: 1>, nn.stop_gradient} : (tensor<4x32xf32>) -> tensor<4x1xf32>
+    %s = nn.sub %y, %m : (tensor<4x32xf32>, tensor<4x1xf32>) -> tensor<4x32xf32>
+    %e = nn.exp %s : (tensor<4x32xf32>) -> tensor<4x32xf32>
+    %z = nn.reduce_sum %e {axes = array<i64: 1>, keepdims = true} : (tensor<4x32xf32>) -> tensor<4x1xf32>
+    %lz = nn.log %z : (tensor<4x1xf32>) -> tensor<4x1xf32>
+    %l = nn.sub %s, %lz : (tensor<4x32xf32>, tensor<4x1xf32>) -> tensor<4x32xf32>
+    %t = nn.reduce_sum %l {axes = array<i64: 0, 1>, keepdims = false} : (tensor<4x32xf32>) -> tensor<f32>
+    %c = nn.constant dense<128.0> : tensor<f32>
+    %loss = nn.div %t, %c : (tensor<f32>, tensor<f32>) -> tensor<f32>
+    return %loss : tensor<f32>
+  }
+}

@@ -6,10 +6,13 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "shardflow/Dialect/NN/Autodiff/Gradients.h"
 #include "shardflow/Dialect/NN/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+
+#include <type_traits>
 
 namespace shardflow::nn {
 #define GEN_PASS_DEF_NNAPPENDLOSS
@@ -62,8 +65,12 @@ struct NNAppendLossPass : public nn::impl::NNAppendLossBase<NNAppendLossPass> {
     int64_t rank = type.getRank(), classes = type.getDimSize(rank - 1);
     auto reduce = [&](auto tag, Value v, int64_t axis) {
       using OpTy = decltype(tag);
-      return l.make<OpTy>({v}, {b.getNamedAttr("axes", b.getDenseI64ArrayAttr({axis})),
-                                b.getNamedAttr("keepdims", b.getBoolAttr(true))});
+      Value r = l.make<OpTy>({v}, {b.getNamedAttr("axes", b.getDenseI64ArrayAttr({axis})),
+                                   b.getNamedAttr("keepdims", b.getBoolAttr(true))});
+      // The maximum is for range only: no cotangent flows through it.
+      if (std::is_same_v<OpTy, nn::ReduceMaxOp>)
+        r.getDefiningOp()->setAttr(nn::kStopGradientAttr, b.getUnitAttr());
+      return r;
     };
     Value rowMax;
     if (blocks > 1) {

@@ -68,7 +68,9 @@ struct NNDifferentiatePass : public nn::impl::NNDifferentiateBase<NNDifferentiat
         fusedKinds.push_back(kind);
     }
     if (failed(differentiate(fn)))
-      signalPassFailure();
+      return signalPassFailure();
+    // The marks have served: no later pass reads them.
+    fn.walk([](Operation *op) { op->removeAttr(nn::kStopGradientAttr); });
   }
 
   /// The fused backward kinds asked for, "all" spelled out.
@@ -125,8 +127,12 @@ struct NNDifferentiatePass : public nn::impl::NNDifferentiateBase<NNDifferentiat
       for (BlockArgument arg : fn.getArguments())
         if (isFloatTensor(arg))
           fromSource.insert(arg);
+    // An op marked nn.stop_gradient passes no cotangent: the function does
+    // not depend on its results (a softmax's row maximum, subtracted for
+    // range only).
     for (Operation &op : body.without_terminator())
-      if (llvm::any_of(op.getOperands(), [&](Value v) { return fromSource.contains(v); }))
+      if (!op.hasAttr(nn::kStopGradientAttr) &&
+          llvm::any_of(op.getOperands(), [&](Value v) { return fromSource.contains(v); }))
         for (Value r : op.getResults())
           if (isFloatTensor(r))
             fromSource.insert(r);

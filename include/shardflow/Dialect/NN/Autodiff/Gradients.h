@@ -22,6 +22,13 @@
 
 namespace shardflow::nn {
 
+/// A unit attribute on an op whose results nn-differentiate gives no
+/// cotangent, because the differentiated function does not depend on them
+/// (nn-append-loss marks the row maximum its log-softmax subtracts for
+/// range only: the exact cotangent through it is zero, and computing it
+/// would cost a max's backward over the logits to add rounding noise).
+inline constexpr llvm::StringLiteral kStopGradientAttr = "nn.stop_gradient";
+
 /// What a rule reads and writes.
 class GradientBuilder {
 public:
