@@ -2,7 +2,7 @@
 """A GPT-2-style training step on the CPU: shard-run against PyTorch.
 
 Builds Hugging Face's GPT2LMHeadModel (transformers; tied LM head, dropout
-off, a config from the flags), exports it with torch.onnx.export (the
+off, a config from the flags; or LlamaForCausalLM with --model llama), exports it with torch.onnx.export (the
 TorchScript exporter, opset 17, input_ids in, logits out), compiles one
 AdamW training step with `shard-opt --train --loss cross-entropy`, and
 trains both from the same weights on the same batches: shard-run
@@ -30,6 +30,7 @@ Run by hand, never in CI: the first run creates bench/out/train-venv
 with that venv's Python. Needs the built shard-opt and shard-run.
 
     python3 bench/train_bench.py [--threads 1,2] [--steps 20] [--build-dir build]
+    python3 bench/train_bench.py --model llama   # Llama: GQA, RMSNorm, rotary, SwiGLU
     python3 bench/train_bench.py --profile   # also where each side's time goes
 
 --profile adds `perf record` over a shard-run training run (shard-run's own
@@ -92,23 +93,41 @@ def gpt2_config(cfg: dict):
         resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
 
 
+def llama_config(cfg: dict):
+    """Llama with grouped-query attention (half as many key/value heads),
+    RMSNorm, rotary embeddings and SwiGLU; an untied LM head."""
+    import transformers
+    return transformers.LlamaConfig(
+        vocab_size=cfg["vocab"], hidden_size=cfg["hidden"],
+        intermediate_size=(cfg["hidden"] * 8 // 3 + 7) // 8 * 8, num_hidden_layers=cfg["layers"],
+        num_attention_heads=cfg["heads"], num_key_value_heads=max(1, cfg["heads"] // 2),
+        max_position_embeddings=cfg["seq"], tie_word_embeddings=False, use_cache=False,
+        attention_dropout=0.0)
+
+
 def build_model(cfg: dict):
-    """GPT2LMHeadModel with Hugging Face's initialization, and the
-    one-dimensional parameters (norms, biases) given distinct values: at
-    their initial 1s and 0s the TorchScript exporter writes equal tensors
-    as one initializer (it deduplicates by value), and shard-opt would
-    train equal initializers as one parameter (its tie detection), neither
-    of which a trained checkpoint would see."""
+    """GPT2LMHeadModel (or LlamaForCausalLM with --model llama) with Hugging
+    Face's initialization, and the one-dimensional parameters (norms,
+    biases) given distinct values: at their initial 1s and 0s the
+    TorchScript exporter writes equal tensors as one initializer (it
+    deduplicates by value), and shard-opt would train equal initializers
+    as one parameter (its tie detection), neither of which a trained
+    checkpoint would see."""
     import torch
     import transformers
     torch.manual_seed(cfg["seed"])
-    model = transformers.GPT2LMHeadModel(gpt2_config(cfg))
+    if cfg.get("model", "gpt2") == "llama":
+        model = transformers.LlamaForCausalLM(llama_config(cfg))
+    else:
+        model = transformers.GPT2LMHeadModel(gpt2_config(cfg))
     model.set_attn_implementation(cfg["attn"])
     gen = torch.Generator().manual_seed(cfg["seed"] + 1)
     with torch.no_grad():
         for name, p in model.named_parameters():
             if p.dim() == 1:
-                base = 1.0 if name.split(".")[-2].startswith("ln_") and name.endswith("weight") else 0.0
+                owner = name.split(".")[-2]
+                norm = owner.startswith("ln_") or owner.endswith("norm")
+                base = 1.0 if norm and name.endswith("weight") else 0.0
                 p.copy_(base + 0.02 * torch.randn(p.shape, generator=gen))
     return model
 
@@ -332,6 +351,10 @@ def main() -> int:
     parser.add_argument("--threads", default="1,2", help="thread counts, comma-separated")
     parser.add_argument("--steps", type=int, default=20, help="timed steps")
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps before them")
+    parser.add_argument("--model", choices=["gpt2", "llama"], default="gpt2",
+                        help="the Hugging Face module: GPT2LMHeadModel (tied LM head) or "
+                             "LlamaForCausalLM (GQA with half the heads for keys and values, "
+                             "RMSNorm, rotary, SwiGLU)")
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--hidden", type=int, default=256)
     parser.add_argument("--heads", type=int, default=8)
@@ -373,8 +396,8 @@ def main() -> int:
     from shardflow import toolchain
     shard_opt, shard_run = str(toolchain.tool("shard-opt")), str(toolchain.tool("shard-run"))
 
-    cfg = dict(layers=args.layers, hidden=args.hidden, heads=args.heads, vocab=args.vocab,
-               seq=args.seq, batch=args.batch, seed=args.seed, attn=args.attn)
+    cfg = dict(model=args.model, layers=args.layers, hidden=args.hidden, heads=args.heads,
+               vocab=args.vocab, seq=args.seq, batch=args.batch, seed=args.seed, attn=args.attn)
     total = args.warmup + args.steps
     threads = [int(t) for t in args.threads.split(",")]
     work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="train-bench-"))
@@ -451,7 +474,8 @@ def main() -> int:
         if w["missing"]:
             print(f"  not compared (no initializer saved): {w['missing']}")
 
-    print(f"\nGPT-2-style model: {args.layers} layers, hidden {args.hidden}, {args.heads} heads, "
+    family = "Llama" if args.model == "llama" else "GPT-2"
+    print(f"\n{family}-style model: {args.layers} layers, hidden {args.hidden}, {args.heads} heads, "
           f"vocabulary {args.vocab}, batch {args.batch} x {args.seq} tokens, "
           f"{'AdamW' if args.optimizer == 'adamw' else 'SGD'} (lr {args.lr}, "
           f"weight decay {args.weight_decay}); median of {args.steps} steps after {args.warmup}; "

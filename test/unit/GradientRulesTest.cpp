@@ -42,8 +42,10 @@ TEST(GradientRules, EveryEntryNamesAnNNOpAndStatesOneFact) {
 TEST(GradientRules, EveryNNOpHasAnEntry) {
   MLIRContext context;
   context.loadDialect<nn::NNDialect>();
-  for (RegisteredOperationName name : context.getRegisteredOperations())
-    if (name.getDialectNamespace() == "nn")
+  for (RegisteredOperationName name : context.getRegisteredOperations()) {
+    if (name.getDialectNamespace() == "nn") {
       EXPECT_NE(nn::lookupGradientRule(name.getStringRef()), nullptr)
           << name.getStringRef().str() << " has no gradient rule and no reason to have none";
+    }
+  }
 }
