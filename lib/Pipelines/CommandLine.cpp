@@ -318,6 +318,8 @@ llvm::Error shardflow::getCompilerCLOptions(DriverOptions &driver, CompileOption
   if (o.embedLimitBytes < 0)
     return fail("--embed-limit-bytes must be >= 0, got " + llvm::Twine(int64_t(o.embedLimitBytes)));
   driver.import.embedLimitBytes = o.embedLimitBytes;
+  // A training step keeps BatchNormalization's running statistics as state.
+  driver.import.runningStatistics = o.train;
   for (const std::string &spec : o.inputValues)
     if (std::string message = parseInputValueSpec(spec, driver.import); !message.empty())
       return fail(message);

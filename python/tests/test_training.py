@@ -947,6 +947,92 @@ def test_dropout_on_cuda_draws_the_cpu_mask(tmp_path):
             np.testing.assert_allclose(got[n], cpu[n], atol=1e-3, err_msg=f"{tag} step {n + 1}")
 
 
+def test_batch_normalization_running_statistics_are_state(tmp_path):
+    """Training-mode BatchNormalization normalizes with the batch's
+    statistics and blends them into its running mean and variance, which
+    a training step keeps as the initializers' new values (as PyTorch's
+    buffers): after two steps the saved weights hold
+    momentum^2 * initial + ... of the two batches' statistics (the
+    population variance, as ONNX specifies), on one rank and under dp=2
+    (the global batch's statistics)."""
+    import os
+    import shutil
+    from onnx import TensorProto, helper
+    rng = np.random.default_rng(4)
+    C, momentum = 3, 0.8
+    init = {"scale": np.array([1.1, 0.9, 1.2], np.float32),
+            "bias": np.array([0.1, -0.2, 0.05], np.float32),
+            "mean": np.array([0.2, -0.1, 0.3], np.float32),
+            "var": np.array([1.5, 0.8, 1.1], np.float32),
+            "w": rng.standard_normal((C, 1)).astype(np.float32)}
+    graph = helper.make_graph(
+        [helper.make_node("BatchNormalization", ["x", "scale", "bias", "mean", "var"], ["y"],
+                          training_mode=1, momentum=momentum, epsilon=1e-5),
+         helper.make_node("Mul", ["y", "w"], ["m"]),
+         helper.make_node("ReduceMean", ["m"], ["loss"], keepdims=0)],
+        "bn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, C, 5])],
+        [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])],
+        [numpy_helper.from_array(v, k) for k, v in init.items()])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)],
+                                ir_version=8), tmp_path / "bn.onnx")
+    x = (rng.standard_normal((2, 4, C, 5)) * [[[[1.0], [2.0], [0.5]]]] + 0.7).astype(np.float32)
+    np.savez(tmp_path / "data.npz", x=x)
+    mean, var = init["mean"].astype(np.float64), init["var"].astype(np.float64)
+    for t in range(2):
+        batch = x[t].astype(np.float64)
+        mean = momentum * mean + (1 - momentum) * batch.mean(axis=(0, 2))
+        var = momentum * var + (1 - momentum) * batch.var(axis=(0, 2))
+    env = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+    for tag, mesh, ranks in [("one", [], 1), ("dp", ["--mesh", "dp=2", "--strategy", "dp"], 2)]:
+        artifact = tmp_path / f"{tag}.shard"
+        _shard_opt(tmp_path / "bn.onnx", "--train", "--loss", "output:loss", "--optimizer", "sgd",
+                   "--lr", "0.1", *mesh, "--target", "cpu", "-o", artifact)
+        launcher = [shutil.which("mpirun") or "mpirun", "--oversubscribe", "-np", str(ranks)] \
+            if ranks > 1 else []
+        out = subprocess.run([*launcher, str(toolchain.tool("shard-run")), str(artifact),
+                              "--data", str(tmp_path / "data.npz"), "--steps", "2",
+                              "--save-weights", f"{artifact}.npz"],
+                             capture_output=True, text=True, timeout=600, env=env)
+        assert out.returncode == 0, out.stderr
+        with np.load(f"{artifact}.npz") as saved:
+            np.testing.assert_allclose(saved["mean"], mean, rtol=1e-5, err_msg=tag)
+            np.testing.assert_allclose(saved["var"], var, rtol=1e-5, err_msg=tag)
+            # The affine parameters and w trained; the statistics moved.
+            assert np.abs(saved["w"] - init["w"]).max() > 1e-4, tag
+        assert np.abs(mean - init["mean"]).max() > 0.05
+
+
+def test_running_statistics_shared_by_two_nodes_stay(tmp_path):
+    """An initializer two training-mode BatchNormalization nodes take as
+    their running mean (an exporter that wrote equal buffers once) cannot
+    hold both updates: the compile warns, naming it, and it stays."""
+    from onnx import TensorProto, helper
+    init = {"scale": np.array([1.1, 0.9], np.float32), "bias": np.array([0.1, -0.2], np.float32),
+            "mean": np.array([0.2, -0.1], np.float32), "var": np.array([1.5, 0.8], np.float32),
+            "w": np.array([[0.5], [-0.3]], np.float32)}
+    bn = lambda i, o: helper.make_node("BatchNormalization", [i, "scale", "bias", "mean", "var"],
+                                       [o], training_mode=1)
+    graph = helper.make_graph(
+        [bn("x", "y"), helper.make_node("Mul", ["y", "w"], ["m"]), bn("m", "z"),
+         helper.make_node("ReduceMean", ["z"], ["loss"], keepdims=0)],
+        "bn2", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 2, 3])],
+        [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])],
+        [numpy_helper.from_array(v, k) for k, v in init.items()])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)],
+                                ir_version=8), tmp_path / "bn2.onnx")
+    out = _shard_opt(tmp_path / "bn2.onnx", "--train", "--loss", "output:loss", "--optimizer",
+                     "sgd", "--target", "cpu", "-o", tmp_path / "bn2.shard")
+    assert "initializer 'mean' holds the running statistic of 2 BatchNormalization nodes" \
+        in out.stderr, out.stderr
+    assert "initializer 'var' holds the running statistic of 2" in out.stderr
+    np.savez(tmp_path / "data.npz", x=np.random.default_rng(0).standard_normal((1, 4, 2, 3))
+             .astype(np.float32))
+    _shard_run(tmp_path / "bn2.shard", "--data", tmp_path / "data.npz", "--steps", 1,
+               "--save-weights", tmp_path / "w.npz")
+    with np.load(tmp_path / "w.npz") as w:
+        assert "mean" not in w.files or np.array_equal(w["mean"], init["mean"])
+
+
 def test_dropout_flag_errors(tmp_path):
     _dropout_model(tmp_path / "model.onnx")
     for flags, message in [

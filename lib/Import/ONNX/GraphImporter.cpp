@@ -230,7 +230,7 @@ FailureOr<Value> GraphImporter::initializerValue(const onnx::TensorProto &t) {
   if (!bytes)
     return fail("initializer '" + t.name() + "' has an unsupported type");
   Location wloc = NameLoc::get(b.getStringAttr(t.name()));
-  if (*bytes <= options.embedLimitBytes) {
+  if (*bytes <= options.embedLimitBytes && !stateInitializers.contains(t.name())) {
     auto data = tensorData(t, *type);
     if (failed(data))
       return failure();
@@ -588,6 +588,19 @@ LogicalResult GraphImporter::createFunction(ModuleOp module) {
     if (!initializers.try_emplace(init.name(), &init).second)
       return fail("initializer '" + init.name() + "' is defined twice");
   }
+  // A training step's running statistics are state: their initializers
+  // stay weights whatever their size (an embedded constant would fold).
+  if (options.runningStatistics)
+    for (const auto &n : graph.node()) {
+      if (n.op_type() != "BatchNormalization" || !n.domain().empty())
+        continue;
+      bool training = llvm::any_of(n.attribute(), [](const onnx::AttributeProto &a) {
+        return a.name() == "training_mode" && a.i() != 0;
+      });
+      for (int i = 3; training && i < 5 && i < n.input_size(); ++i)
+        if (initializers.count(n.input(i)))
+          stateInitializers.insert(n.input(i));
+    }
   // Check the pinned names first: a typo is the likeliest reason for a
   // "dynamic dimension" error that would otherwise come first.
   for (const auto &entry : options.inputValueFiles) {
@@ -895,11 +908,20 @@ LogicalResult GraphImporter::finishFunction() {
     results.push_back(v->second);
     resultTypes.push_back(type);
   }
+  for (auto &[value, name] : runningStatistics) {
+    results.push_back(value);
+    resultTypes.push_back(value.getType());
+  }
   func::ReturnOp::create(b, loc, results);
   func.setFunctionType(
       b.getFunctionType(func.getArgumentTypes(), resultTypes));
   for (auto [i, out] : llvm::enumerate(graph.output()))
     func.setResultAttr(i, "nn.name", b.getStringAttr(out.name()));
+  for (auto [i, running] : llvm::enumerate(runningStatistics)) {
+    unsigned at = unsigned(graph.output_size() + i);
+    func.setResultAttr(at, "nn.name", b.getStringAttr("running:" + running.second));
+    func.setResultAttr(at, "nn.running_statistic", b.getStringAttr(running.second));
+  }
   return success();
 }
 

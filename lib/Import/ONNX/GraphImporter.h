@@ -22,6 +22,7 @@
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/Verifier.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/Path.h"
 
 #include "onnx/onnx_pb.h"
@@ -355,12 +356,19 @@ private:
   int64_t contribOpset = 0;
   llvm::StringMap<PayloadRange> payloads;
   llvm::StringMap<const onnx::TensorProto *> initializers;
+  /// Initializers imported as nn.weight whatever their size: a training
+  /// step's running statistics (ONNXImportOptions::runningStatistics).
+  llvm::StringSet<> stateInitializers;
   llvm::StringMap<Value> values;
   SmallVector<std::pair<std::string, DenseElementsAttr>> pinnedInputs;
   func::FuncOp func;
 
   // The node being imported.
   const onnx::NodeProto *node = nullptr;
+  /// Running statistics of training-mode BatchNormalization nodes and the
+  /// initializers they update (ONNXImportOptions::runningStatistics), in
+  /// node order: extra results of @main.
+  llvm::SmallVector<std::pair<mlir::Value, std::string>> runningStatistics;
   std::string nodeName;
   /// The node's domain when it is not the default one, and its version.
   std::string nodeDomain;

@@ -30,6 +30,13 @@ struct ONNXImportOptions {
   /// Initializers of at most this many bytes become nn.constant; larger ones
   /// become nn.weight references.
   int64_t embedLimitBytes = 1024;
+  /// Training-mode BatchNormalization blends the batch's statistics into
+  /// its running mean and variance: with this set (a training step), each
+  /// running statistic held by an initializer also becomes a result of
+  /// @main named `running:<initializer>` and marked
+  /// `nn.running_statistic = "<initializer>"`, which nn-optimizer keeps as
+  /// the initializer's new state.
+  bool runningStatistics = false;
 };
 
 /// Parses one `--input-value` value, `name=FILE.npy` or `name=FILE.pb`.

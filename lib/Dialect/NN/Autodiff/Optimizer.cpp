@@ -221,7 +221,18 @@ struct NNOptimizerPass : public nn::impl::NNOptimizerBase<NNOptimizerPass> {
     auto ret = cast<func::ReturnOp>(body.getTerminator());
     Value lossValue;
     SmallVector<std::pair<std::string, Value>> grads;
+    // Running statistics (training-mode BatchNormalization) by the
+    // initializer each updates; an initializer two nodes update (an
+    // exporter that wrote equal buffers once) stays as it is.
+    llvm::StringMap<SmallVector<Value, 1>> running;
+    SmallVector<std::string> runningOrder;
     for (unsigned i = 0; i < fn.getNumResults(); ++i) {
+      if (auto r = fn.getResultAttrOfType<StringAttr>(i, "nn.running_statistic")) {
+        auto &updates = running[r.getValue()];
+        if (updates.empty())
+          runningOrder.push_back(r.getValue().str());
+        updates.push_back(ret.getOperand(i));
+      }
       auto name = fn.getResultAttrOfType<StringAttr>(i, "nn.name");
       if (!name)
         continue;
@@ -466,6 +477,24 @@ struct NNOptimizerPass : public nn::impl::NNOptimizerBase<NNOptimizerPass> {
       for (auto &[copy, flip] : copiesOf.lookup(t.name))
         if (failed(addCopy(copy, flip, updated)))
           return failure();
+    }
+    for (const std::string &name : runningOrder) {
+      ArrayRef<Value> updates = running[name];
+      if (updates.size() > 1) {
+        fn.emitWarning("nn-optimizer: initializer '")
+            << name << "' holds the running statistic of " << updates.size()
+            << " BatchNormalization nodes (an exporter wrote equal buffers once): it is "
+            << "not updated";
+        continue;
+      }
+      auto old = weightNamed(fn, name);
+      if (failed(old))
+        return failure();
+      if (typeOf(*old) != typeOf(updates.front()))
+        return fn.emitError("nn-optimizer: the running statistic of '")
+               << name << "' is " << updates.front().getType() << ", the initializer "
+               << old->getType();
+      addState(name, updates.front(), *old);
     }
     addState("optimizer.step", step);
 

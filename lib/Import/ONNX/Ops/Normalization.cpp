@@ -101,11 +101,24 @@ LogicalResult GraphImporter::importBatchNormalization() {
         {make<nn::MulOp>({input, scalar(t, momentum)}),
          make<nn::MulOp>({current, scalar(t, 1.0 - double(momentum))})});
   };
-  Value runningMean = wantsOutput(1) ? running(operands[3], mean1) : Value();
-  Value runningVar = wantsOutput(2) ? running(operands[4], var1) : Value();
-  if ((wantsOutput(1) && !runningMean) || (wantsOutput(2) && !runningVar))
+  // A training step keeps the running statistics an initializer holds as
+  // its new state (ONNXImportOptions::runningStatistics).
+  bool keep[2] = {false, false};
+  for (int i = 0; i < 2; ++i)
+    keep[i] = options.runningStatistics && node->input_size() > 3 + i &&
+              initializers.count(node->input(3 + i));
+  Value runningMean =
+      wantsOutput(1) || keep[0] ? running(operands[3], mean1) : Value();
+  Value runningVar = wantsOutput(2) || keep[1] ? running(operands[4], var1) : Value();
+  if (((wantsOutput(1) || keep[0]) && !runningMean) ||
+      ((wantsOutput(2) || keep[1]) && !runningVar))
     return failure();
-  return setOutputs({y, runningMean, runningVar});
+  if (keep[0])
+    runningStatistics.emplace_back(runningMean, node->input(3));
+  if (keep[1])
+    runningStatistics.emplace_back(runningVar, node->input(4));
+  return setOutputs({y, wantsOutput(1) ? runningMean : Value(),
+                     wantsOutput(2) ? runningVar : Value()});
 }
 
 LogicalResult GraphImporter::importLayerNormalization() {

@@ -425,6 +425,11 @@ def NNOptimizer : Pass<"nn-optimizer", "::mlir::ModuleOp"> {
     None). An initializer embedded as an `nn.constant` becomes an
     `nn.weight` (storage `protobuf`): state, not a constant.
 
+    A result marked `nn.running_statistic = "NAME"` (training-mode
+    BatchNormalization's running mean or variance, which the importer
+    returns under --train) becomes initializer NAME's new state. An
+    initializer two such results update stays as it is, with a warning.
+
     A step whose loss or gradient norm is not finite (NaN, infinite)
     leaves the weights and the moments as they were: every new value is
     `where(finite, new, old)`; only the step counter advances (the
