@@ -73,6 +73,20 @@ __device__ __forceinline__ float dotRow(const float (&r)[kLanes], const T *row, 
   return warpSum(s);
 }
 
+/// The mask row of query row i of (b, h), as bool and as float (null
+/// without a mask).
+template <typename T>
+__device__ __forceinline__ void maskRow(const AttentionGradArgs &a, int b, int h, int i,
+                                        const uint8_t *&maskB, const T *&maskF) {
+  maskB = nullptr;
+  maskF = nullptr;
+  if (a.maskKind != kMaskNone) {
+    int64_t off = b * a.maskStride[0] + h * a.maskStride[1] + int64_t(i) * a.maskStride[2];
+    maskB = static_cast<const uint8_t *>(a.mask) + off;
+    maskF = static_cast<const T *>(a.mask) + off;
+  }
+}
+
 /// The score of (row, col) from the scaled dot product x, and the
 /// derivative of the softcap at x (1 without one).
 template <typename T>
@@ -100,13 +114,9 @@ template <typename T> __device__ __forceinline__ void attentionGradDq(const Atte
                 int64_t(i) * a.dyStride[2];
   const T *K = static_cast<const T *>(a.k) + b * a.kStride[0] + kvh * a.kStride[1];
   const T *V = static_cast<const T *>(a.v) + b * a.vStride[0] + kvh * a.vStride[1];
-  const uint8_t *maskB = nullptr;
-  const T *maskF = nullptr;
-  if (a.maskKind != kMaskNone) {
-    int64_t off = b * a.maskStride[0] + h * a.maskStride[1] + int64_t(i) * a.maskStride[2];
-    maskB = static_cast<const uint8_t *>(a.mask) + off;
-    maskF = static_cast<const T *>(a.mask) + off;
-  }
+  const uint8_t *maskB;
+  const T *maskF;
+  maskRow(a, b, h, i, maskB, maskF);
   float q[kLanes], dy[kLanes], dq[kLanes];
   loadRow(q, Q, a.d, lane);
   loadRow(dy, dY, a.dv, lane);
@@ -195,13 +205,9 @@ template <typename T> __device__ __forceinline__ void attentionGradDkv(const Att
       const float lse = a.lse[stats + i];
       if (lse == kNegInf)
         continue;
-      const uint8_t *maskB = nullptr;
-      const T *maskF = nullptr;
-      if (a.maskKind != kMaskNone) {
-        int64_t off = b * a.maskStride[0] + h * a.maskStride[1] + int64_t(i) * a.maskStride[2];
-        maskB = static_cast<const uint8_t *>(a.mask) + off;
-        maskF = static_cast<const T *>(a.mask) + off;
-      }
+      const uint8_t *maskB;
+      const T *maskF;
+      maskRow(a, b, h, i, maskB, maskF);
       const T *Qi = Q + int64_t(i) * a.qStride[2], *dYi = dY + int64_t(i) * a.dyStride[2];
       float slope;
       float s = scoreAndSlope<T>(a, maskB, maskF, i, j, a.scale * dotRow(k, Qi, a.d, lane), slope);

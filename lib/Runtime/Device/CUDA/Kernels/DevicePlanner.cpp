@@ -571,6 +571,28 @@ int32_t maskLayout(std::string_view kernel, const Tensor *mask, DType q, const i
   return kind;
 }
 
+/// The fields the forward and backward attention arguments share: q's,
+/// k's and v's strides, the sizes, and the causal flag, scale and softcap
+/// as the CPU kernel reads them (a softcap only when positive).
+template <typename Args>
+void setAttentionShape(Args &a, const AttentionLayout &l, const Params &params) {
+  const AttentionHeads &q = l.q, &k = l.k, &v = l.v;
+  a.qStride[0] = q.sb, a.qStride[1] = q.sh, a.qStride[2] = q.ss;
+  a.kStride[0] = k.sb, a.kStride[1] = k.sh, a.kStride[2] = k.ss;
+  a.vStride[0] = v.sb, a.vStride[1] = v.sh, a.vStride[2] = v.ss;
+  a.batch = int32_t(q.batch);
+  a.qHeads = int32_t(q.heads);
+  a.group = int32_t(q.heads / k.heads);
+  a.sq = int32_t(q.seq);
+  a.skv = int32_t(k.seq);
+  a.d = int32_t(q.dim);
+  a.dv = int32_t(v.dim);
+  a.causal = params.getBool("is_causal", false);
+  a.scale = float(params.has("scale") ? params.getFloat("scale")
+                                      : 1.0 / std::sqrt(double(q.dim)));
+  a.softcap = std::max(0.f, float(params.getFloat("softcap", 0.0)));
+}
+
 } // namespace
 
 std::vector<DeviceLaunch> shardflow::runtime::cuda::planAttention(
@@ -645,22 +667,8 @@ std::vector<DeviceLaunch> shardflow::runtime::cuda::planAttention(
   a.k = kData;
   a.v = vData;
   a.y = yt.data;
-  a.qStride[0] = q.sb, a.qStride[1] = q.sh, a.qStride[2] = q.ss;
-  a.kStride[0] = k.sb, a.kStride[1] = k.sh, a.kStride[2] = k.ss;
-  a.vStride[0] = v.sb, a.vStride[1] = v.sh, a.vStride[2] = v.ss;
+  setAttentionShape(a, layout, params);
   a.yStride[0] = y.sb, a.yStride[1] = y.sh, a.yStride[2] = y.ss;
-  a.batch = int32_t(B);
-  a.qHeads = int32_t(Hq);
-  a.group = int32_t(Hq / k.heads);
-  a.sq = int32_t(Sq);
-  a.skv = int32_t(Skv);
-  a.d = int32_t(D);
-  a.dv = int32_t(Dv);
-  a.causal = params.getBool("is_causal", false);
-  a.scale = float(params.has("scale") ? params.getFloat("scale") : 1.0 / std::sqrt(double(D)));
-  a.softcap = float(params.getFloat("softcap", 0.0));
-  if (a.softcap < 0)
-    a.softcap = 0; // the CPU kernel applies softcap only when > 0
 
   // The mask broadcasts (right-aligned) to [B, Hq, Sq, Skv].
   a.maskKind = maskLayout(kernel, mask, qt.dtype, {B, Hq, Sq, Skv}, a.maskStride);
@@ -766,20 +774,8 @@ static std::vector<DeviceLaunch> planAttentionGrad(std::string_view kernel,
   a.gradQ = outs[0].data, a.gradK = outs[1].data, a.gradV = outs[2].data;
   a.lse = static_cast<float *>(work.data);
   a.dsum = a.lse + B * Hq * Sq;
-  a.qStride[0] = q.sb, a.qStride[1] = q.sh, a.qStride[2] = q.ss;
-  a.kStride[0] = k.sb, a.kStride[1] = k.sh, a.kStride[2] = k.ss;
-  a.vStride[0] = v.sb, a.vStride[1] = v.sh, a.vStride[2] = v.ss;
+  setAttentionShape(a, layout, params);
   a.dyStride[0] = y.sb, a.dyStride[1] = y.sh, a.dyStride[2] = y.ss;
-  a.batch = int32_t(B);
-  a.qHeads = int32_t(Hq);
-  a.group = int32_t(Hq / k.heads);
-  a.sq = int32_t(Sq);
-  a.skv = int32_t(Skv);
-  a.d = int32_t(D);
-  a.dv = int32_t(Dv);
-  a.causal = params.getBool("is_causal", false);
-  a.scale = float(params.has("scale") ? params.getFloat("scale") : 1.0 / std::sqrt(double(D)));
-  a.softcap = std::max(0.f, float(params.getFloat("softcap", 0.0)));
   a.maskKind = maskLayout(kernel, mask, qt.dtype, {B, Hq, Sq, Skv}, a.maskStride);
   a.mask = mask ? mask->data : nullptr;
   std::vector<DeviceLaunch> launches;
