@@ -434,6 +434,24 @@ FailureOr<Value> KernelEmitter::elementwise(rt::KernelOp k, ArrayRef<Value> in, 
     }
     return mul(dy, d);
   }
+  if (name == "softmax_cross_entropy_grad") {
+    // (exp(x - lse) - [label == class]) * dy, 0 where the label is the
+    // ignored one: the CPU kernel's arithmetic.
+    Value x = in[0], lse = in[1], label = in[2], cls = in[3], dy = in[4];
+    auto ignore = dyn_cast_or_null<IntegerAttr>(params.get("ignore_index"));
+    if (!isFloat(x) || !ignore || !label.getType().isInteger(64))
+      return fail("softmax_cross_entropy_grad needs float logits, int64 labels and ignore_index");
+    Type ft = x.getType();
+    Value p = math::ExpOp::create(b, loc, arith::SubFOp::create(b, loc, x, lse));
+    Value hit = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, label, cls);
+    Value shifted = arith::SelectOp::create(
+        b, loc, hit, arith::SubFOp::create(b, loc, p, floatConst(ft, 1.0)), p);
+    Value d = arith::MulFOp::create(b, loc, shifted, dy);
+    Value ignored = arith::CmpIOp::create(
+        b, loc, arith::CmpIPredicate::eq, label,
+        arith::ConstantOp::create(b, loc, b.getI64Type(), b.getI64IntegerAttr(ignore.getInt())));
+    return arith::SelectOp::create(b, loc, ignored, floatConst(ft, 0.0), d).getResult();
+  }
   if (name == "masked_scale") {
     // x * scale where the mask holds, 0 elsewhere (training dropout).
     auto scale = dyn_cast_or_null<FloatAttr>(params.get("scale"));

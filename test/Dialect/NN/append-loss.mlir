@@ -4,13 +4,15 @@
 // RUN: shard-opt %s -split-input-file -nn-append-loss="max-blocks=4" | FileCheck %s --check-prefix=BLOCKS
 
 // Cross-entropy over the last dimension of the first output: a labels
-// argument shaped like the logits without their last dimension, the
-// label's log-probability picked by a one-hot row, ignored positions
-// (-100) counted out, the sum divided by the count of the others; the
-// labels carry the range the runtime checks them against. The
-// log-softmax is written out (max, exp, sum, log), each step shardable
-// along the classes. The max is for range only: nn.stop_gradient tells
-// nn-differentiate that no cotangent flows through it.
+// argument shaped like the logits without their last dimension; each
+// position's term is an nn.softmax_cross_entropy of the logits, their
+// log-sum-exp and the global class ids (its gradient is the fused
+// softmax-minus-one-hot); ignored positions (-100) are counted out and the
+// sum divided by the count of the others; the labels carry the range the
+// runtime checks them against. The log-sum-exp is written out (max, exp,
+// sum, log, add), each step shardable along the classes. The max is for
+// range only: nn.stop_gradient tells nn-differentiate that no cotangent
+// flows through it.
 // CHECK-LABEL: func.func @main
 // CHECK-SAME: %arg1: tensor<2x3xi64> {nn.ignore_value = -100 : i64, nn.name = "labels", nn.valid_range = array<i64: 0, 5>}
 // CHECK-SAME: -> (tensor<2x3x5xf32> {nn.name = "logits"}, tensor<f32> {nn.name = "loss"})
@@ -19,11 +21,13 @@
 // CHECK: %[[EXP:.*]] = nn.exp %[[SHIFTED]]
 // CHECK: %[[SUM:.*]] = nn.reduce_sum %[[EXP]] {axes = array<i64: 2>}
 // CHECK: %[[LOG:.*]] = nn.log %[[SUM]]
-// CHECK: %[[LSM:.*]] = nn.sub %[[SHIFTED]], %[[LOG]]
+// CHECK: %[[LSE:.*]] = nn.add %[[LOG]], %[[MAX]]
+// CHECK: %[[IDS:.*]] = nn.constant dense<[0, 1, 2, 3, 4]> : tensor<5xi64>
+// CHECK: %[[ROWS:.*]] = nn.softmax_cross_entropy %arg0, %[[LSE]], %arg1, %[[IDS]] :
+// CHECK-SAME: (tensor<2x3x5xf32>, tensor<2x3x1xf32>, tensor<2x3xi64>, tensor<5xi64>) -> tensor<2x3xf32>
 // CHECK: %[[IGN:.*]] = nn.constant dense<-100> : tensor<i64>
 // CHECK: nn.equal %arg1, %[[IGN]]
-// CHECK: %[[IDS:.*]] = nn.constant dense<[0, 1, 2, 3, 4]> : tensor<5xi64>
-// CHECK: nn.reduce_sum {{.*}} {axes = array<i64: 2>, keepdims = false}
+// CHECK: nn.reduce_sum %[[ROWS]] {axes = array<i64: 0, 1>, keepdims = false}
 // CHECK: %[[LOSS:.*]] = nn.div
 // CHECK: return %arg0, %[[LOSS]]
 // With max-blocks, the row max is the max of block maxima (a vocabulary

@@ -1,6 +1,7 @@
 // RUN: shard-opt %s -split-input-file -nn-differentiate="wrt=all fused=normalization" | FileCheck %s
 // RUN: shard-opt %s -split-input-file -nn-differentiate="wrt=all fused=all" | FileCheck %s
 // RUN: shard-opt %s -split-input-file -nn-differentiate="wrt=all fused=gelu" | FileCheck %s --check-prefix=COMPOSED
+// RUN: shard-opt %s -split-input-file -nn-differentiate="wrt=all fused=cross-entropy" | FileCheck %s --check-prefix=CE
 // RUN: not shard-opt %s -split-input-file -nn-differentiate="fused=norms" 2>&1 | FileCheck %s --check-prefix=BAD
 
 // fused=normalization: a layer norm's backward is nn.normalization_grad
@@ -18,7 +19,7 @@
 // COMPOSED-LABEL: func.func @main
 // COMPOSED-NOT: normalization_grad
 // COMPOSED: nn.reduce_mean
-// BAD: error: nn-differentiate: fused takes attention, gelu, normalization or all, got 'norms'
+// BAD: error: nn-differentiate: fused takes attention, gelu, normalization, cross-entropy or all, got 'norms'
 module {
   func.func @main(%x: tensor<2x3x8xf32> {nn.name = "x"}) -> (tensor<f32> {nn.name = "loss"}) {
     %s = nn.weight "s" {file = "w.bin", offset = 0 : i64, storage = "external"} : tensor<8xf32>
@@ -76,5 +77,47 @@ module {
     %c = nn.constant dense<128.0> : tensor<f32>
     %loss = nn.div %t, %c : (tensor<f32>, tensor<f32>) -> tensor<f32>
     return %loss : tensor<f32>
+  }
+}
+
+// -----
+
+// fused=cross-entropy: the logits' cotangent is one
+// nn.softmax_cross_entropy_grad from the saved log-sum-exp (nothing flows
+// to the lse or the max); the forward op is then expanded to its parts:
+// the label's logit as a sum over the classes of the logits times the
+// one-hot, the row's term masked by whether it counts. Composed, the
+// cotangent is the softmax's exp minus the one-hot.
+// CE-LABEL: func.func @main(%arg0: tensor<2x3x5xf32> {nn.name = "x"}, %arg1: tensor<2x3xi64>
+// CE: %[[LSE:.*]] = nn.add
+// CE: %[[IDS:.*]] = nn.constant dense<[0, 1, 2, 3, 4]> : tensor<5xi64>
+// CE: %[[HIT:.*]] = nn.cast %{{.*}} {to = f32} : (tensor<2x3x5xi1>) -> tensor<2x3x5xf32>
+// CE: %[[PRODUCT:.*]] = nn.mul %arg0, %[[HIT]]
+// CE: nn.reduce_sum %[[PRODUCT]] {axes = array<i64: 2>, keepdims = false}
+// CE-NOT: nn.softmax_cross_entropy %
+// CE: nn.reduce_sum %{{.*}} {axes = array<i64: 0, 1>, keepdims = false}
+// CE: %[[COLUMN:.*]] = nn.reshape %arg1 : (tensor<2x3xi64>) -> tensor<2x3x1xi64>
+// CE: %[[DY:.*]] = nn.reshape %{{.*}} : (tensor<2x3xf32>) -> tensor<2x3x1xf32>
+// CE: %[[G:.*]] = nn.softmax_cross_entropy_grad %arg0, %[[LSE]], %[[COLUMN]], %[[IDS]], %[[DY]] {ignore_index = 7 : i64} : (tensor<2x3x5xf32>, tensor<2x3x1xf32>, tensor<2x3x1xi64>, tensor<5xi64>, tensor<2x3x1xf32>) -> tensor<2x3x5xf32>
+// CE-NOT: nn.exp
+// CE: return %{{.*}}, %[[G]]
+// COMPOSED-LABEL: func.func @main(%arg0: tensor<2x3x5xf32> {nn.name = "x"}, %arg1: tensor<2x3xi64>
+// COMPOSED-NOT: softmax_cross_entropy
+// COMPOSED: nn.reduce_sum %{{.*}} {axes = array<i64: 0, 1>, keepdims = false}
+// COMPOSED: %[[P:.*]] = nn.exp %{{.*}} : (tensor<2x3x5xf32>) -> tensor<2x3x5xf32>
+// COMPOSED: nn.sub %[[P]], %{{.*}} : (tensor<2x3x5xf32>, tensor<2x3x5xf32>) -> tensor<2x3x5xf32>
+// COMPOSED-NOT: softmax_cross_entropy
+module {
+  func.func @main(%x: tensor<2x3x5xf32> {nn.name = "x"}, %labels: tensor<2x3xi64> {nn.name = "labels"}) -> (tensor<f32> {nn.name = "loss"}) {
+    %m = nn.reduce_max %x {axes = array<i64: 2>, keepdims = true} : (tensor<2x3x5xf32>) -> tensor<2x3x1xf32>
+    %d = nn.sub %x, %m : (tensor<2x3x5xf32>, tensor<2x3x1xf32>) -> tensor<2x3x5xf32>
+    %e = nn.exp %d : (tensor<2x3x5xf32>) -> tensor<2x3x5xf32>
+    %s = nn.reduce_sum %e {axes = array<i64: 2>, keepdims = true} : (tensor<2x3x5xf32>) -> tensor<2x3x1xf32>
+    %ls = nn.log %s : (tensor<2x3x1xf32>) -> tensor<2x3x1xf32>
+    %lse = nn.add %ls, %m : (tensor<2x3x1xf32>, tensor<2x3x1xf32>) -> tensor<2x3x1xf32>
+    %ids = nn.constant dense<[0, 1, 2, 3, 4]> : tensor<5xi64>
+    %r = nn.softmax_cross_entropy %x, %lse, %labels, %ids {ignore_index = 7 : i64} : (tensor<2x3x5xf32>, tensor<2x3x1xf32>, tensor<2x3xi64>, tensor<5xi64>) -> tensor<2x3xf32>
+    %l = nn.reduce_sum %r {axes = array<i64: 0, 1>, keepdims = false} : (tensor<2x3xf32>) -> tensor<f32>
+    return %l : tensor<f32>
   }
 }

@@ -381,3 +381,27 @@ func.func @weight_padded_size(%i: tensor<3xi64>) -> tensor<4x8xf32> {
   %0 = nn.weight "w" {storage = "external", file = "m.data", offset = 0 : i64, size = 128 : i64, stored_shape = array<i64: 3, 8>} : tensor<4x8xf32>
   return %0 : tensor<4x8xf32>
 }
+
+// -----
+
+func.func @cross_entropy_lse_not_a_column(%x: tensor<2x5xf32>, %lse: tensor<2xf32>, %l: tensor<2xi64>, %c: tensor<5xi64>) -> tensor<2xf32> {
+  // expected-error @+1 {{'nn.softmax_cross_entropy' op lse must be 'tensor<2x1xf32>', got 'tensor<2xf32>'}}
+  %0 = nn.softmax_cross_entropy %x, %lse, %l, %c : (tensor<2x5xf32>, tensor<2xf32>, tensor<2xi64>, tensor<5xi64>) -> tensor<2xf32>
+  return %0 : tensor<2xf32>
+}
+
+// -----
+
+func.func @cross_entropy_grad_labels_not_a_column(%x: tensor<2x5xf32>, %lse: tensor<2x1xf32>, %l: tensor<2xi64>, %c: tensor<5xi64>, %g: tensor<2x1xf32>) -> tensor<2x5xf32> {
+  // expected-error @+1 {{'nn.softmax_cross_entropy_grad' op labels must have shape [2,1], got 'tensor<2xi64>'}}
+  %0 = nn.softmax_cross_entropy_grad %x, %lse, %l, %c, %g : (tensor<2x5xf32>, tensor<2x1xf32>, tensor<2xi64>, tensor<5xi64>, tensor<2x1xf32>) -> tensor<2x5xf32>
+  return %0 : tensor<2x5xf32>
+}
+
+// -----
+
+func.func @cross_entropy_classes_of_another_width(%x: tensor<2x5xf32>, %lse: tensor<2x1xf32>, %l: tensor<2xi64>, %c: tensor<4xi64>) -> tensor<2xf32> {
+  // expected-error @+1 {{'nn.softmax_cross_entropy' op classes must be tensor<5xi64>, got 'tensor<4xi64>'}}
+  %0 = nn.softmax_cross_entropy %x, %lse, %l, %c : (tensor<2x5xf32>, tensor<2x1xf32>, tensor<2xi64>, tensor<4xi64>) -> tensor<2xf32>
+  return %0 : tensor<2xf32>
+}

@@ -214,6 +214,32 @@ Registry::Registry() {
       .localize(localizeNothing)
       .noPartitionHook()
       .cost(costPerInputElement(8));
+  // The loss's rows are parallel. The forward needs its classes whole (it
+  // is expanded to a form that splits them before any sharding); its
+  // backward is elementwise over the logits, `classes` naming the columns
+  // each piece holds.
+  facts<SoftmaxCrossEntropyOp>()
+      .rule([](RuleBuilder &b) {
+        ArrayRef<int64_t> logits = b.operandShape(0);
+        int64_t rank = logits.size();
+        for (int64_t d = 0; d + 1 < rank; ++d) {
+          int64_t f = b.factor(logits[d]);
+          for (unsigned i : {0u, 1u, 2u})
+            b.operand(i, d, f);
+          b.result(0, d, f);
+        }
+        int64_t classes = b.factor(logits.back(), kNeedReplication);
+        b.operand(0, rank - 1, classes);
+        b.operand(3, 0, classes);
+      })
+      .localize(localizeNothing)
+      .noPartitionHook()
+      .cost(costPerInputElement(2));
+  facts<SoftmaxCrossEntropyGradOp>()
+      .rule(broadcastRule)
+      .localize(localizeNothing)
+      .noPartitionHook()
+      .cost(costPerElement(6));
   facts<BatchNormalizationOp>()
       .rule(batchNormalizationRule)
       .localize(localizeNothing)

@@ -54,12 +54,12 @@ struct Builder {
 struct NNAppendLossPass : public nn::impl::NNAppendLossBase<NNAppendLossPass> {
   using NNAppendLossBase::NNAppendLossBase;
 
-  /// log_softmax over the last dimension, written out so that each step
-  /// shards along the classes: the row max (for range only: any value the
-  /// same for a row gives the same result) is the max of `blocks` block
-  /// maxima, exp and the sum over the classes are elementwise and a
-  /// partial sum.
-  static Value logSoftmax(Builder &l, Value logits, int64_t blocks) {
+  /// The log-sum-exp of each row of `logits` over the last dimension,
+  /// [..., 1], written out so that each step shards along the classes: the
+  /// row max (for range only: any value the same for a row gives the same
+  /// result) is the max of `blocks` block maxima, exp and the sum over the
+  /// classes are elementwise and a partial sum.
+  static Value logSumExp(Builder &l, Value logits, int64_t blocks) {
     OpBuilder &b = l.b;
     auto type = typeOf(logits);
     int64_t rank = type.getRank(), classes = type.getDimSize(rank - 1);
@@ -87,9 +87,9 @@ struct NNAppendLossPass : public nn::impl::NNAppendLossBase<NNAppendLossPass> {
     } else {
       rowMax = reduce(nn::ReduceMaxOp(), logits, rank - 1);
     }
-    Value shifted = l.make<nn::SubOp>({logits, rowMax});
-    Value sum = reduce(nn::ReduceSumOp(), l.make<nn::ExpOp>({shifted}), rank - 1);
-    return l.make<nn::SubOp>({shifted, l.make<nn::LogOp>({sum})});
+    Value sum = reduce(nn::ReduceSumOp(),
+                       l.make<nn::ExpOp>({l.make<nn::SubOp>({logits, rowMax})}), rank - 1);
+    return l.make<nn::AddOp>({l.make<nn::LogOp>({sum}), rowMax});
   }
 
   void runOnOperation() override {
@@ -145,28 +145,22 @@ struct NNAppendLossPass : public nn::impl::NNAppendLossBase<NNAppendLossPass> {
     Value loss;
     if (crossEntropy) {
       int64_t rank = outType.getRank(), classes = outType.getDimSize(rank - 1);
-      Value lsm = logSoftmax(l, output, classes % maxBlocks == 0 ? maxBlocks : 1);
+      Value lse = logSumExp(l, output, classes % maxBlocks == 0 ? maxBlocks : 1);
       Type i64 = b.getI64Type();
-      Value ignore = l.splat(i64, b.getI64IntegerAttr(ignoreIndex));
-      Value valid = l.make<nn::NotOp>({l.make<nn::EqualOp>({label, ignore})});
-      // The label's log-probability: a one-hot row of the label's class
-      // (all zero for an ignored position) times the log-probabilities.
-      SmallVector<int64_t> column(labelType.getShape());
-      column.push_back(1);
-      Value asColumn = nn::ReshapeOp::create(b, l.loc, RankedTensorType::get(column, i64), label);
+      // Each row's loss: lse - the label's logit, 0 for an ignored
+      // position; the global class ids say which column is the label's
+      // (the logits may be split along them).
       SmallVector<int64_t> ids(classes);
       for (int64_t c = 0; c < classes; ++c)
         ids[c] = c;
       Value classIds = nn::ConstantOp::create(
           b, l.loc, DenseElementsAttr::get(RankedTensorType::get({classes}, i64),
                                            ArrayRef<int64_t>(ids)));
-      Value oneHot = l.castTo(l.make<nn::EqualOp>({asColumn, classIds}), elem);
-      Value picked = l.make<nn::ReduceSumOp>(
-          {l.make<nn::MulOp>({lsm, oneHot})},
-          {b.getNamedAttr("axes", b.getDenseI64ArrayAttr({rank - 1})),
-           b.getNamedAttr("keepdims", b.getBoolAttr(false))});
-      Value counted = l.castTo(valid, elem);
-      Value total = l.sumAll(l.make<nn::MulOp>({l.make<nn::NegOp>({picked}), counted}));
+      Value perRow = nn::SoftmaxCrossEntropyOp::create(b, l.loc, output, lse, label, classIds,
+                                                       b.getI64IntegerAttr(ignoreIndex));
+      Value ignore = l.splat(i64, b.getI64IntegerAttr(ignoreIndex));
+      Value counted = l.castTo(l.make<nn::NotOp>({l.make<nn::EqualOp>({label, ignore})}), elem);
+      Value total = l.sumAll(perRow);
       Value count = l.make<nn::MaxOp>({l.sumAll(counted), l.splat(elem, b.getFloatAttr(elem, 1.0))});
       loss = l.make<nn::DivOp>({total, count});
     } else {

@@ -55,12 +55,13 @@ struct NNDifferentiatePass : public nn::impl::NNDifferentiateBase<NNDifferentiat
     }
     for (const std::string &kind : fused) {
       if (kind == "all") {
-        fusedKinds.assign({"attention", "gelu", "normalization"});
+        fusedKinds.assign({"attention", "gelu", "normalization", "cross-entropy"});
         continue;
       }
-      if (kind != "attention" && kind != "gelu" && kind != "normalization") {
-        module.emitError("nn-differentiate: fused takes attention, gelu, normalization or all, "
-                         "got '")
+      if (kind != "attention" && kind != "gelu" && kind != "normalization" &&
+          kind != "cross-entropy") {
+        module.emitError("nn-differentiate: fused takes attention, gelu, normalization, "
+                         "cross-entropy or all, got '")
             << kind << "'";
         return signalPassFailure();
       }
@@ -69,8 +70,14 @@ struct NNDifferentiatePass : public nn::impl::NNDifferentiateBase<NNDifferentiat
     }
     if (failed(differentiate(fn)))
       return signalPassFailure();
-    // The marks have served: no later pass reads them.
+    // The marks have served: no later pass reads them. The ops that stood
+    // whole for their gradient rules become their parts.
     fn.walk([](Operation *op) { op->removeAttr(nn::kStopGradientAttr); });
+    fn.walk([](nn::SoftmaxCrossEntropyOp op) {
+      OpBuilder b(op);
+      op.replaceAllUsesWith(nn::expandSoftmaxCrossEntropy(b, op));
+      op.erase();
+    });
   }
 
   /// The fused backward kinds asked for, "all" spelled out.

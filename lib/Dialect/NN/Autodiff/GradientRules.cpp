@@ -102,6 +102,28 @@ namespace {
 
 using G = GradientBuilder;
 
+/// The shape of `v` with a trailing 1.
+RankedTensorType withColumn(Value v, Type elem = {}) {
+  auto t = typeOf(v);
+  SmallVector<int64_t> shape(t.getShape());
+  shape.push_back(1);
+  return RankedTensorType::get(shape, elem ? elem : t.getElementType());
+}
+
+/// For nn.softmax_cross_entropy's label column `labels` [..., 1]: whether
+/// each class is the label, and whether the row counts, in `elem`.
+std::pair<Value, Value> crossEntropyMasks(OpBuilder &b, Location loc, Value labels,
+                                          Value classes, int64_t ignoreIndex, Type elem) {
+  auto toElem = [&](Value v) { return nn::CastOp::create(b, loc, v, TypeAttr::get(elem)); };
+  Value ignore = nn::ConstantOp::create(
+      b, loc,
+      DenseElementsAttr::get(RankedTensorType::get({}, b.getI64Type()),
+                             b.getI64IntegerAttr(ignoreIndex)));
+  Value hit = toElem(nn::EqualOp::create(b, loc, labels, classes));
+  Value counted = toElem(nn::NotOp::create(b, loc, nn::EqualOp::create(b, loc, labels, ignore)));
+  return {hit, counted};
+}
+
 // Elementwise, binary (broadcasting).
 LogicalResult addGrad(G &g) {
   for (unsigned i = 0; i < 2; ++i)
@@ -334,6 +356,27 @@ LogicalResult softmaxGrad(G &g) {
   int64_t axis = axisOf(y, s.getAxis());
   Value dot = g.sumKeep(g.make<nn::MulOp>({g.grad(), y}), {axis});
   g.set(0, g.make<nn::MulOp>({y, g.make<nn::SubOp>({g.grad(), dot})}));
+  return success();
+}
+/// Softmax cross-entropy: (softmax - onehot) * dy on the counted rows,
+/// the lse being the logits' own (nothing flows to it).
+LogicalResult softmaxCrossEntropyGrad(G &g) {
+  auto ce = cast<nn::SoftmaxCrossEntropyOp>(g.op);
+  g.setNone(1);
+  if (!g.wants(0))
+    return success();
+  Value x = ce.getLogits(), lse = ce.getLse();
+  Value labels = g.reshape(ce.getLabels(), withColumn(ce.getLabels()));
+  Value dy = g.reshape(g.grad(), lse.getType());
+  if (g.fuses("cross-entropy")) {
+    g.set(0, nn::SoftmaxCrossEntropyGradOp::create(g.b, g.loc, x, lse, labels, ce.getClasses(), dy,
+                                                   ce.getIgnoreIndexAttr()));
+    return success();
+  }
+  auto [hit, counted] = crossEntropyMasks(g.b, g.loc, labels, ce.getClasses(),
+                                          ce.getIgnoreIndex(), typeOf(x).getElementType());
+  Value p = g.make<nn::ExpOp>({g.make<nn::SubOp>({x, lse})});
+  g.set(0, g.make<nn::MulOp>({g.make<nn::SubOp>({p, hit}), g.make<nn::MulOp>({dy, counted})}));
   return success();
 }
 LogicalResult logSoftmaxGrad(G &g) {
@@ -1441,6 +1484,7 @@ const llvm::StringMap<GradientRule> &registry() {
     rule("nn.reduce_mean", reduceMeanGrad);
     rule("nn.softmax", softmaxGrad);
     rule("nn.log_softmax", logSoftmaxGrad);
+    rule("nn.softmax_cross_entropy", softmaxCrossEntropyGrad);
     rule("nn.matmul", matmulGrad);
     rule("nn.gemm", gemmGrad);
     rule("nn.leaky_relu", leakyReluGrad);
@@ -1484,6 +1528,7 @@ const llvm::StringMap<GradientRule> &registry() {
     none("nn.adamw_update", kUpdate);
     none("nn.attention_grad", kBackward);
     none("nn.gelu_grad", kBackward);
+    none("nn.softmax_cross_entropy_grad", kBackward);
     none("nn.normalization_grad", kBackward);
     none("nn.normalization_scale_grad", kBackward);
     return t;
@@ -1502,4 +1547,24 @@ void shardflow::nn::forEachGradientRule(
     function_ref<void(StringRef, const GradientRule &)> fn) {
   for (const auto &entry : registry())
     fn(entry.getKey(), entry.getValue());
+}
+
+Value shardflow::nn::expandSoftmaxCrossEntropy(OpBuilder &b, SoftmaxCrossEntropyOp op) {
+  Location loc = op.getLoc();
+  Value x = op.getLogits(), labels = op.getLabels();
+  auto xType = typeOf(x);
+  Type elem = xType.getElementType();
+  int64_t rank = xType.getRank();
+  Value column = ReshapeOp::create(b, loc, withColumn(labels), labels);
+  auto [hit, counted] =
+      crossEntropyMasks(b, loc, column, op.getClasses(), op.getIgnoreIndex(), elem);
+  // The label's logit: a sum over the classes, so partial where they are
+  // split.
+  Value picked = ReduceSumOp::create(b, loc, ValueRange{MulOp::create(b, loc, x, hit)},
+                                     {b.getNamedAttr("axes", b.getDenseI64ArrayAttr({rank - 1})),
+                                      b.getNamedAttr("keepdims", b.getBoolAttr(false))})
+                     ->getResult(0);
+  Value lse = ReshapeOp::create(b, loc, op.getType(), op.getLse());
+  Value rows = ReshapeOp::create(b, loc, op.getType(), counted);
+  return MulOp::create(b, loc, SubOp::create(b, loc, lse, picked), rows);
 }

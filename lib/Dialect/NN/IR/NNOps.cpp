@@ -370,6 +370,8 @@ NN_VERIFY_BY_INFERENCE(GeluGradOp)
 NN_VERIFY_BY_INFERENCE(KeyedDropoutOp)
 NN_VERIFY_BY_INFERENCE(SoftmaxOp)
 NN_VERIFY_BY_INFERENCE(LogSoftmaxOp)
+NN_VERIFY_BY_INFERENCE(SoftmaxCrossEntropyOp)
+NN_VERIFY_BY_INFERENCE(SoftmaxCrossEntropyGradOp)
 NN_VERIFY_BY_INFERENCE(BatchNormalizationOp)
 NN_VERIFY_BY_INFERENCE(LayerNormalizationOp)
 NN_VERIFY_BY_INFERENCE(RMSNormalizationOp)
@@ -444,6 +446,57 @@ NN_INFER(SoftmaxOp) {
 NN_INFER(LogSoftmaxOp) {
   NN_ERR;
   return inferSoftmax(err, adaptor, types);
+}
+
+/// The operands softmax_cross_entropy and its gradient share: logits
+/// [..., C], lse [..., 1] of their type, classes [C]; `rows` is [...].
+static LogicalResult checkCrossEntropyOperands(const InferError &err, Value logitsValue, Value lse,
+                                               Value classes, SmallVectorImpl<int64_t> &rows) {
+  auto logits = rankedType(logitsValue);
+  if (!logits || logits.getRank() < 1)
+    return err("logits must have rank >= 1");
+  rows.assign(logits.getShape().begin(), logits.getShape().end() - 1);
+  SmallVector<int64_t> column(rows.begin(), rows.end());
+  column.push_back(1);
+  auto lseType = rankedType(lse);
+  if (!lseType || lseType.getShape() != ArrayRef<int64_t>(column) ||
+      lseType.getElementType() != logits.getElementType())
+    return err("lse must be ", RankedTensorType::get(column, logits.getElementType()), ", got ",
+               lse.getType());
+  auto classType = rankedType(classes);
+  if (!classType || classType.getShape() != ArrayRef<int64_t>{logits.getShape().back()})
+    return err("classes must be tensor<", logits.getShape().back(), "xi64>, got ",
+               classes.getType());
+  return success();
+}
+
+NN_INFER(SoftmaxCrossEntropyOp) {
+  NN_ERR;
+  SmallVector<int64_t> rows;
+  if (failed(checkCrossEntropyOperands(err, adaptor.getLogits(), adaptor.getLse(),
+                                       adaptor.getClasses(), rows)))
+    return failure();
+  auto labels = rankedType(adaptor.getLabels());
+  if (!labels || labels.getShape() != ArrayRef<int64_t>(rows))
+    return err("labels must have shape ", shapeStr(rows), ", got ", adaptor.getLabels().getType());
+  types.push_back(RankedTensorType::get(rows, rankedType(adaptor.getLogits()).getElementType()));
+  return success();
+}
+
+NN_INFER(SoftmaxCrossEntropyGradOp) {
+  NN_ERR;
+  SmallVector<int64_t> rows;
+  if (failed(checkCrossEntropyOperands(err, adaptor.getLogits(), adaptor.getLse(),
+                                       adaptor.getClasses(), rows)))
+    return failure();
+  rows.push_back(1);
+  auto labels = rankedType(adaptor.getLabels());
+  if (!labels || labels.getShape() != ArrayRef<int64_t>(rows))
+    return err("labels must have shape ", shapeStr(rows), ", got ", adaptor.getLabels().getType());
+  if (adaptor.getResultGrad().getType() != adaptor.getLse().getType())
+    return err("result_grad must have lse's type, got ", adaptor.getResultGrad().getType());
+  types.push_back(adaptor.getLogits().getType());
+  return success();
 }
 
 NN_INFER(BatchNormalizationOp) {

@@ -42,7 +42,8 @@ public:
   mlir::Operation *op;
   /// The fused backward ops to write, by kind ("attention": nn.attention_grad,
   /// "gelu": nn.gelu_grad, "normalization": nn.normalization_grad and
-  /// nn.normalization_scale_grad), where the target has kernels for them.
+  /// nn.normalization_scale_grad, "cross-entropy":
+  /// nn.softmax_cross_entropy_grad), where the target has kernels for them.
   llvm::ArrayRef<std::string> fusedKinds;
   bool fuses(llvm::StringRef kind) const { return llvm::is_contained(fusedKinds, kind); }
 
@@ -102,6 +103,11 @@ struct GradientRule {
 
 /// The entry of op `name` ("nn.add"), or null when it has none yet.
 const GradientRule *lookupGradientRule(llvm::StringRef name);
+
+/// nn.softmax_cross_entropy as the ops it stands for (its gradient rule
+/// needs it whole; sharding and the kernels take the parts): valid *
+/// (lse - sum(logits * onehot)). Returns the replacement of its result.
+mlir::Value expandSoftmaxCrossEntropy(mlir::OpBuilder &b, SoftmaxCrossEntropyOp op);
 
 /// Every entry, for the completeness test.
 void forEachGradientRule(llvm::function_ref<void(llvm::StringRef, const GradientRule &)> fn);

@@ -253,6 +253,47 @@ def NN_LogSoftmaxOp : NN_InferredOp<"log_softmax"> {
   let results = (outs NN_FloatTensor:$result);
 }
 
+def NN_SoftmaxCrossEntropyOp : NN_InferredOp<"softmax_cross_entropy"> {
+  let summary = "Softmax cross-entropy of rows, given their log-sum-exp";
+  let description = [{
+    Per row of `logits` [..., C]: `lse - logits[label]` where the row's
+    label (`labels` [...]) is not `ignore_index`, else 0; the label's
+    column is the one whose entry of `classes` [C] equals it (none: the
+    term is `lse` alone).
+
+    `lse` [..., 1] must be the row's log-sum-exp of `logits`: it is an
+    operand so that the classes can be split over a mesh, its max and sum
+    of exponentials reduced across the pieces, and `classes` (the global
+    class ids) says which columns a piece holds. The gradient rule treats
+    it as the function of `logits` it is: the cotangent of `logits` is
+    (softmax - onehot(label)) * result_grad on the counted rows
+    (`nn.softmax_cross_entropy_grad`), and none flows to `lse`.
+
+    nn-append-loss writes it; nn-differentiate expands it to its composed
+    form once the backward is built. It has no kernel of its own.
+  }];
+  let arguments = (ins NN_FloatTensor:$logits, NN_FloatTensor:$lse, NN_I64Tensor:$labels,
+                       NN_I64Tensor:$classes, DefaultValuedAttr<I64Attr, "-100">:$ignore_index);
+  let results = (outs NN_FloatTensor:$result);
+}
+
+def NN_SoftmaxCrossEntropyGradOp : NN_InferredOp<"softmax_cross_entropy_grad"> {
+  let summary = "The cotangent of nn.softmax_cross_entropy's logits, fused";
+  let description = [{
+    (exp(logits - lse) - [label == classes[c]]) * result_grad where the
+    row's label is not `ignore_index`, else 0: `logits` [..., C], `lse`,
+    `labels` and `result_grad` [..., 1], `classes` [C]. One pass over the
+    logits, which may be split along the classes (each piece with its
+    slice of `classes`); the composed backward is seven elementwise and
+    reduction ops over them. nn-differentiate writes it where the target
+    has its kernel.
+  }];
+  let arguments = (ins NN_FloatTensor:$logits, NN_FloatTensor:$lse, NN_I64Tensor:$labels,
+                       NN_I64Tensor:$classes, NN_FloatTensor:$result_grad,
+                       DefaultValuedAttr<I64Attr, "-100">:$ignore_index);
+  let results = (outs NN_FloatTensor:$logits_grad);
+}
+
 def NN_BatchNormalizationOp : NN_InferredOp<"batch_normalization"> {
   let summary = "ONNX BatchNormalization in inference mode";
   let description = [{

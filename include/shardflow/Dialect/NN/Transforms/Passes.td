@@ -318,14 +318,17 @@ def NNAppendLoss : Pass<"nn-append-loss", "::mlir::ModuleOp"> {
       The loss is the sum of -log_softmax(logits)[label] over the counted
       positions divided by their number (over the whole global batch: the
       program is the unsharded one), as PyTorch's cross_entropy with
-      reduction "mean". The log-softmax is written out (max, exp, sum, log)
-      so that it runs on a vocabulary split over ranks, as Megatron's
-      vocabulary-parallel cross-entropy: the row max is taken in
-      `max-blocks` blocks of the classes, then over the blocks, so a split
-      of the classes over ranks whose count divides `max-blocks` stays a
-      split and only the blocks' maxima are gathered; the sums of
-      exponentials and the picked logits are partial sums, all-reduced per
-      position.
+      reduction "mean". Each position's term is an
+      `nn.softmax_cross_entropy` of the logits and their log-sum-exp,
+      which is written out (max, exp, sum, log) so that it runs on a
+      vocabulary split over ranks, as Megatron's vocabulary-parallel
+      cross-entropy: the row max is taken in `max-blocks` blocks of the
+      classes, then over the blocks, so a split of the classes over ranks
+      whose count divides `max-blocks` stays a split and only the blocks'
+      maxima are gathered; the sums of exponentials and the picked logits
+      are partial sums, all-reduced per position. The op's gradient is
+      (softmax - onehot) from the saved log-sum-exp, one elementwise pass
+      over the logits (split or not).
     - `kind=mse`: the mean over all elements of (output - labels)^2;
       `labels` has the output's shape and type.
 
@@ -369,6 +372,9 @@ def NNDifferentiate : Pass<"nn-differentiate", "::mlir::ModuleOp"> {
     convention (a rotary embedding's cos/sin tables). An op on the
     way from a differentiated value to the loss without a gradient rule,
     or whose rule refuses it, is an error naming the op.
+
+    Ops that stand whole only for their gradient rules
+    (`nn.softmax_cross_entropy`) are expanded to their parts afterwards.
   }];
   let options = [
     Option<"loss", "loss", "std::string", /*default=*/"\"\"",
@@ -381,7 +387,9 @@ def NNDifferentiate : Pass<"nn-differentiate", "::mlir::ModuleOp"> {
            "instead of matmuls and a softmax backward), gelu (nn.gelu_grad "
            "instead of the derivative's elementwise ops), normalization "
            "(nn.normalization_grad and nn.normalization_scale_grad instead of "
-           "the layer and RMS norms' reductions and elementwise ops)">,
+           "the layer and RMS norms' reductions and elementwise ops), "
+           "cross-entropy (nn.softmax_cross_entropy_grad instead of the "
+           "softmax's and the one-hot's elementwise ops)">,
   ];
   let dependentDialects = ["::shardflow::nn::NNDialect"];
 }

@@ -122,6 +122,11 @@ foreach op = [NN_ReduceSumOp, NN_ReduceMeanOp, NN_ReduceMaxOp, NN_ReduceMinOp, N
 def : RT_NNKernel<NN_NormalizationGradOp, RT_CudaRow>;
 def : RT_NNKernel<NN_NormalizationScaleGradOp,
                   RT_CudaRewrittenBy<"cuda-split-normalization-scale-grads">>;
+// Softmax cross-entropy: the forward is expanded to its parts by
+// nn-differentiate; its backward is generated elementwise code (the row's
+// lse, label and cotangent broadcast along the classes).
+def : RT_NotAKernel<NN_SoftmaxCrossEntropyOp, "expanded by nn-differentiate">;
+def : RT_NNKernel<NN_SoftmaxCrossEntropyGradOp, RT_CudaElementwise>;
 def : RT_NNKernel<NN_BatchNormalizationOp, RT_CudaNeighbours>;
 def : RT_NNKernel<NN_CumSumOp, RT_CudaStandalone>;
 def : RT_NNKernel<NN_TopKOp, RT_CudaStandalone>;

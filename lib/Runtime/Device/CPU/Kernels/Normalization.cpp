@@ -5,7 +5,8 @@
 // double (two passes for the variance); batch_normalization applies the
 // per-channel affine map. normalization_grad and normalization_scale_grad
 // (the layer and RMS norms' backward) recompute a row's statistics as the
-// forward does. f16/bf16 compute in float.
+// forward does; softmax_cross_entropy_grad is the loss's backward from the
+// saved log-sum-exp. f16/bf16 compute in float.
 //
 // Rows (and batch normalization's channel planes) are split across the
 // kernel's threads; each row is computed start to end by one thread, so
@@ -310,6 +311,58 @@ void layerNormKernel(const KernelContext &ctx) { normKernel<false>(ctx); }
 void rmsNormKernel(const KernelContext &ctx) { normKernel<true>(ctx); }
 
 //===----------------------------------------------------------------------===//
+// softmax_cross_entropy_grad
+//===----------------------------------------------------------------------===//
+
+/// (exp(x - lse) - [label == classes[c]]) * dy on rows whose label is not
+/// the ignored one, 0 on the others: logits [rows, C], lse, labels and dy
+/// [rows, 1], classes [C]. A row per step.
+void softmaxCrossEntropyGradKernel(const KernelContext &ctx) {
+  expectArity(ctx, 5, 1);
+  const Tensor &x = ctx.inputs[0], &lse = ctx.inputs[1], &labels = ctx.inputs[2],
+               &classes = ctx.inputs[3], &dy = ctx.inputs[4];
+  if (x.rank() == 0)
+    throw kernelError(ctx.kernel, "logits must have rank >= 1");
+  const int64_t n = x.shape.back(), rows = n ? x.numel() / n : 0;
+  std::vector<int64_t> column(x.shape);
+  column.back() = 1;
+  if (lse.shape != column || dy.shape != column || labels.shape != column)
+    throw kernelError(ctx.kernel, "lse, labels and result_grad must be " + shapeList(column) +
+                                      " for logits " + shapeList(x.shape));
+  if (classes.shape != std::vector<int64_t>{n} || labels.dtype != DType::I64 ||
+      classes.dtype != DType::I64)
+    throw kernelError(ctx.kernel, "labels and classes must be int64, classes [" +
+                                      std::to_string(n) + "]");
+  if (lse.dtype != x.dtype || dy.dtype != x.dtype || ctx.outputs[0].dtype != x.dtype ||
+      ctx.outputs[0].shape != x.shape)
+    throw kernelError(ctx.kernel, "lse, result_grad and the result must have the logits' type");
+  const int64_t ignore = ctx.params.getInt("ignore_index", -100);
+  const int64_t *label = labels.as<const int64_t>(), *cls = classes.as<const int64_t>();
+  dispatchFloat(x.dtype, ctx.kernel, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using C = Compute<T>;
+    const T *src = x.as<const T>(), *l = lse.as<const T>(), *g = dy.as<const T>();
+    T *dst = ctx.outputs[0].as<T>();
+    parallelForRows(ctx, rows, 3 * n, [&](int64_t first, int64_t last) {
+      for (int64_t r = first; r < last; ++r) {
+        const T *xr = src + r * n;
+        T *out = dst + r * n;
+        if (label[r] == ignore) {
+          for (int64_t c = 0; c < n; ++c)
+            out[c] = store<T>(C(0));
+          continue;
+        }
+        C m = C(load(l[r])), d = C(load(g[r]));
+        for (int64_t c = 0; c < n; ++c) {
+          C p = fastExp(C(load(xr[c])) - m);
+          out[c] = store<T>((cls[c] == label[r] ? p - C(1) : p) * d);
+        }
+      }
+    });
+  });
+}
+
+//===----------------------------------------------------------------------===//
 // normalization_grad, normalization_scale_grad (the norms' backward)
 //===----------------------------------------------------------------------===//
 
@@ -526,4 +579,5 @@ SHARDFLOW_REGISTER_KERNEL("layer_normalization", layerNormKernel);
 SHARDFLOW_REGISTER_KERNEL("rms_normalization", rmsNormKernel);
 SHARDFLOW_REGISTER_KERNEL("batch_normalization", batchNormKernel);
 SHARDFLOW_REGISTER_KERNEL("normalization_grad", normalizationGradKernel);
+SHARDFLOW_REGISTER_KERNEL("softmax_cross_entropy_grad", softmaxCrossEntropyGradKernel);
 SHARDFLOW_REGISTER_KERNEL("normalization_scale_grad", normalizationScaleGradKernel);
