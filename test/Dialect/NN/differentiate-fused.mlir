@@ -85,15 +85,15 @@ module {
 // fused=cross-entropy: the logits' cotangent is one
 // nn.softmax_cross_entropy_grad from the saved log-sum-exp (nothing flows
 // to the lse or the max); the forward op is then expanded to its parts:
-// the label's logit as a sum over the classes of the logits times the
-// one-hot, the row's term masked by whether it counts. Composed, the
+// the label's logit as a sum over the classes of the logits where the
+// class is the label, the row's term masked by whether it counts. Composed, the
 // cotangent is the softmax's exp minus the one-hot.
 // CE-LABEL: func.func @main(%arg0: tensor<2x3x5xf32> {nn.name = "x"}, %arg1: tensor<2x3xi64>
 // CE: %[[LSE:.*]] = nn.add
 // CE: %[[IDS:.*]] = nn.constant dense<[0, 1, 2, 3, 4]> : tensor<5xi64>
-// CE: %[[HIT:.*]] = nn.cast %{{.*}} {to = f32} : (tensor<2x3x5xi1>) -> tensor<2x3x5xf32>
-// CE: %[[PRODUCT:.*]] = nn.mul %arg0, %[[HIT]]
-// CE: nn.reduce_sum %[[PRODUCT]] {axes = array<i64: 2>, keepdims = false}
+// CE: %[[HIT:.*]] = nn.equal %{{.*}}, %[[IDS]] : (tensor<2x3x1xi64>, tensor<5xi64>) -> tensor<2x3x5xi1>
+// CE: %[[PICKED:.*]] = nn.where %[[HIT]], %arg0, %{{.*}} : (tensor<2x3x5xi1>, tensor<2x3x5xf32>, tensor<f32>) -> tensor<2x3x5xf32>
+// CE: nn.reduce_sum %[[PICKED]] {axes = array<i64: 2>, keepdims = false}
 // CE-NOT: nn.softmax_cross_entropy %
 // CE: nn.reduce_sum %{{.*}} {axes = array<i64: 0, 1>, keepdims = false}
 // CE: %[[COLUMN:.*]] = nn.reshape %arg1 : (tensor<2x3xi64>) -> tensor<2x3x1xi64>

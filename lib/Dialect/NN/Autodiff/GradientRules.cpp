@@ -111,7 +111,7 @@ RankedTensorType withColumn(Value v, Type elem = {}) {
 }
 
 /// For nn.softmax_cross_entropy's label column `labels` [..., 1]: whether
-/// each class is the label, and whether the row counts, in `elem`.
+/// each class is the label (i1), and whether the row counts (in `elem`).
 std::pair<Value, Value> crossEntropyMasks(OpBuilder &b, Location loc, Value labels,
                                           Value classes, int64_t ignoreIndex, Type elem) {
   auto toElem = [&](Value v) { return nn::CastOp::create(b, loc, v, TypeAttr::get(elem)); };
@@ -119,7 +119,7 @@ std::pair<Value, Value> crossEntropyMasks(OpBuilder &b, Location loc, Value labe
       b, loc,
       DenseElementsAttr::get(RankedTensorType::get({}, b.getI64Type()),
                              b.getI64IntegerAttr(ignoreIndex)));
-  Value hit = toElem(nn::EqualOp::create(b, loc, labels, classes));
+  Value hit = nn::EqualOp::create(b, loc, labels, classes);
   Value counted = toElem(nn::NotOp::create(b, loc, nn::EqualOp::create(b, loc, labels, ignore)));
   return {hit, counted};
 }
@@ -376,7 +376,8 @@ LogicalResult softmaxCrossEntropyGrad(G &g) {
   auto [hit, counted] = crossEntropyMasks(g.b, g.loc, labels, ce.getClasses(),
                                           ce.getIgnoreIndex(), typeOf(x).getElementType());
   Value p = g.make<nn::ExpOp>({g.make<nn::SubOp>({x, lse})});
-  g.set(0, g.make<nn::MulOp>({g.make<nn::SubOp>({p, hit}), g.make<nn::MulOp>({dy, counted})}));
+  Value onehot = nn::CastOp::create(g.b, g.loc, hit, TypeAttr::get(typeOf(x).getElementType()));
+  g.set(0, g.make<nn::MulOp>({g.make<nn::SubOp>({p, onehot}), g.make<nn::MulOp>({dy, counted})}));
   return success();
 }
 LogicalResult logSoftmaxGrad(G &g) {
@@ -1560,7 +1561,9 @@ Value shardflow::nn::expandSoftmaxCrossEntropy(OpBuilder &b, SoftmaxCrossEntropy
       crossEntropyMasks(b, loc, column, op.getClasses(), op.getIgnoreIndex(), elem);
   // The label's logit: a sum over the classes, so partial where they are
   // split.
-  Value picked = ReduceSumOp::create(b, loc, ValueRange{MulOp::create(b, loc, x, hit)},
+  Value zero = ConstantOp::create(
+      b, loc, DenseElementsAttr::get(RankedTensorType::get({}, elem), b.getFloatAttr(elem, 0.0)));
+  Value picked = ReduceSumOp::create(b, loc, ValueRange{WhereOp::create(b, loc, hit, x, zero)},
                                      {b.getNamedAttr("axes", b.getDenseI64ArrayAttr({rank - 1})),
                                       b.getNamedAttr("keepdims", b.getBoolAttr(false))})
                      ->getResult(0);

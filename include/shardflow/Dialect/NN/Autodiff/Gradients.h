@@ -24,7 +24,7 @@ namespace shardflow::nn {
 
 /// A unit attribute on an op whose results nn-differentiate gives no
 /// cotangent, because the differentiated function does not depend on them
-/// (nn-append-loss marks the row maximum its log-softmax subtracts for
+/// (nn-append-loss marks the row maximum its log-sum-exp subtracts for
 /// range only: the exact cotangent through it is zero, and computing it
 /// would cost a max's backward over the logits to add rounding noise).
 inline constexpr llvm::StringLiteral kStopGradientAttr = "nn.stop_gradient";
@@ -106,7 +106,8 @@ const GradientRule *lookupGradientRule(llvm::StringRef name);
 
 /// nn.softmax_cross_entropy as the ops it stands for (its gradient rule
 /// needs it whole; sharding and the kernels take the parts): valid *
-/// (lse - sum(logits * onehot)). Returns the replacement of its result.
+/// (lse - sum(where(onehot, logits, 0))). Returns the replacement of its
+/// result.
 mlir::Value expandSoftmaxCrossEntropy(mlir::OpBuilder &b, SoftmaxCrossEntropyOp op);
 
 /// Every entry, for the completeness test.
