@@ -1033,6 +1033,44 @@ def test_running_statistics_shared_by_two_nodes_stay(tmp_path):
         assert "mean" not in w.files or np.array_equal(w["mean"], init["mean"])
 
 
+def test_a_running_statistic_another_node_reads_is_not_trained(tmp_path):
+    """A running mean that also reaches the loss through another node (an
+    Add) is a buffer, as in PyTorch: held, not trained; the step writes its
+    blended value (momentum 0.9, the batch's mean), against numpy."""
+    from onnx import TensorProto, helper
+    init = {"scale": np.array([1.1, 0.9], np.float32), "bias": np.array([0.1, -0.2], np.float32),
+            "mean": np.array([0.2, -0.1], np.float32), "var": np.array([1.5, 0.8], np.float32),
+            "w": np.array([[0.5], [-0.3]], np.float32)}
+    graph = helper.make_graph(
+        [helper.make_node("BatchNormalization", ["x", "scale", "bias", "mean", "var"], ["y"],
+                          training_mode=1),
+         helper.make_node("Mul", ["y", "w"], ["m"]),
+         helper.make_node("Unsqueeze", ["mean", "axes"], ["mean_col"]),
+         helper.make_node("Add", ["m", "mean_col"], ["z"]),
+         helper.make_node("Mul", ["z", "z"], ["z2"]),
+         helper.make_node("ReduceMean", ["z2"], ["loss"], keepdims=0)],
+        "bn_read", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 2, 3])],
+        [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])],
+        [numpy_helper.from_array(v, k) for k, v in init.items()] +
+        [numpy_helper.from_array(np.array([1], np.int64), "axes")])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)],
+                                ir_version=8), tmp_path / "bn.onnx")
+    out = _shard_opt(tmp_path / "bn.onnx", "--train", "--loss", "output:loss", "--optimizer",
+                     "sgd", "--lr", "0.1", "--target", "cpu", "--report", "-o", tmp_path / "bn.shard")
+    assert re.search(r"held\s+mean \(2\)", out.stderr), out.stderr
+    assert re.search(r"trains\s+w \(2\)", out.stderr), out.stderr
+    assert not re.search(r"trains\s+mean", out.stderr), out.stderr
+    x = np.random.default_rng(0).standard_normal((1, 4, 2, 3)).astype(np.float32)
+    np.savez(tmp_path / "data.npz", x=x)
+    _shard_run(tmp_path / "bn.shard", "--data", tmp_path / "data.npz", "--steps", 1,
+               "--save-weights", tmp_path / "w.npz")
+    with np.load(tmp_path / "w.npz") as w:
+        batch_mean = x[0].astype(np.float64).mean(axis=(0, 2))
+        np.testing.assert_allclose(w["mean"], 0.9 * init["mean"] + 0.1 * batch_mean, rtol=1e-5)
+        # w trains (its gradient is not zero).
+        assert not np.allclose(w["w"], init["w"])
+
+
 def test_dropout_flag_errors(tmp_path):
     _dropout_model(tmp_path / "model.onnx")
     for flags, message in [

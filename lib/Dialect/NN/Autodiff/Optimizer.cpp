@@ -318,7 +318,10 @@ struct NNOptimizerPass : public nn::impl::NNOptimizerBase<NNOptimizerPass> {
             key, StringAttr::get(fn.getContext(), c->second.first + (c->second.second ? "^T" : ""))));
         continue;
       }
-      if (isZeroConstant(g)) {
+      // A running statistic is a buffer, as PyTorch's: held, even where
+      // another node reads it on the way to the loss; the step writes its
+      // blended value.
+      if (isZeroConstant(g) || running.count(name)) {
         report[2].push_back(NamedAttribute(key, elements(g)));
         continue;
       }
@@ -551,7 +554,8 @@ void shardflow::nn::printTrainingReport(ModuleOp module, llvm::raw_ostream &os) 
   DictionaryAttr trained = kind("trained"), frozen = kind("frozen"), held = kind("held");
   os << "training step: " << trained.size() << " initializers train (" << total(trained)
      << " parameters), " << frozen.size() << " frozen (" << total(frozen) << "), "
-     << held.size() << " held, no gradient reaching them (" << total(held) << ")\n";
+     << held.size() << " held (" << total(held)
+     << "; no gradient reaches them, or running statistics: buffers)\n";
   for (auto [title, d] : {std::pair<StringRef, DictionaryAttr>("trains", trained),
                           {"frozen", frozen},
                           {"held", held}})

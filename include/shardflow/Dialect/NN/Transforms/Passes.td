@@ -435,8 +435,10 @@ def NNOptimizer : Pass<"nn-optimizer", "::mlir::ModuleOp"> {
 
     A result marked `nn.running_statistic = "NAME"` (training-mode
     BatchNormalization's running mean or variance, which the importer
-    returns under --train) becomes initializer NAME's new state. An
-    initializer two such results update stays as it is, with a warning.
+    returns under --train) becomes initializer NAME's new state. It is a
+    buffer, as PyTorch's: held (never trained), even where another node
+    reads it on the way to the loss. An initializer two such results
+    update stays as it is, with a warning.
 
     A step whose loss or gradient norm is not finite (NaN, infinite)
     leaves the weights and the moments as they were: every new value is
