@@ -2,7 +2,8 @@
 """A GPT-2-style training step on the CPU: shard-run against PyTorch.
 
 Builds Hugging Face's GPT2LMHeadModel (transformers; tied LM head, dropout
-off, a config from the flags; or LlamaForCausalLM with --model llama), exports it with torch.onnx.export (the
+off, a config from the flags; or LlamaForCausalLM with --model llama,
+BertForMaskedLM with --model bert), exports it with torch.onnx.export (the
 TorchScript exporter, opset 17, input_ids in, logits out), compiles one
 AdamW training step with `shard-opt --train --loss cross-entropy`, and
 trains both from the same weights on the same batches: shard-run
@@ -22,7 +23,10 @@ The labels are the next tokens, aligned with the positions as shard-opt's
 cross-entropy takes them (not shifted), and PyTorch's loss is
 F.cross_entropy on the same labels rather than the module's shifted loss.
 The batches follow a random Markov chain over the vocabulary (four
-successors per token), so the loss has somewhere to go.
+successors per token), so the loss has somewhere to go. BERT's labels are
+the tokens at 15% of the positions, which show the last token id instead
+(its [MASK]); the other positions are labelled -100 and ignored on both
+sides.
 
 Run by hand, never in CI: the first run creates bench/out/train-venv
 (ignored by git), installs bench/train_bench_requirements.txt into it
@@ -31,6 +35,7 @@ with that venv's Python. Needs the built shard-opt and shard-run.
 
     python3 bench/train_bench.py [--threads 1,2] [--steps 20] [--build-dir build]
     python3 bench/train_bench.py --model llama   # Llama: GQA, RMSNorm, rotary, SwiGLU
+    python3 bench/train_bench.py --model bert    # BERT masked LM: 15% of positions labelled
     python3 bench/train_bench.py --profile   # also where each side's time goes
 
 --profile adds `perf record` over a shard-run training run (shard-run's own
@@ -105,8 +110,21 @@ def llama_config(cfg: dict):
         attention_dropout=0.0)
 
 
+def bert_config(cfg: dict):
+    """BERT (post-norm encoder, GELU, learned positions, token types) with
+    its masked-language-model head, whose decoder is tied to the word
+    embeddings; dropout off."""
+    import transformers
+    return transformers.BertConfig(
+        vocab_size=cfg["vocab"], hidden_size=cfg["hidden"], num_hidden_layers=cfg["layers"],
+        num_attention_heads=cfg["heads"], intermediate_size=4 * cfg["hidden"],
+        max_position_embeddings=cfg["seq"], hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0, tie_word_embeddings=True)
+
+
 def build_model(cfg: dict):
-    """GPT2LMHeadModel (or LlamaForCausalLM with --model llama) with Hugging
+    """GPT2LMHeadModel (or LlamaForCausalLM with --model llama,
+    BertForMaskedLM with --model bert) with Hugging
     Face's initialization, and the one-dimensional parameters (norms,
     biases) given distinct values: at their initial 1s and 0s the
     TorchScript exporter writes equal tensors as one initializer (it
@@ -118,6 +136,8 @@ def build_model(cfg: dict):
     torch.manual_seed(cfg["seed"])
     if cfg.get("model", "gpt2") == "llama":
         model = transformers.LlamaForCausalLM(llama_config(cfg))
+    elif cfg.get("model") == "bert":
+        model = transformers.BertForMaskedLM(bert_config(cfg))
     else:
         model = transformers.GPT2LMHeadModel(gpt2_config(cfg))
     model.set_attn_implementation(cfg["attn"])
@@ -126,7 +146,7 @@ def build_model(cfg: dict):
         for name, p in model.named_parameters():
             if p.dim() == 1:
                 owner = name.split(".")[-2]
-                norm = owner.startswith("ln_") or owner.endswith("norm")
+                norm = owner.startswith("ln_") or owner.lower().endswith("norm")
                 base = 1.0 if norm and name.endswith("weight") else 0.0
                 p.copy_(base + 0.02 * torch.randn(p.shape, generator=gen))
     return model
@@ -144,6 +164,14 @@ def make_batches(cfg: dict, count: int) -> dict:
     for i in range(1, seq + 1):
         tokens[:, i] = successors[tokens[:, i - 1], rng.integers(0, 4, count * batch)]
     tokens = tokens.reshape(count, batch, seq + 1)
+    if cfg.get("model") == "bert":
+        # Masked language modelling: 15% of the positions show the last
+        # token id as [MASK] and are labelled with their token; the others
+        # are ignored (-100, shard-opt's and PyTorch's default).
+        ids = np.ascontiguousarray(tokens[:, :, :-1])
+        masked = rng.random(ids.shape) < 0.15
+        labels = np.where(masked, ids, -100).astype(np.int64)
+        return {"input_ids": np.where(masked, vocab - 1, ids).astype(np.int64), "labels": labels}
     return {"input_ids": np.ascontiguousarray(tokens[:, :, :-1]),
             "labels": np.ascontiguousarray(tokens[:, :, 1:])}
 
@@ -351,10 +379,12 @@ def main() -> int:
     parser.add_argument("--threads", default="1,2", help="thread counts, comma-separated")
     parser.add_argument("--steps", type=int, default=20, help="timed steps")
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps before them")
-    parser.add_argument("--model", choices=["gpt2", "llama"], default="gpt2",
-                        help="the Hugging Face module: GPT2LMHeadModel (tied LM head) or "
+    parser.add_argument("--model", choices=["gpt2", "llama", "bert"], default="gpt2",
+                        help="the Hugging Face module: GPT2LMHeadModel (tied LM head), "
                              "LlamaForCausalLM (GQA with half the heads for keys and values, "
-                             "RMSNorm, rotary, SwiGLU)")
+                             "RMSNorm, rotary, SwiGLU) or BertForMaskedLM (post-norm encoder, "
+                             "MLM head tied to the embeddings; 15%% of the positions masked "
+                             "and labelled, the others ignored)")
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--hidden", type=int, default=256)
     parser.add_argument("--heads", type=int, default=8)
@@ -474,7 +504,7 @@ def main() -> int:
         if w["missing"]:
             print(f"  not compared (no initializer saved): {w['missing']}")
 
-    family = "Llama" if args.model == "llama" else "GPT-2"
+    family = {"llama": "Llama", "bert": "BERT (masked LM)"}.get(args.model, "GPT-2")
     print(f"\n{family}-style model: {args.layers} layers, hidden {args.hidden}, {args.heads} heads, "
           f"vocabulary {args.vocab}, batch {args.batch} x {args.seq} tokens, "
           f"{'AdamW' if args.optimizer == 'adamw' else 'SGD'} (lr {args.lr}, "
