@@ -622,6 +622,25 @@ def test_cuda_training_equals_cpu(tmp_path, name, optimizer, mesh, extra):
         < tolerance
 
 
+@pytest.mark.parametrize("name", ["gpt2-torchscript", "gpt2-dynamo"])
+def test_cuda_backward_reads_heads_in_place(tmp_path, name):
+    """On CUDA, nn-fold-attention-layout folds the backward's attention too:
+    every nn.attention_grad of a GPT-2 training step takes the [B, S, H*D]
+    tensors, and no head transpose (0, 2, 1, 3) is left in the step."""
+    export = real_exports.load(name)
+    for f in export.folder.iterdir():
+        (tmp_path / f.name).symlink_to(f)
+    out = _shard_opt(tmp_path / "model.onnx", *export.shape_flags(tmp_path), "--train",
+                     "--target", "cuda", "--cuda-arch=sm_80", "-o", tmp_path / "c.shard",
+                     "--mlir-print-ir-after=nn-fold-attention-layout")
+    grads = [line.rsplit(" : (", 1)[1] for line in out.stderr.splitlines()
+             if "= nn.attention_grad " in line]
+    assert len(grads) == export.entry["config"]["num_hidden_layers"], out.stderr[-3000:]
+    # The query: [B, S, H*D].
+    assert all(re.match(r"tensor<\d+x\d+x\d+xf32>,", types) for types in grads), grads
+    assert "perm = array<i64: 0, 2, 1, 3>" not in out.stderr
+
+
 @pytest.mark.parametrize("name", ["gpt2-torchscript", "gpt2-dynamo", "llama-dynamo"])
 def test_megatron_trains_with_megatrons_collectives(tmp_path, name):
     """A megatron training step on tp=2 communicates as Megatron-LM's does:

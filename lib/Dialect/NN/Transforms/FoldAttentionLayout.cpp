@@ -10,8 +10,10 @@
 // the heads where they lie, so when Q, K and V all come from such a split
 // and head transpose, the attention takes the 3-D tensors and its result
 // (viewed as [B, S, H, Dv], a reshape, which costs nothing) replaces the
-// transpose that followed it. The transposes and reshapes left without
-// users are erased.
+// transpose that followed it. A training step's nn.attention_grad folds
+// the same way: its query, key, value and result cotangent taken in the
+// 3-D form, its cotangents viewed back. The transposes and reshapes left
+// without users are erased.
 //
 // It runs on the per-rank program, after sharding, so sharding sees the
 // form the exporter wrote.
@@ -170,9 +172,113 @@ std::pair<Value, int64_t> splitHeadsSource(Value v, OpBuilder &b) {
   return {flat.getResult(), heads};
 }
 
+/// The users of `v` when every one is the inverse head transpose (none at
+/// all is fine); nullopt otherwise.
+std::optional<SmallVector<nn::TransposeOp>> headMerges(Value v) {
+  SmallVector<nn::TransposeOp> back;
+  for (Operation *user : v.getUsers()) {
+    auto t = dyn_cast<nn::TransposeOp>(user);
+    if (!t || t.getPerm() != ArrayRef<int64_t>(kHeadsFirst))
+      return std::nullopt;
+    back.push_back(t);
+  }
+  return back;
+}
+
+/// Replaces each of `back` by a view of the 3-D `flat` in its [B, S, H, D]
+/// type.
+void replaceByViews(ArrayRef<nn::TransposeOp> back, Value flat) {
+  for (nn::TransposeOp t : back) {
+    OpBuilder tb(t);
+    auto view = nn::ReshapeOp::create(tb, t.getLoc(), t.getResult().getType(), flat);
+    t.getResult().replaceAllUsesWith(view.getResult());
+    t.erase();
+  }
+}
+
+/// Erases the ops of `chain` that nothing reads, users before producers,
+/// until none is left unread.
+void eraseUnread(SmallVectorImpl<Operation *> &chain) {
+  bool erased = true;
+  while (erased) {
+    erased = false;
+    for (Operation *&op : chain)
+      if (op && op->use_empty()) {
+        op->erase();
+        op = nullptr;
+        erased = true;
+      }
+  }
+}
+
+/// Adds the head transpose and split reshape (and rotary) behind `op` to
+/// `chain`, once each.
+void addSplitChain(Operation *op, SmallVectorImpl<Operation *> &chain) {
+  for (; op && isa<nn::RotaryEmbeddingOp, nn::TransposeOp, nn::ReshapeOp>(op);
+       op = op->getOperand(0).getDefiningOp()) {
+    if (!llvm::is_contained(chain, op))
+      chain.push_back(op);
+    if (isa<nn::ReshapeOp>(op))
+      break;
+  }
+}
+
+/// An attention's backward on split and transposed heads, and its
+/// cotangents transposed back: it takes the 3-D tensors as its forward
+/// does. Its query, key and value are the forward's (no rotation is
+/// looked through here: a rotary's result that both read keeps them
+/// 4-D).
+void foldAttentionGrad(nn::AttentionGradOp a) {
+  if (cast<RankedTensorType>(a.getQuery().getType()).getRank() != 4)
+    return;
+  Value ins[] = {a.getQuery(), a.getKey(), a.getValue(), a.getResultGrad()};
+  std::pair<Value, int64_t> flat[4];
+  for (int i = 0; i < 4; ++i)
+    if (!(flat[i] = splitHeads(ins[i])).first)
+      return;
+  if (flat[1].second != flat[2].second || flat[3].second != flat[0].second)
+    return;
+  std::optional<SmallVector<nn::TransposeOp>> back[3];
+  for (int i = 0; i < 3; ++i)
+    if (!(back[i] = headMerges(a->getResult(i))))
+      return;
+  OpBuilder b(a);
+  SmallVector<Value> operands{flat[0].first, flat[1].first, flat[2].first, flat[3].first};
+  if (Value mask = a.getMask())
+    operands.push_back(mask);
+  SmallVector<NamedAttribute> attrs(a->getAttrs());
+  NamedAttrList list(attrs);
+  list.set(a.getQNumHeadsAttrName(), b.getI64IntegerAttr(flat[0].second));
+  list.set(a.getKvNumHeadsAttrName(), b.getI64IntegerAttr(flat[1].second));
+  auto folded = nn::AttentionGradOp::create(b, a.getLoc(), operands, list.getAttrs());
+  for (int i = 0; i < 3; ++i)
+    replaceByViews(*back[i], folded->getResult(i));
+  SmallVector<Operation *> chain;
+  for (Value in : ins)
+    addSplitChain(in.getDefiningOp(), chain);
+  a.erase();
+  eraseUnread(chain);
+}
+
 struct NNFoldAttentionLayout
     : shardflow::nn::impl::NNFoldAttentionLayoutBase<NNFoldAttentionLayout> {
   void runOnOperation() override {
+    // A head split from another shape (the dynamo exporter's cotangents:
+    // [B*S, H*D] -> [B, S, H, D]) reads the [B, S, H*D] view of its input
+    // instead (a view of a view), the form the folds look for.
+    getOperation().walk([&](nn::TransposeOp t) {
+      auto r = t.getInput().getDefiningOp<nn::ReshapeOp>();
+      if (t.getPerm() != ArrayRef<int64_t>(kHeadsFirst) || !r)
+        return;
+      auto to = cast<RankedTensorType>(r.getResult().getType());
+      if (to.getRank() != 4 || cast<RankedTensorType>(r.getInput().getType()).getRank() == 3)
+        return;
+      OpBuilder b(r);
+      auto flat = RankedTensorType::get(
+          {to.getDimSize(0), to.getDimSize(1), to.getDimSize(2) * to.getDimSize(3)},
+          to.getElementType());
+      r->setOperand(0, nn::ReshapeOp::create(b, r.getLoc(), flat, r.getInput()).getResult());
+    });
     SmallVector<nn::AttentionOp> candidates;
     getOperation().walk([&](nn::AttentionOp a) { candidates.push_back(a); });
     for (nn::AttentionOp a : candidates) {
@@ -184,16 +290,8 @@ struct NNFoldAttentionLayout
       if (!folds(a.getQuery()) || !folds(a.getKey()) || !folds(a.getValue()))
         continue;
       // The result must go back through the inverse transpose (every user).
-      SmallVector<nn::TransposeOp> back;
-      for (Operation *user : a.getResult().getUsers()) {
-        auto t = dyn_cast<nn::TransposeOp>(user);
-        if (!t || t.getPerm() != ArrayRef<int64_t>(kHeadsFirst))
-          break;
-        back.push_back(t);
-      }
-      if (back.empty() ||
-          int64_t(back.size()) != std::distance(a.getResult().getUses().begin(),
-                                                a.getResult().getUses().end()))
+      std::optional<SmallVector<nn::TransposeOp>> back = headMerges(a.getResult());
+      if (!back || back->empty())
         continue;
       auto headsOf = [](Value operand) { return foldableSplit(operand).second; };
       if (headsOf(a.getKey()) != headsOf(a.getValue()))
@@ -205,13 +303,7 @@ struct NNFoldAttentionLayout
       auto folded = nn::AttentionOp::create(
           b, a.getLoc(), q, k, v, a.getMask(), a.getIsCausalAttr(), b.getI64IntegerAttr(hq),
           b.getI64IntegerAttr(hk), a.getScaleAttr(), a.getSoftcapAttr());
-      for (nn::TransposeOp t : back) {
-        OpBuilder tb(t);
-        auto view = nn::ReshapeOp::create(tb, t.getLoc(), t.getResult().getType(),
-                                          folded.getResult());
-        t.getResult().replaceAllUsesWith(view.getResult());
-        t.erase();
-      }
+      replaceByViews(*back, folded.getResult());
       // The old rotaries, head transposes (Q, K and V may share one) and
       // reshapes nothing reads any more, users before producers.
       SmallVector<Operation *> chain;
@@ -228,26 +320,17 @@ struct NNFoldAttentionLayout
                 chain.push_back(half);
           op = r->x.getDefiningOp();
         }
-        for (; op && isa<nn::RotaryEmbeddingOp, nn::TransposeOp, nn::ReshapeOp>(op);
-             op = op->getOperand(0).getDefiningOp()) {
-          if (!llvm::is_contained(chain, op))
-            chain.push_back(op);
-          if (isa<nn::ReshapeOp>(op))
-            break;
-        }
+        addSplitChain(op, chain);
       }
       a.erase();
-      bool erased = true;
-      while (erased) {
-        erased = false;
-        for (Operation *&op : chain)
-          if (op && op->use_empty()) {
-            op->erase();
-            op = nullptr;
-            erased = true;
-          }
-      }
+      eraseUnread(chain);
     }
+    // The backward, where the forward's operands fold (its transposes go
+    // once both have).
+    SmallVector<nn::AttentionGradOp> grads;
+    getOperation().walk([&](nn::AttentionGradOp a) { grads.push_back(a); });
+    for (nn::AttentionGradOp a : grads)
+      foldAttentionGrad(a);
   }
 };
 

@@ -232,7 +232,12 @@ def NNFoldAttentionLayout : Pass<"nn-fold-attention-layout", "::mlir::func::Func
     of its result is the inverse transpose (0, 2, 1, 3), the attention
     takes the 3-D tensors (`q_num_heads`, `kv_num_heads` set) and its
     result, reshaped to [B, S, H, Dv] (a view), replaces those transposes.
-    Transposes and reshapes left without users are erased.
+    A training step's `nn.attention_grad` folds the same way when its
+    query, key, value and result cotangent come from head splits and
+    transposes (a cotangent split straight from [B*S, H*D], as the dynamo
+    exporter's, reads its [B, S, H*D] view) and every user of its
+    cotangents is the inverse transpose. Transposes and reshapes left
+    without users are erased.
 
     The CUDA target runs it on the per-rank program, after sharding, so
     sharding sees the exporter's form.
