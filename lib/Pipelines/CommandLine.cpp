@@ -320,6 +320,7 @@ llvm::Error shardflow::getCompilerCLOptions(DriverOptions &driver, CompileOption
   driver.import.embedLimitBytes = o.embedLimitBytes;
   // A training step keeps BatchNormalization's running statistics as state.
   driver.import.runningStatistics = o.train;
+  driver.import.keepMovedInitializers = o.train;
   for (const std::string &spec : o.inputValues)
     if (std::string message = parseInputValueSpec(spec, driver.import); !message.empty())
       return fail(message);

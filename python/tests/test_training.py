@@ -1090,6 +1090,63 @@ def test_a_running_statistic_another_node_reads_is_not_trained(tmp_path):
         assert not np.allclose(w["w"], init["w"])
 
 
+def test_initializers_moved_to_the_data_train_and_derived_tables_do_not(tmp_path):
+    """Under --train, a small (embedded-size) initializer that reaches the
+    data through data movement only trains, as the PyTorch parameter does:
+    a class token expanded to the batch and concatenated with it (ViT), a
+    bias table gathered by constant indices, transposed and selected by a
+    constant mask (T5's relative position bias); a table derived by
+    arithmetic with constants first (a rotary frequency table: a buffer)
+    folds and is held. One SGD step of the class token against numpy."""
+    from onnx import TensorProto, helper
+    rng = np.random.default_rng(4)
+    cls = rng.standard_normal((1, 1, 4)).astype(np.float32)
+    table = rng.standard_normal((3, 2)).astype(np.float32)
+    freq = np.array([0.5, 0.25], np.float32)
+    consts = {"cls": cls, "table": table, "freq": freq,
+              "shape": np.array([2, 1, 4], np.int64),
+              "buckets": np.array([[0, 1, 2, 1], [2, 0, 1, 0]], np.int64),
+              "keep": np.array([[True, False, True, True], [True, True, False, True]]),
+              "zero": np.zeros((1,), np.float32), "pos": np.arange(4, dtype=np.float32)[:, None]}
+    graph = helper.make_graph(
+        [helper.make_node("Expand", ["cls", "shape"], ["cls_b"]),
+         helper.make_node("Concat", ["cls_b", "x"], ["seq"], axis=1),            # [2, 4, 4]
+         helper.make_node("Gather", ["table", "buckets"], ["g"], axis=0),         # [2, 4, 2]
+         helper.make_node("Transpose", ["g"], ["gt"], perm=[0, 2, 1]),            # [2, 2, 4]
+         helper.make_node("Where", ["keep", "gt", "zero"], ["bias"]),             # [2, 2, 4]
+         helper.make_node("Mul", ["pos", "freq"], ["angles"]),                    # [4, 2]
+         helper.make_node("Cos", ["angles"], ["cos"]),
+         helper.make_node("Transpose", ["cos"], ["cos_t"], perm=[1, 0]),          # [2, 4]
+         helper.make_node("MatMul", ["bias", "seq"], ["h"]),                      # [2, 2, 4]
+         helper.make_node("Mul", ["h", "cos_t"], ["y"]),
+         helper.make_node("Mul", ["y", "y"], ["y2"]),
+         helper.make_node("ReduceMean", ["y2"], ["loss"], keepdims=0)],
+        "moved", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4])],
+        [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])],
+        [numpy_helper.from_array(v, k) for k, v in consts.items()])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]),
+              tmp_path / "m.onnx")
+    out = _shard_opt(tmp_path / "m.onnx", "--train", "--loss", "output:loss", "--optimizer", "sgd",
+                     "--lr", "0.1", "--target", "cpu", "--report", "-o", tmp_path / "m.shard")
+    trains = set(re.findall(r"trains\s+(\S+) \(", out.stderr))
+    assert trains == {"cls", "table"}, out.stderr
+    x = rng.standard_normal((1, 2, 3, 4)).astype(np.float32)
+    np.savez(tmp_path / "data.npz", x=x)
+    _shard_run(tmp_path / "m.shard", "--data", tmp_path / "data.npz", "--steps", 1,
+               "--save-weights", tmp_path / "w.npz")
+    # d loss / d cls: seq[:, 0, :] is cls for each batch row.
+    x64 = x[0].astype(np.float64)
+    g = table.astype(np.float64)[consts["buckets"]].transpose(0, 2, 1)
+    bias = np.where(consts["keep"], g, 0.0)
+    cos_t = np.cos(consts["pos"] * freq.astype(np.float64)).T
+    seq = np.concatenate([np.broadcast_to(cls.astype(np.float64), (2, 1, 4)), x64], axis=1)
+    y = (bias @ seq) * cos_t
+    dseq = np.einsum("bij,bik->bjk", bias, 2 * y / y.size * cos_t)
+    dcls = dseq[:, :1, :].sum(axis=0, keepdims=True)
+    with np.load(tmp_path / "w.npz") as w:
+        np.testing.assert_allclose(w["cls"], cls - 0.1 * dcls, rtol=1e-5, atol=1e-6)
+
+
 def test_dropout_flag_errors(tmp_path):
     _dropout_model(tmp_path / "model.onnx")
     for flags, message in [

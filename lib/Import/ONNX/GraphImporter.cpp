@@ -528,6 +528,71 @@ FailureOr<double> GraphImporter::constScalar(int i, StringRef what) {
 // Op construction
 //===----------------------------------------------------------------------===//
 
+/// Under a training step, the float initializers that reach graph-input
+/// data through data movement only become state (see
+/// ONNXImportOptions::keepMovedInitializers).
+void GraphImporter::keepMovedInitializers() {
+  // Data: what the graph inputs (not pinned) reach, except through a
+  // shape (static here).
+  llvm::StringSet<> data;
+  for (const auto &in : graph.input())
+    if (!initializers.count(in.name()) && !options.inputValueFiles.count(in.name()))
+      data.insert(in.name());
+  llvm::StringMap<SmallVector<const onnx::NodeProto *, 2>> consumers;
+  for (const auto &n : graph.node()) {
+    for (const std::string &in : n.input())
+      if (!in.empty())
+        consumers[in].push_back(&n);
+    if (n.op_type() == "Shape" || n.op_type() == "Size")
+      continue;
+    if (llvm::any_of(n.input(), [&](const std::string &in) { return data.contains(in); }))
+      for (const std::string &out : n.output())
+        data.insert(out);
+  }
+  // The operand through which each movement op carries a tensor's
+  // elements (Concat: any; Where: either value, a T5 decoder's causal
+  // position bias).
+  auto moves = [](const onnx::NodeProto &n, int input) {
+    static const llvm::StringSet<> firstOperand = {
+        "Expand", "Gather", "Slice", "Reshape", "Transpose", "Squeeze", "Unsqueeze",
+        "Tile",   "Identity", "Flatten", "Cast", "Split"};
+    if (!n.domain().empty())
+      return false;
+    return n.op_type() == "Concat" || (n.op_type() == "Where" && input > 0) ||
+           (input == 0 && firstOperand.contains(n.op_type()));
+  };
+  for (const auto &init : graph.initializer()) {
+    int64_t elements = 1;
+    for (int64_t d : init.dims())
+      elements *= d;
+    int t = init.data_type();
+    if (elements < 2 ||
+        (t != onnx::TensorProto::FLOAT && t != onnx::TensorProto::FLOAT16 &&
+         t != onnx::TensorProto::DOUBLE && t != onnx::TensorProto::BFLOAT16))
+      continue;
+    SmallVector<std::string> work{init.name()};
+    llvm::StringSet<> seen;
+    bool meets = false;
+    while (!work.empty() && !meets) {
+      std::string v = work.pop_back_val();
+      if (!seen.insert(v).second)
+        continue;
+      for (const onnx::NodeProto *n : consumers.lookup(v)) {
+        if (llvm::any_of(n->input(), [&](const std::string &in) { return data.contains(in); })) {
+          meets = true;
+          break;
+        }
+        for (int i = 0; i < n->input_size(); ++i)
+          if (n->input(i) == v && moves(*n, i))
+            for (const std::string &out : n->output())
+              work.push_back(out);
+      }
+    }
+    if (meets)
+      stateInitializers.insert(init.name());
+  }
+}
+
 /// Folds `op` if its operands allow it; returns the values to use.
 FailureOr<SmallVector<Value>> GraphImporter::finish(Operation *op) {
   SmallVector<Attribute> constants;
@@ -601,6 +666,8 @@ LogicalResult GraphImporter::createFunction(ModuleOp module) {
         if (initializers.count(n.input(i)))
           stateInitializers.insert(n.input(i));
     }
+  if (options.keepMovedInitializers)
+    keepMovedInitializers();
   // Check the pinned names first: a typo is the likeliest reason for a
   // "dynamic dimension" error that would otherwise come first.
   for (const auto &entry : options.inputValueFiles) {

@@ -104,6 +104,9 @@ private:
   // --- module-level steps
   LogicalResult readOpset();
   LogicalResult createFunction(ModuleOp module);
+  /// ONNXImportOptions::keepMovedInitializers: adds them to
+  /// stateInitializers.
+  void keepMovedInitializers();
   LogicalResult orderNodes(SmallVectorImpl<int> &order);
   LogicalResult importNode(const onnx::NodeProto &n, int index);
   LogicalResult finishFunction();
@@ -357,7 +360,9 @@ private:
   llvm::StringMap<PayloadRange> payloads;
   llvm::StringMap<const onnx::TensorProto *> initializers;
   /// Initializers imported as nn.weight whatever their size: a training
-  /// step's running statistics (ONNXImportOptions::runningStatistics).
+  /// step's running statistics (ONNXImportOptions::runningStatistics) and
+  /// the initializers data movement brings to the data
+  /// (ONNXImportOptions::keepMovedInitializers).
   llvm::StringSet<> stateInitializers;
   llvm::StringMap<Value> values;
   SmallVector<std::pair<std::string, DenseElementsAttr>> pinnedInputs;

@@ -37,6 +37,15 @@ struct ONNXImportOptions {
   /// `nn.running_statistic = "<initializer>"`, which nn-optimizer keeps as
   /// the initializer's new state.
   bool runningStatistics = false;
+  /// A training step: a float initializer (of more than one element) that
+  /// reaches graph-input data through data movement only (Expand, Gather
+  /// with constant indices, Slice, Reshape, Concat, Where's values, ...: a
+  /// ViT's class token expanded to the batch, a T5 relative position bias
+  /// gathered by constant buckets) stays a weight whatever its size, so that those ops
+  /// do not fold it into a constant: it trains, as the PyTorch parameter
+  /// does. One that meets only constants through arithmetic first (a
+  /// rotary frequency table: a buffer) folds as before.
+  bool keepMovedInitializers = false;
 };
 
 /// Parses one `--input-value` value, `name=FILE.npy` or `name=FILE.pb`.
