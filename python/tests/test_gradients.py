@@ -406,11 +406,16 @@ def test_fused_attention_backward_matches_composition(tmp_path, case):
 
 # The CUDA attention backward (a warp per query row for dQ and the rows'
 # log-sum-exp and rowsum(P * dP), then a warp per key row for dK and dV)
-# on the CUDA stand-ins, against the CPU kernel: the composition cases
-# and a 3-D grouped-query causal one, f32.
-CUDA_ATTENTION = {**FUSED_ATTENTION,
-                  "3d_gqa_causal": ((2, 33, 4 * 16), ((2, 33, 2 * 16), (2, 33, 2 * 16)),
-                                    {"q_num_heads": 4, "kv_num_heads": 2, "is_causal": 1}, None)}
+# on the CUDA stand-ins, against the CPU kernel: the composition cases,
+# smaller (the CPU's row blocks do not matter here and every emulated
+# thread is a fiber), and a 3-D grouped-query causal one, f32.
+CUDA_ATTENTION = {
+    "causal_gqa": ((1, 4, 40, 16), ((1, 2, 40, 16), (1, 2, 40, 16)), {"is_causal": 1}, None),
+    "cross_lengths": ((1, 2, 24, 32), ((1, 2, 100, 32), (1, 2, 100, 24)), {"scale": 0.3}, None),
+    "softcap_bool_mask": ((1, 4, 33, 16), ((1, 2, 45, 16), (1, 2, 45, 16)), {"softcap": 3.0},
+                          np.random.default_rng(3).uniform(0, 1, (1, 1, 33, 45)) > 0.3),
+    "3d_gqa_causal": ((2, 33, 4 * 16), ((2, 33, 2 * 16), (2, 33, 2 * 16)),
+                      {"q_num_heads": 4, "kv_num_heads": 2, "is_causal": 1}, None)}
 
 
 @pytest.mark.parametrize("case", sorted(CUDA_ATTENTION))

@@ -29,15 +29,18 @@ gpt2, llama, bert) are compared with onnxruntime as shardflow.compare does
 (relative L2 error 1e-5), and a few wrong seeds must fail with a clear
 message. Cases that fail because of a known bug (of the compiler or of
 shard-run) are marked xfail(strict=True) in KNOWN_BUGS below, with the
-reason; the file takes about 4.5 minutes on a 2-core machine.
+reason. The file takes about 2.5 minutes on a 2-core machine, 4.5 with
+SHARDFLOW_FULL_TESTS=1 (see CPU_CASES).
 """
 from __future__ import annotations
 
 import math
+import os
 import re
 import shutil
 import subprocess
 import sys
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -145,6 +148,19 @@ def _param(case: sc.Case):
 
 CASES = sc.all_cases()
 
+# The full set takes about 4.5 minutes on 2 cores. By default (and in CI)
+# test_random_sharding runs the first case of every model and a fixed third
+# of the others, chosen by a CRC of the case id (about 310 of 580, every
+# model and mesh); SHARDFLOW_FULL_TESTS=1 runs all of them.
+FULL = os.environ.get("SHARDFLOW_FULL_TESTS") == "1"
+
+
+def _in_subset(case: sc.Case) -> bool:
+    return FULL or case.id.endswith("-0") or zlib.crc32(case.id.encode()) % 3 == 0
+
+
+CPU_CASES = [c for c in CASES if _in_subset(c)]
+
 
 def compare(case: sc.Case, ref: Reference, got: dict[str, np.ndarray], context: str):
     model = ref.model
@@ -202,7 +218,7 @@ def check_case(case: sc.Case, ref: Reference, tmp_path: Path, target: str = "cpu
 
 
 @needs_mpi
-@pytest.mark.parametrize("case", [_param(c) for c in CASES])
+@pytest.mark.parametrize("case", [_param(c) for c in CPU_CASES])
 def test_random_sharding(case: sc.Case, reference, tmp_path):
     check_case(case, reference(case.model), tmp_path)
 
@@ -229,6 +245,9 @@ def test_cases_cover_the_ops_and_meshes():
     assert meshes == set(sc.MESHES)
     eight = sum(c.world == 8 for c in CASES)
     assert eight <= len(CASES) // 4, eight
+    # The default subset still runs every model on every mesh.
+    assert {c.model for c in CPU_CASES} == set(sc.SPECS)
+    assert {c.mesh for c in CPU_CASES} == set(sc.MESHES)
     ops = {n.op_type for name in sc.SPECS for n in sc.build(name).proto.graph.node}
     assert all(sum(c.model == name for c in CASES) >= 2 for name in sc.SPECS)
     for op in ["Add", "Sub", "Mul", "Div", "Pow", "Where", "MatMul", "Gemm", "Einsum",
