@@ -641,6 +641,30 @@ def test_cuda_backward_reads_heads_in_place(tmp_path, name):
     assert "perm = array<i64: 0, 2, 1, 3>" not in out.stderr
 
 
+@pytest.mark.parametrize("target", ["cpu", "cuda"])
+def test_backward_reads_the_forwards_log_sum_exp(tmp_path, target):
+    """A training step's attention forward saves each query row's
+    log-sum-exp and the fused backward reads it (no forward written twice,
+    no second pass for the statistics): one attention per layer, each with
+    save_lse, whose second result is nn.attention_grad's fifth operand."""
+    export = real_exports.load("gpt2-dynamo")
+    for f in export.folder.iterdir():
+        (tmp_path / f.name).symlink_to(f)
+    # CUDA: after the layout fold (the 3-D attention keeps its log-sum-exp).
+    flags = (["--cuda-arch=sm_80", "--mlir-print-ir-after=nn-fold-attention-layout"]
+             if target == "cuda" else ["--mlir-print-ir-after=nn-differentiate"])
+    out = _shard_opt(tmp_path / "model.onnx", *export.shape_flags(tmp_path), "--train",
+                     "--target", target, *flags, "-o", tmp_path / "s.shard")
+    ir = out.stderr[out.stderr.rindex("IR Dump After"):]
+    layers = export.entry["config"]["num_hidden_layers"]
+    forwards = re.findall(r"(%\S+), (%\S+) = nn\.attention .*save_lse = true", ir)
+    assert len(forwards) == layers and len(re.findall(r"= nn\.attention ", ir)) == layers, \
+        ir[-3000:]
+    saved = {lse for _, lse in forwards}
+    read = re.findall(r"= nn\.attention_grad %[^,]+, %[^,]+, %[^,]+, %[^,]+, (%[^ ,]+)", ir)
+    assert len(read) == layers and set(read) == saved, (read, saved)
+
+
 @pytest.mark.parametrize("name", ["gpt2-torchscript", "gpt2-dynamo", "llama-dynamo"])
 def test_megatron_trains_with_megatrons_collectives(tmp_path, name):
     """A megatron training step on tp=2 communicates as Megatron-LM's does:

@@ -427,16 +427,18 @@ TEST(DeviceKernels, AttentionSimtPath) {
 
 TEST(DeviceKernels, AttentionGradTwoLaunches) {
   // 3-D grouped-query attention's backward: a warp per query row (dQ, and
-  // the rows' statistics into the workspace), then a warp per key row.
+  // the rows' rowsum(P * dP) into the workspace), then a warp per key row;
+  // both read the forward's saved log-sum-exp.
   Tensor q{addr(0x100000), DType::F32, {2, 50, 6 * 40}}, k{addr(0x200000), DType::F32, {2, 70, 3 * 40}},
       v{addr(0x300000), DType::F32, {2, 70, 3 * 72}}, dy{addr(0x400000), DType::F32, {2, 50, 6 * 72}},
+      lse{addr(0x4c0000), DType::F32, {2, 6, 50}},
       dq{addr(0x500000), DType::F32, {2, 50, 6 * 40}}, dk{addr(0x600000), DType::F32, {2, 70, 3 * 40}},
-      dv{addr(0x700000), DType::F32, {2, 70, 3 * 72}}, work{addr(0x800000), DType::F32, {2 * 600}};
+      dv{addr(0x700000), DType::F32, {2, 70, 3 * 72}}, work{addr(0x800000), DType::F32, {600}};
   Params p;
   p.set("q_num_heads", int64_t(6));
   p.set("kv_num_heads", int64_t(3));
   p.set("is_causal", true);
-  auto ls = planDeviceKernel("attention_grad", {q, k, v, dy}, {dq, dk, dv, work}, p, 0);
+  auto ls = planDeviceKernel("attention_grad", {q, k, v, dy, lse}, {dq, dk, dv, work}, p, 0);
   ASSERT_EQ(ls.size(), 2u);
   EXPECT_EQ(ls[0].function, "sf_attention_grad_dq_f32");
   EXPECT_EQ(ls[1].function, "sf_attention_grad_dkv_f32");
@@ -449,16 +451,39 @@ TEST(DeviceKernels, AttentionGradTwoLaunches) {
   EXPECT_EQ(a.group, 2);
   EXPECT_EQ(a.causal, 1);
   EXPECT_FLOAT_EQ(a.scale, 1.f / std::sqrt(40.f));
-  EXPECT_EQ(a.lse, static_cast<float *>(work.data));
-  EXPECT_EQ(a.dsum, static_cast<float *>(work.data) + 600);
+  EXPECT_EQ(a.lse, static_cast<const float *>(lse.data));
+  EXPECT_EQ(a.dsum, static_cast<float *>(work.data));
   EXPECT_EQ(a.dyStride[2], 432);
   EXPECT_EQ(a.gradQ, dq.data);
-  // The workspace must hold 2 x B x Hq x Sq floats.
-  Tensor small{addr(0x800000), DType::F32, {600}};
-  EXPECT_NE(errorOf("attention_grad", {q, k, v, dy}, {dq, dk, dv, small}, p).find("workspace"),
+  // The workspace must hold B x Hq x Sq floats; the log-sum-exp is
+  // [B, Hq, Sq] f32.
+  Tensor small{addr(0x800000), DType::F32, {599}};
+  EXPECT_NE(errorOf("attention_grad", {q, k, v, dy, lse}, {dq, dk, dv, small}, p)
+                .find("workspace"),
             std::string::npos);
-  EXPECT_NE(errorOf("attention_grad", {q, k, v, dy}, {dq, dk, dv}, p)
+  Tensor flatLse{addr(0x4c0000), DType::F32, {600}};
+  EXPECT_NE(errorOf("attention_grad", {q, k, v, dy, flatLse}, {dq, dk, dv, work}, p)
+                .find("log-sum-exp must be f32 [B, Hq, Sq]"),
+            std::string::npos);
+  EXPECT_NE(errorOf("attention_grad", {q, k, v, dy, lse}, {dq, dk, dv}, p)
                 .find("cuda-attention-grad-workspace"),
+            std::string::npos);
+  EXPECT_NE(errorOf("attention_grad", {q, k, v, dy}, {dq, dk, dv, work}, p).find("log-sum-exp"),
+            std::string::npos);
+}
+
+TEST(DeviceKernels, AttentionSavesTheLogSumExp) {
+  // A second output: the kernel writes each query row's log-sum-exp there.
+  Tensor q = t4(0x100000, DType::F16, 1, 2, 8, 64), y = t4(0x400000, DType::F16, 1, 2, 8, 64);
+  Tensor lse{addr(0x500000), DType::F32, {1, 2, 8}};
+  auto ls = planDeviceKernel("attention", {q, q, q}, {y, lse}, Params{}, 0);
+  ASSERT_EQ(ls.size(), 1u);
+  EXPECT_EQ(argsOf<AttentionArgs>(ls[0]).lse, static_cast<float *>(lse.data));
+  EXPECT_EQ(argsOf<AttentionArgs>(planDeviceKernel("attention", {q, q, q}, {y}, Params{}, 0)[0])
+                .lse,
+            nullptr);
+  Tensor wrong{addr(0x500000), DType::F16, {1, 2, 8}};
+  EXPECT_NE(errorOf("attention", {q, q, q}, {y, wrong}, Params{}).find("log-sum-exp"),
             std::string::npos);
 }
 

@@ -450,7 +450,8 @@ void runCase(Case &c) {
       }
       for (int64_t i = 0; i < want.numel(); ++i) {
         double g = got[o].get(i), w = want.get(i);
-        double err = std::fabs(g - w) / (1 + std::fabs(w));
+        // Equal infinities (the log-sum-exp of a fully masked row) match.
+        double err = g == w ? 0 : std::fabs(g - w) / (1 + std::fabs(w));
         if (std::isnan(err))
           err = INFINITY;
         if (!(err <= c.tol) && bad < 0)
@@ -494,6 +495,7 @@ struct AttnSpec {
   double softcap = 0, scale = 0; // 0: default
   std::string mask; // "", "bool", "float", "boolhead", "float2d", "boolrow", "floatkeys"
   AttentionPath path = AttentionPath::Auto;
+  bool lse = false; // also the log-sum-exp output, [B, Hq, Sq] f32
 };
 
 Case attentionCase(const AttnSpec &s) {
@@ -501,7 +503,7 @@ Case attentionCase(const AttnSpec &s) {
   c.kernel = "attention";
   int64_t Dv = s.Dv < 0 ? s.D : s.Dv;
   char buf[256];
-  std::snprintf(buf, sizeof buf, "attn %s B%lld Hq%lld Hkv%lld Sq%lld Skv%lld D%lld Dv%lld%s%s%s%s%s%s",
+  std::snprintf(buf, sizeof buf, "attn %s B%lld Hq%lld Hkv%lld Sq%lld Skv%lld D%lld Dv%lld%s%s%s%s%s%s%s",
                 dtypeName(s.t), (long long)s.B, (long long)s.Hq, (long long)s.Hkv,
                 (long long)s.Sq, (long long)s.Skv, (long long)s.D, (long long)Dv,
                 s.causal ? " causal" : "", s.packed ? " packed" : s.threeD ? " 3d" : "",
@@ -510,7 +512,8 @@ Case attentionCase(const AttnSpec &s) {
                 s.path == AttentionPath::Simt   ? " simt"
                 : s.path == AttentionPath::Mma  ? " mma"
                 : s.path == AttentionPath::Mma2 ? " mma2"
-                                                : "");
+                                                : "",
+                s.lse ? " lse" : "");
   c.name = buf;
   if (s.packed) {
     int64_t wq = s.Hq * s.D, wk = s.Hkv * s.D, wv = s.Hkv * Dv;
@@ -562,6 +565,9 @@ Case attentionCase(const AttnSpec &s) {
     c.params.set("softcap", s.softcap);
   if (s.scale > 0)
     c.params.set("scale", s.scale);
+  if (s.lse) {
+    c.outputs.push_back(make(DType::F32, {s.B, s.Hq, s.Sq}));
+  }
   c.tol = tolFor(s.t);
   c.path = s.path;
   return c;
@@ -681,21 +687,53 @@ std::vector<Case> attentionCases() {
     s.threeD = true, s.Hq = 6, s.Hkv = 3, s.Sq = 170, s.Skv = 90, s.causal = true;
     add(s);
   }
+  // The log-sum-exp a training step's forward saves for its backward, on
+  // every kernel (SIMT, tensor cores, two tiles; general and plain), with
+  // fully masked rows (-inf).
+  {
+    AttnSpec s;
+    s.lse = true, s.Sq = 96, s.Skv = 160, s.causal = true, s.mask = "bool";
+    add(s); // f32, SIMT
+    s.t = DType::F16, s.path = AttentionPath::Simt;
+    add(s);
+    s.path = AttentionPath::Mma, s.D = 128;
+    add(s);
+    s.t = DType::BF16, s.path = AttentionPath::Mma2, s.D = 64, s.mask = "float", s.softcap = 3;
+    add(s);
+    s.mask = "", s.softcap = 0;
+    add(s); // plain
+    s.path = AttentionPath::Mma;
+    add(s); // plain, one tile
+    s = AttnSpec{};
+    s.lse = true, s.t = DType::BF16, s.threeD = true, s.Hq = 6, s.Hkv = 3, s.Sq = 70, s.Skv = 90;
+    add(s);
+  }
   return cases;
 }
 
 /// attention_grad of the attention case `s`: a random cotangent of its
-/// result, the cotangents of query, key and value compared, and the
-/// device's workspace (2 x B x Hq x Sq floats).
-Case attentionGradCase(const AttnSpec &s) {
+/// result, the forward's log-sum-exp as the CPU kernel computes it, the cotangents of query, key and value compared, and the device's
+/// workspace (B x Hq x Sq floats).
+Case attentionGradCase(AttnSpec s) {
+  s.lse = true;
   Case c = attentionCase(s);
-  c.name = "attn-grad" + c.name.substr(4);
+  c.name = "attn-grad" + c.name.substr(4, c.name.size() - 4 - 4); // without " lse"
   c.kernel = "attention_grad";
-  c.inputs.insert(c.inputs.begin() + 3, randomFloat(s.t, c.outputs[0].shape));
+  {
+    std::vector<Tensor> ins, outs;
+    for (HostTensor &t : c.inputs)
+      ins.push_back(t.view());
+    for (HostTensor &t : c.outputs)
+      outs.push_back(t.view());
+    KernelContext ctx{"attention", ins, outs, c.params, 1, 0};
+    findKernel("attention")(ctx);
+  }
+  HostTensor lse = c.outputs[1];
+  c.inputs.insert(c.inputs.begin() + 3, {randomFloat(s.t, c.outputs[0].shape), lse});
   c.outputs.clear();
   for (int i = 0; i < 3; ++i)
     c.outputs.push_back(make(s.t, c.inputs[size_t(i)].shape));
-  c.outputs.push_back(make(DType::F32, {2 * s.B * s.Hq * s.Sq}));
+  c.outputs.push_back(make(DType::F32, {s.B * s.Hq * s.Sq}));
   c.compared = 3;
   // Sums over every key (dQ) or every query row (dK, dV): the f32
   // tolerance a little above the forward's.

@@ -139,13 +139,14 @@ func.func @per_head_cos(%q: tensor<1x8x32xf32>, %v: tensor<1x8x32xf32>, %cos: te
 // -----
 
 // A training step's backward: nn.attention_grad reads the forward's split
-// and transposed Q, K and V and the result's cotangent split and
-// transposed too; its cotangents go back through the inverse transpose.
-// Both fold, and every head transpose goes.
+// and transposed Q, K and V, its saved log-sum-exp, and the result's
+// cotangent split and transposed too; its cotangents go back through the
+// inverse transpose. Both fold (the log-sum-exp is the same in either
+// layout), and every head transpose goes.
 // CHECK-LABEL: func.func @backward
 // CHECK-NOT: nn.transpose
-// CHECK: nn.attention %arg0, %arg1, %arg2 {is_causal = true, kv_num_heads = 2 : i64, q_num_heads = 4 : i64}
-// CHECK: %[[DQ3:[^,]*]], %[[DK3:[^,]*]], %[[DV3:[^ ]*]] = nn.attention_grad %arg0, %arg1, %arg2, %arg3 {is_causal = true, kv_num_heads = 2 : i64, q_num_heads = 4 : i64} : (tensor<2x8x64xf32>, tensor<2x8x32xf32>, tensor<2x8x32xf32>, tensor<2x8x64xf32>) -> (tensor<2x8x64xf32>, tensor<2x8x32xf32>, tensor<2x8x32xf32>)
+// CHECK: %[[Y:[^,]*]], %[[LSE:[^ ]*]] = nn.attention %arg0, %arg1, %arg2 {is_causal = true, kv_num_heads = 2 : i64, q_num_heads = 4 : i64, save_lse = true} : (tensor<2x8x64xf32>, tensor<2x8x32xf32>, tensor<2x8x32xf32>) -> (tensor<2x8x64xf32>, tensor<2x4x8xf32>)
+// CHECK: %[[DQ3:[^,]*]], %[[DK3:[^,]*]], %[[DV3:[^ ]*]] = nn.attention_grad %arg0, %arg1, %arg2, %arg3, %[[LSE]] {is_causal = true, kv_num_heads = 2 : i64, q_num_heads = 4 : i64} : (tensor<2x8x64xf32>, tensor<2x8x32xf32>, tensor<2x8x32xf32>, tensor<2x8x64xf32>, tensor<2x4x8xf32>) -> (tensor<2x8x64xf32>, tensor<2x8x32xf32>, tensor<2x8x32xf32>)
 // CHECK: %[[DQ:.*]] = nn.reshape %[[DQ3]] : (tensor<2x8x64xf32>) -> tensor<2x8x4x16xf32>
 // CHECK: %[[DK:.*]] = nn.reshape %[[DK3]] : (tensor<2x8x32xf32>) -> tensor<2x8x2x16xf32>
 // CHECK: %[[DV:.*]] = nn.reshape %[[DV3]] : (tensor<2x8x32xf32>) -> tensor<2x8x2x16xf32>
@@ -158,12 +159,12 @@ func.func @backward(%q: tensor<2x8x64xf32>, %k: tensor<2x8x32xf32>, %v: tensor<2
   %kt = nn.transpose %k4 {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x8x2x16xf32>) -> tensor<2x2x8x16xf32>
   %v4 = nn.reshape %v : (tensor<2x8x32xf32>) -> tensor<2x8x2x16xf32>
   %vt = nn.transpose %v4 {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x8x2x16xf32>) -> tensor<2x2x8x16xf32>
-  %a = nn.attention %qt, %kt, %vt {is_causal = true} : (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>) -> tensor<2x4x8x16xf32>
+  %a, %lse = nn.attention %qt, %kt, %vt {is_causal = true, save_lse = true} : (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>) -> (tensor<2x4x8x16xf32>, tensor<2x4x8xf32>)
   %at = nn.transpose %a {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x4x8x16xf32>) -> tensor<2x8x4x16xf32>
   %m = nn.reshape %at : (tensor<2x8x4x16xf32>) -> tensor<2x8x64xf32>
   %dy4 = nn.reshape %dy : (tensor<2x8x64xf32>) -> tensor<2x8x4x16xf32>
   %dyt = nn.transpose %dy4 {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x8x4x16xf32>) -> tensor<2x4x8x16xf32>
-  %dq, %dk, %dv = nn.attention_grad %qt, %kt, %vt, %dyt {is_causal = true} : (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x4x8x16xf32>) -> (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>)
+  %dq, %dk, %dv = nn.attention_grad %qt, %kt, %vt, %dyt, %lse {is_causal = true} : (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8xf32>) -> (tensor<2x4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>)
   %dqt = nn.transpose %dq {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x4x8x16xf32>) -> tensor<2x8x4x16xf32>
   %dkt = nn.transpose %dk {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x2x8x16xf32>) -> tensor<2x8x2x16xf32>
   %dvt = nn.transpose %dv {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x2x8x16xf32>) -> tensor<2x8x2x16xf32>
@@ -174,13 +175,13 @@ func.func @backward(%q: tensor<2x8x64xf32>, %k: tensor<2x8x32xf32>, %v: tensor<2
 
 // A cotangent also read in [B, H, S, D] form: the backward stays 4-D.
 // CHECK-LABEL: func.func @backward_cotangent_used_as_is
-// CHECK: nn.attention_grad %{{.*}} : (tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>)
-func.func @backward_cotangent_used_as_is(%q: tensor<2x8x32xf32>, %dy: tensor<2x8x32xf32>) -> (tensor<2x2x8x16xf32>, tensor<2x8x2x16xf32>) {
+// CHECK: nn.attention_grad %{{.*}} : (tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8xf32>)
+func.func @backward_cotangent_used_as_is(%q: tensor<2x8x32xf32>, %dy: tensor<2x8x32xf32>, %lse: tensor<2x2x8xf32>) -> (tensor<2x2x8x16xf32>, tensor<2x8x2x16xf32>) {
   %q4 = nn.reshape %q : (tensor<2x8x32xf32>) -> tensor<2x8x2x16xf32>
   %qt = nn.transpose %q4 {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x8x2x16xf32>) -> tensor<2x2x8x16xf32>
   %dy4 = nn.reshape %dy : (tensor<2x8x32xf32>) -> tensor<2x8x2x16xf32>
   %dyt = nn.transpose %dy4 {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x8x2x16xf32>) -> tensor<2x2x8x16xf32>
-  %dq, %dk, %dv = nn.attention_grad %qt, %qt, %qt, %dyt : (tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>) -> (tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>)
+  %dq, %dk, %dv = nn.attention_grad %qt, %qt, %qt, %dyt, %lse : (tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8xf32>) -> (tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>)
   %dkt = nn.transpose %dk {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x2x8x16xf32>) -> tensor<2x8x2x16xf32>
   return %dq, %dkt : tensor<2x2x8x16xf32>, tensor<2x8x2x16xf32>
 }
@@ -191,14 +192,14 @@ func.func @backward_cotangent_used_as_is(%q: tensor<2x8x32xf32>, %dy: tensor<2x8
 // [B*S, H*D]: the backward reads its [B, S, H*D] view.
 // CHECK-LABEL: func.func @backward_from_rows
 // CHECK: %[[FLAT:.*]] = nn.reshape %arg1 : (tensor<16x32xf32>) -> tensor<2x8x32xf32>
-// CHECK: nn.attention_grad %arg0, %arg0, %arg0, %[[FLAT]] {kv_num_heads = 2 : i64, q_num_heads = 2 : i64}
+// CHECK: nn.attention_grad %arg0, %arg0, %arg0, %[[FLAT]], %arg2 {kv_num_heads = 2 : i64, q_num_heads = 2 : i64}
 // CHECK-NOT: nn.transpose
-func.func @backward_from_rows(%q: tensor<2x8x32xf32>, %dy: tensor<16x32xf32>) -> (tensor<2x8x2x16xf32>, tensor<2x8x2x16xf32>, tensor<2x8x2x16xf32>) {
+func.func @backward_from_rows(%q: tensor<2x8x32xf32>, %dy: tensor<16x32xf32>, %lse: tensor<2x2x8xf32>) -> (tensor<2x8x2x16xf32>, tensor<2x8x2x16xf32>, tensor<2x8x2x16xf32>) {
   %q4 = nn.reshape %q : (tensor<2x8x32xf32>) -> tensor<2x8x2x16xf32>
   %qt = nn.transpose %q4 {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x8x2x16xf32>) -> tensor<2x2x8x16xf32>
   %dy4 = nn.reshape %dy : (tensor<16x32xf32>) -> tensor<2x8x2x16xf32>
   %dyt = nn.transpose %dy4 {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x8x2x16xf32>) -> tensor<2x2x8x16xf32>
-  %dq, %dk, %dv = nn.attention_grad %qt, %qt, %qt, %dyt : (tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>) -> (tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>)
+  %dq, %dk, %dv = nn.attention_grad %qt, %qt, %qt, %dyt, %lse : (tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8xf32>) -> (tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x8x16xf32>)
   %dqt = nn.transpose %dq {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x2x8x16xf32>) -> tensor<2x8x2x16xf32>
   %dkt = nn.transpose %dk {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x2x8x16xf32>) -> tensor<2x8x2x16xf32>
   %dvt = nn.transpose %dv {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x2x8x16xf32>) -> tensor<2x8x2x16xf32>

@@ -539,6 +539,9 @@ void attentionRule(RuleBuilder &b, nn::AttentionOp op) {
     b.operand(2, {{fb}, {fh}, {fskv}, {fdv}});
     b.result(0, {{fb}, {fh, fg}, {fsq}, {fdv}});
   }
+  // The saved log-sum-exp, [B, Hq, Sq].
+  if (op.getLse())
+    b.result(1, {{fb}, {fh, fg}, {fsq}});
   // The mask broadcasts to the scores, [B, Hq, Sq, Skv].
   if (op.getMask())
     assignBroadcast(b, 3, {batch, hq, sq, skv},
@@ -576,11 +579,12 @@ void attentionGradRule(RuleBuilder &b, nn::AttentionGradOp op) {
   b.operand(1, kDims);
   b.operand(2, vDims);
   b.operand(3, yDims);
+  b.operand(4, {{fb}, {fh, fg}, {fsq}});
   b.result(0, qDims);
   b.result(1, kDims);
   b.result(2, vDims);
   if (op.getMask())
-    assignBroadcast(b, 4, {batch, hq, sq, skv}, {{fb}, {fh, fg}, {fsq}, {fskv}});
+    assignBroadcast(b, 5, {batch, hq, sq, skv}, {{fb}, {fh, fg}, {fsq}, {fskv}});
 }
 
 /// The rotation mixes the two halves (or pairs) of a head's features, so

@@ -73,6 +73,15 @@ struct NNDifferentiatePass : public nn::impl::NNDifferentiateBase<NNDifferentiat
     // The marks have served: no later pass reads them. The ops that stood
     // whole for their gradient rules become their parts.
     fn.walk([](Operation *op) { op->removeAttr(nn::kStopGradientAttr); });
+    // An attention the fused backward wrote again with its log-sum-exp
+    // saved is no longer read.
+    SmallVector<nn::AttentionOp> unused;
+    fn.walk([&](nn::AttentionOp op) {
+      if (op->use_empty())
+        unused.push_back(op);
+    });
+    for (nn::AttentionOp op : unused)
+      op.erase();
     fn.walk([](nn::SoftmaxCrossEntropyOp op) {
       OpBuilder b(op);
       op.replaceAllUsesWith(nn::expandSoftmaxCrossEntropy(b, op));

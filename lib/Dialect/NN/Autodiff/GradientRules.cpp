@@ -929,11 +929,26 @@ LogicalResult attentionGrad(G &g) {
   Value q = a.getQuery(), k = a.getKey(), v = a.getValue(), mask = a.getMask();
   auto qt = typeOf(q), kt = typeOf(k), vt = typeOf(v);
   if (g.fuses("attention") && !(mask && g.wants(3))) {
-    SmallVector<Value> operands{q, k, v, g.grad()};
+    // The backward reads the forward's log-sum-exp: the forward is written
+    // again with save_lse in its place and takes over its uses
+    // (nn-differentiate erases the unused original afterwards).
+    nn::AttentionOp forward = a;
+    SmallVector<NamedAttribute> attrs;
+    for (NamedAttribute attr : a->getAttrs())
+      if (attr.getName() != a.getSaveLseAttrName())
+        attrs.push_back(attr);
+    if (!a.getSaveLseAttr() || !a.getSaveLseAttr().getValue()) {
+      OpBuilder::InsertionGuard guard(g.b);
+      g.b.setInsertionPoint(a);
+      SmallVector<NamedAttribute> saving(attrs);
+      saving.push_back(g.b.getNamedAttr(a.getSaveLseAttrName(), g.b.getBoolAttr(true)));
+      forward = nn::AttentionOp::create(g.b, a.getLoc(), a->getOperands(), saving);
+      a.getResult().replaceAllUsesWith(forward.getResult());
+    }
+    SmallVector<Value> operands{q, k, v, g.grad(), forward.getLse()};
     if (mask)
       operands.push_back(mask);
-    auto fused = nn::AttentionGradOp::create(g.b, g.loc, TypeRange{qt, kt, vt}, operands,
-                                             a->getAttrs());
+    auto fused = nn::AttentionGradOp::create(g.b, g.loc, TypeRange{qt, kt, vt}, operands, attrs);
     for (unsigned i = 0; i < 3; ++i)
       if (g.wants(i))
         g.set(i, fused->getResult(i));

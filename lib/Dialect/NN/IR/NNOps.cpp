@@ -973,12 +973,23 @@ static LogicalResult inferAttention(InferError &err, AdaptorT adaptor,
       q.getRank() == 3 ? SmallVector<int64_t>{batch, sq, hq * dv}
                        : SmallVector<int64_t>{batch, hq, sq, dv};
   types.push_back(RankedTensorType::get(shape, q.getElementType()));
+  // The log-sum-exp of each query row: f64 for f64, else f32.
+  Type lseElement = q.getElementType().isF64() ? q.getElementType()
+                                               : Float32Type::get(q.getContext());
+  types.push_back(RankedTensorType::get({batch, hq, sq}, lseElement));
   return success();
 }
 
 NN_INFER(AttentionOp) {
   NN_ERR;
-  return inferAttention(err, adaptor, types);
+  if (failed(inferAttention(err, adaptor, types)))
+    return failure();
+  // Read as an attribute: a builder that sets properties from a dictionary
+  // leaves the default unset.
+  BoolAttr save = adaptor.getSaveLseAttr();
+  if (!save || !save.getValue())
+    types.pop_back();
+  return success();
 }
 
 NN_INFER(AttentionGradOp) {
@@ -989,6 +1000,9 @@ NN_INFER(AttentionGradOp) {
   if (adaptor.getResultGrad().getType() != forward.front())
     return err("result_grad must have the attention's result type ", forward.front(), ", got ",
                adaptor.getResultGrad().getType());
+  if (adaptor.getLse().getType() != forward.back())
+    return err("lse must have the attention's log-sum-exp type ", forward.back(), ", got ",
+               adaptor.getLse().getType());
   types.push_back(adaptor.getQuery().getType());
   types.push_back(adaptor.getKey().getType());
   types.push_back(adaptor.getValue().getType());

@@ -12,7 +12,8 @@
 // (viewed as [B, S, H, Dv], a reshape, which costs nothing) replaces the
 // transpose that followed it. A training step's nn.attention_grad folds
 // the same way: its query, key, value and result cotangent taken in the
-// 3-D form, its cotangents viewed back. The transposes and reshapes left
+// 3-D form (its saved log-sum-exp is the same in either layout), its
+// cotangents viewed back. The transposes and reshapes left
 // without users are erased.
 //
 // It runs on the per-rank program, after sharding, so sharding sees the
@@ -243,7 +244,8 @@ void foldAttentionGrad(nn::AttentionGradOp a) {
     if (!(back[i] = headMerges(a->getResult(i))))
       return;
   OpBuilder b(a);
-  SmallVector<Value> operands{flat[0].first, flat[1].first, flat[2].first, flat[3].first};
+  SmallVector<Value> operands{flat[0].first, flat[1].first, flat[2].first, flat[3].first,
+                              a.getLse()};
   if (Value mask = a.getMask())
     operands.push_back(mask);
   SmallVector<NamedAttribute> attrs(a->getAttrs());
@@ -302,7 +304,10 @@ struct NNFoldAttentionLayout
       auto [v, hv] = splitHeadsSource(a.getValue(), b);
       auto folded = nn::AttentionOp::create(
           b, a.getLoc(), q, k, v, a.getMask(), a.getIsCausalAttr(), b.getI64IntegerAttr(hq),
-          b.getI64IntegerAttr(hk), a.getScaleAttr(), a.getSoftcapAttr());
+          b.getI64IntegerAttr(hk), a.getScaleAttr(), a.getSoftcapAttr(), a.getSaveLseAttr());
+      // The saved log-sum-exp ([B, Hq, Sq]) is the same in either layout.
+      if (a.getLse())
+        a.getLse().replaceAllUsesWith(folded.getLse());
       replaceByViews(*back, folded.getResult());
       // The old rotaries, head transposes (Q, K and V may share one) and
       // reshapes nothing reads any more, users before producers.

@@ -559,7 +559,7 @@ FailureOr<nn::AttentionOp> rewrite(Chain &chain) {
       b, loc, chain.query, k, value, mask,
       b.getBoolAttr(chain.maskKind == MaskKind::Causal), b.getI64IntegerAttr(0),
       b.getI64IntegerAttr(0), b.getF32FloatAttr(float(chain.scale)),
-      b.getF32FloatAttr(float(chain.softcap)));
+      b.getF32FloatAttr(float(chain.softcap)), b.getBoolAttr(false));
   chain.output.getResult().replaceAllUsesWith(attention.getResult());
 
   const char *maskText[] = {"no mask", "causal", "boolean mask", "float mask"};

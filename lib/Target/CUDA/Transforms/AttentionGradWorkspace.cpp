@@ -1,9 +1,9 @@
 //===- AttentionGradWorkspace.cpp - attention_grad's row statistics -------===//
 //
 // The CUDA attention backward runs as two kernels: the first writes each
-// query row's log-sum-exp and rowsum(P * dP), the second reads them. They
-// live in a workspace the program allocates: an f32 buffer of
-// 2 x B x Hq x Sq values, the kernel's fourth output.
+// query row's rowsum(P * dP), the second reads it (both read the forward's
+// saved log-sum-exp). It lives in a workspace the program allocates: an
+// f32 buffer of B x Hq x Sq values, the kernel's fourth output.
 //
 //===----------------------------------------------------------------------===//
 
@@ -26,7 +26,7 @@ namespace {
 
 LogicalResult addWorkspaces(func::FuncOp fn) {
   for (rt::KernelOp k : kernelsNamed(fn, "attention_grad")) {
-    if (k.getOutputs().size() != 3 || k.getInputs().size() < 4)
+    if (k.getOutputs().size() != 3 || k.getInputs().size() < 5)
       continue; // already has one, or left for the error that names it
     ArrayRef<int64_t> q = shapeOf(k.getInputs()[0]);
     auto headsAttr = dyn_cast_or_null<IntegerAttr>(k.getParam("q_num_heads"));
@@ -39,7 +39,7 @@ LogicalResult addWorkspaces(func::FuncOp fn) {
       return k.emitOpError("attention_grad needs a [B, H, S, D] query, or [B, S, H*D] with "
                            "q_num_heads");
     OpBuilder b(k);
-    Value work = rt::AllocOp::create(b, k.getLoc(), MemRefType::get({2 * rows}, b.getF32Type()),
+    Value work = rt::AllocOp::create(b, k.getLoc(), MemRefType::get({rows}, b.getF32Type()),
                                      IntegerAttr());
     SmallVector<Value> outputs(k.getOutputs());
     outputs.push_back(work);

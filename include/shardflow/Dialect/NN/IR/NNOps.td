@@ -434,7 +434,11 @@ def NN_AttentionOp : NN_InferredOp<"attention", [NN_KeepsColumnsApart]> {
     (grouped-query attention); or all three are 3-D [B, S, H*D] with
     `q_num_heads` and `kv_num_heads` set. `scale` defaults to 1/sqrt(D);
     `softcap` > 0 applies softcap * tanh(scores / softcap) before the mask.
-    A fully masked row yields zeros.
+    A fully masked row yields zeros. With `save_lse` (set by
+    nn-differentiate for the fused backward) a second result holds each
+    query row's log-sum-exp over its visible scores, [B, Hq, Sq] (f64 for
+    f64 operands, else f32; -inf for a fully masked row), which
+    nn.attention_grad reads instead of recomputing it.
   }];
   let arguments = (ins NN_FloatTensor:$query, NN_FloatTensor:$key,
                        NN_FloatTensor:$value, Optional<NN_Tensor>:$mask,
@@ -442,26 +446,31 @@ def NN_AttentionOp : NN_InferredOp<"attention", [NN_KeepsColumnsApart]> {
                        DefaultValuedAttr<I64Attr, "0">:$q_num_heads,
                        DefaultValuedAttr<I64Attr, "0">:$kv_num_heads,
                        OptionalAttr<F32Attr>:$scale,
-                       DefaultValuedAttr<F32Attr, "0.0f">:$softcap);
-  let results = (outs NN_FloatTensor:$result);
+                       DefaultValuedAttr<F32Attr, "0.0f">:$softcap,
+                       DefaultValuedAttr<BoolAttr, "false">:$save_lse);
+  let results = (outs NN_FloatTensor:$result, Optional<NN_FloatTensor>:$lse);
 }
 
 def NN_AttentionGradOp : NN_InferredOp<"attention_grad", [NN_KeepsColumnsApart]> {
   let summary = "The cotangents of nn.attention's query, key and value, fused";
   let description = [{
     Given the cotangent `result_grad` of an `nn.attention` with these
-    operands and attributes, the cotangents of its query, key and value
-    (shaped like them; grouped-query heads summed onto their key/value
-    head). The probabilities are recomputed a block of query rows at a
-    time (the scores of the block's rows against every key, never the
-    whole [Sq, Skv] matrix): P, dP = dY V^T, D = rowsum(P * dP),
+    operands and attributes, and that attention's saved log-sum-exp `lse`
+    (its second result with `save_lse`), the cotangents of its query, key
+    and value (shaped like them; grouped-query heads summed onto their
+    key/value head). The probabilities are recomputed from the saved
+    log-sum-exp, P = exp(S - lse), a block of query rows at a time (never
+    the whole [Sq, Skv] matrix): dP = dY V^T, D = rowsum(P * dP),
     dS = P * (dP - D) (times 1 - tanh^2 under a softcap, and the scale),
-    dQ = dS K, dK = dS^T Q, dV = P^T dY. A mask (boolean or float) is
-    read, not differentiated: a trained float mask keeps the composed
-    backward. nn-differentiate writes it for the CPU target.
+    dQ = dS K, dK = dS^T Q, dV = P^T dY. D is taken from the same P, not
+    as rowsum(dY * Y): each row's dS then sums to zero up to rounding, which
+    keeps exactly-cancelling gradients (a key bias's) at rounding level. A
+    mask (boolean or float) is read, not differentiated: a trained float
+    mask keeps the composed backward. nn-differentiate writes it.
   }];
   let arguments = (ins NN_FloatTensor:$query, NN_FloatTensor:$key,
                        NN_FloatTensor:$value, NN_FloatTensor:$result_grad,
+                       NN_FloatTensor:$lse,
                        Optional<NN_Tensor>:$mask,
                        DefaultValuedAttr<BoolAttr, "false">:$is_causal,
                        DefaultValuedAttr<I64Attr, "0">:$q_num_heads,

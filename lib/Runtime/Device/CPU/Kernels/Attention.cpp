@@ -69,6 +69,7 @@ template <typename T> struct AttentionJob {
   Heads q, k, v, y;
   const T *Q, *K, *V;
   T *Y;
+  T *Lse;            // each query row's log-sum-exp, [B, Hq, Sq], or null
   const T *Mf;       // additive float mask, or null
   const uint8_t *Mb; // boolean mask (true = attend), or null
   int64_t mStride[4];
@@ -92,8 +93,9 @@ template <typename T> struct AttentionJob {
     std::fill(scores, scores + rows * keys, T(0));
     // S[r][j] = sum_d Q[i0 + r][d] * K[j][d]: K read transposed in place.
     gemmAccumulateOnThread<T>(rows, keys, D, Qi, q.ss, 1, Kh, 1, k.ss, scores, keys);
+    T *lse = Lse ? Lse + (b * q.heads + h) * q.seq + i0 : nullptr;
     for (int64_t r = 0; r < rows; ++r)
-      inv[r] = softmaxRow(b, h, i0 + r, scores + r * keys, keys);
+      inv[r] = softmaxRow(b, h, i0 + r, scores + r * keys, keys, lse ? lse + r : nullptr);
     for (int64_t r = 0; r < rows; ++r)
       std::fill(Yi + r * y.ss, Yi + r * y.ss + Dv, T(0));
     gemmAccumulateOnThread<T>(rows, Dv, keys, scores, keys, 1, Vh, v.ss, 1, Yi, y.ss);
@@ -102,10 +104,10 @@ template <typename T> struct AttentionJob {
         Yi[r * y.ss + d] *= inv[r];
   }
 
-  /// Turns row i's raw dot products s[0..keys) into unnormalized softmax
-  /// weights (0 where masked) and returns 1 / their sum; 0 when every key
-  /// is masked, which makes the row's output 0.
-  T softmaxRow(int64_t b, int64_t h, int64_t i, T *s, int64_t keys) const {
+  /// Turns row i's raw dot products s[0..keys) into its scores: scaled,
+  /// capped, -inf where masked, 0 past the causal bound. Returns how many
+  /// keys the row sees (its causal bound), 0 when every key is masked.
+  int64_t scoreRow(int64_t b, int64_t h, int64_t i, T *s, int64_t keys) const {
     const T negInf = -std::numeric_limits<T>::infinity();
     const int64_t allowed = causal ? std::min(keys, i + 1) : keys;
     for (int64_t j = 0; j < allowed; ++j)
@@ -131,8 +133,20 @@ template <typename T> struct AttentionJob {
       }
     }
     std::fill(s + allowed, s + keys, T(0));
-    if (!any) {
-      std::fill(s, s + allowed, T(0));
+    return any ? allowed : 0;
+  }
+
+  /// Turns row i's raw dot products s[0..keys) into unnormalized softmax
+  /// weights (0 where masked) and returns 1 / their sum; 0 when every key
+  /// is masked, which makes the row's output 0. Writes the row's
+  /// log-sum-exp to `lse` when given (-inf for a fully masked row).
+  T softmaxRow(int64_t b, int64_t h, int64_t i, T *s, int64_t keys, T *lse = nullptr) const {
+    const T negInf = -std::numeric_limits<T>::infinity();
+    const int64_t allowed = scoreRow(b, h, i, s, keys);
+    if (allowed == 0) {
+      std::fill(s, s + keys, T(0));
+      if (lse)
+        *lse = negInf;
       return T(0);
     }
     T best = negInf;
@@ -157,7 +171,25 @@ template <typename T> struct AttentionJob {
     T sum = 0;
     for (T p : part)
       sum += p;
+    if (lse)
+      *lse = best + std::log(sum);
     return T(1) / sum;
+  }
+
+  /// Row i's probabilities exp(score - lse) from its raw dot products
+  /// s[0..keys) and its saved log-sum-exp (0 where masked, and for a fully
+  /// masked row, whose lse is -inf).
+  void probabilitiesRow(int64_t b, int64_t h, int64_t i, T *s, int64_t keys, T lse) const {
+    const T negInf = -std::numeric_limits<T>::infinity();
+    const int64_t allowed = scoreRow(b, h, i, s, keys);
+    if (allowed == 0 || lse == negInf) {
+      std::fill(s, s + keys, T(0));
+      return;
+    }
+    for (int64_t j = 0; j < allowed; ++j) {
+      T x = s[j];
+      s[j] = ew::select(x == negInf, T(0), ew::fastExp(x - lse));
+    }
   }
 };
 
@@ -165,6 +197,7 @@ template <typename T> void attentionTyped(const KernelContext &ctx) {
   const Tensor &qt = ctx.inputs[0], &kt = ctx.inputs[1], &vt = ctx.inputs[2],
                &yt = ctx.outputs[0];
   const Tensor *mask = ctx.inputs.size() > 3 ? &ctx.inputs[3] : nullptr;
+  const Tensor *lse = ctx.outputs.size() > 1 ? &ctx.outputs[1] : nullptr;
   int64_t qHeads = ctx.params.getInt("q_num_heads", 0);
   int64_t kvHeads = ctx.params.getInt("kv_num_heads", 0);
   AttentionLayout layout;
@@ -210,6 +243,15 @@ template <typename T> void attentionTyped(const KernelContext &ctx) {
   job.K = kt.as<const T>();
   job.V = vt.as<const T>();
   job.Y = yt.as<T>();
+  job.Lse = nullptr;
+  if (lse) {
+    if (lse->dtype != (std::is_same_v<T, double> ? DType::F64 : DType::F32))
+      fail(ctx, "the log-sum-exp output must be f64 for f64 operands, else f32");
+    if (lse->shape != std::vector<int64_t>{B, Hq, Sq})
+      fail(ctx, "the log-sum-exp output must be [B, Hq, Sq] = [" + std::to_string(B) + ", " +
+                    std::to_string(Hq) + ", " + std::to_string(Sq) + "]");
+    job.Lse = lse->as<T>();
+  }
   job.Mf = mask && !boolMask ? mask->as<const T>() : nullptr;
   job.Mb = mask && boolMask ? mask->as<const uint8_t>() : nullptr;
   std::copy(mStride, mStride + 4, job.mStride);
@@ -233,8 +275,9 @@ template <typename T> void attentionTyped(const KernelContext &ctx) {
 }
 
 void attentionKernel(const KernelContext &ctx) {
-  if (ctx.inputs.size() < 3 || ctx.inputs.size() > 4 || ctx.outputs.empty())
-    fail(ctx, "expects 3 or 4 inputs and 1 output");
+  if (ctx.inputs.size() < 3 || ctx.inputs.size() > 4 || ctx.outputs.empty() ||
+      ctx.outputs.size() > 2)
+    fail(ctx, "expects 3 or 4 inputs and 1 or 2 outputs (the result, the log-sum-exp)");
   if (ctx.params.has("packed_qkv"))
     fail(ctx, "packed_qkv (query, key and value read in one fused buffer) is a CUDA "
               "artifact's form; the CPU kernel takes them as separate buffers");
@@ -268,9 +311,9 @@ void maskStrides(const KernelContext &ctx, const Tensor &mask, DType element,
 
 /// The backward of one (batch, key/value head): its query heads one after
 /// another, each a block of query rows at a time. A block's probabilities
-/// are recomputed from its scores against every key, as the forward
-/// computes them (AttentionJob::softmaxRow); then dP = dY V^T, the
-/// softmax's backward dS = P (dP - rowsum(P dP)) (with the softcap's
+/// are recomputed from its scores against every key and the forward's
+/// saved log-sum-exp (AttentionJob::probabilitiesRow); then dP = dY V^T,
+/// the softmax's backward dS = P (dP - rowsum(P dP)) (with the softcap's
 /// derivative and the scale), dQ = dS K for the block's rows, and
 /// dK += dS^T Q, dV += P^T dY, which the unit owns: no two threads write
 /// one element, and each element's sums run in one order for any thread
@@ -278,11 +321,12 @@ void maskStrides(const KernelContext &ctx, const Tensor &mask, DType element,
 template <typename T> struct AttentionGradJob {
   AttentionJob<T> forward; // shapes, operands, mask, scale, softcap
   const T *DY;
+  const T *Lse; // the forward's log-sum-exp, [B, Hq, Sq]
   T *DQ, *DK, *DV;
 
   /// `scores` and `dp` hold rowBlock * k.seq elements, `tanh` too under a
-  /// softcap (else null), `inv` rowBlock.
-  void run(int64_t b, int64_t kvh, T *scores, T *dp, T *tanhs, T *inv) const {
+  /// softcap (else null).
+  void run(int64_t b, int64_t kvh, T *scores, T *dp, T *tanhs) const {
     const AttentionJob<T> &f = forward;
     const Heads &q = f.q, &k = f.k, &v = f.v, &y = f.y;
     const int64_t D = q.dim, Dv = v.dim;
@@ -296,11 +340,11 @@ template <typename T> struct AttentionGradJob {
       std::fill(dVh + j * v.ss, dVh + j * v.ss + Dv, T(0));
     for (int64_t h = kvh * f.group; h < (kvh + 1) * f.group; ++h)
       for (int64_t i0 = 0; i0 < q.seq; i0 += f.rowBlock)
-        block(b, h, i0, Kh, Vh, dKh, dVh, scores, dp, tanhs, inv);
+        block(b, h, i0, Kh, Vh, dKh, dVh, scores, dp, tanhs);
   }
 
   void block(int64_t b, int64_t h, int64_t i0, const T *Kh, const T *Vh, T *dKh, T *dVh,
-             T *scores, T *dp, T *tanhs, T *inv) const {
+             T *scores, T *dp, T *tanhs) const {
     const AttentionJob<T> &f = forward;
     const Heads &q = f.q, &k = f.k, &v = f.v, &y = f.y;
     const int64_t D = q.dim, Dv = v.dim;
@@ -309,18 +353,16 @@ template <typename T> struct AttentionGradJob {
     const T *Qi = f.Q + b * q.sb + h * q.sh + i0 * q.ss;
     const T *dYi = DY + b * y.sb + h * y.sh + i0 * y.ss;
     T *dQi = DQ + b * q.sb + h * q.sh + i0 * q.ss;
-    // P: the forward's probabilities of the block's rows.
+    const T *lse = Lse + (b * q.heads + h) * q.seq + i0;
+    // P = exp(S - lse): the forward's probabilities of the block's rows,
+    // from its saved log-sum-exp.
     std::fill(scores, scores + rows * keys, T(0));
     gemmAccumulateOnThread<T>(rows, keys, D, Qi, q.ss, 1, Kh, 1, k.ss, scores, keys);
     if (tanhs)
       for (int64_t n = 0; n < rows * keys; ++n)
         tanhs[n] = ew::fastTanh(scores[n] * f.scale / f.softcap);
-    for (int64_t r = 0; r < rows; ++r) {
-      T *s = scores + r * keys;
-      inv[r] = f.softmaxRow(b, h, i0 + r, s, keys);
-      for (int64_t j = 0; j < keys; ++j)
-        s[j] *= inv[r];
-    }
+    for (int64_t r = 0; r < rows; ++r)
+      f.probabilitiesRow(b, h, i0 + r, scores + r * keys, keys, lse[r]);
     // dP = dY V^T, then dS in its place.
     std::fill(dp, dp + rows * keys, T(0));
     gemmAccumulateOnThread<T>(rows, keys, Dv, dYi, y.ss, 1, Vh, 1, v.ss, dp, keys);
@@ -351,11 +393,13 @@ template <typename T> struct AttentionGradJob {
 
 template <typename T> void attentionGradTyped(const KernelContext &ctx) {
   const Tensor &qt = ctx.inputs[0], &kt = ctx.inputs[1], &vt = ctx.inputs[2],
-               &dyt = ctx.inputs[3];
-  const Tensor *mask = ctx.inputs.size() > 4 ? &ctx.inputs[4] : nullptr;
+               &dyt = ctx.inputs[3], &lset = ctx.inputs[4];
+  const Tensor *mask = ctx.inputs.size() > 5 ? &ctx.inputs[5] : nullptr;
   const Tensor &dqt = ctx.outputs[0], &dkt = ctx.outputs[1], &dvt = ctx.outputs[2];
   if (dqt.shape != qt.shape || dkt.shape != kt.shape || dvt.shape != vt.shape)
     fail(ctx, "the cotangents must have the shapes of query, key and value");
+  if (lset.dtype != (std::is_same_v<T, double> ? DType::F64 : DType::F32))
+    fail(ctx, "the log-sum-exp must be f64 for f64 operands, else f32");
   AttentionLayout layout;
   if (std::string problem =
           attentionLayout(qt.shape, kt.shape, vt.shape, dyt.shape,
@@ -374,6 +418,7 @@ template <typename T> void attentionGradTyped(const KernelContext &ctx) {
   f.K = kt.as<const T>();
   f.V = vt.as<const T>();
   f.Y = nullptr;
+  f.Lse = nullptr;
   f.Mf = nullptr;
   f.Mb = nullptr;
   std::fill(f.mStride, f.mStride + 4, int64_t(0));
@@ -389,6 +434,10 @@ template <typename T> void attentionGradTyped(const KernelContext &ctx) {
   f.softcap = T(ctx.params.getFloat("softcap", 0.0));
   f.causal = ctx.params.getBool("is_causal", false);
   f.rowBlock = rowBlockFor(Skv, f.causal);
+  if (lset.shape != std::vector<int64_t>{B, Hq, Sq})
+    fail(ctx, "the log-sum-exp must be [B, Hq, Sq] = [" + std::to_string(B) + ", " +
+                  std::to_string(Hq) + ", " + std::to_string(Sq) + "]");
+  job.Lse = lset.as<const T>();
   job.DY = dyt.as<const T>();
   job.DQ = dqt.as<T>();
   job.DK = dkt.as<T>();
@@ -397,16 +446,15 @@ template <typename T> void attentionGradTyped(const KernelContext &ctx) {
   parallelFor(ctx, B * Hkv, 1, [&](int64_t first, int64_t last) {
     size_t block = size_t(std::min(f.rowBlock, Sq) * Skv);
     std::vector<T> scores(block), dp(block), tanhs(f.softcap > T(0) ? block : 0);
-    std::vector<T> inv(size_t(f.rowBlock));
     for (int64_t unit = first; unit < last; ++unit)
       job.run(unit / Hkv, unit % Hkv, scores.data(), dp.data(),
-              tanhs.empty() ? nullptr : tanhs.data(), inv.data());
+              tanhs.empty() ? nullptr : tanhs.data());
   });
 }
 
 void attentionGradKernel(const KernelContext &ctx) {
-  if (ctx.inputs.size() < 4 || ctx.inputs.size() > 5 || ctx.outputs.size() != 3)
-    fail(ctx, "expects 4 or 5 inputs (query, key, value, result_grad, mask) and 3 outputs");
+  if (ctx.inputs.size() < 5 || ctx.inputs.size() > 6 || ctx.outputs.size() != 3)
+    fail(ctx, "expects 5 or 6 inputs (query, key, value, result_grad, lse, mask) and 3 outputs");
   dispatchFloat(ctx, ctx.inputs[0].dtype,
                 [](auto t, const KernelContext &c) { attentionGradTyped<decltype(t)>(c); });
 }

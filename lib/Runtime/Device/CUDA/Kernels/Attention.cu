@@ -189,6 +189,9 @@ template <typename T, int DV> __device__ __forceinline__ void attentionSimt(cons
       continue;
     // A fully masked row has sum 0 and output 0 (every p was 0).
     const float inv = rowSum[i] > 0.f ? 1.f / rowSum[i] : 0.f;
+    if (a.lse && cg == 0)
+      a.lse[(int64_t(b) * a.qHeads + h) * a.sq + row] =
+          rowSum[i] > 0.f ? rowMax[i] + logf(rowSum[i]) : kNegInf;
 #pragma unroll
     for (int j = 0; j < kCols; ++j) {
       const int col = cg + 16 * j;

@@ -5,10 +5,13 @@
 // holding head-size elements lane, lane + 32, ... in registers (head sizes
 // up to 256), every dot product a warp reduction:
 //
-// - dq, a warp per query row: the row's log-sum-exp over its visible keys
-//   (online), then D = rowsum(P * dP), then dQ = scale * sum_j dS_j K_j
-//   with P = exp(S - lse), dP = dY V^T, dS = P (dP - D) (times
-//   1 - tanh^2 under a softcap). It writes lse and D to the workspace.
+// - dq, a warp per query row, two passes over the row's visible keys:
+//   D = rowsum(P * dP), then dQ = scale * sum_j dS_j K_j, with
+//   P = exp(S - lse) (the forward's saved log-sum-exp), dP = dY V^T,
+//   dS = P (dP - D) (times 1 - tanh^2 under a softcap). It writes D to
+//   the workspace. (D is not taken as dY . Y: from the same P, each row's
+//   dS sums to zero up to rounding, which keeps a key bias's exactly
+//   cancelling gradient at rounding level.)
 // - dkv, a warp per key row of a key/value head: over the query rows that
 //   see the key, of every query head of its group, P and dS recomputed
 //   from the saved lse and D: dV = sum_i P_i dY_i, dK = scale * sum_i dS_i
@@ -127,23 +130,9 @@ template <typename T> __device__ __forceinline__ void attentionGradDq(const Atte
     return scoreAndSlope<T>(a, maskB, maskF, i, j, a.scale * dotRow(q, Kj, a.d, lane), slope);
   };
 
-  // The row's log-sum-exp, online.
-  float m = kNegInf, l = 0.f;
-  for (int j = 0; j < keyEnd; ++j) {
-    const T *Kj;
-    float slope, s = score(j, Kj, slope);
-    if (s == kNegInf)
-      continue;
-    if (s > m) {
-      l = l * expf(m - s) + 1.f;
-      m = s;
-    } else {
-      l += expf(s - m);
-    }
-  }
-  const float lse = l > 0.f ? m + logf(l) : kNegInf;
-
-  // D = rowsum(P * dP), then dQ.
+  // P = exp(S - lse) with the forward's saved log-sum-exp: D = rowsum(P *
+  // dP), then dQ.
+  const float lse = a.lse[r];
   float dsum = 0.f;
   if (lse != kNegInf)
     for (int j = 0; j < keyEnd; ++j) {
@@ -172,10 +161,8 @@ template <typename T> __device__ __forceinline__ void attentionGradDq(const Atte
     }
   T *dQ = static_cast<T *>(a.gradQ) + b * a.qStride[0] + h * a.qStride[1] + int64_t(i) * a.qStride[2];
   storeRow(dQ, dq, a.d, lane);
-  if (lane == 0) {
-    a.lse[r] = lse;
+  if (lane == 0)
     a.dsum[r] = dsum;
-  }
 }
 
 template <typename T> __device__ __forceinline__ void attentionGradDkv(const AttentionGradArgs &a) {

@@ -452,6 +452,10 @@ __device__ __forceinline__ void attentionMma(const AttentionArgs &a) {
         continue;
       // A fully masked row has sum 0 and output 0 (every p was 0).
       const float inv = sum > 0.f ? 1.f / sum : 0.f;
+      // The log-sum-exp, from log2 units back to natural ones.
+      if (a.lse && tig == 0)
+        a.lse[(int64_t(b) * a.qHeads + h) * a.sq + row] =
+            sum > 0.f ? (rowMax[rt][r] + log2f(sum)) * 0.6931471805599453f : kNegInf;
       T *out = Y + row * a.yStride[2] + tig * 2;
 #pragma unroll
       for (int j = 0; j < kDimTiles; ++j)

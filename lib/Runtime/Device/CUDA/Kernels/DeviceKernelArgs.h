@@ -82,6 +82,7 @@ struct AttentionArgs {
   const void *v;
   void *y;
   const void *mask; // null: none
+  float *lse;       // each query row's log-sum-exp, [B, Hq, Sq] (-inf: none visible); null: none
   int64_t qStride[3];
   int64_t kStride[3];
   int64_t vStride[3];
@@ -99,9 +100,9 @@ struct AttentionArgs {
 /// Attention's backward (attention_grad), with the forward's operand
 /// layout: element (b, h, s, d) of an operand at b * stride[0] + h *
 /// stride[1] + s * stride[2] + d; gradQ, gradK and gradV have q's, k's
-/// and v's strides. `lse` and `dsum` are the workspace, one float per (b, query
-/// head, query row) each: the first kernel writes the row's log-sum-exp and
-/// rowsum(P * dP), the second reads them.
+/// and v's strides. `lse` is the forward's saved log-sum-exp, one float per
+/// (b, query head, query row); `dsum` the workspace, as many floats: the
+/// first kernel writes each row's rowsum(P * dP), the second reads it.
 struct AttentionGradArgs {
   const void *q;
   const void *k;
@@ -111,7 +112,7 @@ struct AttentionGradArgs {
   void *gradQ;
   void *gradK;
   void *gradV;
-  float *lse;
+  const float *lse;
   float *dsum;
   int64_t qStride[3];
   int64_t kStride[3];

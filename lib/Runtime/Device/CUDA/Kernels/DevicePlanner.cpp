@@ -32,7 +32,7 @@ using namespace shardflow::runtime::cuda;
 static_assert(sizeof(StridedCopyArgs) == 224, "StridedCopyArgs layout changed");
 static_assert(sizeof(PadArgs) == 296, "PadArgs layout changed");
 static_assert(sizeof(GatherArgs) == 88, "GatherArgs layout changed");
-static_assert(sizeof(AttentionArgs) == 216, "AttentionArgs layout changed");
+static_assert(sizeof(AttentionArgs) == 224, "AttentionArgs layout changed");
 
 namespace {
 
@@ -598,10 +598,11 @@ void setAttentionShape(Args &a, const AttentionLayout &l, const Params &params) 
 std::vector<DeviceLaunch> shardflow::runtime::cuda::planAttention(
     std::string_view kernel, const std::vector<Tensor> &ins, const std::vector<Tensor> &outs,
     const Params &params, AttentionPath path) {
-  if (ins.size() < 3 || ins.size() > 4 || outs.empty())
-    fail(kernel, "expects 3 or 4 inputs and 1 output");
+  if (ins.size() < 3 || ins.size() > 4 || outs.empty() || outs.size() > 2)
+    fail(kernel, "expects 3 or 4 inputs and 1 or 2 outputs (the result, the log-sum-exp)");
   const Tensor &qt = ins[0], &kt = ins[1], &vt = ins[2], &yt = outs[0];
   const Tensor *mask = ins.size() > 3 ? &ins[3] : nullptr;
+  const Tensor *lse = outs.size() > 1 ? &outs[1] : nullptr;
   if (!isFloatType(qt.dtype))
     fail(kernel, std::string("unsupported element type ") + dtypeName(qt.dtype) +
                      " of the query (f32, f16 and bf16 run on the GPU)");
@@ -662,11 +663,16 @@ std::vector<DeviceLaunch> shardflow::runtime::cuda::planAttention(
       !fitsInt32(Sq * y.ss))
     fail(kernel, "sequence too long for 32-bit offsets within one head");
 
+  if (lse && (lse->dtype != DType::F32 || lse->shape != std::vector<int64_t>{B, Hq, Sq}))
+    fail(kernel, "the log-sum-exp output must be f32 [B, Hq, Sq] = " + shapeText({B, Hq, Sq}) +
+                     ", got " + dtypeName(lse->dtype) + " " + shapeText(lse->shape));
+
   AttentionArgs a{};
   a.q = qData;
   a.k = kData;
   a.v = vData;
   a.y = yt.data;
+  a.lse = lse ? static_cast<float *>(lse->data) : nullptr;
   setAttentionShape(a, layout, params);
   a.yStride[0] = y.sb, a.yStride[1] = y.sh, a.yStride[2] = y.ss;
 
@@ -729,20 +735,21 @@ std::vector<DeviceLaunch> shardflow::runtime::cuda::planAttention(
 
 /// attention_grad: the cotangents of query, key and value (outputs 0-2)
 /// of an attention with these inputs (query, key, value, the result's
-/// cotangent, an optional mask) and parameters; output 3 is the f32
-/// workspace of 2 x B x Hq x Sq floats cuda-attention-grad-workspace adds.
-/// Two launches, one warp per row: the query rows' dQ (writing each row's
-/// log-sum-exp and rowsum(P * dP) to the workspace), then the key rows'
-/// dK and dV.
+/// cotangent, the forward's saved log-sum-exp, an optional mask) and
+/// parameters; output 3 is the f32 workspace of B x Hq x Sq
+/// floats cuda-attention-grad-workspace adds. Two launches, one warp per
+/// row: the query rows' dQ (writing each row's rowsum(P * dP) to the
+/// workspace), then the key rows' dK and dV.
 static std::vector<DeviceLaunch> planAttentionGrad(std::string_view kernel,
                                                    const std::vector<Tensor> &ins,
                                                    const std::vector<Tensor> &outs,
                                                    const Params &params) {
-  if (ins.size() < 4 || ins.size() > 5 || outs.size() != 4)
-    fail(kernel, "expects query, key, value, the result's cotangent and an optional mask, and "
-                 "writes the three cotangents and a workspace (cuda-attention-grad-workspace)");
-  const Tensor &qt = ins[0], &kt = ins[1], &vt = ins[2], &dyt = ins[3];
-  const Tensor *mask = ins.size() > 4 ? &ins[4] : nullptr;
+  if (ins.size() < 5 || ins.size() > 6 || outs.size() != 4)
+    fail(kernel, "expects query, key, value, the result's cotangent, the forward's "
+                 "log-sum-exp and an optional mask, and writes the three cotangents and a "
+                 "workspace (cuda-attention-grad-workspace)");
+  const Tensor &qt = ins[0], &kt = ins[1], &vt = ins[2], &dyt = ins[3], &lset = ins[4];
+  const Tensor *mask = ins.size() > 5 ? &ins[5] : nullptr;
   if (!isFloatType(qt.dtype))
     fail(kernel, std::string("unsupported element type ") + dtypeName(qt.dtype) +
                      " of the query (f32, f16 and bf16 run on the GPU)");
@@ -763,17 +770,20 @@ static std::vector<DeviceLaunch> planAttentionGrad(std::string_view kernel,
   if (D > 32 * kAttnGradLanes || Dv > 32 * kAttnGradLanes)
     fail(kernel, "head size " + std::to_string(std::max(D, Dv)) + " exceeds the CUDA kernel's " +
                      std::to_string(32 * kAttnGradLanes));
+  if (lset.dtype != DType::F32 || lset.shape != std::vector<int64_t>{B, Hq, Sq})
+    fail(kernel, "the log-sum-exp must be f32 [B, Hq, Sq] = " + shapeText({B, Hq, Sq}) +
+                     ", got " + dtypeName(lset.dtype) + " " + shapeText(lset.shape));
   const Tensor &work = outs[3];
-  if (work.dtype != DType::F32 || work.numel() != 2 * B * Hq * Sq)
-    fail(kernel, "the workspace must be " + std::to_string(2 * B * Hq * Sq) + " f32 values");
+  if (work.dtype != DType::F32 || work.numel() != B * Hq * Sq)
+    fail(kernel, "the workspace must be " + std::to_string(B * Hq * Sq) + " f32 values");
   for (int64_t n : {B * Hq * Sq, B * k.heads * Skv})
     if (!fitsInt32(n))
       fail(kernel, "too many rows (" + std::to_string(n) + ")");
   AttentionGradArgs a{};
   a.q = qt.data, a.k = kt.data, a.v = vt.data, a.dy = dyt.data;
   a.gradQ = outs[0].data, a.gradK = outs[1].data, a.gradV = outs[2].data;
-  a.lse = static_cast<float *>(work.data);
-  a.dsum = a.lse + B * Hq * Sq;
+  a.lse = static_cast<const float *>(lset.data);
+  a.dsum = static_cast<float *>(work.data);
   setAttentionShape(a, layout, params);
   a.dyStride[0] = y.sb, a.dyStride[1] = y.sh, a.dyStride[2] = y.ss;
   a.maskKind = maskLayout(kernel, mask, qt.dtype, {B, Hq, Sq, Skv}, a.maskStride);
