@@ -29,8 +29,8 @@ gpt2, llama, bert) are compared with onnxruntime as shardflow.compare does
 (relative L2 error 1e-5), and a few wrong seeds must fail with a clear
 message. Cases that fail because of a known bug (of the compiler or of
 shard-run) are marked xfail(strict=True) in KNOWN_BUGS below, with the
-reason. The file takes about 2.5 minutes on a 2-core machine, 4.5 with
-SHARDFLOW_FULL_TESTS=1 (see CPU_CASES).
+reason. The file takes about 3.5 minutes on a 2-core machine, 6.5 with
+SHARDFLOW_FULL_TESTS=1 (see CPU_CASES and CUDA_CASES).
 """
 from __future__ import annotations
 
@@ -228,8 +228,11 @@ def test_random_sharding(case: sc.Case, reference, tmp_path):
 # their PTX, cuBLASLt GEMMs, NCCL with one process per rank), against the
 # same unsharded CPU run and tolerances. All 503 cases passed this way
 # when it was added (about 5 minutes); the first of each model keeps the
-# file's time down while every op family and mesh still runs.
-CUDA_CASES = [c for c in CASES if c.id.endswith("-0")]
+# file's time down while every op family and mesh still runs. By default
+# (and in CI) half of those, chosen by a CRC of the model name (every mesh
+# still runs, asserted below); SHARDFLOW_FULL_TESTS=1 runs all 176.
+CUDA_CASES = [c for c in CASES if c.id.endswith("-0") and
+              (FULL or zlib.crc32(c.model.encode()) % 2 == 0)]
 
 
 @needs_mpi
@@ -248,6 +251,7 @@ def test_cases_cover_the_ops_and_meshes():
     # The default subset still runs every model on every mesh.
     assert {c.model for c in CPU_CASES} == set(sc.SPECS)
     assert {c.mesh for c in CPU_CASES} == set(sc.MESHES)
+    assert {c.mesh for c in CUDA_CASES} == set(sc.MESHES)
     ops = {n.op_type for name in sc.SPECS for n in sc.build(name).proto.graph.node}
     assert all(sum(c.model == name for c in CASES) >= 2 for name in sc.SPECS)
     for op in ["Add", "Sub", "Mul", "Div", "Pow", "Where", "MatMul", "Gemm", "Einsum",

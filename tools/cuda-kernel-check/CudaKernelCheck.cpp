@@ -12,6 +12,9 @@
 //   cuda-kernel-check --time           attention timing (TFLOP/s)
 //   cuda-kernel-check --emulate        all cases without a GPU: the kernels
 //                                      compiled as host code (HostEmulation.h)
+//   cuda-kernel-check --quick          without the few large cases (a GPU-sized
+//                                      attention, a many-block copy), which
+//                                      take a third of an emulated run
 //
 // Tolerances, |gpu - cpu| <= tol * (1 + |cpu|) elementwise: f32 1e-4,
 // f16 5e-3, bf16 2e-2 for attention; data movement must match bit for bit.
@@ -351,6 +354,7 @@ struct Case {
   // The outputs the CPU kernel writes and the check compares (0: all):
   // attention_grad's workspace is the device's alone.
   size_t compared = 0;
+  bool large = false; // skipped under --quick
 };
 
 /// Columns [from, from + width) of a [B, S, W] tensor, as a tensor.
@@ -655,10 +659,18 @@ std::vector<Case> attentionCases() {
     s.t = DType::F16, s.Hq = 8, s.Hkv = 2, s.Sq = 333, s.Skv = 257, s.D = 128;
     s.causal = true, s.mask = "bool", s.path = AttentionPath::Mma;
     add(s);
+    cases.back().large = true;
     s.mask = "float", s.softcap = 3;
+    add(s);
+    cases.back().large = true;
+    // The same paths on a shape --quick keeps.
+    s.Sq = 97, s.Skv = 129;
+    add(s);
+    s.mask = "bool", s.softcap = 0;
     add(s);
     s.t = DType::BF16, s.D = 64, s.mask = "", s.softcap = 0, s.Sq = 1024, s.Skv = 1024;
     add(s);
+    cases.back().large = true;
   }
   // Two query tiles per warp (D = 64): ragged and exact row counts, causal
   // and not, GQA, masks with fully masked rows, softcap, 3-D, Sq != Skv.
@@ -920,6 +932,7 @@ std::vector<Case> dataMovementCases() {
     cases.push_back(copyCase("transpose bf16 2048x1024x64", "transpose",
                              {randomAny(DType::BF16, {2048, 1024, 64})},
                              {make(DType::BF16, {1024, 2048, 64})}, p));
+    cases.back().large = true;
   }
   return cases;
 }
@@ -999,17 +1012,19 @@ void timeAttention(AttentionPath path, bool causal, bool general = false,
 
 int main(int argc, char **argv) {
   std::string filter;
-  bool timing = false;
+  bool timing = false, quick = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--time")
       timing = true;
     else if (a == "--emulate")
       emulate = true;
+    else if (a == "--quick")
+      quick = true;
     else if (a == "--filter" && i + 1 < argc)
       filter = argv[++i];
     else {
-      std::fprintf(stderr, "usage: cuda-kernel-check [--filter TEXT] [--time | --emulate]\n");
+      std::fprintf(stderr, "usage: cuda-kernel-check [--filter TEXT] [--quick] [--time | --emulate]\n");
       return 2;
     }
   }
@@ -1048,9 +1063,18 @@ int main(int argc, char **argv) {
     cases.push_back(std::move(c));
   for (Case &c : dataMovementCases())
     cases.push_back(std::move(c));
-  for (Case &c : cases)
-    if (filter.empty() || c.name.find(filter) != std::string::npos)
-      runCase(c);
+  int skipped = 0;
+  for (Case &c : cases) {
+    if (!filter.empty() && c.name.find(filter) == std::string::npos)
+      continue;
+    if (quick && c.large) {
+      ++skipped;
+      continue;
+    }
+    runCase(c);
+  }
+  if (skipped)
+    std::printf("%d large cases skipped (--quick)\n", skipped);
   std::printf("%d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;
 }
