@@ -150,8 +150,8 @@ CASES = sc.all_cases()
 
 # The full set takes about 4.5 minutes on 2 cores. By default (and in CI)
 # test_random_sharding runs the first case of every model and a fixed third
-# of the others, chosen by a CRC of the case id (about 310 of 580, every
-# model and mesh); SHARDFLOW_FULL_TESTS=1 runs all of them.
+# of the others, chosen by a CRC of the case id (300 of 580, every model
+# and mesh); SHARDFLOW_FULL_TESTS=1 runs all of them.
 FULL = os.environ.get("SHARDFLOW_FULL_TESTS") == "1"
 
 

@@ -569,9 +569,8 @@ Case attentionCase(const AttnSpec &s) {
     c.params.set("softcap", s.softcap);
   if (s.scale > 0)
     c.params.set("scale", s.scale);
-  if (s.lse) {
+  if (s.lse)
     c.outputs.push_back(make(DType::F32, {s.B, s.Hq, s.Sq}));
-  }
   c.tol = tolFor(s.t);
   c.path = s.path;
   return c;
@@ -724,8 +723,9 @@ std::vector<Case> attentionCases() {
 }
 
 /// attention_grad of the attention case `s`: a random cotangent of its
-/// result, the forward's log-sum-exp as the CPU kernel computes it, the cotangents of query, key and value compared, and the device's
-/// workspace (B x Hq x Sq floats).
+/// result, the forward's log-sum-exp as the CPU kernel computes it, the
+/// cotangents of query, key and value compared, and the device's workspace
+/// (B x Hq x Sq floats).
 Case attentionGradCase(AttnSpec s) {
   s.lse = true;
   Case c = attentionCase(s);

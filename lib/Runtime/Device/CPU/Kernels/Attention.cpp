@@ -193,6 +193,19 @@ template <typename T> struct AttentionJob {
   }
 };
 
+/// The saved log-sum-exp (the forward's second output, the backward's
+/// fifth input) must be [B, Hq, Sq], f64 for f64 operands, else f32 (the
+/// type the kernel computes in).
+template <typename T>
+void checkLogSumExp(const KernelContext &ctx, const Tensor &lse, int64_t B, int64_t Hq,
+                    int64_t Sq) {
+  if (lse.dtype != (std::is_same_v<T, double> ? DType::F64 : DType::F32))
+    fail(ctx, "the log-sum-exp must be f64 for f64 operands, else f32");
+  if (lse.shape != std::vector<int64_t>{B, Hq, Sq})
+    fail(ctx, "the log-sum-exp must be [B, Hq, Sq] = [" + std::to_string(B) + ", " +
+                  std::to_string(Hq) + ", " + std::to_string(Sq) + "]");
+}
+
 template <typename T> void attentionTyped(const KernelContext &ctx) {
   const Tensor &qt = ctx.inputs[0], &kt = ctx.inputs[1], &vt = ctx.inputs[2],
                &yt = ctx.outputs[0];
@@ -245,11 +258,7 @@ template <typename T> void attentionTyped(const KernelContext &ctx) {
   job.Y = yt.as<T>();
   job.Lse = nullptr;
   if (lse) {
-    if (lse->dtype != (std::is_same_v<T, double> ? DType::F64 : DType::F32))
-      fail(ctx, "the log-sum-exp output must be f64 for f64 operands, else f32");
-    if (lse->shape != std::vector<int64_t>{B, Hq, Sq})
-      fail(ctx, "the log-sum-exp output must be [B, Hq, Sq] = [" + std::to_string(B) + ", " +
-                    std::to_string(Hq) + ", " + std::to_string(Sq) + "]");
+    checkLogSumExp<T>(ctx, *lse, B, Hq, Sq);
     job.Lse = lse->as<T>();
   }
   job.Mf = mask && !boolMask ? mask->as<const T>() : nullptr;
@@ -398,8 +407,6 @@ template <typename T> void attentionGradTyped(const KernelContext &ctx) {
   const Tensor &dqt = ctx.outputs[0], &dkt = ctx.outputs[1], &dvt = ctx.outputs[2];
   if (dqt.shape != qt.shape || dkt.shape != kt.shape || dvt.shape != vt.shape)
     fail(ctx, "the cotangents must have the shapes of query, key and value");
-  if (lset.dtype != (std::is_same_v<T, double> ? DType::F64 : DType::F32))
-    fail(ctx, "the log-sum-exp must be f64 for f64 operands, else f32");
   AttentionLayout layout;
   if (std::string problem =
           attentionLayout(qt.shape, kt.shape, vt.shape, dyt.shape,
@@ -434,9 +441,7 @@ template <typename T> void attentionGradTyped(const KernelContext &ctx) {
   f.softcap = T(ctx.params.getFloat("softcap", 0.0));
   f.causal = ctx.params.getBool("is_causal", false);
   f.rowBlock = rowBlockFor(Skv, f.causal);
-  if (lset.shape != std::vector<int64_t>{B, Hq, Sq})
-    fail(ctx, "the log-sum-exp must be [B, Hq, Sq] = [" + std::to_string(B) + ", " +
-                  std::to_string(Hq) + ", " + std::to_string(Sq) + "]");
+  checkLogSumExp<T>(ctx, lset, B, Hq, Sq);
   job.Lse = lset.as<const T>();
   job.DY = dyt.as<const T>();
   job.DQ = dqt.as<T>();
