@@ -12,6 +12,11 @@
 # for several ranks run under `mpirun -np N` (one GPU per rank). With
 # X.expected-error instead, the run must fail and its stderr contain every
 # line of that file (bad inputs reported through the kernels' status words).
+# With X.data.npz, X is a training step: it runs `--data X.data.npz --steps
+# N` (N: the lines of X.expected.jsonl, the reference's log) and passes when
+# every step's loss and gradient norm are within 1e-4 relative of the
+# reference's and the saved weights within 1e-3 relative L2 of
+# X.expected.npz.
 #
 #   --build-dir DIR   where to build (default build-gpu-check; emptied first)
 #   --no-build        reuse the shard-run already in --build-dir
@@ -29,7 +34,8 @@
 # single rank and dp=2,tp=2 megatron) with onnxruntime's outputs from
 #   python -m shardflow.cuda_zoo DIR       (needs shard-opt: run it where it is built)
 # (X.onnx next to X.shard is passed as --weights; check DIR/bf16 with --rtol 2e-2;
-# DIR/checks holds the expected-error cases). A CUDA artifact for more ranks
+# DIR/checks holds the expected-error cases, DIR/train the training steps of
+# the real-export test bed). A CUDA artifact for more ranks
 # than the machine has GPUs is skipped (NCCL takes one GPU per rank).
 # Comparison uses only python3's standard library (no numpy needed here).
 # tools/gpu-session.sh runs all of this (and the bench) in a few commands.
@@ -48,7 +54,7 @@ while [ $# -gt 0 ]; do
     --rtol) rtol="$2"; shift 2 ;;
     --flags) flags="$2"; shift 2 ;;
     --sanitize) sanitize="$2"; shift 2 ;;
-    -h|--help) sed -n '2,35p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,41p' "$0"; exit 0 ;;
     *) cases+=("$1"); shift ;;
   esac
 done
@@ -115,9 +121,11 @@ for c in "${cases[@]}"; do
 done
 [ ${#artifacts[@]} -gt 0 ] || { echo "no artifacts given (see --help)"; exit 1; }
 
-compare() { # got.npz expected.npz
-  python3 - "$1" "$2" "$rtol" <<'EOF'
-import ast, math, struct, sys, zipfile
+# compare outputs GOT.npz EXPECTED.npz RTOL
+# compare training GOT.jsonl GOT.npz EXPECTED.jsonl EXPECTED.npz
+compare() {
+  python3 - "$@" <<'EOF'
+import ast, json, math, struct, sys, zipfile
 
 FORMATS = {"f2": "e", "f4": "f", "f8": "d", "i1": "b", "u1": "B", "b1": "?", "i2": "h",
            "u2": "H", "i4": "i", "u4": "I", "i8": "q", "u8": "Q"}
@@ -138,7 +146,39 @@ def load(path):
             out[member[:-4]] = (kind, tuple(header["shape"]), values)
     return out
 
-got, want, rtol = load(sys.argv[1]), load(sys.argv[2]), float(sys.argv[3])
+def training(got_log, got_weights, want_log, want_weights):
+    """Each step's loss and gradient norm within 1e-4 relative, the final
+    weights within 1e-3 relative L2 (all of them together)."""
+    got = [json.loads(line) for line in open(got_log) if line.strip()]
+    want = [json.loads(line) for line in open(want_log) if line.strip()]
+    ok = len(got) == len(want)
+    if not ok:
+        print(f"    {len(got)} steps logged, expected {len(want)}")
+    for g, w in zip(got, want):
+        for key in ("loss", "grad_norm"):
+            err = abs(g[key] - w[key]) / abs(w[key]) if w[key] else abs(g[key])
+            if not err <= 1e-4:
+                print(f"    step {w['step']}: {key} {g[key]}, expected {w[key]} (relative error {err:.2e} > 1e-4)")
+                ok = False
+    print("    steps: " + ", ".join(f"loss {g['loss']:.6g} ({w['loss']:.6g})" for g, w in zip(got, want)))
+    mine, ref = load(got_weights), load(want_weights)
+    if set(mine) != set(ref):
+        print(f"    weights: {sorted(set(ref) - set(mine))} missing, {sorted(set(mine) - set(ref))} unexpected")
+        return False
+    num = den = 0.0
+    for name, (kind, shape, values) in ref.items():
+        if mine[name][1] != shape:
+            print(f"    {name}: shape {list(mine[name][1])}, expected {list(shape)}")
+            return False
+        num += sum((a - b) ** 2 for a, b in zip(mine[name][2], values))
+        den += sum(b * b for b in values)
+    l2 = math.sqrt(num / den) if den else math.sqrt(num)
+    print(f"    weights: relative L2 {l2:.2e} (tolerance 1e-3)")
+    return ok and l2 <= 1e-3
+
+if sys.argv[1] == "training":
+    sys.exit(0 if training(*sys.argv[2:6]) else 1)
+got, want, rtol = load(sys.argv[2]), load(sys.argv[3]), float(sys.argv[4])
 ok = True
 for name, (kind, shape, ref) in want.items():
     if name not in got:
@@ -245,6 +285,31 @@ for art in "${artifacts[@]}"; do
     fi
     continue
   fi
+  if [ -f "$base.data.npz" ]; then
+    # A training step: as many steps as the reference logged, then its log
+    # and its weights against the reference's.
+    steps=$(grep -c . "$base.expected.jsonl")
+    targs=("$art" --data "$base.data.npz" --steps "$steps" --log "$out_dir/$name.jsonl"
+           --save-weights "$out_dir/$name.npz")
+    [ -f "$base.onnx" ] && targs+=(--weights "$base.onnx")
+    rm -f "$out_dir/$name.jsonl"
+    # shellcheck disable=SC2086
+    "${launch[@]}" "${run[@]}" "${targs[@]}" $flags 2>"$out_dir/$name.stderr"
+    rc=$?
+    sanitizer_objected "$rc" && continue
+    if [ "$rc" != 0 ]; then
+      tail -5 "$out_dir/$name.stderr" | sed 's/^/   /'
+      echo "   FAIL: shard-run exited with an error"
+      failed=$((failed + 1))
+    elif compare training "$out_dir/$name.jsonl" "$out_dir/$name.npz" \
+        "$base.expected.jsonl" "$base.expected.npz"; then
+      passed=$((passed + 1))
+    else
+      echo "   FAIL: the training run differs from $base.expected.jsonl / .expected.npz"
+      failed=$((failed + 1))
+    fi
+    continue
+  fi
   # shellcheck disable=SC2086
   "${launch[@]}" "${run[@]}" "${args[@]}" $flags
   rc=$?
@@ -257,7 +322,7 @@ for art in "${artifacts[@]}"; do
   if [ ! -f "$base.expected.npz" ]; then
     echo "   ran (no $base.expected.npz to compare with)"
     passed=$((passed + 1))
-  elif compare "$out_dir/$name.npz" "$base.expected.npz"; then
+  elif compare outputs "$out_dir/$name.npz" "$base.expected.npz" "$rtol"; then
     passed=$((passed + 1))
   else
     echo "   FAIL: outputs differ from $base.expected.npz"

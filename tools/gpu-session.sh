@@ -17,17 +17,22 @@
 #          hand-written CUDA artifacts (python -m shardflow.cuda_smoke),
 #          the zoo compiled for CUDA in f32 and bf16, single rank and
 #          dp=2,tp=2, with onnxruntime's outputs and the expected-error
-#          cases (python -m shardflow.cuda_zoo), and the GPT-2-small bench's
+#          cases, float32 training steps of the real-export test bed with
+#          the CPU backend's runs as their reference (python -m
+#          shardflow.cuda_zoo), and the GPT-2-small bench's
 #          artifacts and graph (bench/gpt2_gpu_bench.py prepare; its weights
 #          are regenerated from their seed on the GPU machine, in seconds,
 #          so DIR stays small), and the Llama grouped-GEMMs bench's
 #          artifacts (bench/llama_group_gemms_bench.py prepare, likewise).
-#          Carry DIR to the GPU machine's checkout.
+#          The zoo is packed into DIR/zoo.tar.gz (the other steps
+#          unpack it). Carry DIR to the GPU machine's checkout (about 26 MB;
+#          with the tracked files, 57 of the device tool's 64 MiB).
 # all      within $SHARDFLOW_GPU_BUDGET seconds (default 540), in this
 #          order, each step skipped when the budget is spent and stopped
 #          when it would outrun it: build (the benches' weights are
 #          generated meanwhile); gpu-check.sh on the smoke cases, the zoo
-#          in f32 and its expected-error cases, the zoo in bf16; the GPT-2
+#          in f32 and its expected-error cases, the zoo in bf16, the
+#          training steps; the GPT-2
 #          bench's core (ours against PyTorch eager and torch.compile) and
 #          profile; cuda-kernel-check and its attention timings; the rest
 #          of the GPT-2 bench; the bf16 zoo under --cuda-graph,
@@ -43,12 +48,15 @@
 # check    builds when needed, then: cuda-kernel-check (every device kernel
 #          against the CPU kernels, then attention TFLOP/s), and
 #          tools/gpu-check.sh on the smoke cases, the zoo in f32 (rtol
-#          1e-4, TF32 off) and bf16 (rtol 2e-2), bf16 again captured into
-#          a CUDA graph (--cuda-graph, two runs), bf16 again through
+#          1e-4, TF32 off), the expected-error cases, the zoo in bf16
+#          (rtol 2e-2), the training steps (5 steps each: losses and
+#          gradient norms within 1e-4 relative of the CPU backend's,
+#          weights within 1e-3 relative L2), bf16 again captured into a
+#          CUDA graph (--cuda-graph, two runs), bf16 again through
 #          page-locked host memory (--pinned-memory always, two runs), bf16
 #          again over three runs (the default CUDA graph, captured at the
-#          second), bf16 again with sibling GEMMs one by one
-#          (--no-group-gemms), and the expected-error cases.
+#          second) and bf16 again with sibling GEMMs one by one
+#          (--no-group-gemms).
 # bench    builds when needed, then the GPT-2-small bench (bf16, batch 8,
 #          sequence 1024) against PyTorch eager and torch.compile, and our
 #          artifacts against each other (bench/gpt2_gpu_bench.py's parts).
@@ -77,7 +85,7 @@ step="${1:-}"
 dir="${2:-gpu-session}"
 case "$step" in
   prepare|all|build|check|bench|bench-llama|sanitize) ;;
-  -h|--help) sed -n '2,69p' "$0"; exit 0 ;;
+  -h|--help) sed -n '2,79p' "$0"; exit 0 ;;
   *) echo "usage: bash tools/gpu-session.sh prepare|all|build|check|bench|bench-llama|sanitize [DIR] (see --help)" >&2
      exit 2 ;;
 esac
@@ -95,7 +103,7 @@ if [ "$step" = prepare ]; then
   python="${PYTHON:-$root/.venv/bin/python}"
   shard_opt="${SHARD_OPT:-$root/build/bin/shard-opt}"
   [ -x "$shard_opt" ] || { echo "no $shard_opt: build the project first (tools/build.sh)" >&2; exit 1; }
-  rm -rf "$dir/smoke" "$dir/zoo" "$dir/bench" "$dir/llama"
+  rm -rf "$dir/smoke" "$dir/zoo" "$dir/zoo.tar.gz" "$dir/bench" "$dir/llama"
   mkdir -p "$dir"
   export PYTHONPATH="$root/python${PYTHONPATH:+:$PYTHONPATH}"
   echo "== hand-written CUDA artifacts"
@@ -118,11 +126,18 @@ if [ "$step" = prepare ]; then
   cp "$llama_out"/llama.*.shard "$llama_out/llama.onnx" "$llama_out/config.json" "$dir/llama/"
   rm -f "$dir/smoke.log" "$dir/zoo.log"
   rm -rf "$dir/logs"
+  # The working tree and what it carries travel in 64 MiB: the zoo (32 MB,
+  # 21 of them the training steps' artifacts) goes as a 13 MB archive,
+  # unpacked on the GPU machine by the first step.
+  tar -czf "$dir/zoo.tar.gz" -C "$dir" zoo && rm -rf "$dir/zoo" || exit 1
   echo "== $dir: $(du -sh "$dir" | cut -f1) (the device tool carries at most 64 MiB)"
   echo "   on the GPU machine: bash tools/gpu-session.sh all $dir"
   exit 0
 fi
 
+if [ ! -d "$dir/zoo" ] && [ -f "$dir/zoo.tar.gz" ]; then
+  tar -xzf "$dir/zoo.tar.gz" -C "$dir" || { echo "cannot unpack $dir/zoo.tar.gz" >&2; exit 1; }
+fi
 for part in smoke zoo bench llama; do
   [ -d "$dir/$part" ] || { echo "no $dir/$part: run 'bash tools/gpu-session.sh prepare $dir' where shard-opt is built, and bring $dir here" >&2; exit 1; }
 done
@@ -297,6 +312,7 @@ case "$step" in
       gpu_check "" 20 "$part"
     done
     gpu_check "" 20 --rtol 2e-2 zoo/bf16
+    gpu_check "" 30 zoo/train
     run_bench bench bench bench/gpt2_gpu_bench.py "$gpt2_lines" 90 --parts core,profile
     kernel_check
     run_bench bench bench bench/gpt2_gpu_bench.py "$gpt2_lines" 30 \
@@ -320,6 +336,7 @@ case "$step" in
       gpu_check "" 0 "$part"
     done
     gpu_check "" 0 --rtol 2e-2 zoo/bf16
+    gpu_check "" 0 zoo/train
     zoo_variants
     ;;
   sanitize)

@@ -21,8 +21,21 @@ the runtime's gather kernel). Each CASE.expected-error lists, one per line,
 phrases shard-run's error must contain: the status-word path from the
 kernel through the runtime's message, ONNX node included.
 
+OUTDIR/train holds float32 training steps compiled for CUDA (sm_90 alone,
+the lent GPUs' architecture: a training artifact is about 1.8 MB, and the
+device tool carries 64 MiB): the TRAINING exports of the real-export test
+bed, with the flags and the data of their JAX training references
+(test/real-exports/NAME/train-reference-OPT.npz),
+as NAME-OPT.shard with NAME-OPT.onnx (the weights), NAME-OPT.data.npz
+(shard-run --data), and the CPU backend's run of the same step as the
+reference: NAME-OPT.expected.jsonl (each step's loss and gradient norm)
+and NAME-OPT.expected.npz (the weights after the last step); plus
+SHARDED_TRAINING, compiled for a mesh, with the single-rank CPU run as
+their reference (skipped where there are fewer GPUs than ranks).
+
     bash tools/gpu-check.sh OUTDIR/f32 OUTDIR/checks
     bash tools/gpu-check.sh --rtol 2e-2 OUTDIR/bf16
+    bash tools/gpu-check.sh OUTDIR/train
 """
 from __future__ import annotations
 
@@ -37,7 +50,7 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper
 
-from shardflow import models
+from shardflow import models, real_exports
 
 REPO = Path(__file__).resolve().parents[2]
 MODELS = ["mlp", "gpt2", "bert", "llama", "llama-hf", "neox", "resnet"]
@@ -74,6 +87,86 @@ def write_cases(outdir: Path, shard_opt: Path) -> list[Path]:
                 np.savez(folder / f"{case}.inputs.npz", **feeds)
                 np.savez(folder / f"{case}.expected.npz", **dict(zip(names, expected)))
                 written.append(art)
+    return written
+
+
+# Training steps on one GPU, (export, optimizer): both exporters of GPT-2
+# and Llama, an encoder with the MSE loss (BERT), an encoder-decoder (T5),
+# experts (Mixtral), a vision transformer (ViT), soft-capped attention
+# (Gemma 2); AdamW and SGD with momentum.
+TRAINING = [("gpt2-torchscript", "adamw"), ("gpt2-dynamo", "sgd"), ("llama-dynamo", "adamw"),
+            ("llama-torchscript", "sgd"), ("bert-torchscript", "adamw"), ("t5-torchscript", "sgd"),
+            ("mixtral-dynamo", "adamw"), ("vit-dynamo", "sgd"), ("gemma2-torchscript", "adamw")]
+# Training steps on a mesh: (export, optimizer, mesh, strategy). dp=2
+# reduces the gradients in buckets (overlapped with the backward on CUDA);
+# dp=2,tp=2 megatron adds the tensor-parallel collectives and the
+# vocabulary-parallel cross-entropy.
+SHARDED_TRAINING = [("gpt2-torchscript", "sgd", "dp=2,tp=2", "megatron"),
+                    ("llama-dynamo", "sgd", "dp=2", "dp")]
+
+
+def _training_flags(flags: list[str]) -> list[str]:
+    if "adamw" in flags:
+        # GPT-2's key bias gets a gradient of exactly zero (it shifts every
+        # score of a softmax row alike): what reaches it is rounding noise,
+        # which AdamW with eps 1e-8 turns into steps of about lr, so any
+        # other summation order (the GPU's) moves it elsewhere. eps 1e-6
+        # keeps that noise still and every real gradient's update as it was.
+        return [*flags, "--eps", "1e-6"]
+    return flags
+
+
+def _train_cpu(model: Path, flags: list[str], data: Path, steps: int, work: Path,
+               shard_opt: Path) -> tuple[str, dict[str, np.ndarray]]:
+    """The CPU backend's run: its log (JSON lines) and its final weights."""
+    artifact = work / "cpu.shard"
+    subprocess.run([str(shard_opt), str(model), *flags, "--target", "cpu", "-o", str(artifact)],
+                   check=True)
+    shard_run = shard_opt.parent / "shard-run"
+    subprocess.run([str(shard_run), str(artifact), "--data", str(data), "--steps", str(steps),
+                    "--log", str(work / "cpu.jsonl"), "--save-weights", str(work / "cpu.npz")],
+                   check=True, capture_output=True)
+    with np.load(work / "cpu.npz") as w:
+        return (work / "cpu.jsonl").read_text(), {k: w[k] for k in w.files}
+
+
+def write_training_cases(outdir: Path, shard_opt: Path, cuda_arch: str = "sm_90") -> list[Path]:
+    """OUTDIR/train: CASE.shard (CUDA, float32, cubins for `cuda_arch`),
+    CASE.onnx, CASE.data.npz, CASE.expected.jsonl and CASE.expected.npz (the
+    CPU backend's run), for TRAINING and SHARDED_TRAINING."""
+    import tempfile
+    folder = outdir / "train"
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    cpu_runs = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        cases = [(name, optimizer, None, None) for name, optimizer in TRAINING]
+        cases += SHARDED_TRAINING
+        for name, optimizer, mesh, strategy in cases:
+            export = real_exports.load(name)
+            with np.load(export.folder / f"train-reference-{optimizer}.npz") as ref:
+                flags = _training_flags([str(f) for f in ref["flags"]])
+                data = {k[len("data."):]: ref[k] for k in ref.files if k.startswith("data.")}
+                steps = len(ref["loss"])
+            flags = [*export.shape_flags(work), *flags]
+            case = f"{name}-{optimizer}" + (f"-{mesh.replace('=', '').replace(',', '-')}"
+                                            if mesh else "")
+            shutil.copyfile(export.model, folder / f"{case}.onnx")
+            np.savez(folder / f"{case}.data.npz", **data)
+            if (name, optimizer) not in cpu_runs:
+                cpu_runs[name, optimizer] = _train_cpu(export.model, flags,
+                                                       folder / f"{case}.data.npz", steps,
+                                                       work, shard_opt)
+            log, weights = cpu_runs[name, optimizer]
+            (folder / f"{case}.expected.jsonl").write_text(log)
+            np.savez(folder / f"{case}.expected.npz", **weights)
+            art = folder / f"{case}.shard"
+            mesh_flags = ["--mesh", mesh, "--strategy", strategy] if mesh else []
+            subprocess.run([str(shard_opt), str(export.model), *flags, *mesh_flags,
+                            "--target", "cuda", f"--cuda-arch={cuda_arch}", "-o", str(art)],
+                           check=True)
+            written.append(art)
     return written
 
 
@@ -166,7 +259,9 @@ def main(argv=None) -> int:
         return 2
     build = Path(os.environ.get("SHARDFLOW_BUILD_DIR", REPO / "build"))
     shard_opt = build / "bin" / "shard-opt"
-    for art in write_cases(Path(argv[0]), shard_opt) + write_check_cases(Path(argv[0]), shard_opt):
+    outdir = Path(argv[0])
+    for art in (write_cases(outdir, shard_opt) + write_check_cases(outdir, shard_opt)
+                + write_training_cases(outdir, shard_opt)):
         print(art)
     return 0
 

@@ -36,7 +36,7 @@ import onnx
 from onnx import parser
 
 from shardflow import toolchain, standin
-from test_cuda_standin import standin_dir
+from test_cuda_standin import standin_dir, standin_env
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(os.environ.get("SHARDFLOW_BUILD_DIR", REPO / "build")) / "bin"
@@ -865,6 +865,72 @@ def test_check_cases_for_the_gpu_check(tmp_path):
     assert "== 4 passed, 1 failed" in proc.stdout
 
 
+def test_training_cases_for_the_gpu_check(tmp_path, monkeypatch):
+    """shardflow.cuda_zoo's training steps for tools/gpu-check.sh: the CUDA
+    artifact, the model (under another name than the one compiled), the
+    data and the CPU backend's log and weights. gpu-check.sh runs them (on
+    the stand-ins here, one rank and dp=2 under mpirun) and passes them;
+    a reference one loss or the weights away from the run fails the case,
+    saying which."""
+    import json
+    import shutil
+
+    from shardflow import cuda_zoo
+
+    env = {**os.environ, **standin_env(2), "OMPI_ALLOW_RUN_AS_ROOT": "1",
+           "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+    monkeypatch.setattr(cuda_zoo, "TRAINING", [("llama-dynamo", "sgd")])
+    monkeypatch.setattr(cuda_zoo, "SHARDED_TRAINING", [("llama-dynamo", "sgd", "dp=2", "dp")])
+    # The stand-ins interpret PTX, which sm_80 artifacts carry for newer GPUs.
+    written = cuda_zoo.write_training_cases(tmp_path, SHARD_OPT, cuda_arch="sm_80")
+    assert [p.name for p in written] == ["llama-dynamo-sgd.shard", "llama-dynamo-sgd-dp2.shard"]
+    for art in written:
+        text = art.read_text()
+        assert text.startswith("shardflow-artifact 4\ntarget cuda\n")
+        assert ("world-size 2" in text) == art.stem.endswith("-dp2")
+        assert "storage=embedded file=model.onnx" in text
+        base = str(art.with_suffix(""))
+        log = [json.loads(line) for line in open(base + ".expected.jsonl")]
+        assert [e["step"] for e in log] == [1, 2, 3, 4, 5]
+        assert log[-1]["loss"] < log[0]["loss"]
+        with np.load(base + ".data.npz") as d:
+            assert sorted(d.files) == ["attention_mask", "input_ids", "labels"]
+    build = tmp_path / "build"
+    (build / "bin").mkdir(parents=True)
+    (build / "bin" / "shard-run").symlink_to(BIN / "shard-run")
+    check = ["bash", str(REPO / "tools" / "gpu-check.sh"), "--no-build", "--build-dir",
+             str(build)]
+    proc = subprocess.run([*check, str(tmp_path / "train")], capture_output=True, text=True,
+                          env=env, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "== 2 passed, 0 failed" in proc.stdout
+    assert proc.stdout.count("weights: relative L2") == 2
+    # A reference that differs: one step's loss, then the weights.
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    for f in (tmp_path / "train").glob("llama-dynamo-sgd.*"):
+        shutil.copy(f, bad / f.name)
+    lines = (bad / "llama-dynamo-sgd.expected.jsonl").read_text().splitlines()
+    entry = json.loads(lines[2])
+    entry["loss"] *= 1.001
+    lines[2] = json.dumps(entry)
+    (bad / "llama-dynamo-sgd.expected.jsonl").write_text("\n".join(lines) + "\n")
+    proc = subprocess.run([*check, str(bad)], capture_output=True, text=True, env=env,
+                          timeout=600)
+    assert proc.returncode != 0
+    assert re.search(r"step 3: loss \S+, expected \S+ \(relative error 9\.99e-04 > 1e-4\)",
+                     proc.stdout), proc.stdout
+    assert "== 0 passed, 1 failed" in proc.stdout
+    shutil.copy(tmp_path / "train" / "llama-dynamo-sgd.expected.jsonl", bad)
+    with np.load(bad / "llama-dynamo-sgd.expected.npz") as w:
+        weights = {k: w[k] * (1.01 if i == 0 else 1.0) for i, k in enumerate(sorted(w.files))}
+    np.savez(bad / "llama-dynamo-sgd.expected.npz", **weights)
+    proc = subprocess.run([*check, str(bad)], capture_output=True, text=True, env=env,
+                          timeout=600)
+    assert proc.returncode != 0
+    assert "FAIL: the training run differs" in proc.stdout, proc.stdout
+
+
 def test_gpu_check_skips_artifacts_for_more_gpus_than_there_are(tmp_path):
     """NCCL takes one GPU per rank: gpu-check.sh skips a CUDA artifact for
     more ranks than the machine has GPUs (the zoo's dp=2,tp=2 cases on a
@@ -926,7 +992,7 @@ def test_gpu_session_all_keeps_to_its_budget(tmp_path):
     summary = (out / "summary.txt").read_text()
     skipped = re.findall(r"^(.+): skipped \(-?\d+ s of the budget left", summary, re.M)
     assert skipped == ["gpu-check smoke", "gpu-check zoo/f32", "gpu-check zoo/checks",
-                       "gpu-check zoo/bf16", "bench", "cuda-kernel-check",
+                       "gpu-check zoo/bf16", "gpu-check zoo/train", "bench", "cuda-kernel-check",
                        "cuda-kernel-check --time", "bench", "gpu-check zoo/bf16 --cuda-graph",
                        "gpu-check zoo/bf16 --pinned-memory always",
                        "gpu-check zoo/bf16 --repeat 3", "gpu-check zoo/bf16 --no-group-gemms",

@@ -169,3 +169,28 @@ def test_load_threads_load_the_same_weights(tmp_path):
         assert one.keys() == many.keys()
         for name in one:
             assert np.array_equal(one[name], many[name], equal_nan=True), (threads, name)
+
+
+def test_weights_from_a_renamed_model(tmp_path):
+    """--weights FILE.onnx reads the weights stored inside the model from
+    that file, whatever its name: a compiled model renamed and moved (the
+    original gone) still runs, with the same outputs."""
+    path = tmp_path / "mlp.onnx"
+    models.save(models.mlp(), path)
+    artifact = toolchain.compile_model(path, tmp_path / "mlp.shard")
+    assert "storage=embedded file=mlp.onnx" in artifact.read_text()
+    np.save(tmp_path / "x.npy", np.random.default_rng(0).standard_normal((2, 16), np.float32))
+    rc, err = shard_run(artifact, "--input", f"x={tmp_path / 'x.npy'}", "--output",
+                        tmp_path / "before.npz")
+    assert rc == 0, err
+    moved = tmp_path / "elsewhere"
+    moved.mkdir()
+    shutil.move(path, moved / "renamed.onnx")
+    expect_error("cannot open weight file", artifact, "--input", f"x={tmp_path / 'x.npy'}")
+    rc, err = shard_run(artifact, "--weights", moved / "renamed.onnx", "--input",
+                        f"x={tmp_path / 'x.npy'}", "--output", tmp_path / "after.npz")
+    assert rc == 0, err
+    with np.load(tmp_path / "before.npz") as a, np.load(tmp_path / "after.npz") as b:
+        assert a.files == b.files
+        for k in a.files:
+            np.testing.assert_array_equal(a[k], b[k])

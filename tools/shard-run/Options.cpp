@@ -18,8 +18,11 @@ A `target cpu` artifact runs on the CPU (no GPU or driver needed); a
 cuBLASLt (libcublasLt.so.13) and NCCL (libnccl.so.2), loaded at run time.
 
 options:
-  --weights PATH     the model file (.onnx) or its folder: weight files are
-                     found there (default: the model's folder at compile time)
+  --weights PATH     the model file (.onnx) or its folder: weights stored in
+                     the model are read from that file, whatever its name,
+                     and external weight files are found in its folder
+                     (default: the compiled model, in its folder at compile
+                     time)
   --input NAME=FILE  the graph input NAME from a .npy file, or from an ONNX
                      TensorProto if FILE ends in .pb (repeat per input);
                      a bf16 input also takes float32 data, rounded to
@@ -340,8 +343,11 @@ std::optional<Options> shardflow::runtime::parseOptions(int argc, char **argv) {
   if (o.artifact.empty())
     throw RuntimeError("no artifact given (see --help)");
   // What the device and the runner take from the flags.
-  if (!o.weights.empty())
+  if (!o.weights.empty()) {
     o.device.weightsDir = endsWith(o.weights, ".onnx") ? parentDir(o.weights) : o.weights;
+    if (endsWith(o.weights, ".onnx"))
+      o.device.weightsModel = o.weights;
+  }
   o.device.verbose = o.verbose;
   o.runner.profile = o.profile;
   o.runner.trace = !o.trace.empty();

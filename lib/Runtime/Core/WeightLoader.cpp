@@ -82,9 +82,9 @@ void permuteElements(const uint8_t *in, const std::vector<int64_t> &stored,
 } // namespace
 
 WeightLoader::WeightLoader(const Artifact &artifact, std::string weightsDir, int rank,
-                           bool verifyWeights)
+                           bool verifyWeights, std::string weightsModel)
     : art(artifact), dir(weightsDir.empty() ? artifact.modelDir : std::move(weightsDir)),
-      rank(rank), verify(verifyWeights) {}
+      model(std::move(weightsModel)), rank(rank), verify(verifyWeights) {}
 
 WeightLoader::~WeightLoader() {
   for (auto &[path, m] : files)
@@ -151,6 +151,8 @@ WeightBytes WeightLoader::load(size_t index, WeightStaging *staging) {
   // Weights converted at compile time sit next to the artifact.
   const std::string &folder = b.storage == "artifact" ? art.artifactDir : dir;
   std::string path = folder.empty() ? b.file : folder + "/" + b.file;
+  if (b.storage == "embedded" && !model.empty())
+    path = model;
   size_t length = 0;
   const uint8_t *base = mapFile(path, b.name, length);
 

@@ -46,6 +46,10 @@ namespace shardflow::runtime {
 struct DeviceSettings {
   /// Overrides the artifact's model folder when non-empty.
   std::string weightsDir;
+  /// When non-empty, the model file (.onnx) the weights stored inside the
+  /// model are read from, whatever its name (the artifact records the
+  /// compiled model's).
+  std::string weightsModel;
   /// Check the weight bytes against the checksums recorded at compile time.
   bool verifyWeights = true;
   /// Threads that read, check and convert the weights (0:

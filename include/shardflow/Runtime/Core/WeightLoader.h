@@ -58,9 +58,11 @@ struct WeightBytes {
 
 class WeightLoader {
 public:
-  /// `weightsDir` overrides the artifact's model folder when non-empty.
+  /// `weightsDir` overrides the artifact's model folder when non-empty;
+  /// `weightsModel`, when non-empty, is the file the weights stored inside
+  /// the model (storage=embedded) are read from.
   WeightLoader(const Artifact &artifact, std::string weightsDir, int rank,
-               bool verifyWeights);
+               bool verifyWeights, std::string weightsModel = {});
   ~WeightLoader(); // unmaps the files: `data` pointing into them dies too
   WeightLoader(const WeightLoader &) = delete;
   WeightLoader &operator=(const WeightLoader &) = delete;
@@ -92,6 +94,7 @@ private:
 
   const Artifact &art;
   std::string dir;
+  std::string model;
   int rank;
   bool verify;
   struct Mapping {

@@ -157,7 +157,8 @@ private:
   void mapWeights() {
     // Mapped in place where possible; strided slices and mixed-precision
     // weights (source-dtype) get an owned copy (see WeightLoader.h).
-    WeightLoader loader(*art, settings.weightsDir, world.rank(), settings.verifyWeights);
+    WeightLoader loader(*art, settings.weightsDir, world.rank(), settings.verifyWeights,
+                        settings.weightsModel);
     std::vector<size_t> weights;
     for (size_t i = 0; i < art->buffers.size(); ++i)
       if (art->buffers[i].kind == BufferDesc::Kind::Weight)

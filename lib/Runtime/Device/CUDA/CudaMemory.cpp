@@ -215,7 +215,8 @@ void CudaDevice::allocate() {
   // host copies go as soon as each upload has been staged.
   CUstream s = streams[ComputeStream];
   {
-    WeightLoader loader(*art, settings.weightsDir, rank, settings.verifyWeights);
+    WeightLoader loader(*art, settings.weightsDir, rank, settings.verifyWeights,
+                        settings.weightsModel);
     std::vector<size_t> weights;
     size_t largest = 0, total = 0;
     for (size_t i = 0; i < art->buffers.size(); ++i)
