@@ -93,7 +93,10 @@ struct CompilerCLOptions {
   cl::opt<std::string> meshSpec{"mesh",
     cl::desc("Distribute the program over a mesh of ranks with named axes, "
              "e.g. dp=2,tp=4 (8 ranks, rank = dp_index * 4 + tp_index). "
-             "Partitions the program into the per-rank program"),
+             "Partitions the program into the per-rank program. A first axis "
+             "pp=N cuts the program into N pipeline stages, each run by the "
+             "other axes' ranks (pp=2,tp=2: ranks 0-1 stage 0, ranks 2-3 "
+             "stage 1), over --microbatches micro-batches"),
     cl::value_desc("axis=size,..."), cl::init(""), cl::cat(shardCategory)};
   cl::list<std::string> shardSpecs{"shard",
     cl::desc("Seed the sharding of a graph input or weight: NAME=SPEC, one "
@@ -109,6 +112,37 @@ struct CompilerCLOptions {
              "load; plus dp when the mesh has it), megatron-sp (megatron plus "
              "sequence parallelism in the norm and dropout regions)"),
     cl::value_desc("preset"), cl::init(""), cl::cat(shardCategory)};
+  cl::opt<std::string> pipelineSchedule{"pipeline-schedule",
+    cl::desc("With a pp axis: the order each stage runs its micro-batches in: "
+             "gpipe (every forward, then every backward), 1f1b (default: a "
+             "forward and a backward by turns after pp - rank - 1 forwards), "
+             "interleaved-1f1b (--virtual-stages stages per rank, Megatron-LM's "
+             "order; --microbatches a multiple of pp), zb-h1 (the backward split "
+             "into input and weight gradients, 1f1b's memory), zbv (two stages "
+             "per rank in a V, split backward). A forward-only program runs "
+             "each schedule's forwards in its order. Checked by simulation: a "
+             "deadlock is an error naming the first stuck action"),
+    cl::value_desc("schedule"), cl::init("1f1b"), cl::cat(shardCategory)};
+  cl::opt<std::string> pipelineScheduleFile{"pipeline-schedule-file",
+    cl::desc("With a pp axis: a schedule of one's own, one line per pp rank of "
+             "comma-separated actions in torch.distributed.pipelining's "
+             "notation (0F1: stage 0's forward of micro-batch 1; B, I, W: "
+             "backward, its input and weight parts; SEND_F, RECV_F, SEND_B, "
+             "RECV_B: added where missing), as its _dump_csv writes; the "
+             "stages' ranks are where they compute. Checked by simulation as "
+             "--pipeline-schedule's are"),
+    cl::value_desc("file"), cl::init(""), cl::cat(shardCategory)};
+  cl::opt<int64_t> virtualStages{"virtual-stages",
+    cl::desc("With --pipeline-schedule interleaved-1f1b: stages per pp rank "
+             "(default 2; stage v * pp + r runs on rank r)"),
+    cl::value_desc("V"), cl::init(0), cl::cat(shardCategory)};
+  cl::opt<std::string> pipelineSplit{"pipeline-split",
+    cl::desc("With a pp axis: where the stages are cut, layers:I,J,... (the "
+             "model's layer each stage after the first starts at, 0-based, as "
+             "nn-find-layers numbers them; the embeddings go with the first "
+             "stage, the final norm and head with the last). Default: the "
+             "layers split evenly, a remainder to the middle stages"),
+    cl::value_desc("layers:I,J,..."), cl::init(""), cl::cat(shardCategory)};
   cl::opt<std::string> dpAxisName{"dp-axis",
                                        cl::desc("Mesh axis of data parallelism (default dp)"),
                                        cl::init("dp"), cl::cat(shardCategory)};
@@ -264,7 +298,9 @@ struct CompilerCLOptions {
              "gradients before the update (only one micro-batch's activations "
              "live at a time); M must divide every input's per-rank batch "
              "(dimension 0). The loss and the update equal those of the whole "
-             "batch"),
+             "batch. With a pp axis (and without --train), the micro-batches "
+             "the pipeline's stages pass along (default: pp): the stages are "
+             "compiled for batch/M"),
     cl::value_desc("M"), cl::init(1), cl::cat(trainCategory)};
   cl::opt<std::string> dropout{"dropout",
     cl::desc("The model's Dropout nodes in training: off (default: the graph "
@@ -283,8 +319,8 @@ struct CompilerCLOptions {
              "file): import (nn as imported), nn (exporter idioms raised), "
              "train (with --train: the training step), sharded (every value's "
              "sharding decided), partitioned (the per-rank program with its "
-             "collectives, in the --dtype), stages (reserved for pipeline "
-             "parallelism), rt (bufferized kernels and collectives; needs "
+             "collectives, in the --dtype), stages (with a pp axis: a function "
+             "per pipeline stage and the schedule), rt (bufferized kernels and collectives; needs "
              "--target), gpu (generated GPU kernels; needs --target cuda), "
              "artifact"),
     cl::value_desc("phase"), cl::init(""), cl::cat(compileCategory)};
@@ -342,6 +378,30 @@ llvm::Error shardflow::getCompilerCLOptions(DriverOptions &driver, CompileOption
   compile.raiseGelu = given(o.raiseGelu);
   compile.raiseRotateHalf = given(o.raiseRotateHalf);
   compile.mesh = o.meshSpec;
+  auto pp = takePipelineAxis(compile.mesh);
+  if (!pp)
+    return pp.takeError();
+  PipelineOptions &pipe = compile.pipeline;
+  pipe.ranks = *pp;
+  pipe.schedule = o.pipelineSchedule;
+  pipe.scheduleFile = o.pipelineScheduleFile;
+  pipe.virtualStages = o.virtualStages;
+  pipe.split = o.pipelineSplit;
+  if (!pipe.enabled()) {
+    for (const cl::Option *flag : {static_cast<const cl::Option *>(&o.pipelineSchedule),
+                                   static_cast<const cl::Option *>(&o.pipelineScheduleFile),
+                                   static_cast<const cl::Option *>(&o.virtualStages),
+                                   static_cast<const cl::Option *>(&o.pipelineSplit)})
+      if (flag->getNumOccurrences())
+        return fail("--" + flag->ArgStr + " needs a pp axis of 2 or more in --mesh "
+                    "(--mesh pp=2,...)");
+  } else if (!o.train) {
+    if (o.microbatches.getNumOccurrences())
+      pipe.microbatches = o.microbatches;
+    driver.import.batchDivisor = pipe.microbatchCount();
+  }
+  if (!o.pipelineScheduleFile.empty() && o.pipelineSchedule.getNumOccurrences())
+    return fail("--pipeline-schedule and --pipeline-schedule-file exclude each other");
   compile.shard.assign(o.shardSpecs.begin(), o.shardSpecs.end());
   compile.strategy = o.strategyName;
   compile.dpAxis = o.dpAxisName;
@@ -364,7 +424,7 @@ llvm::Error shardflow::getCompilerCLOptions(DriverOptions &driver, CompileOption
         std::addressof(o.tie),     &o.tieDetection, &o.gradBucketMB, &o.microbatches,
         &o.dropout,      &o.dropoutSeed};
     for (const cl::Option *flag : trainingFlags)
-      if (flag->getNumOccurrences())
+      if (flag->getNumOccurrences() && !(flag == &o.microbatches && pipe.enabled()))
         return fail("--" + flag->ArgStr + " needs --train");
   }
   t.loss = o.loss;

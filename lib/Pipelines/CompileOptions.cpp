@@ -8,6 +8,7 @@
 #include "shardflow/Pipelines/CompileOptions.h"
 #include "shardflow/Dialect/Dist/IR/DistOps.h"
 #include "shardflow/Dialect/NN/IR/NNOps.h"
+#include "shardflow/Planner/PipelineSchedules.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
@@ -59,6 +60,8 @@ CompilePhase CompileOptions::lastPhase() const {
     return CompilePhase::Artifact;
   if (train.enabled)
     return CompilePhase::Train;
+  if (pipeline.enabled())
+    return CompilePhase::Stages;
   if (shardingRequested() || computeType != "f32")
     return CompilePhase::Partitioned;
   // Printing IR raises only what was asked for by name.
@@ -89,6 +92,8 @@ llvm::Error CompileOptions::verify() const {
   if (computeType != "f32" && computeType != "bf16" && computeType != "f16")
     return fail("--dtype must be f32, bf16 or f16, got '" + computeType + "'");
   if (llvm::Error e = verifyTraining())
+    return e;
+  if (llvm::Error e = verifyPipeline())
     return e;
   CompilePhase last = lastPhase();
   if (last >= CompilePhase::RT && target.empty())
@@ -141,6 +146,62 @@ llvm::Error CompileOptions::verifyTraining() const {
   if (t.minLr < 0 || t.minLr > t.lr)
     return fail("--min-lr must lie in [0, --lr]");
   return llvm::Error::success();
+}
+
+llvm::Error CompileOptions::verifyPipeline() const {
+  const PipelineOptions &p = pipeline;
+  if (!p.enabled())
+    return llvm::Error::success();
+  if (train.enabled)
+    return fail("--mesh pp=" + llvm::Twine(p.ranks) +
+                " with --train: pipelined training steps are not built yet (pp compiles "
+                "forward-only programs)");
+  if (lastPhase() > CompilePhase::Stages)
+    return fail("--mesh pp=" + llvm::Twine(p.ranks) +
+                ": pipeline stages compile up to --compile-to stages; the artifact with the "
+                "stage programs and shard-run's schedule runner are not built yet");
+  if (p.microbatchCount() < 1)
+    return fail("--microbatches must be >= 1");
+  if (p.virtualStages < 0)
+    return fail("--virtual-stages must be >= 1");
+  StringRef split(p.split);
+  if (!split.empty() && !split.starts_with("layers:"))
+    return fail("--pipeline-split takes layers:I,J,... (the layer each stage after the first "
+                "starts at), got '" + p.split + "'");
+  return pipelineScheduleFor(*this).takeError();
+}
+
+llvm::Expected<runtime::PipelineSchedule> shardflow::pipelineScheduleFor(const CompileOptions &o) {
+  const PipelineOptions &p = o.pipeline;
+  std::string error;
+  auto schedule = resolvePipelineSchedule(p.schedule, p.scheduleFile, int(p.ranks),
+                                          int(p.microbatchCount()), int(p.virtualStages),
+                                          !o.train.enabled, error);
+  if (!schedule)
+    return fail(error);
+  return std::move(*schedule);
+}
+
+llvm::Expected<int64_t> shardflow::takePipelineAxis(std::string &mesh) {
+  SmallVector<StringRef> axes;
+  StringRef(mesh).split(axes, ',');
+  for (auto [i, axis] : llvm::enumerate(axes)) {
+    auto [name, size] = axis.trim().split('=');
+    if (name.trim() != "pp")
+      continue;
+    int64_t ranks = 0;
+    if (size.trim().getAsInteger(10, ranks) || ranks < 1)
+      return fail("--mesh: pp takes a positive size, got '" + axis.trim() + "'");
+    if (i != 0)
+      return fail("--mesh: pp must be the first axis (the outermost: ranks 0 to k-1 run "
+                  "stage 0), got '" + mesh + "'");
+    std::string rest;
+    for (size_t j = 1; j < axes.size(); ++j)
+      rest += (rest.empty() ? "" : ",") + axes[j].trim().str();
+    mesh = rest;
+    return ranks;
+  }
+  return 1;
 }
 
 /// Whether `module` is already a per-rank program (it has collectives or

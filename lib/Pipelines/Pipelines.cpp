@@ -153,6 +153,19 @@ static void buildPartitionedPhase(OpPassManager &pm, const CompileOptions &o) {
   }
 }
 
+static void buildStagesPhase(OpPassManager &pm, const CompileOptions &o) {
+  if (!o.pipeline.enabled())
+    return;
+  dist::DistSplitStagesOptions split;
+  split.ranks = o.pipeline.ranks;
+  split.microbatches = o.pipeline.microbatchCount();
+  split.schedule = o.pipeline.schedule;
+  split.scheduleFile = o.pipeline.scheduleFile;
+  split.virtualStages = o.pipeline.virtualStages;
+  split.split = o.pipeline.split;
+  pm.addPass(dist::createDistSplitStages(split));
+}
+
 static void buildRTPhase(OpPassManager &pm, const CompileOptions &o) {
   if (o.target == "cuda") {
     // The attention kernel reads heads in place ([B, S, H*D]), which saves
@@ -200,9 +213,10 @@ void shardflow::buildPhasePipeline(OpPassManager &pm, CompilePhase phase,
                                    const CompileOptions &options) {
   switch (phase) {
   case CompilePhase::Import:
-  case CompilePhase::Stages: // pipeline stages and their schedule: next
   case CompilePhase::Artifact:
     return;
+  case CompilePhase::Stages:
+    return buildStagesPhase(pm, options);
   case CompilePhase::NN:
     return buildNNPhase(pm, options);
   case CompilePhase::Train:

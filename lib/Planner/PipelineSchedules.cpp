@@ -3,8 +3,10 @@
 #include "shardflow/Planner/PipelineSchedules.h"
 
 #include <algorithm>
+#include <fstream>
 #include <limits>
 #include <map>
+#include <sstream>
 
 namespace shardflow {
 
@@ -236,6 +238,59 @@ std::optional<PipelineSchedule> buildPipelineSchedule(PipelineScheduleKind kind,
                                 [](const PipelineAction &a) { return a.op != PipelineOp::Forward; }),
                  list.end());
   return s;
+}
+
+std::optional<PipelineSchedule> resolvePipelineSchedule(const std::string &name,
+                                                        const std::string &file, int ranks,
+                                                        int microbatches, int virtualStages,
+                                                        bool forwardOnly, std::string &error) {
+  std::optional<PipelineSchedule> schedule;
+  std::string what;
+  if (!file.empty()) {
+    what = "--pipeline-schedule-file " + file;
+    std::ifstream in(file);
+    if (!in) {
+      error = what + ": cannot read it";
+      return std::nullopt;
+    }
+    std::ostringstream text;
+    text << in.rdbuf();
+    std::string why;
+    schedule = runtime::parsePipelineSchedule(text.str(), file, ranks, microbatches,
+                                              forwardOnly, why);
+    if (!schedule) {
+      error = "--pipeline-schedule-file " + why;
+      return std::nullopt;
+    }
+    if (virtualStages && schedule->stages() != ranks * virtualStages) {
+      error = what + ": " + std::to_string(schedule->stages()) + " stages, but pp=" +
+              std::to_string(ranks) + " with --virtual-stages " + std::to_string(virtualStages) +
+              " makes " + std::to_string(ranks * virtualStages);
+      return std::nullopt;
+    }
+  } else {
+    what = "--pipeline-schedule " + name;
+    auto kind = parsePipelineScheduleKind(name);
+    if (!kind) {
+      error = "--pipeline-schedule takes " + pipelineScheduleNames() + ", got '" + name + "'";
+      return std::nullopt;
+    }
+    int v = virtualStages;
+    if (!v)
+      v = *kind == PipelineScheduleKind::Interleaved1F1B || *kind == PipelineScheduleKind::ZBV
+              ? 2
+              : 1;
+    schedule = buildPipelineSchedule(*kind, ranks, microbatches, v, forwardOnly, error);
+    if (!schedule)
+      return std::nullopt;
+  }
+  runtime::PipelineSimulation sim = runtime::simulatePipeline(
+      schedule->hasCommunication() ? *schedule : runtime::withCommunication(*schedule));
+  if (!sim.ok()) {
+    error = what + ": " + sim.error;
+    return std::nullopt;
+  }
+  return schedule;
 }
 
 } // namespace shardflow

@@ -12,6 +12,8 @@
 #ifndef SHARDFLOW_PIPELINES_COMPILEOPTIONS_H
 #define SHARDFLOW_PIPELINES_COMPILEOPTIONS_H
 
+#include "shardflow/Runtime/Format/PipelineSchedule.h"
+
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
@@ -31,7 +33,7 @@ enum class CompilePhase {
   Train,       ///< with --train: loss, autodiff and the optimizer's update
   Sharded,     ///< every value's sharding decided (global program, dist attributes)
   Partitioned, ///< per-rank nn program with collectives, in the compute type
-  Stages,      ///< reserved: pipeline stages and their schedule (no passes yet)
+  Stages,      ///< with a pp axis: the pipeline's stage functions and schedule
   RT,          ///< bufferized rt program (memory planned on the CPU target)
   GPU,         ///< CUDA only: generated kernels, GEMM rewrites, memory planned
   Artifact,    ///< the .shard file (not IR)
@@ -107,6 +109,26 @@ struct TrainOptions {
   int64_t dropoutSeed = 0;
 };
 
+/// Pipeline parallelism (phase stages): the `pp` axis of --mesh, the
+/// outermost (ranks 0 .. R-1 run stage 0, R the other axes' product).
+struct PipelineOptions {
+  /// The pp axis's size; 1: no pipeline.
+  int64_t ranks = 1;
+  /// Micro-batches per step (--microbatches; 0: pp).
+  int64_t microbatches = 0;
+  /// A schedule's name (PipelineSchedules.h), or a schedule file.
+  std::string schedule = "1f1b";
+  std::string scheduleFile;
+  /// Stages per rank (0: the schedule's: 2 for interleaved-1f1b and zbv).
+  int64_t virtualStages = 0;
+  /// Where the stages are cut: "" (balanced along the layers) or
+  /// "layers:4,8,12" (the layer each stage after the first starts at).
+  std::string split;
+
+  bool enabled() const { return ranks > 1; }
+  int64_t microbatchCount() const { return microbatches ? microbatches : ranks; }
+};
+
 struct CompileOptions {
   /// "" (print IR), "cpu" or "cuda".
   std::string target;
@@ -134,6 +156,9 @@ struct CompileOptions {
   /// mesh/shard/strategy, or the program carries a dist.mesh and is not
   /// partitioned yet); the registered pipelines set it from their options.
   bool sharding = false;
+
+  // Pipeline parallelism (phase stages).
+  PipelineOptions pipeline;
 
   // Precision (end of phase partitioned: weights are cast once sliced).
   std::string computeType = "f32"; ///< f32, bf16, f16
@@ -179,7 +204,20 @@ struct CompileOptions {
   llvm::Error verify() const;
   /// verify()'s checks of the training flags.
   llvm::Error verifyTraining() const;
+  /// verify()'s checks of the pipeline flags: the schedule is built (or
+  /// read) and simulated, so a deadlock is reported before any compiling.
+  llvm::Error verifyPipeline() const;
 };
+
+/// The pipeline's action lists (compute only) for `options.pipeline`: the
+/// named schedule built, or the schedule file read, each checked by
+/// simulation with the sends and receives added. The error names the flag
+/// (and the file, line and action).
+llvm::Expected<runtime::PipelineSchedule> pipelineScheduleFor(const CompileOptions &options);
+
+/// Takes the `pp` axis out of a --mesh value ("pp=4,dp=2,tp=2" gives 4
+/// and leaves "dp=2,tp=2"); pp must come first. 1 when there is none.
+llvm::Expected<int64_t> takePipelineAxis(std::string &mesh);
 
 /// Applies the module-dependent decisions to `options`: whether the
 /// sharding passes run (requested, or the program has a dist.mesh and is

@@ -56,6 +56,17 @@ std::optional<runtime::PipelineSchedule>
 buildPipelineSchedule(PipelineScheduleKind kind, int ranks, int microbatches, int virtualStages,
                       bool forwardOnly, std::string &error);
 
+/// The schedule a compile asks for: the named one built (`file` empty;
+/// `virtualStages` 0: the schedule's own, 2 for interleaved-1f1b and zbv),
+/// or `file` read; either checked by simulation with its sends and
+/// receives added where it has none. std::nullopt with `error` naming the
+/// flag (--pipeline-schedule, --pipeline-schedule-file and the file's
+/// line and action) otherwise.
+std::optional<runtime::PipelineSchedule>
+resolvePipelineSchedule(const std::string &name, const std::string &file, int ranks,
+                        int microbatches, int virtualStages, bool forwardOnly,
+                        std::string &error);
+
 } // namespace shardflow
 
 #endif // SHARDFLOW_PLANNER_PIPELINESCHEDULES_H

@@ -755,6 +755,13 @@ LogicalResult GraphImporter::createFunction(ModuleOp module) {
         dims.push_back(d.dim_value());
       }
     }
+    if (options.batchDivisor > 1 && !dims.empty()) {
+      if (dims[0] % options.batchDivisor != 0)
+        return fail("--microbatches " + std::to_string(options.batchDivisor) +
+                    " does not divide dimension 0 (the batch) of graph input '" + in.name() +
+                    "' " + shapeString(dims));
+      dims[0] /= options.batchDivisor;
+    }
     if (int64_t(dims.size()) > kMaxRank)
       return fail("graph input '" + in.name() + "' has rank " +
                   std::to_string(dims.size()) +
@@ -963,9 +970,13 @@ LogicalResult GraphImporter::finishFunction() {
       }
       if (tt.has_shape()) {
         bool mismatch = tt.shape().dim_size() != type.getRank();
-        for (int i = 0; !mismatch && i < tt.shape().dim_size(); ++i)
-          mismatch = tt.shape().dim(i).has_dim_value() &&
-                     tt.shape().dim(i).dim_value() != type.getDimSize(i);
+        for (int i = 0; !mismatch && i < tt.shape().dim_size(); ++i) {
+          // Pipeline micro-batches: the program computes batch/M rows.
+          int64_t declared = tt.shape().dim(i).dim_value();
+          if (i == 0 && options.batchDivisor > 1 && declared % options.batchDivisor == 0)
+            declared /= options.batchDivisor;
+          mismatch = tt.shape().dim(i).has_dim_value() && declared != type.getDimSize(i);
+        }
         if (mismatch)
           return fail("graph output '" + out.name() +
                       "' is declared with a shape that disagrees with the "

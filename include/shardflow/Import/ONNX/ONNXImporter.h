@@ -46,6 +46,10 @@ struct ONNXImportOptions {
   /// does. One that meets only constants through arithmetic first (a
   /// rotary frequency table: a buffer) folds as before.
   bool keepMovedInitializers = false;
+  /// Pipeline micro-batches: dimension 0 (the batch) of every graph input
+  /// of rank 1 or more is divided by this, so that the program is the one
+  /// a stage runs per micro-batch.
+  int64_t batchDivisor = 1;
 };
 
 /// Parses one `--input-value` value, `name=FILE.npy` or `name=FILE.pb`.

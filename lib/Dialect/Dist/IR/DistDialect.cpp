@@ -8,6 +8,7 @@
 
 #include "shardflow/Dialect/Dist/IR/DistOps.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
 #include "llvm/ADT/STLExtras.h"
@@ -267,6 +268,23 @@ LogicalResult DistDialect::verifyOperationAttribute(Operation *op,
       return op->emitError("'dist.origin' expects a string");
     return success();
   }
+  // Pipeline stages (dist-split-stages): a stage function's number and pp
+  // rank, and the module's schedule.
+  if (attr.getName() == "dist.stage" || attr.getName() == "dist.pp_rank") {
+    if (!isa<func::FuncOp>(op) || !isa<IntegerAttr>(attr.getValue()))
+      return op->emitError() << "'" << attr.getName()
+                             << "' expects an integer on a stage function";
+    return success();
+  }
+  if (attr.getName() == "dist.pipeline") {
+    auto dict = dyn_cast<DictionaryAttr>(attr.getValue());
+    if (!isa<ModuleOp>(op) || !dict || !dict.getAs<IntegerAttr>("ranks") ||
+        !dict.getAs<IntegerAttr>("microbatches") || !dict.getAs<DenseI64ArrayAttr>("stage_ranks") ||
+        !dict.getAs<ArrayAttr>("actions"))
+      return op->emitError("'dist.pipeline' expects, on the module, a dictionary of ranks, "
+                           "microbatches, schedule, stage_ranks and actions");
+    return success();
+  }
   return op->emitError() << "unknown dist attribute '" << attr.getName() << "'";
 }
 
@@ -274,6 +292,18 @@ LogicalResult DistDialect::verifyOperationAttribute(Operation *op,
 static LogicalResult verifyValueAttr(Operation *op, Type type, NamedAttribute attr) {
   if (attr.getName() == "dist.priority" || attr.getName() == "dist.origin")
     return success();
+  // A value passed between pipeline stages: its number, and the stage it
+  // comes from (an argument) or the stages it goes to (a result).
+  if (attr.getName() == "dist.transfer" || attr.getName() == "dist.from") {
+    if (!isa<IntegerAttr>(attr.getValue()))
+      return op->emitError() << "'" << attr.getName() << "' expects an integer";
+    return success();
+  }
+  if (attr.getName() == "dist.to") {
+    if (!isa<DenseI64ArrayAttr>(attr.getValue()))
+      return op->emitError("'dist.to' expects an array of stages");
+    return success();
+  }
   if (attr.getName() != kShardingAttr)
     return op->emitError() << "unknown dist attribute '" << attr.getName()
                            << "' on a function argument or result";

@@ -147,4 +147,50 @@ def DistUnrollMicrobatches : Pass<"dist-unroll-microbatches", "::mlir::ModuleOp"
   let dependentDialects = ["::shardflow::nn::NNDialect"];
 }
 
+def DistSplitStages : Pass<"dist-split-stages", "::mlir::ModuleOp"> {
+  let summary = "Cut the program into pipeline stages, a function each";
+  let description = [{
+    The `stages` phase of a pipeline-parallel compile (`--mesh pp=N`): cuts
+    `@main`, the per-rank program of one micro-batch (the other mesh axes
+    already partitioned), into one function per stage, `@stage_0` ..
+    `@stage_{S-1}`, and records the schedule on the module.
+
+    The cuts follow the model's layers as nn-find-layers finds them: the
+    prologue (embeddings) goes with the first stage, the epilogue (final
+    norm, head) with the last, the ops between two stacks (an
+    encoder-decoder's) with the block after them. `split` (`layers:I,J`)
+    names the layer each stage after the first starts at; otherwise the
+    layers are split evenly, a remainder going to the middle stages.
+
+    A value a stage reads from an earlier one is either computed again in
+    the stage, when what computes it is small (at most 64 ops), holds no
+    collective and reads no float graph input (weights, constants, an
+    attention mask from the token mask, rotary tables), or passed: the
+    earlier stage returns it and the later one takes it as an argument,
+    both marked `dist.transfer = K` (the later stage also `dist.from`, the
+    earlier `dist.to`, the stages). Every stage takes the graph inputs it
+    reads itself (`nn.name`); each graph output is returned by the stage
+    that computes it. A stage is `dist.stage = s` and `dist.pp_rank = r`.
+
+    The module gets `dist.pipeline`: the pp ranks, the micro-batches, the
+    schedule's name, each stage's pp rank and each rank's actions (the
+    schedule, built or read and simulated as shard-opt's
+    `--pipeline-schedule` does).
+  }];
+  let options = [
+    Option<"ranks", "ranks", "int64_t", /*default=*/"2", "The pp axis's size">,
+    Option<"microbatches", "microbatches", "int64_t", /*default=*/"2",
+           "Micro-batches per step">,
+    Option<"schedule", "schedule", "std::string", /*default=*/"\"1f1b\"",
+           "The schedule's name (gpipe, 1f1b, interleaved-1f1b, zb-h1, zbv)">,
+    Option<"scheduleFile", "schedule-file", "std::string", /*default=*/"\"\"",
+           "A schedule file instead of a name">,
+    Option<"virtualStages", "virtual-stages", "int64_t", /*default=*/"0",
+           "Stages per pp rank (0: the schedule's)">,
+    Option<"split", "split", "std::string", /*default=*/"\"\"",
+           "layers:I,J,...: the layer each stage after the first starts at">,
+  ];
+  let dependentDialects = ["::shardflow::nn::NNDialect"];
+}
+
 #endif // SHARDFLOW_DIALECT_DIST_TRANSFORMS_PASSES_TD

@@ -1,0 +1,134 @@
+"""Pipeline stages of the real exports (`--mesh pp=N`, the `stages` phase).
+
+`shard-opt --mesh pp=2 --microbatches 2` prints one function per stage
+(dist-split-stages) and the schedule. On the real-export test bed:
+
+- the stages are compiled for one micro-batch: every graph input's
+  dimension 0 is the batch over M;
+- every weight of the unpipelined program is read by a stage, and two
+  stages read the same weight only when the model ties it (an embedding
+  and an LM head) or it computes something every layer reads (T5's
+  relative position bias);
+- what a stage passes on is the residual stream (and an encoder's output
+  and mask, for T5's decoder), a few values, not the masks and rotary
+  tables each stage computes again from the graph inputs it reads itself;
+- each graph output comes from exactly one stage;
+- every schedule lays its stages on the ranks as it should.
+
+About 20 s on 2 cores.
+"""
+from __future__ import annotations
+
+import re
+import subprocess
+
+import pytest
+
+from shardflow import real_exports, toolchain
+
+STAGE = re.compile(r"^  func\.func @stage_(\d+)\((.*?)\) -> \((.*?)\) attributes \{(.*?)\} \{$",
+                   re.M)
+WEIGHT = re.compile(r'nn\.weight "([^"]+)"')
+
+
+def compile_stages(tmp_path, name, *flags, check=True, batch=None):
+    """shard-opt on export `name` with its inputs' shapes (the batch
+    replaced by `batch` when given)."""
+    export = real_exports.load(name)
+    shapes = export.shape_flags(tmp_path)
+    if batch:
+        shapes = [f"{n}={','.join(map(str, (batch, *v.shape[1:])))}"
+                  for n, v in export.inputs().items()]
+        shapes = [a for spec in shapes for a in ("--input-shape", spec)]
+    out = subprocess.run([str(toolchain.tool("shard-opt")), str(export.model), *shapes, *flags],
+                         capture_output=True, text=True, timeout=300)
+    if check:
+        assert out.returncode == 0, out.stderr
+    return export, out
+
+
+def stages_of(text):
+    """Per stage: its arguments, results and body (the text up to the next
+    stage)."""
+    found = list(STAGE.finditer(text))
+    stages = []
+    for i, m in enumerate(found):
+        end = found[i + 1].start() if i + 1 < len(found) else len(text)
+        stages.append({"index": int(m.group(1)), "args": m.group(2), "results": m.group(3),
+                       "attrs": m.group(4), "body": text[m.end():end]})
+    return stages
+
+
+@pytest.mark.parametrize("name", ["gpt2-8l-torchscript", "llama-8l-dynamo", "bert-dynamo",
+                                  "t5-torchscript", "mixtral-dynamo"])
+def test_stages_of_real_exports(tmp_path, name):
+    export, out = compile_stages(tmp_path, name, "--mesh", "pp=2", "--microbatches", "2")
+    stages = stages_of(out.stdout)
+    assert [s["index"] for s in stages] == [0, 1]
+    assert "schedule = \"1f1b\"" in out.stdout
+    # One micro-batch's program: the batch over M.
+    for input_name, value in export.inputs().items():
+        if value.ndim == 0:
+            continue
+        dims = [str(value.shape[0] // 2), *map(str, value.shape[1:])]
+        pattern = rf"tensor<{'x'.join(dims)}x?[a-z0-9]*> \{{nn\.name = \"{input_name}\"\}}"
+        assert any(re.search(pattern, s["args"]) for s in stages), (input_name, pattern)
+    # The weights: all of them, shared only when tied or read by every layer.
+    whole = subprocess.run([str(toolchain.tool("shard-opt")), str(export.model),
+                            *export.shape_flags(tmp_path), "--compile-to", "partitioned",
+                            "--microbatches", "2", "--mesh", "pp=2"],
+                           capture_output=True, text=True, timeout=300)
+    assert whole.returncode == 0, whole.stderr
+    everything = set(WEIGHT.findall(whole.stdout))
+    per_stage = [set(WEIGHT.findall(s["body"])) for s in stages]
+    assert set.union(*per_stage) == everything
+    both = per_stage[0] & per_stage[1]
+    assert all(re.search(r"wte|embed|shared|relative_attention_bias|word_embeddings", w)
+               for w in both), both
+    # Passed values: the residual stream (T5: the encoder's output and
+    # its mask too).
+    sent = stages[0]["results"].count("dist.transfer")
+    assert 1 <= sent <= (3 if name.startswith("t5") else 1), stages[0]["results"]
+    assert stages[1]["args"].count("dist.transfer") == sent
+    # Each graph output from one stage.
+    outputs = [n for s in stages for n in re.findall(r'nn\.name = "([^"]+)"', s["results"])]
+    assert sorted(outputs) == sorted(export.expected().keys())
+
+
+@pytest.mark.parametrize("schedule, flags, ranks", [
+    ("gpipe", [], [0, 1, 2, 3]),
+    ("1f1b", [], [0, 1, 2, 3]),
+    ("zb-h1", [], [0, 1, 2, 3]),
+    ("interleaved-1f1b", [], [0, 1, 2, 3, 0, 1, 2, 3]),
+    ("zbv", [], [0, 1, 2, 3, 3, 2, 1, 0])])
+def test_every_schedule_lays_out_its_stages(tmp_path, schedule, flags, ranks):
+    """gpt2-8l at pp=4 over 4 micro-batches: each stage a function, on its
+    rank; the stages chained by one value each; the actions the forwards
+    of every stage and micro-batch, in the schedule's order."""
+    _, out = compile_stages(tmp_path, "gpt2-8l-torchscript", "--mesh", "pp=4",
+                            "--microbatches", "4", "--pipeline-schedule", schedule, *flags,
+                            batch=4)
+    stages = stages_of(out.stdout)
+    assert [int(re.search(r"dist.pp_rank = (\d+)", s["attrs"]).group(1)) for s in stages] == ranks
+    for s in stages[1:]:
+        assert f"dist.from = {s['index'] - 1} : i64" in s["args"], s["args"]
+    actions = re.search(r"actions = \[(.*?)\]", out.stdout).group(1)
+    forwards = re.findall(r"(\d+)F(\d+)", actions)
+    assert sorted(forwards) == sorted((str(st), str(m)) for st in range(len(ranks))
+                                      for m in range(4))
+
+
+def test_pipeline_errors_name_the_input_and_the_model(tmp_path):
+    _, out = compile_stages(tmp_path, "vit-dynamo", "--mesh", "pp=2", "--microbatches", "2",
+                            check=False)
+    assert out.returncode != 0
+    assert ("--microbatches 2 does not divide dimension 0 (the batch) of graph input "
+            "'pixel_values' [3,3,16,16]") in out.stderr
+    _, out = compile_stages(tmp_path, "minilm-l6-1of6-torchscript", "--mesh", "pp=2",
+                            check=False)
+    assert out.returncode != 0
+    assert "nn-find-layers finds none in this program" in out.stderr
+    _, out = compile_stages(tmp_path, "gpt2-torchscript", "--mesh", "pp=4", "--microbatches", "2",
+                            check=False)
+    assert out.returncode != 0
+    assert "the pipeline has 4 stages but the model has 2 layers" in out.stderr
