@@ -4,8 +4,10 @@
 # set up and build; import it and print its nn IR summary; compile it for
 # the CPU and run it with shard-run; then shard it over a mesh (MESH,
 # default dp=2,tp=2) with the megatron and megatron-sp presets and run the
-# ranks under mpirun; compare every run with onnxruntime; then train it a
-# few steps on one rank and over the mesh (megatron) and compare the two.
+# ranks under mpirun; compare every run with onnxruntime; run it as a
+# pipeline of two stages (pp=2, 4 micro-batches, 1F1B) and compare it with
+# onnxruntime and the unpipelined run; then train it a few steps on one
+# rank and over the mesh (megatron) and compare the two.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -39,6 +41,16 @@ for strategy in megatron megatron-sp; do
   PYTHONPATH=python .venv/bin/python -m shardflow.compare "$model" "$out/model.$strategy.shard" \
     --input-shape "$shape" --ranks "$ranks"
 done
+
+echo "== pipeline: pp=2 (the stages cut along the layers), 4 micro-batches, 1F1B"
+pshape="input_ids=4,16"
+build/bin/shard-opt "$model" --input-shape "$pshape" --target cpu -o "$out/model.b4.shard"
+build/bin/shard-opt "$model" --input-shape "$pshape" --mesh pp=2 --microbatches 4 \
+  --pipeline-schedule 1f1b --target cpu -o "$out/model.pp2.shard"
+sed -n 's/^actions /   rank /p' "$out/model.pp2.shard"
+echo "== run the 2 stages under mpirun; compare with onnxruntime and the unpipelined run"
+PYTHONPATH=python .venv/bin/python -m shardflow.compare "$model" "$out/model.pp2.shard" \
+  --input-shape "$pshape" --ranks 2 --baseline "$out/model.b4.shard"
 
 echo "== train: AdamW steps on one rank and over $mesh (--strategy megatron), compared"
 PYTHONPATH=python .venv/bin/python -m shardflow.compare_training "$model" --input-shape "$shape" \

@@ -9,7 +9,13 @@
 #include "shardflow/Import/ONNX/ONNXImporter.h"
 #include "shardflow/Target/ArtifactExport.h"
 #include "shardflow/Target/DeviceCode.h"
+#include "shardflow/Pipelines/Pipelines.h"
+#include "shardflow/Runtime/Format/PipelineArtifact.h"
 #include "shardflow/Target/WeightFiles.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/ADT/StringSet.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/Support/FileUtilities.h"
@@ -54,8 +60,10 @@ static LogicalResult writeSideWeightsOf(runtime::Artifact &artifact, ModuleOp mo
   return writeSideWeights(artifact, bytes, paths.outputFile, module.getLoc());
 }
 
-LogicalResult shardflow::emitArtifact(ModuleOp module, const CompileOptions &options,
-                                      const ArtifactPaths &paths) {
+/// The artifact of `module` (compiled through the rt or gpu phase):
+/// exported, with its device code, side weights and checksums.
+static FailureOr<runtime::Artifact> buildArtifact(ModuleOp module, const CompileOptions &options,
+                                                  const ArtifactPaths &paths) {
   // Weight files are found next to the model unless shard-run is told
   // otherwise (--weights).
   SmallString<256> dir(paths.inputFile == "-" ? "." : paths.inputFile);
@@ -80,13 +88,129 @@ LogicalResult shardflow::emitArtifact(ModuleOp module, const CompileOptions &opt
       (options.weightChecksums && paths.outputFile != "-" &&
        failed(addWeightChecksums(*artifact, paths.outputFile, module.getLoc()))))
     return failure();
+  return artifact;
+}
+
+/// Writes `text` to `path` ("-": stdout).
+static LogicalResult writeText(const std::string &text, StringRef path, Location loc) {
   std::string error;
-  auto output = openOutputFile(paths.outputFile, &error);
+  auto output = openOutputFile(path, &error);
   if (!output)
-    return module.emitError(error);
-  std::ostringstream text;
-  runtime::writeArtifact(*artifact, text);
-  output->os() << text.str();
+    return emitError(loc, error);
+  output->os() << text;
   output->keep();
   return success();
+}
+
+LogicalResult shardflow::emitArtifact(ModuleOp module, const CompileOptions &options,
+                                      const ArtifactPaths &paths) {
+  if (module->hasAttr("dist.pipeline"))
+    return emitPipelineArtifact(module, options, paths);
+  auto artifact = buildArtifact(module, options, paths);
+  if (failed(artifact))
+    return failure();
+  std::ostringstream text;
+  runtime::writeArtifact(*artifact, text);
+  return writeText(text.str(), paths.outputFile, module.getLoc());
+}
+
+/// A graph input's or output's whole-batch tensor, from a stage
+/// function's argument or result type (one micro-batch's).
+static runtime::PipelineTensor wholeBatch(StringRef name, Type type, int64_t microbatches,
+                                          Location loc, bool &ok) {
+  runtime::PipelineTensor t;
+  t.name = name.str();
+  auto tensor = cast<RankedTensorType>(type);
+  t.shape.assign(tensor.getShape().begin(), tensor.getShape().end());
+  if (t.shape.empty()) {
+    emitError(loc, "pipeline: '") << name
+                                  << "' has no batch dimension to cut into micro-batches";
+    ok = false;
+  } else {
+    t.shape[0] *= microbatches;
+  }
+  std::string elem;
+  llvm::raw_string_ostream os(elem);
+  os << tensor.getElementType();
+  auto dtype = runtime::parseDType(elem);
+  if (!dtype) {
+    emitError(loc, "pipeline: '") << name << "' has element type " << elem
+                                  << ", which artifacts do not carry";
+    ok = false;
+  } else {
+    t.dtype = *dtype;
+  }
+  return t;
+}
+
+LogicalResult shardflow::emitPipelineArtifact(ModuleOp module, const CompileOptions &options,
+                                              const ArtifactPaths &paths) {
+  auto info = module->getAttrOfType<DictionaryAttr>("dist.pipeline");
+  runtime::PipelineArtifact art;
+  art.target = options.target;
+  if (auto name = info.getAs<StringAttr>("schedule"))
+    art.scheduleName = name.getValue().str();
+  int64_t ranks = info.getAs<IntegerAttr>("ranks").getInt();
+  int64_t microbatches = info.getAs<IntegerAttr>("microbatches").getInt();
+  std::string actions;
+  for (Attribute a : info.getAs<ArrayAttr>("actions"))
+    actions += cast<StringAttr>(a).getValue().str() + "\n";
+  std::string error;
+  auto schedule = runtime::parsePipelineSchedule(actions, "dist.pipeline", int(ranks),
+                                                 int(microbatches), true, error);
+  if (!schedule)
+    return module.emitError(error);
+  art.schedule = std::move(*schedule);
+
+  SmallVector<func::FuncOp> stages(module.getOps<func::FuncOp>());
+  llvm::sort(stages, [](func::FuncOp a, func::FuncOp b) {
+    return a->getAttrOfType<IntegerAttr>("dist.stage").getInt() <
+           b->getAttrOfType<IntegerAttr>("dist.stage").getInt();
+  });
+  // The whole batch's inputs (each once) and outputs.
+  bool ok = true;
+  llvm::StringSet<> seenInputs;
+  for (func::FuncOp fn : stages) {
+    for (unsigned i = 0; i < fn.getNumArguments(); ++i)
+      if (!fn.getArgAttr(i, "dist.transfer"))
+        if (auto name = fn.getArgAttrOfType<StringAttr>(i, "nn.name");
+            name && seenInputs.insert(name.getValue()).second)
+          art.inputs.push_back(wholeBatch(name.getValue(), fn.getArgument(i).getType(),
+                                          microbatches, fn.getLoc(), ok));
+    for (unsigned i = 0; i < fn.getNumResults(); ++i)
+      if (!fn.getResultAttr(i, "dist.transfer"))
+        if (auto name = fn.getResultAttrOfType<StringAttr>(i, "nn.name"))
+          art.outputs.push_back(wholeBatch(name.getValue(), fn.getResultTypes()[i],
+                                           microbatches, fn.getLoc(), ok));
+  }
+  if (!ok)
+    return failure();
+
+  // Each stage: a module of its own, through the rt (and gpu) phases, then
+  // an artifact as any program's.
+  for (auto [k, fn] : llvm::enumerate(stages)) {
+    OwningOpRef<ModuleOp> stage = cast<ModuleOp>(module->clone());
+    (*stage)->removeAttr("dist.pipeline");
+    for (func::FuncOp other : llvm::make_early_inc_range(stage->getOps<func::FuncOp>()))
+      if (other.getName() != fn.getName())
+        other.erase();
+    func::FuncOp main = *stage->getOps<func::FuncOp>().begin();
+    main.setName("main");
+    PassManager pm(module.getContext());
+    buildPhasePipeline(pm, CompilePhase::RT, options);
+    buildPhasePipeline(pm, CompilePhase::GPU, options);
+    if (failed(pm.run(*stage)))
+      return failure();
+    ArtifactPaths stagePaths = paths;
+    if (paths.outputFile != "-")
+      stagePaths.outputFile = paths.outputFile + ".stage" + std::to_string(k);
+    auto artifact = buildArtifact(*stage, options, stagePaths);
+    if (failed(artifact))
+      return failure();
+    art.stages.push_back(std::move(*artifact));
+  }
+  art.worldSize = int(ranks) * art.stages.front().worldSize;
+  std::ostringstream text;
+  runtime::writePipelineArtifact(art, text);
+  return writeText(text.str(), paths.outputFile, module.getLoc());
 }

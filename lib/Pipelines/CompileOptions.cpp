@@ -156,10 +156,9 @@ llvm::Error CompileOptions::verifyPipeline() const {
     return fail("--mesh pp=" + llvm::Twine(p.ranks) +
                 " with --train: pipelined training steps are not built yet (pp compiles "
                 "forward-only programs)");
-  if (lastPhase() > CompilePhase::Stages)
-    return fail("--mesh pp=" + llvm::Twine(p.ranks) +
-                ": pipeline stages compile up to --compile-to stages; the artifact with the "
-                "stage programs and shard-run's schedule runner are not built yet");
+  if (compileTo && (*compileTo == CompilePhase::RT || *compileTo == CompilePhase::GPU))
+    return fail("--compile-to " + getPhaseName(*compileTo) + " prints one program; with a pp "
+                "axis, compile to stages (a function per stage) or to the artifact");
   if (p.microbatchCount() < 1)
     return fail("--microbatches must be >= 1");
   if (p.virtualStages < 0)

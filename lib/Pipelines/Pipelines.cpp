@@ -236,6 +236,10 @@ void shardflow::buildPhasePipeline(OpPassManager &pm, CompilePhase phase,
 
 void shardflow::buildCompilePipeline(OpPassManager &pm, const CompileOptions &options) {
   CompilePhase last = options.lastPhase();
+  // Pipeline stages go through the later phases one by one, as programs of
+  // their own (emitPipelineArtifact).
+  if (options.pipeline.enabled() && last > CompilePhase::Stages)
+    last = CompilePhase::Stages;
   for (int p = int(CompilePhase::Import) + 1; p <= int(last); ++p)
     buildPhasePipeline(pm, CompilePhase(p), options);
 }

@@ -2,11 +2,14 @@
 
     python -m shardflow.compare MODEL.onnx ARTIFACT.shard [--ranks N]
         [--input-shape NAME=D0,D1 ...] [--seed S] [--tolerance T]
+        [--baseline OTHER.shard [--baseline-ranks N]]
 
 Inputs are random: floats from a standard normal, integer inputs inside
 [0, --int-high) (token ids), `attention_mask` mostly ones. Prints, per
 output, the relative L2 error ||ours - ort|| / ||ort|| and the largest
-absolute difference; exits 1 if any error exceeds the tolerance.
+absolute difference; exits 1 if any error exceeds the tolerance. With
+--baseline, another artifact of the same model (say, not pipelined) runs on
+the same inputs and the two runs are compared as well.
 """
 from __future__ import annotations
 
@@ -57,6 +60,10 @@ def main(argv=None) -> int:
                         help="integer inputs are drawn from [0, INT_HIGH)")
     parser.add_argument("--tolerance", type=float, default=1e-5,
                         help="largest allowed relative L2 error (default 1e-5)")
+    parser.add_argument("--baseline", help="another artifact of the model, run on the same "
+                        "inputs and compared with ARTIFACT")
+    parser.add_argument("--baseline-ranks", type=int, default=1,
+                        help="ranks of --baseline (default 1)")
     args = parser.parse_args(argv)
 
     shapes = {}
@@ -86,7 +93,20 @@ def main(argv=None) -> int:
     verdict = "matches" if worst <= args.tolerance else "DIFFERS from"
     print(f"shard-run ({args.ranks} rank{'s' if args.ranks > 1 else ''}) {verdict} "
           f"onnxruntime: worst relative L2 error {worst:.3e} (tolerance {args.tolerance:g})")
-    return 0 if worst <= args.tolerance else 1
+    ok = worst <= args.tolerance
+    if args.baseline:
+        base_launcher = None
+        if args.baseline_ranks > 1 or shutil.which("mpirun"):
+            base_launcher = [shutil.which("mpirun") or "mpirun", "-np",
+                             str(args.baseline_ranks), "--oversubscribe"]
+        base = toolchain.run_artifact(args.baseline, inputs, launcher=base_launcher)
+        apart = max(toolchain.relative_error(ours[n], base[n]) for n in reference)
+        same = apart <= args.tolerance
+        print(f"shard-run {'matches' if same else 'DIFFERS from'} {args.baseline} "
+              f"({args.baseline_ranks} rank{'s' if args.baseline_ranks > 1 else ''}) on the "
+              f"same inputs: worst relative L2 error {apart:.3e}")
+        ok = ok and same
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -19,8 +19,33 @@
 // FIRST: --mesh: pp must be the first axis (the outermost: ranks 0 to k-1 run stage 0), got 'tp=2,pp=2'
 // RUN: not shard-opt %s --mesh pp=2 --pipeline-schedule pipedream 2>&1 | FileCheck %s --check-prefix=NAME
 // NAME: --pipeline-schedule takes gpipe, 1f1b, interleaved-1f1b, zb-h1, zbv, got 'pipedream'
-// RUN: not shard-opt %s --mesh pp=2 --target cpu 2>&1 | FileCheck %s --check-prefix=TARGET
-// TARGET: --mesh pp=2: pipeline stages compile up to --compile-to stages; the artifact with the stage programs and shard-run's schedule runner are not built yet
+// The artifact: a stage artifact per stage, the schedule, the whole batch.
+// RUN: shard-opt %s --mesh pp=2 --microbatches 2 --target cpu --weight-checksums=false -o %t.shard
+// RUN: FileCheck %s --check-prefix=ARTIFACT < %t.shard
+// ARTIFACT: shardflow-pipeline 1
+// ARTIFACT-NEXT: target cpu
+// ARTIFACT-NEXT: world-size 2
+// ARTIFACT-NEXT: pp 2
+// ARTIFACT-NEXT: microbatches 2
+// ARTIFACT-NEXT: schedule 1f1b
+// ARTIFACT-NEXT: stage-ranks 0,1
+// ARTIFACT-NEXT: actions 0 0F0,0F1
+// ARTIFACT-NEXT: actions 1 1F0,1F1
+// ARTIFACT-NEXT: input x f32 8x8
+// ARTIFACT-NEXT: output y f32 8x8
+// ARTIFACT-NEXT: stage 0 lines
+// ARTIFACT-NEXT: shardflow-artifact 4
+// ARTIFACT: buffer 0 input f32 4x8 name=x
+// ARTIFACT: output transfer:0
+// ARTIFACT: stage 1 lines
+// ARTIFACT: buffer 0 input f32 4x8 name=transfer:0
+// ARTIFACT: output y
+// ARTIFACT: end
+// ARTIFACT-NEXT: end
+// RUN: not shard-opt %s --mesh pp=2 --target cpu --compile-to rt 2>&1 | FileCheck %s --check-prefix=RT
+// RT: --compile-to rt prints one program; with a pp axis, compile to stages (a function per stage) or to the artifact
+// RUN: not shard-opt %s --mesh pp=2 --target cpu --report 2>&1 | FileCheck %s --check-prefix=REPORT
+// REPORT: --report with a pp axis: the per-stage report is not built yet
 // RUN: not shard-opt %s --mesh pp=2 --train --loss mse --labels y 2>&1 | FileCheck %s --check-prefix=TRAIN
 // TRAIN: --mesh pp=2 with --train: pipelined training steps are not built yet (pp compiles forward-only programs)
 // RUN: not shard-opt %s --mesh pp=2 --pipeline-split blocks:2 2>&1 | FileCheck %s --check-prefix=SPLIT

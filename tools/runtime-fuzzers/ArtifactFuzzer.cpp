@@ -8,7 +8,9 @@
 // a buffer, each rank's weight runs lie inside the tensor in its file and
 // add up to the slice, and inputs bind by name and shape. It must also
 // write back as text that reads again to the same artifact (the compiler
-// writes what shard-run reads).
+// writes what shard-run reads). A pipeline artifact (`shardflow-pipeline`)
+// goes to parsePipelineArtifact, and each of its stages is checked as an
+// artifact is.
 //
 // Built by tools/runtime-fuzz-smoke.sh (clang, runtime-only configuration,
 // -DSHARDFLOW_ENABLE_FUZZER=ON).
@@ -19,8 +21,10 @@
 
 #include "shardflow/Runtime/Format/Artifact.h"
 #include "shardflow/Runtime/Format/Layout.h"
+#include "shardflow/Runtime/Format/PipelineArtifact.h"
 
 #include <cstddef>
+#include <cstdio>
 #include <cstdint>
 #include <map>
 #include <sstream>
@@ -125,12 +129,46 @@ std::string text(const Artifact &a) {
   return os.str();
 }
 
+/// A pipeline artifact (shard-opt --mesh pp=N): its stages keep the
+/// promises above, it matches its schedule, and it reads again once written.
+int fuzzPipeline(const std::string &input) {
+  PipelineArtifact p;
+  try {
+    p = parsePipelineArtifact(input, "fuzz.shard");
+  } catch (const RuntimeError &) {
+    return 0;
+  }
+  FUZZ_CHECK(p.schedule.ranks >= 1 && p.worldSize % p.schedule.ranks == 0,
+             "a pipeline's world is pp times each stage's ranks");
+  FUZZ_CHECK(p.stages.size() == p.schedule.stageRank.size(), "every stage has a rank");
+  for (const Artifact &stage : p.stages) {
+    FUZZ_CHECK(stage.worldSize == p.stageWorldSize(), "a stage runs on its pp coordinate's ranks");
+    checkAccepted(stage);
+  }
+  std::ostringstream os;
+  writePipelineArtifact(p, os);
+  PipelineArtifact again;
+  try {
+    again = parsePipelineArtifact(os.str(), "written.shard");
+  } catch (const RuntimeError &e) {
+    std::fprintf(stderr, "%s\n--- written:\n%s", e.what(), os.str().c_str());
+    FUZZ_CHECK(false, "an accepted pipeline artifact reads again once written");
+  }
+  std::ostringstream twice;
+  writePipelineArtifact(again, twice);
+  FUZZ_CHECK(twice.str() == os.str(), "a pipeline artifact written and read writes the same text");
+  return 0;
+}
+
 } // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  std::string input(reinterpret_cast<const char *>(data), size);
+  if (input.rfind("shardflow-pipeline", 0) == 0)
+    return fuzzPipeline(input);
   Artifact a;
   try {
-    a = parseArtifact(std::string(reinterpret_cast<const char *>(data), size), "fuzz.shard");
+    a = parseArtifact(input, "fuzz.shard");
   } catch (const RuntimeError &) {
     return 0; // refused with a message: the expected outcome
   }

@@ -60,6 +60,8 @@ def artifacts(out: Path, shard_opt: Path | None) -> None:
             "llama": models.llama(layers=1, hidden=16, heads=2, kv_heads=1, seq=4, batch=1,
                                   vocab=16),
         }
+        # Two layers, two micro-batches: a pipeline of two stages.
+        small["gpt2-2l"] = models.gpt2(layers=2, hidden=16, heads=2, seq=4, batch=2, vocab=16)
         for name, model in small.items():
             models.save(model, tmp / f"{name}.onnx", external_data=True)
         example = ROOT / "examples" / "tiny-gpt2" / "model.onnx"
@@ -73,6 +75,8 @@ def artifacts(out: Path, shard_opt: Path | None) -> None:
             "llama-bf16": [tmp / "llama.onnx", "--target", "cpu", "--dtype", "bf16"],
             "mlp-cuda": [tmp / "mlp.onnx", "--target", "cuda"],
             "gpt2-cuda-tp2": [tmp / "gpt2.onnx", "--target", "cuda", "--mesh", "tp=2"],
+            "gpt2-pp2": [tmp / "gpt2-2l.onnx", "--target", "cpu", "--mesh", "pp=2",
+                         "--microbatches", "2", "--pipeline-schedule", "gpipe"],
         }
         for name, args in jobs.items():
             cmd = [str(shard_opt), *map(str, args), "-o", str(out / f"{name}.shard")]

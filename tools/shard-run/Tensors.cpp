@@ -20,6 +20,17 @@ bool endsWith(const std::string &s, const char *suffix) {
 
 std::map<std::string, HostTensor>
 shardflow::runtime::readInputs(const Options &options, const Artifact &artifact, int rank) {
+  std::vector<std::pair<std::string, DType>> declared;
+  for (const BufferDesc &b : artifact.buffers)
+    if (b.kind == BufferDesc::Kind::Input)
+      declared.emplace_back(b.name, b.dtype);
+  return readInputs(options, declared, rank);
+}
+
+std::map<std::string, HostTensor>
+shardflow::runtime::readInputs(const Options &options,
+                               const std::vector<std::pair<std::string, DType>> &declared,
+                               int rank) {
   std::map<std::string, HostTensor> inputs;
   if (!options.inputsNpz.empty())
     for (auto &[name, t] : readNpz(options.inputsNpz))
@@ -28,10 +39,9 @@ shardflow::runtime::readInputs(const Options &options, const Artifact &artifact,
     inputs[name] = endsWith(file, ".pb") ? readTensorProto(file) : readNpy(file);
   // numpy has no bfloat16: a bf16 input takes float32 data, rounded to
   // nearest even here (a .pb may hold bfloat16 itself).
-  for (const BufferDesc &b : artifact.buffers) {
-    auto it = inputs.find(b.name);
-    if (b.kind != BufferDesc::Kind::Input || b.dtype != DType::BF16 || it == inputs.end() ||
-        it->second.dtype != DType::F32)
+  for (const auto &[name, dtype] : declared) {
+    auto it = inputs.find(name);
+    if (dtype != DType::BF16 || it == inputs.end() || it->second.dtype != DType::F32)
       continue;
     HostTensor &t = it->second;
     HostTensor narrow;
@@ -39,13 +49,13 @@ shardflow::runtime::readInputs(const Options &options, const Artifact &artifact,
     narrow.shape = t.shape;
     narrow.bytes.resize(size_t(t.view().numel()) * 2);
     convertElements(t.bytes.data(), DType::F32, narrow.bytes.data(), DType::BF16,
-                    size_t(t.view().numel()), "input '" + b.name + "'");
+                    size_t(t.view().numel()), "input '" + name + "'");
     t = std::move(narrow);
     if (rank == 0)
       std::fprintf(stderr,
                    "shard-run: note: input '%s' is bf16, which numpy has no type for: "
                    "its float32 values were rounded to bf16 (to nearest even)\n",
-                   b.name.c_str());
+                   name.c_str());
   }
   return inputs;
 }

@@ -23,6 +23,11 @@
 namespace shardflow::runtime {
 
 /// The inputs --input and --inputs name, by name; rank 0 prints the notes.
+/// `declared`: the program's inputs and their element types (a bf16 one
+/// takes float32 data).
+std::map<std::string, HostTensor>
+readInputs(const Options &options, const std::vector<std::pair<std::string, DType>> &declared,
+           int rank);
 std::map<std::string, HostTensor> readInputs(const Options &options, const Artifact &artifact,
                                              int rank);
 

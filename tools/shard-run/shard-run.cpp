@@ -18,6 +18,7 @@
 #include "Training.h"
 
 #include "shardflow/Runtime/Comm/Communicator.h"
+#include "shardflow/Runtime/Core/PipelineRunner.h"
 #include "shardflow/Runtime/Core/ProgramRunner.h"
 #include "shardflow/Runtime/Device/CPU/CpuDevice.h"
 #include "shardflow/Runtime/Device/CUDA/CudaDevice.h"
@@ -58,6 +59,51 @@ static void testHooks(int rank) {
         sleep(60);
 }
 
+/// A pipeline artifact (shard-opt --mesh pp=N): this rank's stages and its
+/// part of the schedule, over the whole batch's inputs; rank 0 writes the
+/// outputs.
+static void runPipeline(const Options &o, Communicator &comm) {
+  if (!o.data.empty() || o.steps || !o.saveWeights.empty() || !o.trace.empty() || o.profile)
+    throw RuntimeError("a pipeline artifact runs inference only: --data, --steps, "
+                       "--save-weights, --trace and --profile are not supported with it yet");
+  PipelineArtifact artifact = readPipelineArtifact(o.artifact);
+  int launched = launcherWorldSize();
+  if (launched > 1 && launched != comm.size())
+    throw RuntimeError("the launcher started " + std::to_string(launched) +
+                       " ranks but MPI reports " + std::to_string(comm.size()));
+  if (comm.size() != artifact.worldSize)
+    throw RuntimeError("the pipeline artifact was compiled for " +
+                       std::to_string(artifact.worldSize) + " rank(s) (pp " +
+                       std::to_string(artifact.schedule.ranks) + " x " +
+                       std::to_string(artifact.stageWorldSize()) + ") but was launched with " +
+                       std::to_string(comm.size()));
+  std::vector<std::pair<std::string, DType>> declared;
+  for (const PipelineTensor &t : artifact.inputs)
+    declared.emplace_back(t.name, t.dtype);
+  std::map<std::string, HostTensor> inputs = readInputs(o, declared, comm.rank());
+  std::string target = artifact.target;
+  PipelineRunner runner(
+      std::move(artifact),
+      [&](Communicator &stageRanks) {
+        return target == "cuda" ? createCudaDevice(o.device, o.cuda, stageRanks)
+                                : createCpuDevice(o.device, stageRanks);
+      },
+      comm, o.runner);
+  testHooks(comm.rank());
+  std::vector<std::pair<std::string, HostTensor>> outputs;
+  for (int i = 0; i < std::max(o.repeat, 1); ++i)
+    outputs = runner.run(inputs);
+  comm.barrier();
+  std::vector<std::pair<std::string, Tensor>> views;
+  for (auto &[name, t] : outputs)
+    views.emplace_back(name, t.view());
+  writeOutputs(o.output, std::move(views), comm.rank());
+  if (o.verbose && comm.rank() == 0)
+    std::fprintf(stderr, "shard-run: pipeline of %d stages on pp %d x %d ranks, %d micro-batches\n",
+                 runner.artifact().schedule.stages(), runner.artifact().schedule.ranks,
+                 runner.artifact().stageWorldSize(), runner.artifact().schedule.microbatches);
+}
+
 int main(int argc, char **argv) {
   restartWithFasterBlas(argv);
   std::unique_ptr<Communicator> comm;
@@ -73,6 +119,10 @@ int main(int argc, char **argv) {
       return 0; // --help
     Options &o = *parsed;
     auto start = RunReport::Clock::now();
+    if (isPipelineArtifact(o.artifact)) {
+      runPipeline(o, *comm);
+      return 0;
+    }
     Artifact artifact = readArtifact(o.artifact);
     int world = comm->size(), launched = launcherWorldSize();
     if (launched > 1 && launched != world)

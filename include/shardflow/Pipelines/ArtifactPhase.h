@@ -29,9 +29,19 @@ struct ArtifactPaths {
 };
 
 /// Writes the artifact of `module`, compiled through the rt (CPU) or gpu
-/// (CUDA) phase for `options.target`. Errors are diagnostics.
+/// (CUDA) phase for `options.target`; a module with pipeline stages
+/// (`dist.pipeline`, compiled through the stages phase) goes to
+/// emitPipelineArtifact. Errors are diagnostics.
 mlir::LogicalResult emitArtifact(mlir::ModuleOp module, const CompileOptions &options,
                                  const ArtifactPaths &paths);
+
+/// Compiles each stage function of `module` (the stages phase's output) as
+/// a program of its own through the rt and gpu phases, exports it, and
+/// writes the pipeline artifact (Runtime/Format/PipelineArtifact.h): the
+/// stages' artifacts, the schedule, the whole batch's inputs and outputs.
+/// A stage's side weights go to OUTPUT.stageK.weights.
+mlir::LogicalResult emitPipelineArtifact(mlir::ModuleOp module, const CompileOptions &options,
+                                         const ArtifactPaths &paths);
 
 } // namespace shardflow
 

@@ -38,6 +38,14 @@ WaitOutcome Request::waitWithin(double seconds) {
   return pollUntil([&] { return test(); }, seconds);
 }
 
+Request Communicator::startSend(const Tensor &, int, int) {
+  throw RuntimeError(std::string("tagged messages between ranks need MPI; this is ") + kind());
+}
+
+Request Communicator::startRecv(const Tensor &, int, int) {
+  throw RuntimeError(std::string("tagged messages between ranks need MPI; this is ") + kind());
+}
+
 bool Communicator::broadcastWithin(const Tensor &t, int root, double seconds) {
   return startBroadcast(t, root).waitWithin(seconds) == WaitOutcome::Finished;
 }

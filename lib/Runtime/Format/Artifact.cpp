@@ -299,19 +299,10 @@ private:
 };
 
 std::string Reader::decode(const std::string &s) const {
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] != '%') {
-      out += s[i];
-      continue;
-    }
-    if (i + 2 >= s.size() || !isxdigit((unsigned char)s[i + 1]) ||
-        !isxdigit((unsigned char)s[i + 2]))
-      fail("bad escape in '" + s + "'");
-    out += char(std::stoi(s.substr(i + 1, 2), nullptr, 16));
-    i += 2;
-  }
-  return out;
+  std::optional<std::string> out = decodeArtifactText(s);
+  if (!out)
+    fail("bad escape in '" + s + "'");
+  return *out;
 }
 
 int64_t Reader::toInt(const std::string &s, const char *what) const {
@@ -986,6 +977,24 @@ bool shardflow::runtime::decodeBase64(const std::string &text, std::vector<uint8
       bytes.push_back(uint8_t(n));
   }
   return true;
+}
+
+std::string shardflow::runtime::encodeArtifactText(const std::string &s) { return encode(s); }
+
+std::optional<std::string> shardflow::runtime::decodeArtifactText(const std::string &s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] != '%') {
+      out += s[i];
+      continue;
+    }
+    if (i + 2 >= s.size() || !isxdigit((unsigned char)s[i + 1]) ||
+        !isxdigit((unsigned char)s[i + 2]))
+      return std::nullopt;
+    out += char(std::stoi(s.substr(i + 1, 2), nullptr, 16));
+    i += 2;
+  }
+  return out;
 }
 
 Artifact shardflow::runtime::parseArtifact(const std::string &text,

@@ -118,6 +118,12 @@ public:
   virtual Request startSendRecv(const Tensor *send, int dst, const Tensor *recv, int src) = 0;
   /// `t` of member `root` into every member's `t`.
   virtual Request startBroadcast(const Tensor &t, int root) = 0;
+  /// A message of `t`'s bytes to member `dst`, or from member `src` into
+  /// `t`, matched by `tag` (0 to 32767) rather than by order: the pipeline
+  /// runner's activations between stages. The default throws RuntimeError
+  /// (MPI implements them).
+  virtual Request startSend(const Tensor &t, int dst, int tag);
+  virtual Request startRecv(const Tensor &t, int src, int tag);
 
   void allReduce(const Tensor &in, const Tensor &out, Reduction op) {
     startAllReduce(in, out, op).wait();

@@ -265,6 +265,12 @@ void writeArtifact(const Artifact &artifact, std::ostream &os);
 Artifact readArtifact(const std::string &path);
 Artifact parseArtifact(const std::string &text, const std::string &path);
 
+/// Names and strings as the text form writes them: percent-encoded
+/// (spaces, '%', '=', ',', control and non-ASCII bytes); decoding gives
+/// std::nullopt for a bad escape.
+std::string encodeArtifactText(const std::string &s);
+std::optional<std::string> decodeArtifactText(const std::string &s);
+
 /// Base64 (RFC 4648, with padding), used for `module` data.
 std::string encodeBase64(const std::vector<uint8_t> &bytes);
 /// Returns false when `text` is not valid base64.

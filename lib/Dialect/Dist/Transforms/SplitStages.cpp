@@ -38,6 +38,9 @@ namespace {
 /// passing their result.
 constexpr size_t kMaxRecomputed = 64;
 
+/// What a stage program calls transfer `id` among its inputs and outputs.
+std::string transferName(int64_t id) { return "transfer:" + std::to_string(id); }
+
 bool isFloat(Type t) {
   return isa<FloatType>(getElementTypeOrSelf(t));
 }
@@ -282,9 +285,20 @@ struct DistSplitStagesPass : public dist::impl::DistSplitStagesBase<DistSplitSta
       for (int64_t consumer : entry.second)
         stages[consumer].received.insert(int64_t(i));
     }
-    for (Value v : ret.getOperands())
-      if (!v.getDefiningOp() && !isa<BlockArgument>(v))
-        return main.emitError("a graph output is neither computed nor an input");
+    // Transfers are named "transfer:K" in the stage programs' inputs and
+    // outputs: no graph input or output may already be.
+    for (unsigned n = 0; n < main.getNumArguments(); ++n)
+      if (auto name = main.getArgAttrOfType<StringAttr>(n, "nn.name");
+          name && name.getValue().starts_with("transfer:"))
+        return main.emitError("graph input '")
+               << name.getValue()
+               << "' has a name pipeline stages use for the values they pass on";
+    for (unsigned n = 0; n < main.getNumResults(); ++n)
+      if (auto name = main.getResultAttrOfType<StringAttr>(n, "nn.name");
+          name && name.getValue().starts_with("transfer:"))
+        return main.emitError("graph output '")
+               << name.getValue()
+               << "' has a name pipeline stages use for the values they pass on";
 
     // Build the stage functions.
     b.setInsertionPoint(main);
@@ -301,7 +315,8 @@ struct DistSplitStagesPass : public dist::impl::DistSplitStagesBase<DistSplitSta
         argTypes.push_back(v.getType());
         argAttrs.push_back(b.getDictionaryAttr(
             {b.getNamedAttr("dist.transfer", i64(id)),
-             b.getNamedAttr("dist.from", i64(stageOfValue(v)))}));
+             b.getNamedAttr("dist.from", i64(stageOfValue(v))),
+             b.getNamedAttr("nn.name", b.getStringAttr(transferName(id)))}));
       }
       // Results: the transfers this stage sends, then its graph outputs.
       SmallVector<Value> results;
@@ -312,7 +327,8 @@ struct DistSplitStagesPass : public dist::impl::DistSplitStagesBase<DistSplitSta
         results.push_back(entry.first);
         resultAttrs.push_back(b.getDictionaryAttr(
             {b.getNamedAttr("dist.transfer", i64(int64_t(id))),
-             b.getNamedAttr("dist.to", b.getDenseI64ArrayAttr(entry.second))}));
+             b.getNamedAttr("dist.to", b.getDenseI64ArrayAttr(entry.second)),
+             b.getNamedAttr("nn.name", b.getStringAttr(transferName(int64_t(id))))}));
       }
       for (auto [n, v] : llvm::enumerate(ret.getOperands()))
         if (stageOfValue(v) == int64_t(t)) {

@@ -240,6 +240,24 @@ public:
     return Request(std::move(p));
   }
 
+  Request startSend(const Tensor &t, int dst, int tag) override {
+    auto p = std::make_unique<MpiPending>();
+    p->what = "send";
+    check(MPI_Isend(t.data, count(int64_t(t.bytes())), MPI_BYTE, dst, tag, comm,
+                    &p->requests[p->active++]),
+          p->what);
+    return Request(std::move(p));
+  }
+
+  Request startRecv(const Tensor &t, int src, int tag) override {
+    auto p = std::make_unique<MpiPending>();
+    p->what = "recv";
+    check(MPI_Irecv(t.data, count(int64_t(t.bytes())), MPI_BYTE, src, tag, comm,
+                    &p->requests[p->active++]),
+          p->what);
+    return Request(std::move(p));
+  }
+
   Request startBroadcast(const Tensor &t, int root) override {
     auto p = std::make_unique<MpiPending>();
     p->what = "broadcast";

@@ -1,0 +1,83 @@
+//===- PipelineArtifact.h - a pipeline's stages and schedule ---*- C++ -*-===//
+//
+// What `shard-opt --mesh pp=N --target ...` writes: one artifact per stage
+// (each an ordinary artifact over the ranks of one pp coordinate, the
+// stage's sub-mesh), the schedule, and the whole batch's inputs and
+// outputs. Line-oriented text, versioned by its first line:
+//
+//   shardflow-pipeline 1
+//   target cpu
+//   world-size 4              pp times each stage's ranks
+//   pp 2
+//   microbatches 2
+//   schedule 1f1b
+//   stage-ranks 0,1           each stage's pp coordinate
+//   actions 0 0F0,0F1         each pp coordinate's actions, in order
+//   actions 1 1F0,1F1
+//   input input_ids i64 4x16  the whole batch (a stage's artifact reads
+//   output logits f32 4x16x8   batch/M of it per run)
+//   stage 0 lines 812         then that many lines: stage 0's artifact
+//   ...
+//   stage 1 lines 640
+//   ...
+//   end
+//
+// World rank w runs the stages of pp coordinate w / R (R = world-size /
+// pp) as rank w % R of their artifacts. A stage artifact's inputs are the
+// graph inputs it reads (dimension 0 cut into M micro-batches) and the
+// values earlier stages pass it, named `transfer:K`; its outputs are the
+// transfers it passes on and the graph outputs it computes (concatenated
+// over the micro-batches along dimension 0).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SHARDFLOW_RUNTIME_FORMAT_PIPELINEARTIFACT_H
+#define SHARDFLOW_RUNTIME_FORMAT_PIPELINEARTIFACT_H
+
+#include "shardflow/Runtime/Format/Artifact.h"
+#include "shardflow/Runtime/Format/PipelineSchedule.h"
+
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+namespace shardflow::runtime {
+
+struct PipelineTensor {
+  std::string name;
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+};
+
+struct PipelineArtifact {
+  static constexpr int kVersion = 1;
+  std::string target = "cpu";
+  int worldSize = 1;
+  /// The schedule's name (or the schedule file's), for messages.
+  std::string scheduleName;
+  /// pp ranks, micro-batches, each stage's pp coordinate and each pp
+  /// coordinate's actions (compute only, or with sends and receives).
+  PipelineSchedule schedule;
+  /// The whole batch's graph inputs and outputs.
+  std::vector<PipelineTensor> inputs, outputs;
+  /// One artifact per stage, over worldSize / pp ranks.
+  std::vector<Artifact> stages;
+
+  /// Ranks per stage: worldSize / pp.
+  int stageWorldSize() const { return worldSize / schedule.ranks; }
+};
+
+/// Whether the file at `path` starts as a pipeline artifact does.
+bool isPipelineArtifact(const std::string &path);
+
+void writePipelineArtifact(const PipelineArtifact &artifact, std::ostream &os);
+/// Parses and checks a pipeline artifact: the header, each stage's
+/// artifact, and the schedule against the stages (simulated with its
+/// sends and receives). Throws RuntimeError naming the file, the line (a
+/// stage's lines as `FILE (stage K):LINE`) and the problem.
+PipelineArtifact parsePipelineArtifact(const std::string &text, const std::string &path);
+PipelineArtifact readPipelineArtifact(const std::string &path);
+
+} // namespace shardflow::runtime
+
+#endif // SHARDFLOW_RUNTIME_FORMAT_PIPELINEARTIFACT_H

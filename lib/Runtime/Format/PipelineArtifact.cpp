@@ -1,0 +1,246 @@
+//===- PipelineArtifact.cpp - a pipeline's stages and schedule -----------===//
+
+#include "shardflow/Runtime/Format/PipelineArtifact.h"
+#include "shardflow/Runtime/Format/NpyIO.h"
+
+#include <fstream>
+#include <sstream>
+
+namespace shardflow::runtime {
+
+namespace {
+
+constexpr int64_t kMaxLines = int64_t(1) << 40;
+
+std::vector<std::string> words(const std::string &line) {
+  std::istringstream in(line);
+  std::vector<std::string> out;
+  std::string w;
+  while (in >> w)
+    out.push_back(w);
+  return out;
+}
+
+class Reader {
+public:
+  Reader(const std::string &text, const std::string &path) : in(text), path(path) {}
+  PipelineArtifact read();
+
+private:
+  [[noreturn]] void fail(const std::string &msg) const {
+    throw RuntimeError(path + ":" + std::to_string(lineNo) + ": " + msg);
+  }
+  bool next(std::string &line) {
+    if (!std::getline(in, line))
+      return false;
+    ++lineNo;
+    return true;
+  }
+  int64_t toInt(const std::string &s, const char *what, int64_t lo, int64_t hi) const {
+    size_t used = 0;
+    long long v = 0;
+    try {
+      v = std::stoll(s, &used);
+    } catch (...) {
+      used = 0;
+    }
+    if (s.empty() || used != s.size() || v < lo || v > hi)
+      fail(std::string("bad ") + what + " '" + s + "'");
+    return v;
+  }
+  std::vector<int64_t> toList(const std::string &s, const char *what) const {
+    std::vector<int64_t> out;
+    std::istringstream items(s);
+    std::string item;
+    while (std::getline(items, item, ','))
+      out.push_back(toInt(item, what, 0, int64_t(1) << 20));
+    return out;
+  }
+  std::string decode(const std::string &s) const {
+    auto out = decodeArtifactText(s);
+    if (!out)
+      fail("bad escape in '" + s + "'");
+    return *out;
+  }
+  PipelineTensor tensor(const std::vector<std::string> &w) const {
+    if (w.size() != 4)
+      fail("expected '" + w[0] + " NAME TYPE SHAPE'");
+    PipelineTensor t;
+    t.name = decode(w[1]);
+    auto dtype = parseDType(w[2]);
+    if (!dtype)
+      fail("unknown element type '" + w[2] + "'");
+    t.dtype = *dtype;
+    if (w[3] != "scalar") {
+      std::istringstream dims(w[3]);
+      std::string d;
+      while (std::getline(dims, d, 'x'))
+        t.shape.push_back(toInt(d, "dimension", 0, int64_t(1) << 40));
+    }
+    return t;
+  }
+
+  std::istringstream in;
+  std::string path;
+  int lineNo = 0;
+};
+
+PipelineArtifact Reader::read() {
+  PipelineArtifact a;
+  std::string line;
+  if (!next(line) || words(line) != std::vector<std::string>{"shardflow-pipeline",
+                                                             std::to_string(PipelineArtifact::kVersion)}) {
+    auto w = words(line);
+    if (w.size() == 2 && w[0] == "shardflow-pipeline")
+      fail("pipeline artifact version " + w[1] + "; this shard-run reads version " +
+           std::to_string(PipelineArtifact::kVersion) + " (recompile with this shard-opt)");
+    fail("not a Shardflow pipeline artifact (no 'shardflow-pipeline' header)");
+  }
+  PipelineSchedule &s = a.schedule;
+  bool sawPP = false, sawEnd = false;
+  std::vector<std::string> actionText;
+  while (next(line)) {
+    auto w = words(line);
+    if (w.empty())
+      continue;
+    const std::string &key = w[0];
+    if (key == "end") {
+      sawEnd = true;
+      break;
+    }
+    if (key == "target" && w.size() == 2) {
+      if (w[1] != "cpu" && w[1] != "cuda")
+        fail("unknown target '" + w[1] + "'");
+      a.target = w[1];
+    } else if (key == "world-size" && w.size() == 2) {
+      a.worldSize = int(toInt(w[1], "world size", 1, int64_t(1) << 20));
+    } else if (key == "pp" && w.size() == 2) {
+      s.ranks = int(toInt(w[1], "pp", 1, int64_t(1) << 16));
+      sawPP = true;
+      actionText.assign(s.ranks, "");
+    } else if (key == "microbatches" && w.size() == 2) {
+      s.microbatches = int(toInt(w[1], "micro-batch count", 1, int64_t(1) << 20));
+    } else if (key == "schedule" && w.size() == 2) {
+      a.scheduleName = decode(w[1]);
+    } else if (key == "stage-ranks" && w.size() == 2) {
+      for (int64_t r : toList(w[1], "stage rank"))
+        s.stageRank.push_back(int(r));
+    } else if (key == "actions" && (w.size() == 2 || w.size() == 3)) {
+      if (!sawPP)
+        fail("'actions' before 'pp'");
+      int64_t r = toInt(w[1], "pp rank", 0, s.ranks - 1);
+      actionText[r] = w.size() == 3 ? w[2] : "";
+    } else if (key == "input" || key == "output") {
+      (key == "input" ? a.inputs : a.outputs).push_back(tensor(w));
+    } else if (key == "stage" && w.size() == 4 && w[2] == "lines") {
+      int64_t index = toInt(w[1], "stage", 0, int64_t(1) << 20);
+      if (index != int64_t(a.stages.size()))
+        fail("stage " + w[1] + " where stage " + std::to_string(a.stages.size()) + " comes next");
+      int64_t count = toInt(w[3], "line count", 1, kMaxLines);
+      std::string text, piece;
+      for (int64_t i = 0; i < count; ++i) {
+        if (!next(piece))
+          fail("stage " + w[1] + " ends early: " + std::to_string(i) + " of " + w[3] + " lines");
+        text += piece + "\n";
+      }
+      a.stages.push_back(parseArtifact(text, path + " (stage " + w[1] + ")"));
+    } else {
+      fail("unexpected line '" + line + "'");
+    }
+  }
+  if (!sawEnd)
+    fail("no 'end' line (truncated?)");
+  if (!sawPP)
+    fail("no 'pp' line");
+  if (int(s.stageRank.size()) != int(a.stages.size()))
+    fail(std::to_string(s.stageRank.size()) + " stage ranks for " +
+         std::to_string(a.stages.size()) + " stages");
+  if (a.worldSize % s.ranks != 0)
+    fail("world size " + std::to_string(a.worldSize) + " is not a multiple of pp " +
+         std::to_string(s.ranks));
+  for (size_t k = 0; k < a.stages.size(); ++k) {
+    if (a.stages[k].worldSize != a.stageWorldSize())
+      fail("stage " + std::to_string(k) + " is compiled for " +
+           std::to_string(a.stages[k].worldSize) + " ranks; each stage has " +
+           std::to_string(a.stageWorldSize()));
+    if (a.stages[k].target != a.target)
+      fail("stage " + std::to_string(k) + " targets " + a.stages[k].target);
+  }
+  // The schedule, read as a schedule file is, then simulated.
+  std::string file;
+  for (const std::string &t : actionText)
+    file += t + "\n";
+  std::string error;
+  auto parsed =
+      parsePipelineSchedule(file, path + " (actions)", s.ranks, s.microbatches, true, error);
+  if (!parsed)
+    throw RuntimeError(error);
+  if (parsed->stageRank != s.stageRank)
+    throw RuntimeError(path + ": the actions put the stages on other ranks than 'stage-ranks'");
+  s.actions = std::move(parsed->actions);
+  s.forwardOnly = true;
+  PipelineSimulation sim =
+      simulatePipeline(s.hasCommunication() ? s : withCommunication(s));
+  if (!sim.ok())
+    throw RuntimeError(path + ": the schedule: " + sim.error);
+  return a;
+}
+
+} // namespace
+
+bool isPipelineArtifact(const std::string &path) {
+  std::ifstream in(path);
+  std::string first;
+  return in && (in >> first) && first == "shardflow-pipeline";
+}
+
+void writePipelineArtifact(const PipelineArtifact &a, std::ostream &os) {
+  const PipelineSchedule &s = a.schedule;
+  os << "shardflow-pipeline " << PipelineArtifact::kVersion << "\n";
+  os << "target " << a.target << "\n";
+  os << "world-size " << a.worldSize << "\n";
+  os << "pp " << s.ranks << "\n";
+  os << "microbatches " << s.microbatches << "\n";
+  os << "schedule " << encodeArtifactText(a.scheduleName.empty() ? "custom" : a.scheduleName)
+     << "\n";
+  os << "stage-ranks ";
+  for (size_t i = 0; i < s.stageRank.size(); ++i)
+    os << (i ? "," : "") << s.stageRank[i];
+  os << "\n";
+  for (size_t r = 0; r < s.actions.size(); ++r) {
+    os << "actions " << r << " ";
+    for (size_t i = 0; i < s.actions[r].size(); ++i)
+      os << (i ? "," : "") << s.actions[r][i].str();
+    os << "\n";
+  }
+  for (const auto &[kind, list] : {std::make_pair("input", &a.inputs),
+                                   std::make_pair("output", &a.outputs)})
+    for (const PipelineTensor &t : *list)
+      os << kind << " " << encodeArtifactText(t.name) << " " << dtypeName(t.dtype) << " "
+         << shapeText(t.shape) << "\n";
+  for (size_t k = 0; k < a.stages.size(); ++k) {
+    std::ostringstream text;
+    writeArtifact(a.stages[k], text);
+    std::string body = text.str();
+    size_t lines = 0;
+    for (char c : body)
+      lines += c == '\n';
+    os << "stage " << k << " lines " << lines << "\n" << body;
+  }
+  os << "end\n";
+}
+
+PipelineArtifact parsePipelineArtifact(const std::string &text, const std::string &path) {
+  return Reader(text, path).read();
+}
+
+PipelineArtifact readPipelineArtifact(const std::string &path) {
+  PipelineArtifact a = parsePipelineArtifact(readWholeFile(path), path);
+  auto slash = path.find_last_of('/');
+  std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
+  for (Artifact &stage : a.stages)
+    stage.artifactDir = dir;
+  return a;
+}
+
+} // namespace shardflow::runtime
