@@ -5,8 +5,9 @@
 # the CPU and run it with shard-run; then shard it over a mesh (MESH,
 # default dp=2,tp=2) with the megatron and megatron-sp presets and run the
 # ranks under mpirun; compare every run with onnxruntime; run it as a
-# pipeline of two stages (pp=2, 4 micro-batches, 1F1B) and compare it with
-# onnxruntime and the unpipelined run; then train it a few steps on one
+# pipeline of two stages (pp=2, 4 micro-batches, 1F1B), compare it with
+# onnxruntime and the unpipelined run and draw its timeline (written next to
+# the artifact in build/example); then train it a few steps on one
 # rank and over the mesh (megatron) and compare the two.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -51,6 +52,13 @@ sed -n 's/^actions /   rank /p' "$out/model.pp2.shard"
 echo "== run the 2 stages under mpirun; compare with onnxruntime and the unpipelined run"
 PYTHONPATH=python .venv/bin/python -m shardflow.compare "$model" "$out/model.pp2.shard" \
   --input-shape "$pshape" --ranks 2 --baseline "$out/model.b4.shard"
+echo "== the pipeline's timeline: shard-run --trace, then python -m shardflow.timeline"
+.venv/bin/python -c "import numpy as np; np.savez('$out/pp2.inputs.npz', \
+  input_ids=np.random.default_rng(0).integers(0, 128, (4, 16)).astype(np.int64))"
+mpirun -np 2 build/bin/shard-run "$out/model.pp2.shard" --inputs "$out/pp2.inputs.npz" \
+  --repeat 3 --trace "$out/model.pp2.trace.json" >/dev/null
+PYTHONPATH=python .venv/bin/python -m shardflow.timeline "$out/model.pp2.trace.json" \
+  -o "$out/model.pp2.timeline.png"
 
 echo "== train: AdamW steps on one rank and over $mesh (--strategy megatron), compared"
 PYTHONPATH=python .venv/bin/python -m shardflow.compare_training "$model" --input-shape "$shape" \

@@ -16,7 +16,7 @@ debian_packages=(
   libopenblas-dev
   python3-venv
 )
-python_packages=(onnx onnxruntime numpy ml_dtypes pytest safetensors)
+python_packages=(onnx onnxruntime numpy ml_dtypes pytest safetensors matplotlib)
 
 missing=()
 for p in "${debian_packages[@]}"; do
@@ -38,7 +38,7 @@ if ! "$venv/bin/python" -c 'import sys' >/dev/null 2>&1; then
   rm -rf "$venv"
   python3 -m venv "$venv"
 fi
-if ! "$venv/bin/python" -c 'import onnx, onnxruntime, numpy, ml_dtypes, pytest, safetensors' >/dev/null 2>&1; then
+if ! "$venv/bin/python" -c 'import onnx, onnxruntime, numpy, ml_dtypes, pytest, safetensors, matplotlib' >/dev/null 2>&1; then
   echo "setup: installing Python packages: ${python_packages[*]}"
   "$venv/bin/pip" install -q --disable-pip-version-check "${python_packages[@]}"
 fi

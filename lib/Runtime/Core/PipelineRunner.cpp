@@ -86,10 +86,22 @@ PipelineRunner::PipelineRunner(PipelineArtifact artifact, const DeviceFactory &m
                        " values over " + std::to_string(s.microbatches) +
                        " micro-batches: more messages than MPI's tags can tell apart");
 
+  // The stages' programs are not traced instruction by instruction: the
+  // pipeline's spans are its actions.
+  RunnerSettings stageSettings = settings;
+  stageSettings.trace = false;
   for (int stage : localStages())
     runners[stage] = std::make_unique<ProgramRunner>(art.stages[size_t(stage)],
                                                      makeDevice(*stageComm), *stageComm,
-                                                     settings);
+                                                     stageSettings);
+  if (settings.trace)
+    tracer = std::make_unique<TraceRecorder>(world, std::vector<std::string>{"pipeline"});
+}
+
+void PipelineRunner::writeTrace(const std::string &path) {
+  if (!tracer)
+    throw RuntimeError("the pipeline was not traced (RunnerSettings::trace)");
+  tracer->write(path);
 }
 
 PipelineRunner::~PipelineRunner() = default;
@@ -169,10 +181,15 @@ PipelineRunner::run(const std::map<std::string, HostTensor> &inputs) {
       v.bytes.resize(size_t(v.view().numel()) * dtypeSize(v.dtype));
       int from = s.stageRank[size_t(t.producer)] * perStage + sub;
       Request r = messages->startRecv(v.view(), from, tagOf(int(id), m));
+      double start = hostClockSeconds();
       if (r.waitWithin(settings.timeoutSeconds) == WaitOutcome::TimedOut)
         timedOut(at + " for transfer:" + std::to_string(id) + " of micro-batch " +
                  std::to_string(m) + " from rank " + std::to_string(from) + " (stage " +
                  std::to_string(t.producer) + ")");
+      if (tracer)
+        tracer->add({PipelineAction{stage, PipelineOp::RecvF, m}.str(), "wait", 0, start,
+                     hostClockSeconds() - start, "transfer:" + std::to_string(id), -1,
+                     int64_t(v.bytes.size()), steps});
       values[{int(id), m}] = std::move(v);
     }
   };
@@ -197,7 +214,11 @@ PipelineRunner::run(const std::map<std::string, HostTensor> &inputs) {
           feed[b.name] = slice(inputs.at(b.name), a.microbatch, mbs);
         }
       }
+      double start = hostClockSeconds();
       auto results = runners.at(a.stage)->run(feed);
+      if (tracer)
+        tracer->add({a.str(), "forward", 0, start, hostClockSeconds() - start,
+                     "stage " + std::to_string(a.stage), int64_t(i), -1, steps});
       for (auto &[name, t] : results) {
         if (isTransfer(name)) {
           values[{transferId(name), a.microbatch}] = copyOf(t);
@@ -217,6 +238,7 @@ PipelineRunner::run(const std::map<std::string, HostTensor> &inputs) {
   for (auto &[request, what] : sends)
     if (request.waitWithin(settings.timeoutSeconds) == WaitOutcome::TimedOut)
       timedOut("for the receiver of " + what);
+  ++steps;
 
   // The graph outputs, whole, to world rank 0 (from rank 0 of the stage
   // that computes each).

@@ -22,6 +22,11 @@
 // outputs, concatenated over the micro-batches, reach world rank 0.
 // Forward-only: training schedules (B, I, W) are refused at load.
 //
+// With RunnerSettings::trace, every action of every step is a span of
+// lane "pipeline" (name: the action, "1F3"; category: forward, or wait
+// for the time a receive blocked), written with the other ranks' by
+// writeTrace as shard-run --trace writes a program's (Trace.h).
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef SHARDFLOW_RUNTIME_CORE_PIPELINERUNNER_H
@@ -54,6 +59,10 @@ public:
   /// artifact's order.
   std::vector<std::pair<std::string, HostTensor>> run(const std::map<std::string, HostTensor> &inputs);
 
+  /// With `trace`: rank 0 writes every rank's spans of every step so far
+  /// to `path` (Chrome trace JSON); a collective call on the world.
+  void writeTrace(const std::string &path);
+
   const PipelineArtifact &artifact() const { return art; }
   /// This rank's pp coordinate and its rank among the stage's ranks.
   int ppRank() const { return pp; }
@@ -83,6 +92,8 @@ private:
   PipelineSchedule plan;
   /// Transfer K's producer, consumers, type and shape (one micro-batch's).
   std::vector<Transfer> transfers;
+  std::unique_ptr<TraceRecorder> tracer;
+  int steps = 0;
 };
 
 } // namespace shardflow::runtime
