@@ -141,7 +141,8 @@ struct CompilerCLOptions {
              "model's layer each stage after the first starts at, 0-based, as "
              "nn-find-layers numbers them; the embeddings go with the first "
              "stage, the final norm and head with the last). Default: the "
-             "layers split evenly, a remainder to the middle stages"),
+             "cuts that make the slowest stage fastest by the registry's cost "
+             "estimates (embeddings and head counted)"),
     cl::value_desc("layers:I,J,..."), cl::init(""), cl::cat(shardCategory)};
   cl::opt<std::string> dpAxisName{"dp-axis",
                                        cl::desc("Mesh axis of data parallelism (default dp)"),

@@ -324,3 +324,34 @@ def test_trace_and_timeline(tmp_path):
     assert abs(stats["span"] - 3e-3) < 1e-12
     assert abs(stats["bubble"] - (1 - 4 / 6)) < 1e-12
     assert abs(stats["theory"] - 1 / 3) < 1e-12
+
+
+def test_a_cuda_pipeline_on_the_standins(tmp_path):
+    """The stages compiled for CUDA (sm_80 cubins with PTX the stand-ins
+    run), one stand-in GPU per rank under mpirun: the values between
+    stages go through host memory and MPI; the logits within 1e-4 of
+    onnxruntime's."""
+    import numpy as np
+    import onnxruntime as ort
+    from test_cuda_standin import standin_env
+    env = standin_env(2)
+    export = real_exports.load("gpt2-8l-torchscript")
+    feeds = export.inputs()
+    np.savez(tmp_path / "in.npz", **feeds)
+    out = subprocess.run([str(toolchain.tool("shard-opt")), str(export.model),
+                          *export.shape_flags(tmp_path), "--mesh", "pp=2", "--microbatches", "2",
+                          "--target", "cuda", "--cuda-arch=sm_80", "-o",
+                          str(tmp_path / "m.shard")], capture_output=True, text=True,
+                         timeout=600)
+    assert out.returncode == 0, out.stderr
+    launcher, mpi_env = _mpirun(2)
+    launcher += [a for k in ("LD_LIBRARY_PATH", "SHARDFLOW_STANDIN_GPUS", "SHARDFLOW_STANDIN_SM")
+                 for a in ("-x", k)]
+    run = subprocess.run([*launcher, str(toolchain.tool("shard-run")), str(tmp_path / "m.shard"),
+                          "--inputs", str(tmp_path / "in.npz"), "--output",
+                          str(tmp_path / "out.npz")], capture_output=True, text=True,
+                         timeout=600, env={**mpi_env, **env})
+    assert run.returncode == 0, run.stderr
+    expected = ort.InferenceSession(str(export.model)).run(None, feeds)[0]
+    with np.load(tmp_path / "out.npz") as got:
+        np.testing.assert_allclose(got["logits"], expected, rtol=1e-4, atol=1e-5)

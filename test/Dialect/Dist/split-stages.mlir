@@ -69,3 +69,37 @@ func.func @main(%x: tensor<4x8xf32> {nn.name = "x"}, %m: tensor<4x8xi64> {nn.nam
   %y = nn.matmul %h4, %et : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
   return %y : tensor<4x8xf32>
 }
+
+// -----
+
+// A head much slower than a layer (a projection to 1024 classes): the
+// stages are balanced by estimated time, so the last stage, which holds
+// the head, gets one layer and the first three.
+// CHECK-LABEL: func.func @stage_0(
+// CHECK-COUNT-3: nn.relu
+// CHECK-NOT: nn.relu
+// CHECK-LABEL: func.func @stage_1(
+// CHECK-COUNT-1: nn.relu
+// CHECK-NOT: nn.relu
+// CHECK: nn.weight "head"
+func.func @main(%x: tensor<4x8xf32> {nn.name = "x"}) -> (tensor<4x1024xf32> {nn.name = "y"}) {
+  %w0 = nn.weight "w0" {storage = "external", file = "m.data", offset = 0 : i64, size = 256 : i64} : tensor<8x8xf32>
+  %p0 = nn.matmul %x, %w0 : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+  %r0 = nn.relu %p0 : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %h1 = nn.add %x, %r0 : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %w1 = nn.weight "w1" {storage = "external", file = "m.data", offset = 256 : i64, size = 256 : i64} : tensor<8x8xf32>
+  %p1 = nn.matmul %h1, %w1 : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+  %r1 = nn.relu %p1 : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %h2 = nn.add %h1, %r1 : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %w2 = nn.weight "w2" {storage = "external", file = "m.data", offset = 512 : i64, size = 256 : i64} : tensor<8x8xf32>
+  %p2 = nn.matmul %h2, %w2 : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+  %r2 = nn.relu %p2 : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %h3 = nn.add %h2, %r2 : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %w3 = nn.weight "w3" {storage = "external", file = "m.data", offset = 768 : i64, size = 256 : i64} : tensor<8x8xf32>
+  %p3 = nn.matmul %h3, %w3 : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+  %r3 = nn.relu %p3 : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %h4 = nn.add %h3, %r3 : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %wh = nn.weight "head" {storage = "external", file = "m.data", offset = 1024 : i64, size = 32768 : i64} : tensor<8x1024xf32>
+  %y = nn.matmul %h4, %wh : (tensor<4x8xf32>, tensor<8x1024xf32>) -> tensor<4x1024xf32>
+  return %y : tensor<4x1024xf32>
+}

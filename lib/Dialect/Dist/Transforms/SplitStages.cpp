@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "shardflow/Dialect/Dist/IR/DistOps.h"
+#include "shardflow/Dialect/Dist/IR/OpRegistry.h"
 #include "shardflow/Dialect/Dist/Transforms/Passes.h"
 #include "shardflow/Dialect/NN/IR/NNOps.h"
 #include "shardflow/Dialect/NN/Transforms/FindLayers.h"
@@ -23,6 +24,8 @@
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringExtras.h"
+
+#include <limits>
 
 namespace shardflow::dist {
 #define GEN_PASS_DEF_DISTSPLITSTAGES
@@ -54,28 +57,15 @@ struct Splitter {
   DenseMap<Operation *, size_t> order;
 
   /// The layer each stage after the first starts at, from `split`
-  /// ("layers:I,J") or balanced over `layers`.
-  FailureOr<SmallVector<int64_t>> cuts(StringRef split, int64_t layers) {
+  /// ("layers:I,J") or, without it, balanced by estimated time: `head` and
+  /// `tail` are the first and last stages' extra work (embeddings; final
+  /// norm and LM head), `layerTime` each layer's.
+  FailureOr<SmallVector<int64_t>> cuts(StringRef split, ArrayRef<double> layerTime, double head,
+                                       double tail) {
+    int64_t layers = int64_t(layerTime.size());
     SmallVector<int64_t> out;
-    if (split.empty()) {
-      // Even sizes; the remainder to the middle stages first (the first and
-      // last also hold the embeddings and the head), then the first, then
-      // the last.
-      SmallVector<int64_t> sizes(stages, layers / stages);
-      int64_t extra = layers % stages;
-      SmallVector<int64_t> order;
-      for (int64_t s = 1; s + 1 < stages; ++s)
-        order.push_back(s);
-      order.push_back(0);
-      if (stages > 1)
-        order.push_back(stages - 1);
-      for (int64_t i = 0; i < extra; ++i)
-        ++sizes[order[i % order.size()]];
-      int64_t at = 0;
-      for (int64_t s = 0; s + 1 < stages; ++s)
-        out.push_back(at += sizes[s]);
-      return out;
-    }
+    if (split.empty())
+      return balancedCuts(layerTime, head, tail);
     StringRef list = split;
     if (!list.consume_front("layers:"))
       return main.emitError("split takes layers:I,J,..., got '") << split << "'";
@@ -102,6 +92,50 @@ struct Splitter {
     return out;
   }
 
+  /// The cuts that make the slowest stage as fast as it can be (a linear
+  /// partition by dynamic programming); among equal ones, the first found
+  /// with the earliest cuts.
+  SmallVector<int64_t> balancedCuts(ArrayRef<double> layerTime, double head, double tail) {
+    int64_t k = int64_t(layerTime.size());
+    SmallVector<double> prefix(k + 1, 0.0);
+    for (int64_t i = 0; i < k; ++i)
+      prefix[i + 1] = prefix[i] + layerTime[i];
+    auto stageTime = [&](int64_t s, int64_t from, int64_t to) {
+      return prefix[to] - prefix[from] + (s == 0 ? head : 0.0) + (s == stages - 1 ? tail : 0.0);
+    };
+    constexpr double kInf = std::numeric_limits<double>::infinity();
+    // best[s][i]: the slowest of stages 0..s holding layers [0, i).
+    SmallVector<SmallVector<double>> best(stages, SmallVector<double>(k + 1, kInf));
+    SmallVector<SmallVector<int64_t>> from(stages, SmallVector<int64_t>(k + 1, -1));
+    for (int64_t i = 1; i <= k; ++i)
+      best[0][i] = stageTime(0, 0, i);
+    for (int64_t s = 1; s < stages; ++s)
+      for (int64_t i = s + 1; i <= k; ++i)
+        for (int64_t j = s; j < i; ++j) {
+          double slowest = std::max(best[s - 1][j], stageTime(s, j, i));
+          // A relative margin keeps equal costs from turning on rounding.
+          if (slowest < best[s][i] * (1 - 1e-9)) {
+            best[s][i] = slowest;
+            from[s][i] = j;
+          }
+        }
+    SmallVector<int64_t> out(stages - 1);
+    int64_t at = k;
+    for (int64_t s = stages - 1; s > 0; --s) {
+      at = from[s][at];
+      out[s - 1] = at;
+    }
+    return out;
+  }
+
+  /// An op's estimated time: a roofline over the registry's cost estimate,
+  /// with nominal rates (100 GFLOP/s, 20 GB/s) whose ratio decides what
+  /// dominates; the absolute scale does not matter for balancing.
+  static double timeOf(Operation *op) {
+    dist::OpCost cost = dist::estimateCost(op);
+    return std::max(cost.flops / 1e11, cost.bytes / 2e10);
+  }
+
   LogicalResult assign(const nn::LayerStructure &layers, StringRef split) {
     SmallVector<SmallVector<Operation *>> blocks;
     for (auto [k, stack] : llvm::enumerate(layers.stacks)) {
@@ -117,7 +151,15 @@ struct Splitter {
       return main.emitError("the pipeline has ")
              << stages << " stages but the model has " << count
              << " layers to cut between (a stage holds one layer or more)";
-    auto at = cuts(split, count);
+    SmallVector<double> layerTime;
+    for (const auto &ops : blocks)
+      layerTime.push_back(llvm::sum_of(llvm::map_range(ops, timeOf)));
+    double head = 0, tail = 0;
+    for (Operation *op : layers.prologue)
+      head += timeOf(op);
+    for (Operation *op : layers.epilogue)
+      tail += timeOf(op);
+    auto at = cuts(split, layerTime, head, tail);
     if (failed(at))
       return failure();
     for (Operation *op : layers.prologue)

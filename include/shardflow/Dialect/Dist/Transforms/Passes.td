@@ -160,7 +160,11 @@ def DistSplitStages : Pass<"dist-split-stages", "::mlir::ModuleOp"> {
     norm, head) with the last, the ops between two stacks (an
     encoder-decoder's) with the block after them. `split` (`layers:I,J`)
     names the layer each stage after the first starts at; otherwise the
-    layers are split evenly, a remainder going to the middle stages.
+    cuts make the slowest stage as fast as they can (a linear partition by
+    dynamic programming), each op's time estimated from the registry's
+    cost (a roofline at nominal rates, 100 GFLOP/s and 20 GB/s), the first
+    stage also holding the embeddings and the last the final norm and
+    head: a heavy LM head leaves the last stage fewer layers.
 
     A value a stage reads from an earlier one is either computed again in
     the stage, when what computes it is small (at most 64 ops), holds no
