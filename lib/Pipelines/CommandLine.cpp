@@ -465,8 +465,6 @@ llvm::Error shardflow::getCompilerCLOptions(DriverOptions &driver, CompileOption
       return e;
   if (driver.report && compile.target.empty())
     return fail("--report needs --target (it reports on the compiled per-rank program)");
-  if (driver.report && compile.pipeline.enabled())
-    return fail("--report with a pp axis: the per-stage report is not built yet (--compile-to "
-                "stages prints each stage's program)");
+
   return compile.verify();
 }

@@ -119,6 +119,22 @@ def test_every_schedule_lays_out_its_stages(tmp_path, schedule, flags, ranks):
                                       for m in range(4))
 
 
+def test_report_shows_each_stage(tmp_path):
+    """--report with a pp axis: the layers, then per stage its layers, its
+    estimated time per micro-batch and its per-rank report (weights,
+    activations, collectives within the stage)."""
+    _, out = compile_stages(tmp_path, "llama-8l-dynamo", "--mesh", "pp=2,tp=2", "--strategy",
+                            "megatron", "--microbatches", "2", "--target", "cpu", "--report",
+                            "-o", str(tmp_path / "m.shard"))
+    stages = re.findall(r"^stage (\d) on pp rank (\d): layers (\d) to (\d)(.*), estimated "
+                        r"([0-9.]+) ms per micro-batch", out.stderr, re.M)
+    assert [s[:4] for s in stages] == [("0", "0", "0", "3"), ("1", "1", "4", "7")], out.stderr
+    assert "and the embeddings" in stages[0][4] and "and the head" in stages[1][4]
+    assert all(float(s[5]) > 0 for s in stages)
+    assert out.stderr.count("report: @main on 2 ranks") == 2
+    assert out.stderr.count("peak activation bytes per rank") == 2
+
+
 def test_pipeline_errors_name_the_input_and_the_model(tmp_path):
     _, out = compile_stages(tmp_path, "vit-dynamo", "--mesh", "pp=2", "--microbatches", "2",
                             check=False)

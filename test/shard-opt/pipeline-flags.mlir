@@ -44,8 +44,10 @@
 // ARTIFACT-NEXT: end
 // RUN: not shard-opt %s --mesh pp=2 --target cpu --compile-to rt 2>&1 | FileCheck %s --check-prefix=RT
 // RT: --compile-to rt prints one program; with a pp axis, compile to stages (a function per stage) or to the artifact
-// RUN: not shard-opt %s --mesh pp=2 --target cpu --report 2>&1 | FileCheck %s --check-prefix=REPORT
-// REPORT: --report with a pp axis: the per-stage report is not built yet
+// RUN: shard-opt %s --mesh pp=2 --target cpu --weight-checksums=false --report -o %t.r.shard 2>&1 | FileCheck %s --check-prefix=REPORT
+// REPORT: stage 0 on pp rank 0: layers 0 to 1 and the embeddings, estimated {{[0-9.]+}} ms per micro-batch
+// REPORT: peak activation bytes per rank
+// REPORT: stage 1 on pp rank 1: layers 2 to 3 and the head, estimated
 // RUN: not shard-opt %s --mesh pp=2 --train --loss mse --labels y 2>&1 | FileCheck %s --check-prefix=TRAIN
 // TRAIN: --mesh pp=2 with --train: pipelined training steps are not built yet (pp compiles forward-only programs)
 // RUN: not shard-opt %s --mesh pp=2 --pipeline-split blocks:2 2>&1 | FileCheck %s --check-prefix=SPLIT

@@ -255,12 +255,16 @@ int main(int argc, char **argv) {
   if (driver.report) {
     nn::printLayerReport(*module, llvm::errs());
     nn::printTrainingReport(*module, llvm::errs());
-    rt::printRankReport(*module, llvm::errs());
+    // A pipeline's stages are reported one by one as they are compiled.
+    if (!compile.pipeline.enabled())
+      rt::printRankReport(*module, llvm::errs());
   }
   if (last != CompilePhase::Artifact)
     return printThroughOpt(*module, displayPath, outputFile, registry, summary);
   ArtifactPaths paths{inputFile, isONNX, outputFile};
-  int rc = failed(emitArtifact(*module, compile, paths)) ? 1 : 0;
+  int rc = failed(emitArtifact(*module, compile, paths, driver.report ? &llvm::errs() : nullptr))
+               ? 1
+               : 0;
   if (!summary.empty())
     llvm::errs() << summary << "\n";
   return rc;

@@ -13,6 +13,8 @@
 
 #include "shardflow/Pipelines/CompileOptions.h"
 
+#include "llvm/Support/raw_ostream.h"
+
 #include <string>
 
 namespace shardflow {
@@ -33,15 +35,18 @@ struct ArtifactPaths {
 /// (`dist.pipeline`, compiled through the stages phase) goes to
 /// emitPipelineArtifact. Errors are diagnostics.
 mlir::LogicalResult emitArtifact(mlir::ModuleOp module, const CompileOptions &options,
-                                 const ArtifactPaths &paths);
+                                 const ArtifactPaths &paths, llvm::raw_ostream *report = nullptr);
 
 /// Compiles each stage function of `module` (the stages phase's output) as
 /// a program of its own through the rt and gpu phases, exports it, and
 /// writes the pipeline artifact (Runtime/Format/PipelineArtifact.h): the
 /// stages' artifacts, the schedule, the whole batch's inputs and outputs.
-/// A stage's side weights go to OUTPUT.stageK.weights.
+/// A stage's side weights go to OUTPUT.stageK.weights. With `report`,
+/// each stage's layers, estimated time and per-rank report
+/// (printRankReport) go there.
 mlir::LogicalResult emitPipelineArtifact(mlir::ModuleOp module, const CompileOptions &options,
-                                         const ArtifactPaths &paths);
+                                         const ArtifactPaths &paths,
+                                         llvm::raw_ostream *report = nullptr);
 
 } // namespace shardflow
 

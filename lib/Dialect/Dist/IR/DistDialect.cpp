@@ -276,6 +276,17 @@ LogicalResult DistDialect::verifyOperationAttribute(Operation *op,
                              << "' expects an integer on a stage function";
     return success();
   }
+  if (attr.getName() == "dist.layers") {
+    auto range = dyn_cast<DenseI64ArrayAttr>(attr.getValue());
+    if (!isa<func::FuncOp>(op) || !range || range.size() != 2)
+      return op->emitError("'dist.layers' expects [first, end) on a stage function");
+    return success();
+  }
+  if (attr.getName() == "dist.estimated_seconds") {
+    if (!isa<func::FuncOp>(op) || !isa<FloatAttr>(attr.getValue()))
+      return op->emitError("'dist.estimated_seconds' expects a float on a stage function");
+    return success();
+  }
   if (attr.getName() == "dist.pipeline") {
     auto dict = dyn_cast<DictionaryAttr>(attr.getValue());
     if (!isa<ModuleOp>(op) || !dict || !dict.getAs<IntegerAttr>("ranks") ||

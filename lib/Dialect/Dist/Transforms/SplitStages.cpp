@@ -171,6 +171,17 @@ struct Splitter {
     }
     for (Operation *op : layers.epilogue)
       stageOf[op] = stages - 1;
+    // What each stage holds, for --report: its layers [first, end) and its
+    // estimated time.
+    layerRange.assign(stages, {0, 0});
+    estimated.assign(stages, 0.0);
+    for (int64_t s = 0; s < stages; ++s) {
+      layerRange[s] = {s == 0 ? 0 : (*at)[s - 1], s + 1 == stages ? count : (*at)[s]};
+      for (int64_t i = layerRange[s].first; i < layerRange[s].second; ++i)
+        estimated[s] += layerTime[i];
+    }
+    estimated[0] += head;
+    estimated[stages - 1] += tail;
     for (Operation &op : main.getBody().front().without_terminator())
       if (!stageOf.count(&op))
         return op.emitError("no pipeline stage for this op (nn-find-layers left it out)");
@@ -180,6 +191,9 @@ struct Splitter {
   /// What every block of a stack reads (a mask, rotary tables, T5's
   /// position bias, an encoder's output).
   llvm::DenseSet<Value> shared;
+  /// Per stage: its layers [first, end), and its estimated seconds.
+  SmallVector<std::pair<int64_t, int64_t>> layerRange;
+  SmallVector<double> estimated;
 
   /// The ops that compute `v`, when a later stage may compute it again:
   /// weights and constants alone (a weight two stages read: a tied
@@ -384,6 +398,9 @@ struct DistSplitStagesPass : public dist::impl::DistSplitStagesBase<DistSplitSta
                                      b.getFunctionType(argTypes, resultTypes));
       fn->setAttr("dist.stage", i64(int64_t(t)));
       fn->setAttr("dist.pp_rank", i64(plan.stageRank[t]));
+      fn->setAttr("dist.layers", b.getDenseI64ArrayAttr(
+                                     {sp.layerRange[t].first, sp.layerRange[t].second}));
+      fn->setAttr("dist.estimated_seconds", b.getF64FloatAttr(sp.estimated[t]));
       for (auto [i, attrs] : llvm::enumerate(argAttrs))
         if (attrs)
           fn.setArgAttrs(i, attrs);
