@@ -19,6 +19,7 @@ About 20 s on 2 cores.
 """
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 
@@ -175,15 +176,26 @@ def _mpirun(ranks):
     return [shutil.which("mpirun") or "mpirun", "--oversubscribe", "-np", str(ranks)], env
 
 
+SCHEDULES = ["gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zbv"]
 PIPELINE_RUNS = [
-    # export, mesh, schedule, micro-batches, batch
-    ("gpt2-8l-torchscript", "pp=2", "1f1b", 2, 2),
+    # export, mesh, schedule, micro-batches, batch: every schedule at pp=2
+    # and at pp=2 x dp=2 x tp=2 (8 ranks, oversubscribed), then other
+    # models and pp=4 (the full matrix: docs/pipeline.md).
+    *[("gpt2-8l-torchscript", "pp=2", s, 4, 4) for s in SCHEDULES],
+    *[("llama-8l-dynamo", "pp=2,dp=2,tp=2", s, 2, 4) for s in SCHEDULES],
     ("gpt2-8l-torchscript", "pp=2,tp=2", "gpipe", 4, 4),
-    ("llama-8l-dynamo", "pp=2", "interleaved-1f1b", 4, 4),
     ("llama-8l-dynamo", "pp=4", "zb-h1", 4, 4),
     ("t5-torchscript", "pp=2", "zbv", 2, 2),
     ("bert-dynamo", "pp=2", "1f1b", 2, 2),
 ]
+# SHARDFLOW_FULL_TESTS=1: every schedule x pp=2,4 x (pp alone, with tp=2,
+# with dp=2 x tp=2) x the 8-layer GPT-2 and Llama exports (120 runs).
+if os.environ.get("SHARDFLOW_FULL_TESTS") == "1":
+    PIPELINE_RUNS = [(name, f"pp={pp}{mesh}", s, 4, 8)
+                     for name in ("gpt2-8l-torchscript", "gpt2-8l-dynamo", "llama-8l-torchscript",
+                                  "llama-8l-dynamo")
+                     for pp in (2, 4) for mesh in ("", ",tp=2", ",dp=2,tp=2")
+                     for s in SCHEDULES]
 
 
 @pytest.mark.parametrize("name, mesh, schedule, microbatches, batch", PIPELINE_RUNS,
