@@ -17,7 +17,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/StringSet.h"
-#include "llvm/Support/FormatProviders.h"
+#include "llvm/Support/Format.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/Support/FileUtilities.h"
@@ -213,12 +213,14 @@ LogicalResult shardflow::emitPipelineArtifact(ModuleOp module, const CompileOpti
         *report << ": layers " << layers[0] << " to " << layers[1] - 1
                 << (k == 0 ? " and the embeddings" : "")
                 << (k + 1 == stages.size() ? " and the head" : "");
-      if (seconds)
-        llvm::format_provider<double>::format(seconds.getValueAsDouble() * 1e3, *report << ", "
-                                                                                       "estimated ",
-                                              "F3");
-      *report << (seconds ? " ms per micro-batch (registry costs at 100 GFLOP/s, 20 GB/s)" : "")
-              << "\n";
+      auto flops = fn->getAttrOfType<FloatAttr>("dist.estimated_flops");
+      auto bytes = fn->getAttrOfType<FloatAttr>("dist.estimated_bytes");
+      if (seconds && flops && bytes)
+        *report << llvm::format(", estimated %.3f ms per micro-batch (%.4g GFLOP, %.4g MB "
+                                "read and written; registry costs at 80 GFLOP/s + 50 GB/s, one CPU core)",
+                                seconds.getValueAsDouble() * 1e3,
+                                flops.getValueAsDouble() * 1e-9, bytes.getValueAsDouble() * 1e-6);
+      *report << "\n";
       rt::printRankReport(*stage, *report);
     }
     ArtifactPaths stagePaths = paths;

@@ -11,7 +11,7 @@
 // CHECK-LABEL: func.func @stage_0(
 // CHECK-SAME: %[[X:.*]]: tensor<4x8xf32> {nn.name = "x"}, %[[M:.*]]: tensor<4x8xi64> {nn.name = "m"})
 // CHECK-SAME: -> (tensor<4x8xf32> {dist.to = array<i64: 1>, dist.transfer = 0 : i64, nn.name = "transfer:0"})
-// CHECK-SAME: attributes {dist.estimated_seconds = {{.*}} : f64, dist.layers = array<i64: 0, 2>, dist.pp_rank = 0 : i64, dist.stage = 0 : i64}
+// CHECK-SAME: attributes {dist.estimated_bytes = 4.464000e+03 : f64, dist.estimated_flops = 1.760000e+03 : f64, dist.estimated_seconds = {{.*}} : f64, dist.layers = array<i64: 0, 2>, dist.pp_rank = 0 : i64, dist.stage = 0 : i64}
 // CHECK: nn.weight "emb"
 // CHECK-COUNT-2: nn.relu
 // CHECK-NOT: nn.relu
@@ -19,7 +19,7 @@
 // CHECK-LABEL: func.func @stage_1(
 // CHECK-SAME: %[[M1:.*]]: tensor<4x8xi64> {nn.name = "m"}, %[[H:.*]]: tensor<4x8xf32> {dist.from = 0 : i64, dist.transfer = 0 : i64, nn.name = "transfer:0"})
 // CHECK-SAME: -> (tensor<4x8xf32> {nn.name = "y"})
-// CHECK-SAME: attributes {dist.estimated_seconds = {{.*}} : f64, dist.layers = array<i64: 2, 4>, dist.pp_rank = 1 : i64, dist.stage = 1 : i64}
+// CHECK-SAME: attributes {dist.estimated_bytes = 4.976000e+03 : f64, dist.estimated_flops = 1.760000e+03 : f64, dist.estimated_seconds = {{.*}} : f64, dist.layers = array<i64: 2, 4>, dist.pp_rank = 1 : i64, dist.stage = 1 : i64}
 // CHECK-DAG: nn.weight "emb"
 // CHECK-DAG: nn.cast %[[M1]]
 // CHECK-COUNT-2: nn.relu
@@ -35,8 +35,8 @@
 
 // Interleaved: four stages of a layer each, stage s on rank s mod 2.
 // INTER: dist.pipeline = {actions = ["0F0,0F1,2F0,2F1", "1F0,1F1,3F0,3F1"], microbatches = 2 : i64, ranks = 2 : i64, schedule = "interleaved-1f1b", stage_ranks = array<i64: 0, 1, 0, 1>}
-// INTER: func.func @stage_1({{.*}}{dist.from = 0 : i64, dist.transfer = 0 : i64, nn.name = "transfer:0"}) -> (tensor<4x8xf32> {dist.to = array<i64: 2>, dist.transfer = 1 : i64, nn.name = "transfer:1"}) attributes {dist.estimated_seconds = {{.*}}, dist.layers = array<i64: 1, 2>, dist.pp_rank = 1 : i64, dist.stage = 1 : i64}
-// INTER: func.func @stage_3({{.*}}{dist.from = 2 : i64, dist.transfer = 2 : i64, nn.name = "transfer:2"}) -> (tensor<4x8xf32> {nn.name = "y"}) attributes {dist.estimated_seconds = {{.*}}, dist.layers = array<i64: 3, 4>, dist.pp_rank = 1 : i64, dist.stage = 3 : i64}
+// INTER: func.func @stage_1({{.*}}{dist.from = 0 : i64, dist.transfer = 0 : i64, nn.name = "transfer:0"}) -> (tensor<4x8xf32> {dist.to = array<i64: 2>, dist.transfer = 1 : i64, nn.name = "transfer:1"}) attributes {{{.*}}dist.layers = array<i64: 1, 2>, dist.pp_rank = 1 : i64, dist.stage = 1 : i64}
+// INTER: func.func @stage_3({{.*}}{dist.from = 2 : i64, dist.transfer = 2 : i64, nn.name = "transfer:2"}) -> (tensor<4x8xf32> {nn.name = "y"}) attributes {{{.*}}dist.layers = array<i64: 3, 4>, dist.pp_rank = 1 : i64, dist.stage = 3 : i64}
 func.func @main(%x: tensor<4x8xf32> {nn.name = "x"}, %m: tensor<4x8xi64> {nn.name = "m"}) -> (tensor<4x8xf32> {nn.name = "y"}) {
   %we = nn.weight "emb" {storage = "external", file = "m.data", offset = 0 : i64, size = 256 : i64} : tensor<8x8xf32>
   %h0 = nn.matmul %x, %we : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>

@@ -282,9 +282,10 @@ LogicalResult DistDialect::verifyOperationAttribute(Operation *op,
       return op->emitError("'dist.layers' expects [first, end) on a stage function");
     return success();
   }
-  if (attr.getName() == "dist.estimated_seconds") {
+  if (attr.getName() == "dist.estimated_seconds" || attr.getName() == "dist.estimated_flops" ||
+      attr.getName() == "dist.estimated_bytes") {
     if (!isa<func::FuncOp>(op) || !isa<FloatAttr>(attr.getValue()))
-      return op->emitError("'dist.estimated_seconds' expects a float on a stage function");
+      return op->emitError() << "'" << attr.getName() << "' expects a float on a stage function";
     return success();
   }
   if (attr.getName() == "dist.pipeline") {

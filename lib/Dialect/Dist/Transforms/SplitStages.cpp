@@ -128,12 +128,14 @@ struct Splitter {
     return out;
   }
 
-  /// An op's estimated time: a roofline over the registry's cost estimate,
-  /// with nominal rates (100 GFLOP/s, 20 GB/s) whose ratio decides what
-  /// dominates; the absolute scale does not matter for balancing.
+  /// An op's estimated time from the registry's cost estimate: FLOPs / F +
+  /// bytes / B, with the rates bench/pipeline_balance_bench.py fitted on one
+  /// CPU core (80 GFLOP/s, 50 GB/s; AMD EPYC, 2026-11-29), which predicted
+  /// another model's stage times within 13%. Their ratio is what balancing
+  /// depends on.
   static double timeOf(Operation *op) {
     dist::OpCost cost = dist::estimateCost(op);
-    return std::max(cost.flops / 1e11, cost.bytes / 2e10);
+    return cost.flops / 8e10 + cost.bytes / 5e10;
   }
 
   LogicalResult assign(const nn::LayerStructure &layers, StringRef split) {
@@ -171,17 +173,10 @@ struct Splitter {
     }
     for (Operation *op : layers.epilogue)
       stageOf[op] = stages - 1;
-    // What each stage holds, for --report: its layers [first, end) and its
-    // estimated time.
+    // What each stage holds, for --report: its layers [first, end).
     layerRange.assign(stages, {0, 0});
-    estimated.assign(stages, 0.0);
-    for (int64_t s = 0; s < stages; ++s) {
+    for (int64_t s = 0; s < stages; ++s)
       layerRange[s] = {s == 0 ? 0 : (*at)[s - 1], s + 1 == stages ? count : (*at)[s]};
-      for (int64_t i = layerRange[s].first; i < layerRange[s].second; ++i)
-        estimated[s] += layerTime[i];
-    }
-    estimated[0] += head;
-    estimated[stages - 1] += tail;
     for (Operation &op : main.getBody().front().without_terminator())
       if (!stageOf.count(&op))
         return op.emitError("no pipeline stage for this op (nn-find-layers left it out)");
@@ -191,9 +186,8 @@ struct Splitter {
   /// What every block of a stack reads (a mask, rotary tables, T5's
   /// position bias, an encoder's output).
   llvm::DenseSet<Value> shared;
-  /// Per stage: its layers [first, end), and its estimated seconds.
+  /// Per stage: its layers [first, end).
   SmallVector<std::pair<int64_t, int64_t>> layerRange;
-  SmallVector<double> estimated;
 
   /// The ops that compute `v`, when a later stage may compute it again:
   /// weights and constants alone (a weight two stages read: a tied
@@ -400,7 +394,7 @@ struct DistSplitStagesPass : public dist::impl::DistSplitStagesBase<DistSplitSta
       fn->setAttr("dist.pp_rank", i64(plan.stageRank[t]));
       fn->setAttr("dist.layers", b.getDenseI64ArrayAttr(
                                      {sp.layerRange[t].first, sp.layerRange[t].second}));
-      fn->setAttr("dist.estimated_seconds", b.getF64FloatAttr(sp.estimated[t]));
+
       for (auto [i, attrs] : llvm::enumerate(argAttrs))
         if (attrs)
           fn.setArgAttrs(i, attrs);
@@ -425,6 +419,17 @@ struct DistSplitStagesPass : public dist::impl::DistSplitStagesBase<DistSplitSta
       for (Value v : results)
         mapped.push_back(map.lookupOrDefault(v));
       func::ReturnOp::create(inner, main.getLoc(), mapped);
+      // What the stage computes per micro-batch, recomputed values included.
+      double seconds = 0, flops = 0, bytes = 0;
+      fn.walk([&](Operation *op) {
+        dist::OpCost cost = dist::estimateCost(op);
+        seconds += Splitter::timeOf(op);
+        flops += cost.flops;
+        bytes += cost.bytes;
+      });
+      fn->setAttr("dist.estimated_seconds", b.getF64FloatAttr(seconds));
+      fn->setAttr("dist.estimated_flops", b.getF64FloatAttr(flops));
+      fn->setAttr("dist.estimated_bytes", b.getF64FloatAttr(bytes));
     }
 
     // The schedule.

@@ -162,7 +162,8 @@ def DistSplitStages : Pass<"dist-split-stages", "::mlir::ModuleOp"> {
     names the layer each stage after the first starts at; otherwise the
     cuts make the slowest stage as fast as they can (a linear partition by
     dynamic programming), each op's time estimated from the registry's
-    cost (a roofline at nominal rates, 100 GFLOP/s and 20 GB/s), the first
+    cost (FLOPs / 80 GFLOP/s + bytes / 50 GB/s, the rates
+    bench/pipeline_balance_bench.py fits on one CPU core), the first
     stage also holding the embeddings and the last the final norm and
     head: a heavy LM head leaves the last stage fewer layers.
 
