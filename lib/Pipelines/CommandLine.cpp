@@ -140,10 +140,12 @@ struct CompilerCLOptions {
     cl::desc("With a pp axis: where the stages are cut, layers:I,J,... (the "
              "model's layer each stage after the first starts at, 0-based, as "
              "nn-find-layers numbers them; the embeddings go with the first "
-             "stage, the final norm and head with the last). Default: the "
+             "stage, the final norm and head with the last) or nodes:A,B,... "
+             "(each stage after the first starts at the layer holding that "
+             "ONNX node). Default: the "
              "cuts that make the slowest stage fastest by the registry's cost "
              "estimates (embeddings and head counted)"),
-    cl::value_desc("layers:I,J,..."), cl::init(""), cl::cat(shardCategory)};
+    cl::value_desc("layers:I,J,...|nodes:A,B,..."), cl::init(""), cl::cat(shardCategory)};
   cl::opt<std::string> dpAxisName{"dp-axis",
                                        cl::desc("Mesh axis of data parallelism (default dp)"),
                                        cl::init("dp"), cl::cat(shardCategory)};

@@ -164,9 +164,10 @@ llvm::Error CompileOptions::verifyPipeline() const {
   if (p.virtualStages < 0)
     return fail("--virtual-stages must be >= 1");
   StringRef split(p.split);
-  if (!split.empty() && !split.starts_with("layers:"))
+  if (!split.empty() && !split.starts_with("layers:") && !split.starts_with("nodes:"))
     return fail("--pipeline-split takes layers:I,J,... (the layer each stage after the first "
-                "starts at), got '" + p.split + "'");
+                "starts at) or nodes:A,B,... (an ONNX node of that layer), got '" + p.split +
+                "'");
   return pipelineScheduleFor(*this).takeError();
 }
 

@@ -136,6 +136,30 @@ def test_report_shows_each_stage(tmp_path):
     assert out.stderr.count("peak activation bytes per rank") == 2
 
 
+def test_split_by_onnx_node(tmp_path):
+    """--pipeline-split nodes:NAME starts a stage at the layer that holds
+    the ONNX node, as layers:I does; a node of the embeddings, or one the
+    program does not hold, is an error naming it."""
+    layers = re.compile(r"dist\.layers = array<i64: (\d+), (\d+)>")
+    by = {}
+    for spec in ("nodes:/model/transformer/h.2/ln_1/LayerNormalization", "layers:2"):
+        _, out = compile_stages(tmp_path, "gpt2-8l-torchscript", "--mesh", "pp=2",
+                                "--microbatches", "2", "--pipeline-split", spec)
+        by[spec] = layers.findall(out.stdout)
+    assert by["layers:2"] == [("0", "2"), ("2", "8")]
+    assert by["nodes:/model/transformer/h.2/ln_1/LayerNormalization"] == by["layers:2"]
+    _, out = compile_stages(tmp_path, "gpt2-8l-torchscript", "--mesh", "pp=2", "--microbatches",
+                            "2", "--pipeline-split", "nodes:/model/transformer/wte/Gather",
+                            check=False)
+    assert out.returncode != 0
+    assert ("ONNX node '/model/transformer/wte/Gather' is in the embeddings or the head, which "
+            "the first and last stages hold; name a node of a layer") in out.stderr
+    _, out = compile_stages(tmp_path, "gpt2-8l-torchscript", "--mesh", "pp=2", "--microbatches",
+                            "2", "--pipeline-split", "nodes:/model/nowhere", check=False)
+    assert out.returncode != 0
+    assert "no op of the program comes from an ONNX node named '/model/nowhere'" in out.stderr
+
+
 def test_pipeline_errors_name_the_input_and_the_model(tmp_path):
     _, out = compile_stages(tmp_path, "vit-dynamo", "--mesh", "pp=2", "--microbatches", "2",
                             check=False)

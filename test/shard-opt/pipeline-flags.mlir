@@ -51,7 +51,7 @@
 // RUN: not shard-opt %s --mesh pp=2 --train --loss mse --labels y 2>&1 | FileCheck %s --check-prefix=TRAIN
 // TRAIN: --mesh pp=2 with --train: pipelined training steps are not built yet (pp compiles forward-only programs)
 // RUN: not shard-opt %s --mesh pp=2 --pipeline-split blocks:2 2>&1 | FileCheck %s --check-prefix=SPLIT
-// SPLIT: --pipeline-split takes layers:I,J,... (the layer each stage after the first starts at), got 'blocks:2'
+// SPLIT: --pipeline-split takes layers:I,J,... (the layer each stage after the first starts at) or nodes:A,B,... (an ONNX node of that layer), got 'blocks:2'
 // RUN: not shard-opt %s --mesh pp=3 --pipeline-schedule interleaved-1f1b --microbatches 4 2>&1 | FileCheck %s --check-prefix=INTER
 // INTER: interleaved-1f1b: --microbatches 4 must be a multiple of pp (3)
 

@@ -15,6 +15,7 @@
 #include "shardflow/Dialect/NN/IR/NNOps.h"
 #include "shardflow/Dialect/NN/Transforms/FindLayers.h"
 #include "shardflow/Planner/PipelineSchedules.h"
+#include "shardflow/Support/ONNXLocation.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -68,7 +69,8 @@ struct Splitter {
       return balancedCuts(layerTime, head, tail);
     StringRef list = split;
     if (!list.consume_front("layers:"))
-      return main.emitError("split takes layers:I,J,..., got '") << split << "'";
+      return main.emitError("split takes layers:I,J,... or nodes:A,B,..., got '")
+             << split << "'";
     SmallVector<StringRef> items;
     list.split(items, ',');
     for (StringRef item : items) {
@@ -161,7 +163,35 @@ struct Splitter {
       head += timeOf(op);
     for (Operation *op : layers.epilogue)
       tail += timeOf(op);
-    auto at = cuts(split, layerTime, head, tail);
+    // nodes:A,B names ONNX nodes: each stage after the first starts at the
+    // layer that holds its node.
+    std::string byLayers = split.str();
+    if (StringRef(split).starts_with("nodes:")) {
+      SmallVector<StringRef> names;
+      StringRef(split).drop_front(6).split(names, ',');
+      byLayers = "layers:";
+      for (auto [n, raw] : llvm::enumerate(names)) {
+        StringRef name = raw.trim();
+        int64_t layer = -1;
+        bool outside = false;
+        for (auto [i, ops] : llvm::enumerate(blocks))
+          for (Operation *op : ops)
+            if (getONNXNodeName(op->getLoc()) == name)
+              layer = int64_t(i);
+        for (const auto *list : {&layers.prologue, &layers.epilogue})
+          for (Operation *op : *list)
+            outside |= getONNXNodeName(op->getLoc()) == name;
+        if (layer < 0)
+          return main.emitError("--pipeline-split: ")
+                 << (outside ? "ONNX node '" + name.str() +
+                                   "' is in the embeddings or the head, which the first and "
+                                   "last stages hold; name a node of a layer"
+                             : "no op of the program comes from an ONNX node named '" + name.str() +
+                                   "' (a node folded into a constant at import has none)");
+        byLayers += (n ? "," : "") + std::to_string(layer);
+      }
+    }
+    auto at = cuts(byLayers, layerTime, head, tail);
     if (failed(at))
       return failure();
     for (Operation *op : layers.prologue)

@@ -159,7 +159,8 @@ def DistSplitStages : Pass<"dist-split-stages", "::mlir::ModuleOp"> {
     prologue (embeddings) goes with the first stage, the epilogue (final
     norm, head) with the last, the ops between two stacks (an
     encoder-decoder's) with the block after them. `split` (`layers:I,J`)
-    names the layer each stage after the first starts at; otherwise the
+    names the layer each stage after the first starts at (`nodes:A,B`: the
+    layer that holds each ONNX node); otherwise the
     cuts make the slowest stage as fast as they can (a linear partition by
     dynamic programming), each op's time estimated from the registry's
     cost (FLOPs / 80 GFLOP/s + bytes / 50 GB/s, the rates
@@ -193,7 +194,8 @@ def DistSplitStages : Pass<"dist-split-stages", "::mlir::ModuleOp"> {
     Option<"virtualStages", "virtual-stages", "int64_t", /*default=*/"0",
            "Stages per pp rank (0: the schedule's)">,
     Option<"split", "split", "std::string", /*default=*/"\"\"",
-           "layers:I,J,...: the layer each stage after the first starts at">,
+           "layers:I,J,... (the layer each stage after the first starts at) or "
+           "nodes:A,B,... (the layer holding each ONNX node)">,
   ];
   let dependentDialects = ["::shardflow::nn::NNDialect"];
 }
