@@ -10,7 +10,9 @@
 #include "shardflow/Target/ArtifactExport.h"
 #include "shardflow/Target/DeviceCode.h"
 #include "shardflow/Dialect/RT/Analysis/RankReport.h"
+#include "shardflow/Pipelines/PipelineTraining.h"
 #include "shardflow/Pipelines/Pipelines.h"
+#include "shardflow/Dialect/NN/Autodiff/Training.h"
 #include "shardflow/Runtime/Format/PipelineArtifact.h"
 #include "shardflow/Target/WeightFiles.h"
 
@@ -18,6 +20,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/Format.h"
+#include "llvm/Support/GlobPattern.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/Support/FileUtilities.h"
@@ -160,7 +163,8 @@ LogicalResult shardflow::emitPipelineArtifact(ModuleOp module, const CompileOpti
     actions += cast<StringAttr>(a).getValue().str() + "\n";
   std::string error;
   auto schedule = runtime::parsePipelineSchedule(actions, "dist.pipeline", int(ranks),
-                                                 int(microbatches), true, error);
+                                                 int(microbatches), !options.train.enabled,
+                                                 error);
   if (!schedule)
     return module.emitError(error);
   art.schedule = std::move(*schedule);
@@ -180,7 +184,8 @@ LogicalResult shardflow::emitPipelineArtifact(ModuleOp module, const CompileOpti
             name && seenInputs.insert(name.getValue()).second)
           art.inputs.push_back(wholeBatch(name.getValue(), fn.getArgument(i).getType(),
                                           microbatches, fn.getLoc(), ok));
-    for (unsigned i = 0; i < fn.getNumResults(); ++i)
+    // A training step's outputs are its loss, gradient norm and rate.
+    for (unsigned i = 0; i < fn.getNumResults() && !options.train.enabled; ++i)
       if (!fn.getResultAttr(i, "dist.transfer"))
         if (auto name = fn.getResultAttrOfType<StringAttr>(i, "nn.name"))
           art.outputs.push_back(wholeBatch(name.getValue(), fn.getResultTypes()[i],
@@ -190,20 +195,31 @@ LogicalResult shardflow::emitPipelineArtifact(ModuleOp module, const CompileOpti
     return failure();
 
   // Each stage: a module of its own, through the rt (and gpu) phases, then
-  // an artifact as any program's.
+  // an artifact as any program's. A training stage is four programs
+  // (PipelineTraining.h).
+  llvm::StringSet<> counted;
+  std::vector<std::string> frozen;
+  llvm::StringSet<> trained;
   for (auto [k, fn] : llvm::enumerate(stages)) {
-    OwningOpRef<ModuleOp> stage = cast<ModuleOp>(module->clone());
-    (*stage)->removeAttr("dist.pipeline");
-    for (func::FuncOp other : llvm::make_early_inc_range(stage->getOps<func::FuncOp>()))
-      if (other.getName() != fn.getName())
-        other.erase();
-    func::FuncOp main = *stage->getOps<func::FuncOp>().begin();
-    main.setName("main");
-    PassManager pm(module.getContext());
-    buildPhasePipeline(pm, CompilePhase::RT, options);
-    buildPhasePipeline(pm, CompilePhase::GPU, options);
-    if (failed(pm.run(*stage)))
-      return failure();
+    OwningOpRef<ModuleOp> stage;
+    std::optional<TrainingStagePrograms> programs;
+    if (options.train.enabled) {
+      auto built = buildTrainingStage(module, fn, options, microbatches, counted);
+      if (failed(built))
+        return failure();
+      programs = std::move(*built);
+      stage = std::move(programs->forward);
+      for (const TrainedWeight &t : programs->trained)
+        trained.insert(t.weight);
+      frozen.insert(frozen.end(), programs->frozen.begin(), programs->frozen.end());
+    } else {
+      stage = stageModule(module, fn);
+      PassManager pm(module.getContext());
+      buildPhasePipeline(pm, CompilePhase::RT, options);
+      buildPhasePipeline(pm, CompilePhase::GPU, options);
+      if (failed(pm.run(*stage)))
+        return failure();
+    }
     if (report) {
       auto layers = fn->getAttrOfType<DenseI64ArrayAttr>("dist.layers");
       auto seconds = fn->getAttrOfType<FloatAttr>("dist.estimated_seconds");
@@ -221,16 +237,54 @@ LogicalResult shardflow::emitPipelineArtifact(ModuleOp module, const CompileOpti
                                 seconds.getValueAsDouble() * 1e3,
                                 flops.getValueAsDouble() * 1e-9, bytes.getValueAsDouble() * 1e-6);
       *report << "\n";
-      rt::printRankReport(*stage, *report);
+      if (programs) {
+        *report << "stage " << k << " trains " << programs->trained.size()
+                << " initializers; its backward:\n";
+        rt::printRankReport(*programs->backward, *report);
+        nn::printTrainingReport(*programs->update, *report);
+      } else {
+        rt::printRankReport(*stage, *report);
+      }
     }
-    ArtifactPaths stagePaths = paths;
-    if (paths.outputFile != "-")
-      stagePaths.outputFile = paths.outputFile + ".stage" + std::to_string(k);
-    auto artifact = buildArtifact(*stage, options, stagePaths);
+    auto build = [&](ModuleOp m, const std::string &suffix) {
+      ArtifactPaths stagePaths = paths;
+      if (paths.outputFile != "-")
+        stagePaths.outputFile = paths.outputFile + ".stage" + std::to_string(k) + suffix;
+      return buildArtifact(m, options, stagePaths);
+    };
+    auto artifact = build(*stage, "");
     if (failed(artifact))
       return failure();
     art.stages.push_back(std::move(*artifact));
+    if (programs) {
+      runtime::PipelineStageTraining t;
+      for (auto [m, suffix, into] :
+           {std::make_tuple(*programs->backward, ".backward", &t.backward),
+            std::make_tuple(*programs->norm, ".norm", &t.norm),
+            std::make_tuple(*programs->update, ".update", &t.update)}) {
+        auto program = build(m, suffix);
+        if (failed(program))
+          return failure();
+        *into = std::move(*program);
+      }
+      art.training.push_back(std::move(t));
+    }
   }
+  // A --freeze or --trainable glob must name something somewhere.
+  for (auto [flag, globs] :
+       {std::make_pair("--freeze", &options.train.freeze),
+        std::make_pair("--trainable", &options.train.trainable)})
+    for (const std::string &glob : *globs) {
+      auto pattern = llvm::GlobPattern::create(glob);
+      bool any = false;
+      for (const std::string &name : frozen)
+        any |= pattern && pattern->match(name);
+      for (const auto &name : trained)
+        any |= flag == StringRef("--trainable") && pattern && pattern->match(name.getKey());
+      if (!any)
+        return module.emitError(flag) << " '" << glob
+                                      << "' matches no initializer that has a gradient";
+    }
   art.worldSize = int(ranks) * art.stages.front().worldSize;
   std::ostringstream text;
   runtime::writePipelineArtifact(art, text);

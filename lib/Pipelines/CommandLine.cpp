@@ -398,7 +398,9 @@ llvm::Error shardflow::getCompilerCLOptions(DriverOptions &driver, CompileOption
       if (flag->getNumOccurrences())
         return fail("--" + flag->ArgStr + " needs a pp axis of 2 or more in --mesh "
                     "(--mesh pp=2,...)");
-  } else if (!o.train) {
+  } else {
+    // The micro-batches are the pipeline's: each stage's programs are
+    // compiled for one.
     if (o.microbatches.getNumOccurrences())
       pipe.microbatches = o.microbatches;
     driver.import.batchDivisor = pipe.microbatchCount();
@@ -457,7 +459,7 @@ llvm::Error shardflow::getCompilerCLOptions(DriverOptions &driver, CompileOption
   t.ties.assign(o.tie.begin(), o.tie.end());
   t.detectTies = o.tieDetection;
   t.gradBucketMB = o.gradBucketMB;
-  t.microbatches = o.microbatches;
+  t.microbatches = pipe.enabled() ? 1 : int64_t(o.microbatches);
   t.dropout = o.dropout;
   t.dropoutSeed = o.dropoutSeed;
   if (compile.target != "cuda" && !o.cudaDisable.empty())

@@ -152,10 +152,17 @@ llvm::Error CompileOptions::verifyPipeline() const {
   const PipelineOptions &p = pipeline;
   if (!p.enabled())
     return llvm::Error::success();
-  if (train.enabled)
-    return fail("--mesh pp=" + llvm::Twine(p.ranks) +
-                " with --train: pipelined training steps are not built yet (pp compiles "
-                "forward-only programs)");
+  if (train.enabled) {
+    std::string pp = "--mesh pp=" + std::to_string(p.ranks) + " --train";
+    if (target == "cuda")
+      return fail(pp + " --target cuda: pipelined training runs on the cpu target (CUDA "
+                  "stages run forward-only pipelines; their training is not built yet)");
+    if (train.dropout == "on")
+      return fail(pp + ": --dropout on is not built for pipelines yet (a stage's backward "
+                  "computes its forward again and must draw the forward's mask)");
+    if (computeType != "f32")
+      return fail(pp + ": --dtype " + computeType + " is not built for pipelines yet");
+  }
   if (compileTo && (*compileTo == CompilePhase::RT || *compileTo == CompilePhase::GPU))
     return fail("--compile-to " + getPhaseName(*compileTo) + " prints one program; with a pp "
                 "axis, compile to stages (a function per stage) or to the artifact");
@@ -179,6 +186,17 @@ llvm::Expected<runtime::PipelineSchedule> shardflow::pipelineScheduleFor(const C
                                           !o.train.enabled, error);
   if (!schedule)
     return fail(error);
+  if (o.train.enabled)
+    for (const auto &list : schedule->actions)
+      for (const runtime::PipelineAction &a : list)
+        if (a.op == runtime::PipelineOp::BackwardInput ||
+            a.op == runtime::PipelineOp::BackwardWeight)
+          return fail("--pipeline-schedule" +
+                      std::string(p.scheduleFile.empty() ? " " + p.schedule
+                                                         : "-file " + p.scheduleFile) +
+                      " splits the backward into I and W (" + a.str() +
+                      "); pipelined training runs whole backwards (B) today: use gpipe, 1f1b "
+                      "or interleaved-1f1b");
   return std::move(*schedule);
 }
 

@@ -46,7 +46,7 @@ static void buildNNPhase(OpPassManager &pm, const CompileOptions &o) {
 }
 
 /// The sharding seeds of the options and presets (dist-annotate).
-static void addShardingSeeds(OpPassManager &pm, const CompileOptions &o) {
+void shardflow::buildShardingSeeds(OpPassManager &pm, const CompileOptions &o) {
   dist::DistAnnotateOptions annotate;
   annotate.mesh_ = o.mesh;
   annotate.shard.assign(o.shard.begin(), o.shard.end());
@@ -74,35 +74,22 @@ static int64_t meshRanks(StringRef spec) {
   return ranks;
 }
 
-static void buildTrainPhase(OpPassManager &pm, const CompileOptions &o) {
-  const TrainOptions &t = o.train;
-  if (!t.enabled)
-    return;
-  // The presets find their patterns (linear layers, norms) in the forward
-  // program: its seeds are placed before the backward exists, and
-  // propagation carries them through both. Micro-batches are a mesh axis
-  // too (dist-unroll-microbatches runs it one coordinate at a time).
-  if (o.partitions())
-    addShardingSeeds(pm, o);
-  std::string loss = "loss";
-  if (StringRef(t.loss).starts_with("output:")) {
-    loss = t.loss.substr(7);
-  } else {
-    nn::NNAppendLossOptions append;
-    append.kind = t.loss;
-    append.labels = t.labels;
-    append.ignoreIndex = t.ignoreIndex;
-    append.maxBlocks = meshRanks(o.mesh);
-    pm.addPass(nn::createNNAppendLoss(append));
-  }
+void shardflow::buildDifferentiate(OpPassManager &pm, const CompileOptions &o, StringRef loss,
+                                   StringRef wrt) {
   nn::NNDifferentiateOptions differentiate;
-  differentiate.loss = loss;
+  differentiate.loss = loss.str();
+  differentiate.wrt = wrt.str();
   // The fused backward ops: both targets have their kernels.
   if (o.target == "cpu" || o.target == "cuda")
     differentiate.fused = {"all"};
   pm.addPass(nn::createNNDifferentiate(differentiate));
+}
+
+void shardflow::buildOptimizer(OpPassManager &pm, const CompileOptions &o, StringRef loss,
+                               StringRef gradNormSquared, ArrayRef<std::string> stageTies) {
+  const TrainOptions &t = o.train;
   nn::NNOptimizerOptions update;
-  update.loss = loss;
+  update.loss = loss.str();
   update.optimizer = t.optimizer;
   update.lr = t.lr;
   update.momentum = t.momentum;
@@ -117,26 +104,67 @@ static void buildTrainPhase(OpPassManager &pm, const CompileOptions &o) {
   update.totalSteps = t.totalSteps;
   update.minLr = t.minLr;
   update.noDecay.assign(t.noDecay.begin(), t.noDecay.end());
-  update.freeze.assign(t.freeze.begin(), t.freeze.end());
-  update.trainable.assign(t.trainable.begin(), t.trainable.end());
-  update.tie.assign(t.ties.begin(), t.ties.end());
+  update.gradNormSquared = gradNormSquared.str();
+  // A pipeline stage's update trains what its backward accumulated: the
+  // frozen initializers have no accumulator (PipelineTraining.cpp).
+  if (gradNormSquared.empty()) {
+    update.freeze.assign(t.freeze.begin(), t.freeze.end());
+    update.trainable.assign(t.trainable.begin(), t.trainable.end());
+    update.tie.assign(t.ties.begin(), t.ties.end());
+  } else {
+    update.tie.assign(stageTies.begin(), stageTies.end());
+  }
   // The CPU's update kernel is one pass per parameter; CUDA fuses the
   // elementwise chain in its generated code.
   update.fusedUpdates = o.target == "cpu";
   pm.addPass(nn::createNNOptimizer(update));
 }
 
+/// The name of the loss a training step differentiates.
+static std::string lossName(const TrainOptions &t) {
+  return StringRef(t.loss).starts_with("output:") ? t.loss.substr(7) : "loss";
+}
+
+static void buildTrainPhase(OpPassManager &pm, const CompileOptions &o) {
+  const TrainOptions &t = o.train;
+  if (!t.enabled)
+    return;
+  // The presets find their patterns (linear layers, norms) in the forward
+  // program: its seeds are placed before the backward exists, and
+  // propagation carries them through both. Micro-batches are a mesh axis
+  // too (dist-unroll-microbatches runs it one coordinate at a time).
+  // Pipelined training cuts the forward program with its loss into stages
+  // first; each stage is seeded and differentiated on its own
+  // (PipelineTraining.cpp).
+  if (o.partitions() && !o.pipelinedTraining())
+    buildShardingSeeds(pm, o);
+  if (!StringRef(t.loss).starts_with("output:")) {
+    nn::NNAppendLossOptions append;
+    append.kind = t.loss;
+    append.labels = t.labels;
+    append.ignoreIndex = t.ignoreIndex;
+    append.maxBlocks = meshRanks(o.mesh);
+    pm.addPass(nn::createNNAppendLoss(append));
+  }
+  if (o.pipelinedTraining())
+    return;
+  buildDifferentiate(pm, o, lossName(t), "weights");
+  buildOptimizer(pm, o, lossName(t), "", {});
+}
+
 static void buildShardedPhase(OpPassManager &pm, const CompileOptions &o) {
-  if (!o.partitions())
+  if (!o.partitions() || o.pipelinedTraining())
     return;
   if (!o.train.enabled) // a training step is seeded in phase train
-    addShardingSeeds(pm, o);
+    buildShardingSeeds(pm, o);
   dist::DistPropagateOptions propagate;
   propagate.explain = o.explainSharding;
   pm.addPass(dist::createDistPropagate(propagate));
 }
 
 static void buildPartitionedPhase(OpPassManager &pm, const CompileOptions &o) {
+  if (o.pipelinedTraining())
+    return; // each stage's programs, in the artifact phase
   if (o.partitions()) {
     dist::DistInsertReshardsOptions reshards;
     reshards.explain = o.explainSharding;
@@ -163,6 +191,7 @@ static void buildStagesPhase(OpPassManager &pm, const CompileOptions &o) {
   split.scheduleFile = o.pipeline.scheduleFile;
   split.virtualStages = o.pipeline.virtualStages;
   split.split = o.pipeline.split;
+  split.training = o.train.enabled;
   pm.addPass(dist::createDistSplitStages(split));
 }
 

@@ -280,7 +280,7 @@ def test_pipeline_run_errors(tmp_path):
     run = subprocess.run([*launcher, shard_run, str(tmp_path / "m.shard"), "--steps", "2"],
                          capture_output=True, text=True, timeout=300, env=env)
     assert run.returncode != 0
-    assert "a pipeline artifact runs inference only" in run.stderr
+    assert "is a forward-only pipeline (compile with shard-opt --train)" in run.stderr
     np.savez(tmp_path / "in.npz", input_ids=export.inputs()["input_ids"])
     run = subprocess.run([*launcher, shard_run, str(tmp_path / "m.shard"), "--inputs",
                           str(tmp_path / "in.npz")], capture_output=True, text=True,

@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
+#include <set>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -112,11 +114,12 @@ void placeBlock(const HostTensor &block, const std::vector<int64_t> &start, Host
   }
 }
 
-/// Writes the model's weights (state with a file: not the optimizer's
-/// moments or counter), whole, by initializer name. A weight sliced over
-/// the ranks is put together: the first rank holding each distinct slice
-/// places it in a tensor of zeros, and a sum over the world adds them.
-void saveWeights(const std::string &path, ProgramRunner &runner) {
+/// The model's weights (state with a file: not the optimizer's moments or
+/// counter), whole, by initializer name, on the runner's rank 0 (empty
+/// elsewhere). A weight sliced over the ranks is put together: the first
+/// rank holding each distinct slice places it in a tensor of zeros, and a
+/// sum over the runner's world adds them.
+std::vector<std::pair<std::string, HostTensor>> collectWeights(ProgramRunner &runner) {
   const Artifact &art = runner.artifact();
   Communicator &world = runner.world();
   int rank = world.rank();
@@ -153,8 +156,11 @@ void saveWeights(const std::string &path, ProgramRunner &runner) {
     if (rank == 0)
       weights.emplace_back(b.name, std::move(whole));
   }
-  if (rank != 0)
-    return;
+  return weights;
+}
+
+/// Writes `weights` as safetensors or .npz (by `path`'s extension).
+void writeWeights(const std::string &path, std::vector<std::pair<std::string, HostTensor>> &weights) {
   std::vector<std::pair<std::string, Tensor>> views;
   for (auto &[name, t] : weights)
     views.emplace_back(name, t.view());
@@ -195,20 +201,20 @@ void shardflow::runtime::checkTrainingOptions(const Options &o, const Artifact &
                        o.saveWeights + "'");
 }
 
-void shardflow::runtime::train(const Options &o, ProgramRunner &runner, RunReport &report) {
-  const Artifact &art = runner.artifact();
-  Communicator &world = runner.world();
+namespace {
+
+struct StepOutcome {
+  double loss = 0, norm = 0, lr = 0;
+};
+
+/// The steps from `first` to --steps: progress on the lead rank, the
+/// --log lines, a step whose loss or gradient norm is not finite stopping
+/// the run (or skipped with --skip-nonfinite).
+void runSteps(const Options &o, Communicator &world, const TrainingData &data, int64_t first,
+              int64_t tokens,
+              const std::function<StepOutcome(int64_t, const std::map<std::string, HostTensor> &,
+                                              double &)> &step) {
   bool lead = world.rank() == 0;
-  TrainingData data(readNpz(o.data), art, "--data '" + o.data + "'");
-
-  // Where the step counter stands: 0 for a fresh run.
-  int counter = stateBuffer(art, "optimizer.step");
-  if (counter < 0)
-    throw RuntimeError("the training step has no state 'optimizer.step' (its step counter)");
-  float done = 0;
-  runner.device().download(counter, &done);
-  int64_t first = int64_t(done) + 1;
-
   std::ofstream log;
   if (lead && !o.log.empty()) {
     log.open(o.log);
@@ -216,19 +222,17 @@ void shardflow::runtime::train(const Options &o, ProgramRunner &runner, RunRepor
       throw RuntimeError("cannot write --log '" + o.log + "'");
   }
   bool live = lead && isatty(STDERR_FILENO);
-  int64_t tokens = tokensPerStep(art);
   using Clock = std::chrono::steady_clock;
   auto begin = Clock::now();
-  std::vector<std::pair<std::string, Tensor>> outputs;
   int64_t skipped = 0;
   for (int64_t t = first; t <= o.steps; ++t) {
     auto t0 = Clock::now();
     std::map<std::string, HostTensor> inputs = data.step(t);
-    outputs = runner.run(inputs);
-    double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-    report.ran(int(t - first), seconds);
-    double loss = scalarOutput(outputs, "loss"), norm = scalarOutput(outputs, "grad_norm"),
-           lr = scalarOutput(outputs, "lr");
+    double seconds = 0;
+    StepOutcome r = step(t, inputs, seconds);
+    double loss = r.loss, norm = r.norm, lr = r.lr;
+    if (seconds <= 0)
+      seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     double perSecond = seconds > 0 ? double(tokens) / seconds : 0;
     if (log.is_open()) {
       log << "{\"step\":" << t << ",\"loss\":" << jsonNumber(loss)
@@ -270,14 +274,144 @@ void shardflow::runtime::train(const Options &o, ProgramRunner &runner, RunRepor
   if (first > o.steps && lead)
     std::fprintf(stderr, "shard-run: the step counter is at %lld already: no step to run\n",
                  (long long)(first - 1));
+}
+
+/// The steps done before this run: the step counter's value.
+int64_t firstStep(ProgramRunner &runner) {
+  int counter = stateBuffer(runner.artifact(), "optimizer.step");
+  if (counter < 0)
+    throw RuntimeError("the training step has no state 'optimizer.step' (its step counter)");
+  float done = 0;
+  runner.device().download(counter, &done);
+  return int64_t(done) + 1;
+}
+
+} // namespace
+
+void shardflow::runtime::train(const Options &o, ProgramRunner &runner, RunReport &report) {
+  const Artifact &art = runner.artifact();
+  Communicator &world = runner.world();
+  TrainingData data(readNpz(o.data), art, "--data '" + o.data + "'");
+  int64_t first = firstStep(runner);
+  std::vector<std::pair<std::string, Tensor>> outputs;
+  runSteps(o, world, data, first, tokensPerStep(art),
+           [&](int64_t t, const std::map<std::string, HostTensor> &inputs, double &seconds) {
+             auto t0 = std::chrono::steady_clock::now();
+             outputs = runner.run(inputs);
+             seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+             report.ran(int(t - first), seconds);
+             return StepOutcome{scalarOutput(outputs, "loss"), scalarOutput(outputs, "grad_norm"),
+                                scalarOutput(outputs, "lr")};
+           });
   world.barrier();
   if (!o.trace.empty())
     runner.writeTrace(o.trace);
   if (first <= o.steps)
     report.print(o.verbose, world.rank());
 
-  if (!o.saveWeights.empty())
-    saveWeights(o.saveWeights, runner);
+  if (!o.saveWeights.empty()) {
+    auto weights = collectWeights(runner);
+    if (world.rank() == 0)
+      writeWeights(o.saveWeights, weights);
+  }
   if (!o.output.empty())
     writeOutputs(o.output, std::move(outputs), world.rank());
+}
+
+void shardflow::runtime::trainPipeline(const Options &o, PipelineRunner &runner) {
+  const PipelineArtifact &art = runner.artifact();
+  Communicator &world = runner.worldComm();
+  int mbs = art.schedule.microbatches;
+  // The whole batch's inputs, as the stages declare them.
+  std::vector<BufferDesc> inputs;
+  for (const PipelineTensor &t : art.inputs) {
+    BufferDesc whole;
+    for (const PipelineStageTraining &stage : art.training)
+      for (const BufferDesc &b : stage.backward.buffers)
+        if (b.kind == BufferDesc::Kind::Input && b.name == t.name)
+          whole = b;
+    whole.kind = BufferDesc::Kind::Input;
+    whole.name = t.name;
+    whole.dtype = t.dtype;
+    whole.shape = t.shape;
+    inputs.push_back(whole);
+  }
+  TrainingData data(readNpz(o.data), inputs, "--data '" + o.data + "'");
+  std::vector<int> local = runner.localStages();
+  int64_t first = firstStep(*runner.stateOf(local.front()));
+  int64_t tokens = 1;
+  for (const BufferDesc &b : inputs)
+    if (b.dtype == DType::I64 || b.dtype == DType::I32) {
+      tokens = b.numel();
+      break;
+    }
+  double slowest = 0, total = 0;
+  int64_t ran = 0;
+  runSteps(o, world, data, first, tokens,
+           [&](int64_t, const std::map<std::string, HostTensor> &batch, double &seconds) {
+             auto t0 = std::chrono::steady_clock::now();
+             PipelineRunner::StepFigures f = runner.step(batch);
+             seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+             slowest = std::max(slowest, seconds);
+             total += seconds;
+             ++ran;
+             return StepOutcome{f.loss, f.gradNorm, f.lr};
+           });
+  world.barrier();
+  if (!o.trace.empty())
+    runner.writeTrace(o.trace);
+  if (o.verbose) {
+    for (auto &[stage, peak] : runner.peakInFlight())
+      if (runner.stageRanks().rank() == 0)
+        std::fprintf(stderr,
+                     "shard-run: stage %d (pp rank %d): at most %d micro-batch(es) in flight, "
+                     "%.3f MB of kept inputs\n",
+                     stage, runner.ppRank(), peak.microbatches, double(peak.bytes) * 1e-6);
+    if (world.rank() == 0 && ran)
+      std::fprintf(stderr, "shard-run: %lld step(s), %.3f s each on average (slowest %.3f s), "
+                           "pipeline of %d stages on pp %d x %d ranks, %d micro-batches\n",
+                   (long long)ran, total / double(ran), slowest, art.schedule.stages(),
+                   art.schedule.ranks, art.stageWorldSize(), mbs);
+  }
+  if (o.saveWeights.empty())
+    return;
+  // Each stage's trained weights, put together on its ranks, then sent to
+  // world rank 0 (a weight several stages hold, once).
+  std::vector<std::pair<std::string, HostTensor>> all;
+  std::set<std::string> saved;
+  int perStage = art.stageWorldSize();
+  for (int k = 0; k < art.schedule.stages(); ++k) {
+    int holder = art.schedule.stageRank[size_t(k)] * perStage; // its ranks' first
+    std::vector<std::pair<std::string, HostTensor>> weights;
+    if (ProgramRunner *state = runner.stateOf(k))
+      weights = collectWeights(*state);
+    // What rank 0 receives: the weights of the stage's update program.
+    for (const BufferDesc &b : art.training[size_t(k)].update.buffers) {
+      if (!b.writable || b.storage == "zeros")
+        continue;
+      bool first = saved.insert(b.name).second;
+      HostTensor whole;
+      if (world.rank() == holder) {
+        for (auto &[name, t] : weights)
+          if (name == b.name)
+            whole = std::move(t);
+      } else if (world.rank() == 0) {
+        whole.dtype = b.dtype;
+        whole.shape = !b.modelShape.empty() ? b.modelShape
+                      : b.starts.empty()    ? b.shape
+                                            : b.globalShape;
+        whole.bytes.resize(size_t(whole.view().numel()) * dtypeSize(b.dtype));
+      }
+      if (!first)
+        continue;
+      if (holder != 0 && world.rank() == holder)
+        world.startSend(whole.view(), 0, 1).wait();
+      if (holder != 0 && world.rank() == 0)
+        world.startRecv(whole.view(), holder, 1).wait();
+      if (world.rank() == 0)
+        all.emplace_back(b.name, std::move(whole));
+    }
+  }
+  if (world.rank() == 0)
+    writeWeights(o.saveWeights, all);
 }

@@ -16,6 +16,7 @@
 #include "Options.h"
 #include "Report.h"
 
+#include "shardflow/Runtime/Core/PipelineRunner.h"
 #include "shardflow/Runtime/Core/ProgramRunner.h"
 
 namespace shardflow::runtime {
@@ -31,6 +32,10 @@ void checkTrainingOptions(const Options &options, const Artifact &artifact);
 /// `report` is told of each step (--verbose, --profile; --trace records
 /// them) and prints once the steps are done.
 void train(const Options &options, ProgramRunner &runner, RunReport &report);
+
+/// The same loop over a training pipeline's steps (PipelineRunner::step);
+/// --verbose adds each local stage's peak of micro-batches in flight.
+void trainPipeline(const Options &options, PipelineRunner &runner);
 
 } // namespace shardflow::runtime
 

@@ -63,13 +63,24 @@ static void testHooks(int rank) {
 /// part of the schedule, over the whole batch's inputs; rank 0 writes the
 /// outputs.
 static void runPipeline(const Options &o, Communicator &comm) {
-  if (!o.data.empty() || o.steps || !o.saveWeights.empty())
-    throw RuntimeError("a pipeline artifact runs inference only: --data, --steps and "
-                       "--save-weights need pipelined training, which is not built yet");
   if (o.profile)
     throw RuntimeError("--profile reports one program's instructions; with a pipeline "
                        "artifact, --trace FILE records its actions");
   PipelineArtifact artifact = readPipelineArtifact(o.artifact);
+  bool training = artifact.trains();
+  bool asked = o.steps > 0 || !o.data.empty() || !o.log.empty() || !o.saveWeights.empty() ||
+               o.skipNonfinite;
+  if (!training && asked)
+    throw RuntimeError("--steps, --data, --log and --save-weights run a training step; '" +
+                       o.artifact + "' is a forward-only pipeline (compile with shard-opt "
+                       "--train)");
+  if (training && (o.steps <= 0 || o.data.empty()))
+    throw RuntimeError("'" + o.artifact + "' is a training pipeline: run it with --data "
+                       "FILE.npz --steps N");
+  if (training && (o.repeat != 1 || !o.inputsNpz.empty() || !o.inputFiles.empty() ||
+                   !o.output.empty()))
+    throw RuntimeError("a training pipeline takes its inputs from --data, once per step: "
+                       "not --input, --inputs, --repeat or --output");
   int launched = launcherWorldSize();
   if (launched > 1 && launched != comm.size())
     throw RuntimeError("the launcher started " + std::to_string(launched) +
@@ -83,7 +94,9 @@ static void runPipeline(const Options &o, Communicator &comm) {
   std::vector<std::pair<std::string, DType>> declared;
   for (const PipelineTensor &t : artifact.inputs)
     declared.emplace_back(t.name, t.dtype);
-  std::map<std::string, HostTensor> inputs = readInputs(o, declared, comm.rank());
+  std::map<std::string, HostTensor> inputs;
+  if (!training)
+    inputs = readInputs(o, declared, comm.rank());
   std::string target = artifact.target;
   PipelineRunner runner(
       std::move(artifact),
@@ -93,6 +106,10 @@ static void runPipeline(const Options &o, Communicator &comm) {
       },
       comm, o.runner);
   testHooks(comm.rank());
+  if (training) {
+    trainPipeline(o, runner);
+    return;
+  }
   std::vector<std::pair<std::string, HostTensor>> outputs;
   for (int i = 0; i < std::max(o.repeat, 1); ++i)
     outputs = runner.run(inputs);

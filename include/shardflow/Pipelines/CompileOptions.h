@@ -187,6 +187,9 @@ struct CompileOptions {
   }
   /// Whether the dist passes run: sharding, or micro-batches (an axis of
   /// their own that dist-unroll-microbatches runs one after another).
+  /// A training step over a pp axis: the stages are cut from the forward
+  /// program and its loss, then each is differentiated on its own.
+  bool pipelinedTraining() const { return pipeline.enabled() && train.enabled; }
   bool partitions() const { return sharding || (train.enabled && train.microbatches > 1); }
 
   /// Whether any option asks for sharding.

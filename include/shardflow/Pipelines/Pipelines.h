@@ -27,6 +27,20 @@ void buildPhasePipeline(mlir::OpPassManager &pm, CompilePhase phase,
 /// Adds every phase after Import up to options.lastPhase().
 void buildCompilePipeline(mlir::OpPassManager &pm, const CompileOptions &options);
 
+/// Pieces of the train and sharded phases, which pipelined training
+/// (PipelineTraining.cpp) applies to each stage's programs: the sharding
+/// seeds (dist-annotate with the options' mesh, shards and strategy),
+/// nn-differentiate of result `loss` against `wrt`, and nn-optimizer of
+/// the training flags (`gradNormSquared`: its grad-norm-squared option; a
+/// pipeline stage's update then ties `stageTies` only, and trains every
+/// gradient it is given: the stage's backward left the frozen ones out).
+void buildShardingSeeds(mlir::OpPassManager &pm, const CompileOptions &options);
+void buildDifferentiate(mlir::OpPassManager &pm, const CompileOptions &options,
+                        llvm::StringRef loss, llvm::StringRef wrt);
+void buildOptimizer(mlir::OpPassManager &pm, const CompileOptions &options,
+                    llvm::StringRef loss, llvm::StringRef gradNormSquared,
+                    llvm::ArrayRef<std::string> stageTies);
+
 /// Registers `shardflow-compile` (every phase up to its compile-to option)
 /// and `shardflow-<phase>` for each phase that has passes, each taking the
 /// options of CompileOptions by shard-opt's flag names.

@@ -64,10 +64,11 @@ MemRefType toBuffer(Type t) {
 }
 
 /// Whether `w` is training state: a result of its function carries
-/// `nn.state` with its name (nn-optimizer's step writes it), or it starts
-/// at zero. State is never folded into what reads it.
+/// `nn.state` with its name (nn-optimizer's step writes it), it starts at
+/// zero, or it is marked `nn.shared_state` (another program writes it: a
+/// pipeline stage's update). State is never folded into what reads it.
 bool isState(nn::WeightOp w) {
-  if (w.getStorage() == "zeros")
+  if (w.getStorage() == "zeros" || w->hasAttr("nn.shared_state"))
     return true;
   auto fn = w->getParentOfType<func::FuncOp>();
   for (unsigned i = 0; fn && i < fn.getNumResults(); ++i)

@@ -17,17 +17,48 @@ using namespace shardflow::runtime;
 
 Device::~Device() = default;
 
+void Device::shareState(std::map<std::string, Tensor> shared) {
+  if (!shared.empty())
+    throw RuntimeError(std::string("the ") + name() +
+                       " device does not share state between programs");
+}
+
+/// Checks a shared state tensor against the program's buffer.
+void shardflow::runtime::checkSharedState(const BufferDesc &b, const Tensor &shared) {
+  if (shared.dtype != b.dtype || shared.shape != b.shape)
+    throw RuntimeError("state '" + b.name + "' is " + dtypeName(b.dtype) + shapeList(b.shape) +
+                       " in this program but " + dtypeName(shared.dtype) +
+                       shapeList(shared.shape) +
+                       " in the program that holds it (the stage's programs split it "
+                       "differently over the ranks)");
+}
+
 double shardflow::runtime::hostClockSeconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 ProgramRunner::ProgramRunner(Artifact artifact, std::unique_ptr<Device> device, Communicator &world,
-                             const RunnerSettings &settings)
+                             const RunnerSettings &settings, ProgramRunner *stateOwner)
     : art(std::move(artifact)), dev(std::move(device)), worldComm(&world), settings(settings) {
   if (world.size() != art.worldSize)
     throw RuntimeError("the artifact was compiled for " + std::to_string(art.worldSize) +
                        " rank(s) but runs on " + std::to_string(world.size()));
   bindKernelSignatures();
+  if (stateOwner) {
+    // Every weight this program reads that the owner holds.
+    std::map<std::string, Tensor> owned, shared;
+    const Artifact &other = stateOwner->artifact();
+    for (size_t i = 0; i < other.buffers.size(); ++i)
+      if (other.buffers[i].kind == BufferDesc::Kind::Weight)
+        owned[other.buffers[i].name] = stateOwner->device().tensorOf(int(i));
+    for (const BufferDesc &b : art.buffers)
+      if (b.kind == BufferDesc::Kind::Weight)
+        if (auto it = owned.find(b.name); it != owned.end()) {
+          checkSharedState(b, it->second);
+          shared[b.name] = it->second;
+        }
+    dev->shareState(std::move(shared));
+  }
   dev->load(art);
   for (size_t n = 0; n < art.program.size(); ++n) {
     try {

@@ -80,9 +80,26 @@ private:
     return t;
   }
 
+  /// The `count` lines of stage `index`'s program (`kind`: "" for the
+  /// forward, " backward", ...), parsed.
+  Artifact section(const std::string &index, const std::string &count, const std::string &kind) {
+    int64_t lines = toInt(count, "line count", 1, kMaxLines);
+    std::string text, piece;
+    for (int64_t i = 0; i < lines; ++i) {
+      if (!next(piece))
+        fail("stage " + index + kind + " ends early: " + std::to_string(i) + " of " + count +
+             " lines");
+      text += piece + "\n";
+    }
+    return parseArtifact(text, path + " (stage " + index + kind + ")");
+  }
+
   std::istringstream in;
   std::string path;
   int lineNo = 0;
+  bool training = false;
+  /// The current stage's training programs read so far (3: all).
+  int programsRead = 3;
 };
 
 PipelineArtifact Reader::read() {
@@ -132,18 +149,32 @@ PipelineArtifact Reader::read() {
       actionText[r] = w.size() == 3 ? w[2] : "";
     } else if (key == "input" || key == "output") {
       (key == "input" ? a.inputs : a.outputs).push_back(tensor(w));
+    } else if (key == "training" && w.size() == 1) {
+      training = true;
     } else if (key == "stage" && w.size() == 4 && w[2] == "lines") {
       int64_t index = toInt(w[1], "stage", 0, int64_t(1) << 20);
       if (index != int64_t(a.stages.size()))
         fail("stage " + w[1] + " where stage " + std::to_string(a.stages.size()) + " comes next");
-      int64_t count = toInt(w[3], "line count", 1, kMaxLines);
-      std::string text, piece;
-      for (int64_t i = 0; i < count; ++i) {
-        if (!next(piece))
-          fail("stage " + w[1] + " ends early: " + std::to_string(i) + " of " + w[3] + " lines");
-        text += piece + "\n";
+      if (training && !a.stages.empty() && programsRead != 3)
+        fail("stage " + w[1] + " before stage " + std::to_string(a.stages.size() - 1) +
+             "'s update program");
+      a.stages.push_back(section(w[1], w[3], ""));
+      if (training) {
+        a.training.emplace_back();
+        programsRead = 0;
       }
-      a.stages.push_back(parseArtifact(text, path + " (stage " + w[1] + ")"));
+    } else if (key == "stage" && w.size() == 5 && w[3] == "lines" && training) {
+      static const char *kinds[] = {"backward", "norm", "update"};
+      if (a.stages.empty() || programsRead > 2 ||
+          toInt(w[1], "stage", 0, int64_t(1) << 20) != int64_t(a.stages.size()) - 1 ||
+          w[2] != kinds[programsRead])
+        fail("'" + line + "' out of order: each stage's forward is followed by its backward, "
+             "norm and update programs");
+      PipelineStageTraining *t = &a.training.back();
+      Artifact program = section(w[1], w[4], " " + w[2]);
+      (programsRead == 0 ? t->backward : programsRead == 1 ? t->norm : t->update) =
+          std::move(program);
+      ++programsRead;
     } else {
       fail("unexpected line '" + line + "'");
     }
@@ -158,6 +189,13 @@ PipelineArtifact Reader::read() {
   if (a.worldSize % s.ranks != 0)
     fail("world size " + std::to_string(a.worldSize) + " is not a multiple of pp " +
          std::to_string(s.ranks));
+  if (training && (a.stages.empty() || programsRead != 3))
+    fail("a training pipeline without each stage's backward, norm and update programs");
+  for (size_t k = 0; k < a.training.size(); ++k)
+    for (const Artifact *p : {&a.training[k].backward, &a.training[k].norm, &a.training[k].update})
+      if (p->worldSize != a.stageWorldSize() || p->target != a.target)
+        fail("stage " + std::to_string(k) + "'s training programs are compiled for another "
+             "target or rank count than its forward");
   for (size_t k = 0; k < a.stages.size(); ++k) {
     if (a.stages[k].worldSize != a.stageWorldSize())
       fail("stage " + std::to_string(k) + " is compiled for " +
@@ -171,14 +209,14 @@ PipelineArtifact Reader::read() {
   for (const std::string &t : actionText)
     file += t + "\n";
   std::string error;
-  auto parsed =
-      parsePipelineSchedule(file, path + " (actions)", s.ranks, s.microbatches, true, error);
+  auto parsed = parsePipelineSchedule(file, path + " (actions)", s.ranks, s.microbatches,
+                                      !training, error);
   if (!parsed)
     throw RuntimeError(error);
   if (parsed->stageRank != s.stageRank)
     throw RuntimeError(path + ": the actions put the stages on other ranks than 'stage-ranks'");
   s.actions = std::move(parsed->actions);
-  s.forwardOnly = true;
+  s.forwardOnly = !training;
   PipelineSimulation sim =
       simulatePipeline(s.hasCommunication() ? s : withCommunication(s));
   if (!sim.ok())
@@ -218,14 +256,24 @@ void writePipelineArtifact(const PipelineArtifact &a, std::ostream &os) {
     for (const PipelineTensor &t : *list)
       os << kind << " " << encodeArtifactText(t.name) << " " << dtypeName(t.dtype) << " "
          << shapeText(t.shape) << "\n";
-  for (size_t k = 0; k < a.stages.size(); ++k) {
+  if (a.trains())
+    os << "training\n";
+  auto section = [&](size_t k, const char *kind, const Artifact &program) {
     std::ostringstream text;
-    writeArtifact(a.stages[k], text);
+    writeArtifact(program, text);
     std::string body = text.str();
     size_t lines = 0;
     for (char c : body)
       lines += c == '\n';
-    os << "stage " << k << " lines " << lines << "\n" << body;
+    os << "stage " << k << kind << " lines " << lines << "\n" << body;
+  };
+  for (size_t k = 0; k < a.stages.size(); ++k) {
+    section(k, "", a.stages[k]);
+    if (k < a.training.size()) {
+      section(k, " backward", a.training[k].backward);
+      section(k, " norm", a.training[k].norm);
+      section(k, " update", a.training[k].update);
+    }
   }
   os << "end\n";
 }
@@ -240,6 +288,9 @@ PipelineArtifact readPipelineArtifact(const std::string &path) {
   std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
   for (Artifact &stage : a.stages)
     stage.artifactDir = dir;
+  for (PipelineStageTraining &t : a.training)
+    for (Artifact *p : {&t.backward, &t.norm, &t.update})
+      p->artifactDir = dir;
   return a;
 }
 

@@ -41,10 +41,14 @@ void checkRange(const std::string &name, const HostTensor &t, const BufferDesc &
 } // namespace
 
 TrainingData::TrainingData(std::vector<std::pair<std::string, HostTensor>> members,
-                           const Artifact &artifact, const std::string &what) {
+                           const Artifact &artifact, const std::string &what)
+    : TrainingData(std::move(members), artifact.buffers, what) {}
+
+TrainingData::TrainingData(std::vector<std::pair<std::string, HostTensor>> members,
+                           const std::vector<BufferDesc> &buffers, const std::string &what) {
   std::map<std::string, const BufferDesc *> inputs;
   std::string names;
-  for (const BufferDesc &b : artifact.buffers)
+  for (const BufferDesc &b : buffers)
     if (b.kind == BufferDesc::Kind::Input) {
       inputs[b.name] = &b;
       names += (names.empty() ? "'" : ", '") + b.name + "'";

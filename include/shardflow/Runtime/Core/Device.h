@@ -35,6 +35,7 @@
 #include "shardflow/Runtime/Format/NpyIO.h"
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -103,6 +104,10 @@ struct RunFigures {
 /// and of the trace (Trace.h).
 double hostClockSeconds();
 
+/// Throws unless `shared` has buffer `b`'s type and per-rank shape, naming
+/// the state (Device::shareState).
+void checkSharedState(const BufferDesc &b, const Tensor &shared);
+
 class Device {
 public:
   virtual ~Device();
@@ -113,6 +118,14 @@ public:
   //===--------------------------------------------------------------------===//
   // Loading
   //===--------------------------------------------------------------------===//
+
+  /// Before load(): the weight buffers (state included) named in `shared`
+  /// live in memory another device of this process owns, which outlives
+  /// this one: a training pipeline stage's programs share its weights,
+  /// gradient accumulators and optimizer state (PipelineRunner.h). load()
+  /// takes them from there instead of loading or allocating them, once it
+  /// has checked that each has this program's type and per-rank shape.
+  virtual void shareState(std::map<std::string, Tensor> shared);
 
   /// Allocates the program's memory and loads this rank's weights and the
   /// constants. `art` outlives the device.

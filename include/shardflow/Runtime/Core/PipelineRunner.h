@@ -20,7 +20,31 @@
 //
 // Values between stages on the same rank stay on the host. The graph
 // outputs, concatenated over the micro-batches, reach world rank 0.
-// Forward-only: training schedules (B, I, W) are refused at load.
+//
+// A training pipeline (PipelineArtifact::training) runs step() instead:
+//
+//   F             keeps what the stage's forward read of micro-batch m (its
+//                 graph inputs and what it was passed: the activations a
+//                 backward computes from again) and runs the forward for
+//                 what later stages need (the last stage's has nothing to
+//                 pass on and waits for its backward);
+//   B             receives the gradients of what the stage passed on (from
+//                 every stage that read it, added), runs the backward on
+//                 the kept inputs, which adds the weights' gradients into
+//                 their accumulators, posts the gradients of what the stage
+//                 was passed to the stages that made it (SEND_B), and drops
+//                 the kept inputs; RECV_B receives ahead;
+//   then          an accumulator several stages hold (a weight two stages
+//                 read) is summed across them; each stage's norm program
+//                 gives its squared gradient norm, summed over the pp ranks
+//                 with the loss; each stage's update takes the optimizer
+//                 step with both. I and W (the zero-bubble split) are
+//                 refused at load.
+//
+// The stage's programs share its state: the update program loads the
+// weights, accumulators and optimizer state, the others read them there
+// (ProgramRunner's stateOwner). Training runs on the CPU device (an
+// accumulator summed across stages is added in host memory).
 //
 // With RunnerSettings::trace, every action of every step is a span of
 // lane "pipeline" (name: the action, "1F3"; category: forward, or wait
@@ -59,6 +83,28 @@ public:
   /// artifact's order.
   std::vector<std::pair<std::string, HostTensor>> run(const std::map<std::string, HostTensor> &inputs);
 
+  /// A training pipeline's step over the whole batch (`inputs` by name,
+  /// labels included); every rank gets the step's figures.
+  struct StepFigures {
+    double loss = 0, gradNorm = 0, lr = 0;
+  };
+  StepFigures step(const std::map<std::string, HostTensor> &inputs);
+
+  /// The most micro-batches whose inputs a local stage kept at once in a
+  /// training step so far (the activations in flight), and their bytes.
+  struct InFlight {
+    int microbatches = 0;
+    size_t bytes = 0;
+  };
+  std::map<int, InFlight> peakInFlight() const { return peakKept; }
+
+  /// A local stage's update runner (its weights and state), nullptr for a
+  /// forward-only pipeline or a stage of another rank.
+  ProgramRunner *stateOf(int stage) const;
+  /// This rank's communicator among its stage's ranks.
+  Communicator &stageRanks() { return *stageComm; }
+  Communicator &worldComm() { return world; }
+
   /// With `trace`: rank 0 writes every rank's spans of every step so far
   /// to `path` (Chrome trace JSON); a collective call on the world.
   void writeTrace(const std::string &path);
@@ -79,6 +125,14 @@ private:
   };
 
   int tagOf(int transfer, int microbatch) const;
+  /// The tag of transfer `transfer`'s gradient from consumer stage
+  /// `consumer`, micro-batch `microbatch`.
+  int gradTagOf(int transfer, int consumer, int microbatch) const;
+  /// Runs this rank's actions over `inputs`: the graph outputs made here
+  /// per micro-batch (forward-only), or the loss summed (training).
+  void runActions(const std::map<std::string, HostTensor> &inputs,
+                  std::map<std::string, std::vector<HostTensor>> &outputs, double &loss);
+  void checkInputs(const std::map<std::string, HostTensor> &inputs) const;
   [[noreturn]] void timedOut(const std::string &what);
 
   PipelineArtifact art;
@@ -94,6 +148,23 @@ private:
   std::vector<Transfer> transfers;
   std::unique_ptr<TraceRecorder> tracer;
   int steps = 0;
+
+  /// A training stage's other programs; its forward is in `runners`.
+  struct Trainer {
+    std::unique_ptr<ProgramRunner> update, backward, norm;
+  };
+  std::map<int, Trainer> trainers;
+  /// The ranks of this rank's position within a stage, one per pp rank.
+  std::unique_ptr<Communicator> acrossStages;
+  /// An accumulator several stages hold: the local ones, and the ranks of
+  /// the other holders' pp coordinates (nullptr: all are local).
+  struct Shared {
+    std::string name;
+    std::vector<int> stages;
+    std::unique_ptr<Communicator> holders;
+  };
+  std::vector<Shared> shared;
+  std::map<int, InFlight> peakKept;
 };
 
 } // namespace shardflow::runtime

@@ -41,14 +41,11 @@
 // for shard-run --profile (Profile.h), and with `trace` every run's spans
 // go to a TraceRecorder (Trace.h) for --trace.
 //
-// The seams for what comes next (not built yet): a run names the program
-// it runs (`program`; an artifact holds one, number 0, today), so that
-// several programs (pipeline stages, the steps of a schedule) run over one
-// loaded device; and the buffers that survive runs are the device's loaded
-// ones (the weights today), where persistent writable state (optimizer
-// state, caches) will live as a buffer kind that the device allocates at
-// load like the weights and that programs may write, shared by every
-// program of the artifact.
+// Programs that share state: a training pipeline stage's forward, backward,
+// norm and update are artifacts of their own, each on a device of its own,
+// and the later ones read the weights and state the first one loaded
+// (`stateOwner`, Device::shareState): one buffer per weight, accumulator
+// and moment on the rank.
 //
 //===----------------------------------------------------------------------===//
 
@@ -87,8 +84,12 @@ public:
   /// launched world, which outlives the runner), whose size must be the
   /// artifact's. Throws RuntimeError naming what is wrong (the instruction,
   /// for one that cannot run on the device).
+  ///
+  /// With `stateOwner` (a runner of this process that outlives this one),
+  /// the weights and state both programs read are the owner's buffers
+  /// (Device::shareState): a pipeline stage's programs.
   ProgramRunner(Artifact artifact, std::unique_ptr<Device> device, Communicator &world,
-                const RunnerSettings &settings);
+                const RunnerSettings &settings, ProgramRunner *stateOwner = nullptr);
   ~ProgramRunner();
   ProgramRunner(const ProgramRunner &) = delete;
   ProgramRunner &operator=(const ProgramRunner &) = delete;

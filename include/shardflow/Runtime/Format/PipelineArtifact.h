@@ -22,6 +22,13 @@
 //   ...
 //   end
 //
+// A training pipeline (`shard-opt --train`) says `training` after its
+// outputs, and each stage's forward is followed by its other programs:
+//
+//   stage 0 backward lines 2210
+//   stage 0 norm lines 40
+//   stage 0 update lines 512
+//
 // World rank w runs the stages of pp coordinate w / R (R = world-size /
 // pp) as rank w % R of their artifacts. A stage artifact's inputs are the
 // graph inputs it reads (dimension 0 cut into M micro-batches) and the
@@ -49,6 +56,26 @@ struct PipelineTensor {
   std::vector<int64_t> shape;
 };
 
+/// A training stage's programs besides its forward (one micro-batch's,
+/// which computes what it passes on and keeps nothing). They share the
+/// stage's state by name: the weights, each trained weight's gradient
+/// accumulator (`NAME.grad_acc`) and the optimizer's state.
+struct PipelineStageTraining {
+  /// One micro-batch's backward, its forward computed again: reads what
+  /// the forward reads and the gradients of what the stage passes on
+  /// (`grad:transfer:K`); returns the gradients of what it was passed
+  /// (`grad:transfer:K`) and, on the stage that computes the loss, `loss`
+  /// (the micro-batch's, over M); adds its weights' gradients into their
+  /// accumulators.
+  Artifact backward;
+  /// The squared 2-norm of the accumulated gradients this stage owns (a
+  /// weight several stages read belongs to the first): output `grad_sq`.
+  Artifact norm;
+  /// The optimizer's step: inputs `loss` (the step's) and `grad_sq` (every
+  /// stage's added); outputs loss, grad_norm, lr; zeroes the accumulators.
+  Artifact update;
+};
+
 struct PipelineArtifact {
   static constexpr int kVersion = 1;
   std::string target = "cpu";
@@ -60,8 +87,13 @@ struct PipelineArtifact {
   PipelineSchedule schedule;
   /// The whole batch's graph inputs and outputs.
   std::vector<PipelineTensor> inputs, outputs;
-  /// One artifact per stage, over worldSize / pp ranks.
+  /// One artifact per stage, over worldSize / pp ranks: its forward.
   std::vector<Artifact> stages;
+  /// A training pipeline's other programs, one entry per stage (empty:
+  /// forward-only).
+  std::vector<PipelineStageTraining> training;
+
+  bool trains() const { return !training.empty(); }
 
   /// Ranks per stage: worldSize / pp.
   int stageWorldSize() const { return worldSize / schedule.ranks; }

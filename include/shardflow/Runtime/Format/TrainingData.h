@@ -30,6 +30,9 @@ public:
   /// RuntimeError naming the file and the array.
   TrainingData(std::vector<std::pair<std::string, HostTensor>> arrays, const Artifact &artifact,
                const std::string &what);
+  /// The same against `inputs` (input buffers: a pipeline's whole batch).
+  TrainingData(std::vector<std::pair<std::string, HostTensor>> arrays,
+               const std::vector<BufferDesc> &inputs, const std::string &what);
 
   /// S: how many batches the file holds.
   int64_t entries() const { return count; }

@@ -269,7 +269,7 @@ struct DistSplitStagesPass : public dist::impl::DistSplitStagesBase<DistSplitSta
     std::string error;
     auto plan = resolvePipelineSchedule(schedule.getValue(), scheduleFile, int(ranks),
                                         int(microbatches), int(virtualStages),
-                                        /*forwardOnly=*/true, error);
+                                        /*forwardOnly=*/!training, error);
     if (!plan) {
       module.emitError(error);
       return signalPassFailure();

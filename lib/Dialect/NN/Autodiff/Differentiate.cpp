@@ -49,8 +49,9 @@ struct NNDifferentiatePass : public nn::impl::NNDifferentiateBase<NNDifferentiat
       module.emitError("nn-differentiate: no function @main");
       return signalPassFailure();
     }
-    if (wrt != "weights" && wrt != "inputs" && wrt != "all") {
-      module.emitError("nn-differentiate: wrt must be weights, inputs or all, got '") << wrt << "'";
+    if (wrt != "weights" && wrt != "inputs" && wrt != "all" && wrt != "transfers") {
+      module.emitError("nn-differentiate: wrt must be weights, inputs, all or transfers, got '")
+          << wrt << "'";
       return signalPassFailure();
     }
     for (const std::string &kind : fused) {
@@ -139,10 +140,15 @@ struct NNDifferentiatePass : public nn::impl::NNDifferentiateBase<NNDifferentiat
     llvm::DenseSet<Value> fromSource;
     for (auto &[name, values] : sources)
       fromSource.insert(values.begin(), values.end());
-    if (wrt != "weights")
-      for (BlockArgument arg : fn.getArguments())
-        if (isFloatTensor(arg))
-          fromSource.insert(arg);
+    // The arguments differentiated against.
+    auto differentiated = [&](BlockArgument arg) {
+      if (wrt == "weights" || !isFloatTensor(arg))
+        return false;
+      return wrt != "transfers" || bool(fn.getArgAttr(arg.getArgNumber(), "dist.transfer"));
+    };
+    for (BlockArgument arg : fn.getArguments())
+      if (differentiated(arg))
+        fromSource.insert(arg);
     // An op marked nn.stop_gradient passes no cotangent: the function does
     // not depend on its results (a softmax's row maximum, subtracted for
     // range only).
@@ -235,9 +241,8 @@ struct NNDifferentiatePass : public nn::impl::NNDifferentiateBase<NNDifferentiat
       results.push_back(total);
       names.push_back(("grad:" + name).str());
     }
-    if (wrt != "weights")
-      for (BlockArgument arg : fn.getArguments())
-        if (isFloatTensor(arg)) {
+    for (BlockArgument arg : fn.getArguments())
+        if (differentiated(arg)) {
           results.push_back(gradientOf(arg, fn.getLoc()));
           names.push_back("grad:" + nameOf(fn, arg.getArgNumber(), false));
         }

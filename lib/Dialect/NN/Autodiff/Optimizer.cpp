@@ -154,39 +154,7 @@ struct NNOptimizerPass : public nn::impl::NNOptimizerBase<NNOptimizerPass> {
   /// The value of initializer `name` as a weight: its nn.weight, or the
   /// nn.constant the importer embedded it as, turned into an nn.weight.
   FailureOr<Value> weightNamed(func::FuncOp fn, StringRef name) {
-    Value found;
-    SmallVector<Operation *> embedded;
-    fn.walk([&](Operation *op) {
-      if (auto w = dyn_cast<nn::WeightOp>(op); w && w.getName() == name) {
-        if (!found)
-          found = w.getResult();
-      } else if (auto c = dyn_cast<nn::ConstantOp>(op)) {
-        if (getInitializerName(c->getLoc()) == name)
-          embedded.push_back(c);
-      }
-    });
-    for (Operation *op : embedded) {
-      auto c = cast<nn::ConstantOp>(op);
-      if (!found) {
-        OpBuilder b(op);
-        RankedTensorType type = c.getType();
-        int64_t bytes = type.getNumElements() * (type.getElementTypeBitWidth() / 8);
-        auto w = nn::WeightOp::create(b, c.getLoc(), type, b.getStringAttr(name),
-                                      b.getStringAttr("protobuf"), StringAttr(), IntegerAttr(),
-                                      b.getI64IntegerAttr(bytes), DenseI64ArrayAttr(),
-                                      ArrayAttr(), DenseI64ArrayAttr());
-        if (Attribute shape = c->getAttr("nn.model_shape"))
-          w->setAttr("nn.model_shape", shape);
-        found = w.getResult();
-      }
-      if (found.getType() != c.getType())
-        return c.emitError("nn-optimizer: initializer '") << name << "' is read with two types";
-      c.getResult().replaceAllUsesWith(found);
-      c.erase();
-    }
-    if (!found)
-      return fn.emitError("nn-optimizer: no initializer '") << name << "' for its gradient";
-    return found;
+    return nn::initializerAsWeight(fn, name);
   }
 
   /// A zero-initialized persistent tensor (a moment, the step counter).
@@ -398,9 +366,21 @@ struct NNOptimizerPass : public nn::impl::NNOptimizerBase<NNOptimizerPass> {
     Value step = a.add(nn::stepCounter(fn), a.f32(1));
     Value rate = learningRate(a, step);
 
-    // The gradients' global 2-norm, before clipping.
+    // The gradients' global 2-norm, before clipping: of @main's, or given.
     Value sumSquares;
+    if (!gradNormSquared.empty()) {
+      for (unsigned i = 0; i < fn.getNumArguments() && !sumSquares; ++i)
+        if (auto name = fn.getArgAttrOfType<StringAttr>(i, "nn.name");
+            name && name.getValue() == gradNormSquared)
+          sumSquares = fn.getArgument(i);
+      auto type = sumSquares ? dyn_cast<RankedTensorType>(sumSquares.getType()) : nullptr;
+      if (!type || type.getNumElements() != 1 || !type.getElementType().isF32())
+        return fn.emitError("nn-optimizer: grad-norm-squared names no f32 scalar argument '")
+               << gradNormSquared << "' of @main";
+    }
     for (const Trained &t : trained) {
+      if (!gradNormSquared.empty())
+        break;
       Value s = a.sumAll(a.mul(t.grad, t.grad));
       sumSquares = sumSquares ? a.add(sumSquares, s) : s;
     }
@@ -520,6 +500,42 @@ struct NNOptimizerPass : public nn::impl::NNOptimizerBase<NNOptimizerPass> {
 };
 
 } // namespace
+
+FailureOr<Value> shardflow::nn::initializerAsWeight(func::FuncOp fn, StringRef name) {
+  Value found;
+  SmallVector<Operation *> embedded;
+  fn.walk([&](Operation *op) {
+    if (auto w = dyn_cast<nn::WeightOp>(op); w && w.getName() == name) {
+      if (!found)
+        found = w.getResult();
+    } else if (auto c = dyn_cast<nn::ConstantOp>(op)) {
+      if (getInitializerName(c->getLoc()) == name)
+        embedded.push_back(c);
+    }
+  });
+  for (Operation *op : embedded) {
+    auto c = cast<nn::ConstantOp>(op);
+    if (!found) {
+      OpBuilder b(op);
+      RankedTensorType type = c.getType();
+      int64_t bytes = type.getNumElements() * (type.getElementTypeBitWidth() / 8);
+      auto w = nn::WeightOp::create(b, c.getLoc(), type, b.getStringAttr(name),
+                                    b.getStringAttr("protobuf"), StringAttr(), IntegerAttr(),
+                                    b.getI64IntegerAttr(bytes), DenseI64ArrayAttr(),
+                                    ArrayAttr(), DenseI64ArrayAttr());
+      if (Attribute shape = c->getAttr("nn.model_shape"))
+        w->setAttr("nn.model_shape", shape);
+      found = w.getResult();
+    }
+    if (found.getType() != c.getType())
+      return c.emitError("initializer '") << name << "' is read with two types";
+    c.getResult().replaceAllUsesWith(found);
+    c.erase();
+  }
+  if (!found)
+    return fn.emitError("no initializer '") << name << "' in @" << fn.getName();
+  return found;
+}
 
 Value shardflow::nn::stepCounter(func::FuncOp fn) {
   Value found;

@@ -29,6 +29,8 @@ public:
 
   const char *name() const override { return "CPU"; }
 
+  void shareState(std::map<std::string, Tensor> state) override { shared = std::move(state); }
+
   void load(const Artifact &artifact) override {
     art = &artifact;
     if (art->target != "cpu")
@@ -160,9 +162,16 @@ private:
     WeightLoader loader(*art, settings.weightsDir, world.rank(), settings.verifyWeights,
                         settings.weightsModel);
     std::vector<size_t> weights;
-    for (size_t i = 0; i < art->buffers.size(); ++i)
-      if (art->buffers[i].kind == BufferDesc::Kind::Weight)
-        weights.push_back(i);
+    for (size_t i = 0; i < art->buffers.size(); ++i) {
+      if (art->buffers[i].kind != BufferDesc::Kind::Weight)
+        continue;
+      if (auto it = shared.find(art->buffers[i].name); it != shared.end()) {
+        checkSharedState(art->buffers[i], it->second);
+        pointers[i] = it->second.data; // another program's state
+        continue;
+      }
+      weights.push_back(i);
+    }
     loader.loadAll(weights, settings.loadThreads, [&](size_t i, WeightBytes w) {
       if (art->buffers[i].writable && !w.owned) {
         // State the program writes: a copy of its own, not the file's pages.
@@ -251,6 +260,8 @@ private:
   const Artifact *art = nullptr;
   std::unique_ptr<uint8_t, void (*)(void *)> arena;
   std::vector<void *> pointers; // per buffer, once bound
+  /// Weights and state another device holds (shareState).
+  std::map<std::string, Tensor> shared;
   std::vector<std::pair<void *, size_t>> mappings;
   /// Weight slices that are not contiguous in their file, copied out, and
   /// writable state.

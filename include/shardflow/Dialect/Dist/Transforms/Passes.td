@@ -196,6 +196,9 @@ def DistSplitStages : Pass<"dist-split-stages", "::mlir::ModuleOp"> {
     Option<"split", "split", "std::string", /*default=*/"\"\"",
            "layers:I,J,... (the layer each stage after the first starts at) or "
            "nodes:A,B,... (the layer holding each ONNX node)">,
+    Option<"training", "training", "bool", /*default=*/"false",
+           "The stages train: the schedule keeps its backward actions (the "
+           "program is still the forward one, cut before differentiation)">,
   ];
   let dependentDialects = ["::shardflow::nn::NNDialect"];
 }

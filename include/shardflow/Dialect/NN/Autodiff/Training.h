@@ -25,6 +25,13 @@ void printTrainingReport(mlir::ModuleOp module, llvm::raw_ostream &os);
 /// nn-keyed-dropout keys its masks by it.
 mlir::Value stepCounter(mlir::func::FuncOp fn);
 
+/// Initializer `name` of `fn` as one state tensor: its nn.weight, or, for
+/// an initializer embedded in the model as `nn.constant`s (a bias, a norm's
+/// scale), an nn.weight of storage `protobuf` that replaces them (state a
+/// step writes, not a constant). Null with a diagnostic when `fn` reads no
+/// such initializer or reads it with two types.
+mlir::FailureOr<mlir::Value> initializerAsWeight(mlir::func::FuncOp fn, llvm::StringRef name);
+
 } // namespace shardflow::nn
 
 #endif // SHARDFLOW_DIALECT_NN_AUTODIFF_TRAINING_H

@@ -370,7 +370,10 @@ def NNDifferentiate : Pass<"nn-differentiate", "::mlir::ModuleOp"> {
       at their name by the importer) of more than one element;
     - `wrt=inputs`: every float argument of `@main` (what the per-op
       gradient tests check against finite differences);
-    - `wrt=all`: both.
+    - `wrt=all`: both;
+    - `wrt=transfers`: the weights and the float arguments marked
+      `dist.transfer` (a pipeline stage's backward: the gradients of what
+      earlier stages passed it).
 
     A value the loss does not depend on gets a zero gradient, and so does
     one that reaches it only through an operand its op holds constant by
@@ -385,7 +388,8 @@ def NNDifferentiate : Pass<"nn-differentiate", "::mlir::ModuleOp"> {
     Option<"loss", "loss", "std::string", /*default=*/"\"\"",
            "The nn.name of the scalar result to differentiate (default: the first result)">,
     Option<"wrt", "wrt", "std::string", /*default=*/"\"weights\"",
-           "What to differentiate against: weights, inputs or all">,
+           "What to differentiate against: weights, inputs, all or transfers "
+           "(weights and dist.transfer arguments)">,
     ListOption<"fused", "fused", "std::string",
            "Fused backward ops to write, where the target has their kernels "
            "(comma-separated; all: every kind): attention (nn.attention_grad "
@@ -458,6 +462,10 @@ def NNOptimizer : Pass<"nn-optimizer", "::mlir::ModuleOp"> {
     step's other results are `loss`, `grad_norm` (before clipping) and
     `lr`; the model's outputs and gradients are dropped.
 
+    With `grad-norm-squared`, the norm is the square root of that argument
+    instead (a pipeline stage updates its own parameters, but clips them by
+    the norm over every stage's gradients).
+
     With `fused-updates`, AdamW's update of each parameter is one
     `nn.adamw_update` (its arithmetic in the same order, and the
     `where(finite, ...)` inside it): one pass over the parameter, its
@@ -498,6 +506,11 @@ def NNOptimizer : Pass<"nn-optimizer", "::mlir::ModuleOp"> {
     Option<"fusedUpdates", "fused-updates", "bool", /*default=*/"false",
            "adamw: one nn.adamw_update per parameter instead of elementwise ops "
            "(the CPU target's form)">,
+    Option<"gradNormSquared", "grad-norm-squared", "std::string", /*default=*/"\"\"",
+           "The nn.name of an f32 scalar argument of @main holding the squared "
+           "2-norm of every gradient of the model, for clipping and grad_norm "
+           "(a pipeline stage's update: the stages' sums added), instead of the "
+           "norm of the gradients @main has">,
   ];
   let dependentDialects = ["::shardflow::nn::NNDialect"];
 }
