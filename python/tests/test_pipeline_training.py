@@ -155,7 +155,7 @@ def test_micro_batches_in_flight_follow_the_schedule(tmp_path):
     data = _data(export, 8)
     np.savez(tmp_path / "data.npz", **data)
     pattern = re.compile(r"stage (\d+) \(pp rank \d+\): at most (\d+) micro-batch\(es\) in "
-                         r"flight, ([0-9.]+) MB")
+                         r"flight, ([0-9.]+) kB")
     expected = {"gpipe": [8, 8, 8, 8], "1f1b": [4, 3, 2, 1]}
     for schedule, want in expected.items():
         _, _, stderr = _train(tmp_path, export, data, FLAGS["sgd"], "pp=4",
@@ -166,7 +166,7 @@ def test_micro_batches_in_flight_follow_the_schedule(tmp_path):
         # Every stage after the first keeps one activation per micro-batch
         # (the residual stream, [rows, 10, 32] f32) plus its token mask.
         per = found[1][1] / found[1][0]
-        assert per > 0 and abs(found[2][1] / found[2][0] - per) < 1e-3, found
+        assert per > 0 and abs(found[2][1] / found[2][0] - per) < 0.1, found  # printed to 0.1 kB
 
 
 def test_training_timeline_and_refusals(tmp_path):

@@ -17,6 +17,15 @@ A `target cpu` artifact runs on the CPU (no GPU or driver needed); a
 `target cuda` one needs an NVIDIA GPU per rank, the driver (libcuda.so.1),
 cuBLASLt (libcublasLt.so.13) and NCCL (libnccl.so.2), loaded at run time.
 
+A pipeline artifact (shard-opt --mesh pp=N,...) runs under mpirun with
+pp times each stage's ranks: every rank runs its stages' part of the
+schedule over the whole batch's inputs, cut into the compiled
+micro-batches, and rank 0 writes the outputs; --trace records its
+actions (python -m shardflow.timeline draws them). A training pipeline
+(with --train) takes --data and --steps as a training step does, and
+--verbose adds each stage's peak of micro-batches in flight. Not with
+--profile.
+
 options:
   --weights PATH     the model file (.onnx) or its folder: weights stored in
                      the model are read from that file, whatever its name,
