@@ -38,6 +38,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Transforms/RegionUtils.h"
 #include "llvm/ADT/MapVector.h"
@@ -71,23 +72,6 @@ void setResults(func::FuncOp fn, ArrayRef<Value> values, ArrayRef<DictionaryAttr
     types.push_back(v.getType());
   fn.setType(FunctionType::get(fn.getContext(), fn.getArgumentTypes(), types));
   fn.setAllResultAttrs(attrs);
-}
-
-/// Erases the ops of `fn` whose results nothing reads.
-void eraseDeadOps(func::FuncOp fn) {
-  Block &body = fn.getBody().front();
-  bool changed = true;
-  while (changed) {
-    changed = false;
-    SmallVector<Operation *> ops;
-    for (Operation &op : body.without_terminator())
-      ops.push_back(&op);
-    for (Operation *op : llvm::reverse(ops))
-      if (isOpTriviallyDead(op)) {
-        op->erase();
-        changed = true;
-      }
-  }
 }
 
 bool isZeroConstant(Value v) {
@@ -171,6 +155,150 @@ DictionaryAttr named(Builder &b, StringRef name, bool state = false) {
   return b.getDictionaryAttr(attrs);
 }
 
+
+/// A program cut in two (splitProgram).
+struct SplitPrograms {
+  OwningOpRef<ModuleOp> first, second;
+};
+
+/// Cuts @main of `m` (a per-rank nn program) in two. `first` computes the
+/// results numbered in `firstResults` with what they need, and returns as
+/// well, named `PREFIX:N`, each value it computes that `second` reads;
+/// `second` computes the other results from those and the arguments it
+/// reads. A value that depends on no argument (a weight, a constant, a
+/// weight's transpose) is computed again where needed rather than passed.
+/// Each takes only the arguments it reads.
+SplitPrograms splitProgram(ModuleOp m, ArrayRef<unsigned> firstResults, StringRef prefix) {
+  func::FuncOp fn = mainOf(m);
+  Block &body = fn.getBody().front();
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  SmallVector<Operation *> ops;
+  DenseMap<Operation *, size_t> order;
+  for (Operation &op : body.without_terminator()) {
+    order[&op] = ops.size();
+    ops.push_back(&op);
+  }
+  auto operandsOf = [](Operation *op) {
+    llvm::SetVector<Value> used(op->operand_begin(), op->operand_end());
+    getUsedValuesDefinedAbove(op->getRegions(), used);
+    return used;
+  };
+  // Whether a value depends on an argument.
+  llvm::DenseSet<Operation *> dynamic;
+  for (Operation *op : ops)
+    for (Value v : operandsOf(op))
+      if (isa<BlockArgument>(v) || dynamic.contains(v.getDefiningOp()))
+        dynamic.insert(op);
+  // What each side needs: the ancestors of its results.
+  auto ancestors = [&](ArrayRef<Value> roots, const llvm::DenseSet<Operation *> &stop) {
+    llvm::DenseSet<Operation *> in;
+    SmallVector<Value> work(roots.begin(), roots.end());
+    while (!work.empty()) {
+      Operation *def = work.pop_back_val().getDefiningOp();
+      if (!def || stop.contains(def) || !in.insert(def).second)
+        continue;
+      for (Value v : operandsOf(def))
+        work.push_back(v);
+    }
+    return in;
+  };
+  llvm::DenseSet<unsigned> isFirst(firstResults.begin(), firstResults.end());
+  SmallVector<Value> firstRoots, secondRoots;
+  for (unsigned i = 0; i < ret.getNumOperands(); ++i)
+    (isFirst.contains(i) ? firstRoots : secondRoots).push_back(ret.getOperand(i));
+  llvm::DenseSet<Operation *> inFirst = ancestors(firstRoots, {});
+  // The second side stops at the first side's dynamic values (passed) and
+  // computes everything else it needs itself.
+  llvm::DenseSet<Operation *> passedOps;
+  for (Operation *op : inFirst)
+    if (dynamic.contains(op))
+      passedOps.insert(op);
+  llvm::DenseSet<Operation *> inSecond = ancestors(secondRoots, passedOps);
+  // The values passed: results of the first side's dynamic ops that the
+  // second side reads (or returns).
+  llvm::SetVector<Value> passed;
+  auto notePassed = [&](Value v) {
+    if (Operation *def = v.getDefiningOp(); def && passedOps.contains(def))
+      passed.insert(v);
+  };
+  for (Operation *op : ops)
+    if (inSecond.contains(op))
+      for (Value v : operandsOf(op))
+        notePassed(v);
+  for (Value v : secondRoots)
+    notePassed(v);
+
+  auto build = [&](bool second) {
+    OwningOpRef<ModuleOp> out = cast<ModuleOp>(m->clone());
+    func::FuncOp old = mainOf(*out);
+    OpBuilder b(old);
+    const llvm::DenseSet<Operation *> &mine = second ? inSecond : inFirst;
+    // Arguments: the ones read, then (second) the passed values.
+    llvm::SetVector<unsigned> argsRead;
+    for (Operation *op : ops)
+      if (mine.contains(op))
+        for (Value v : operandsOf(op))
+          if (auto a = dyn_cast<BlockArgument>(v); a && a.getOwner() == &body)
+            argsRead.insert(a.getArgNumber());
+    for (Value v : second ? secondRoots : firstRoots)
+      if (auto a = dyn_cast<BlockArgument>(v))
+        argsRead.insert(a.getArgNumber());
+    SmallVector<unsigned> argList(argsRead.begin(), argsRead.end());
+    llvm::sort(argList);
+    SmallVector<Type> argTypes;
+    SmallVector<DictionaryAttr> argAttrs;
+    for (unsigned a : argList) {
+      argTypes.push_back(body.getArgument(a).getType());
+      argAttrs.push_back(fn.getArgAttrDict(a));
+    }
+    if (second)
+      for (auto [n, v] : llvm::enumerate(passed)) {
+        argTypes.push_back(v.getType());
+        argAttrs.push_back(named(b, (prefix + ":" + Twine(n)).str()));
+      }
+    auto f = func::FuncOp::create(b, fn.getLoc(), "main", b.getFunctionType(argTypes, {}));
+    for (NamedAttribute a : fn->getDiscardableAttrs())
+      f->setAttr(a.getName(), a.getValue());
+    Block *entry = f.addEntryBlock();
+    IRMapping map;
+    for (auto [i, a] : llvm::enumerate(argList))
+      map.map(body.getArgument(a), entry->getArgument(unsigned(i)));
+    if (second)
+      for (auto [n, v] : llvm::enumerate(passed))
+        map.map(v, entry->getArgument(unsigned(argList.size() + n)));
+    OpBuilder inner = OpBuilder::atBlockEnd(entry);
+    for (Operation *op : ops)
+      if (mine.contains(op))
+        inner.clone(*op, map);
+    SmallVector<Value> results;
+    SmallVector<DictionaryAttr> attrs;
+    for (unsigned i = 0; i < ret.getNumOperands(); ++i)
+      if (isFirst.contains(i) != second) {
+        results.push_back(map.lookupOrDefault(ret.getOperand(i)));
+        attrs.push_back(fn.getResultAttrDict(i));
+      }
+    if (!second)
+      for (auto [n, v] : llvm::enumerate(passed)) {
+        results.push_back(map.lookup(v));
+        attrs.push_back(named(b, (prefix + ":" + Twine(n)).str()));
+      }
+    func::ReturnOp::create(inner, fn.getLoc(), results);
+    SmallVector<Type> types;
+    for (Value v : results)
+      types.push_back(v.getType());
+    f.setType(b.getFunctionType(argTypes, types));
+    for (auto [i, a] : llvm::enumerate(argAttrs))
+      if (a)
+        f.setArgAttrs(unsigned(i), a);
+    f.setAllResultAttrs(attrs);
+    old.erase();
+    return out;
+  };
+  SplitPrograms split;
+  split.first = build(false);
+  split.second = build(true);
+  return split;
+}
 } // namespace
 
 FailureOr<TrainingStagePrograms>
@@ -213,22 +341,6 @@ shardflow::buildTrainingStage(ModuleOp module, func::FuncOp stageFn, const Compi
   for (std::string name : llvm::map_range(embedded, [](StringRef s) { return s.str(); }))
     if (failed(nn::initializerAsWeight(main, name)))
       return failure();
-
-  // The forward: what the stage passes on, nothing else.
-  out.forward = cast<ModuleOp>(bwd->clone());
-  {
-    func::FuncOp fwd = mainOf(*out.forward);
-    auto ret = cast<func::ReturnOp>(fwd.getBody().front().getTerminator());
-    SmallVector<Value> values;
-    SmallVector<DictionaryAttr> attrs;
-    for (unsigned i = 0; i < fwd.getNumResults(); ++i)
-      if (fwd.getResultAttr(i, "dist.transfer")) {
-        values.push_back(ret.getOperand(i));
-        attrs.push_back(fwd.getResultAttrDict(i));
-      }
-    setResults(fwd, values, attrs);
-    eraseDeadOps(fwd);
-  }
 
   // The backward's objective.
   {
@@ -279,12 +391,19 @@ shardflow::buildTrainingStage(ModuleOp module, func::FuncOp stageFn, const Compi
              << stageFn->getAttr("dist.stage")
              << " neither computes the loss nor passes a float value on: nothing to "
                 "differentiate";
+    // The forward's results stay (what the stage passes on, its loss): the
+    // program is cut into the forward and the backward once partitioned.
     SmallVector<Value> values{objective};
     SmallVector<DictionaryAttr> attrs{named(b, kObjective)};
     if (scaledLoss) {
       values.push_back(scaledLoss);
       attrs.push_back(named(b, "loss"));
     }
+    for (unsigned i = 0; i < main.getNumResults(); ++i)
+      if (main.getResultAttr(i, "dist.transfer")) {
+        values.push_back(ret.getOperand(i));
+        attrs.push_back(main.getResultAttrDict(i));
+      }
     setResults(main, values, attrs);
   }
   {
@@ -379,11 +498,10 @@ shardflow::buildTrainingStage(ModuleOp module, func::FuncOp stageFn, const Compi
   llvm::StringSet<> trainedNames;
   for (const TrainedWeight &t : out.trained)
     trainedNames.insert(t.weight);
-  for (ModuleOp m : {bwd, *out.forward})
-    mainOf(m).walk([&](nn::WeightOp w) {
-      if (trainedNames.contains(w.getName()))
-        w->setAttr("nn.shared_state", UnitAttr::get(ctx));
-    });
+  main.walk([&](nn::WeightOp w) {
+    if (trainedNames.contains(w.getName()))
+      w->setAttr("nn.shared_state", UnitAttr::get(ctx));
+  });
 
   // The backward's shardings, then the weights' for the other programs.
   if (failed(runPhases(bwd, so, {CompilePhase::Sharded})))
@@ -393,20 +511,6 @@ shardflow::buildTrainingStage(ModuleOp module, func::FuncOp stageFn, const Compi
   dist::MeshOp mesh;
   for (auto m : bwd.getOps<dist::MeshOp>())
     mesh = m;
-
-  {
-    func::FuncOp fwd = mainOf(*out.forward);
-    fwd.walk([&](nn::WeightOp w) {
-      auto it = stateOps.find(w.getName());
-      if (it == stateOps.end())
-        return;
-      if (auto s = dist::getValueSharding(it->second->getResult(0))) {
-        dist::setValueSharding(w.getResult(), s);
-        w->removeAttr("dist.priority");
-        w->removeAttr("dist.origin");
-      }
-    });
-  }
 
   // The norm of the accumulators this stage owns.
   out.norm = emptyProgram(loc, mesh);
@@ -489,11 +593,23 @@ shardflow::buildTrainingStage(ModuleOp module, func::FuncOp stageFn, const Compi
     setResults(fn, results, resultAttrs);
   }
 
-  // Each program through the rest of the phases.
-  if (failed(runPhases(*out.forward, so,
-                       {CompilePhase::Sharded, CompilePhase::Partitioned, CompilePhase::RT,
-                        CompilePhase::GPU})) ||
-      failed(runPhases(bwd, so, {CompilePhase::Partitioned, CompilePhase::RT, CompilePhase::GPU})))
+  // Each program through the rest of the phases; the partitioned step cut
+  // into its forward (what the stage passes on, the loss, and the
+  // activations the backward reads) and its backward.
+  if (failed(runPhases(bwd, so, {CompilePhase::Partitioned})))
+    return failure();
+  {
+    func::FuncOp fn = mainOf(bwd);
+    SmallVector<unsigned> forwardResults;
+    for (unsigned i = 0; i < fn.getNumResults(); ++i)
+      if (fn.getResultAttr(i, "dist.transfer") || nameOf(fn, i) == "loss")
+        forwardResults.push_back(i);
+    SplitPrograms split = splitProgram(bwd, forwardResults, "activation");
+    out.forward = std::move(split.first);
+    out.backward = std::move(split.second);
+  }
+  if (failed(runPhases(*out.forward, so, {CompilePhase::RT, CompilePhase::GPU})) ||
+      failed(runPhases(*out.backward, so, {CompilePhase::RT, CompilePhase::GPU})))
     return failure();
   for (ModuleOp m : {*out.norm, *out.update})
     if (failed(runPhases(m, so,

@@ -329,37 +329,33 @@ void PipelineRunner::runActions(const std::map<std::string, HostTensor> &inputs,
     if (a.op == PipelineOp::Forward) {
       receive(a.stage, a.microbatch, at);
       const Artifact &stage = art.stages[size_t(a.stage)];
+      auto inputOf = [&](const std::string &name) -> HostTensor {
+        if (!isTransfer(name))
+          return slice(inputs.at(name), a.microbatch, mbs);
+        auto it = values.find({transferId(name), a.microbatch});
+        if (it == values.end())
+          throw RuntimeError("pipeline " + at + ": " + name + " of micro-batch " +
+                             std::to_string(a.microbatch) + " was not computed before");
+        return it->second;
+      };
       std::map<std::string, HostTensor> feed;
-      // A training stage's backward reads every input its forward does.
-      const Artifact &reader = training ? art.training[size_t(a.stage)].backward : stage;
-      for (const BufferDesc &b : reader.buffers) {
-        if (b.kind != BufferDesc::Kind::Input || b.name.rfind("grad:", 0) == 0)
-          continue;
-        if (isTransfer(b.name)) {
-          auto it = values.find({transferId(b.name), a.microbatch});
-          if (it == values.end())
-            throw RuntimeError("pipeline " + at + ": " + b.name + " of micro-batch " +
-                               std::to_string(a.microbatch) + " was not computed before");
-          feed[b.name] = it->second;
-        } else {
-          feed[b.name] = slice(inputs.at(b.name), a.microbatch, mbs);
-        }
-      }
+      for (const BufferDesc &b : stage.buffers)
+        if (b.kind == BufferDesc::Kind::Input)
+          feed[b.name] = inputOf(b.name);
       double start = hostClockSeconds();
-      if (!training || !stage.outputs.empty()) {
-        std::map<std::string, HostTensor> forwardFeed;
-        for (const BufferDesc &b : stage.buffers)
-          if (b.kind == BufferDesc::Kind::Input)
-            forwardFeed[b.name] = feed.at(b.name);
-        auto results = runners.at(a.stage)->run(forwardFeed);
-        for (auto &[name, t] : results) {
-          if (isTransfer(name)) {
-            values[{transferId(name), a.microbatch}] = copyOf(t);
-          } else if (sub == 0) {
-            std::vector<HostTensor> &parts = outputs[name];
-            parts.resize(size_t(mbs));
-            parts[size_t(a.microbatch)] = copyOf(t);
-          }
+      auto results = runners.at(a.stage)->run(feed);
+      std::map<std::string, HostTensor> activations;
+      for (auto &[name, t] : results) {
+        if (isTransfer(name)) {
+          values[{transferId(name), a.microbatch}] = copyOf(t);
+        } else if (training && name == "loss") {
+          loss += double(*static_cast<const float *>(t.data));
+        } else if (training) {
+          activations[name] = copyOf(t);
+        } else if (sub == 0) {
+          std::vector<HostTensor> &parts = outputs[name];
+          parts.resize(size_t(mbs));
+          parts[size_t(a.microbatch)] = copyOf(t);
         }
       }
       if (tracer)
@@ -367,16 +363,23 @@ void PipelineRunner::runActions(const std::map<std::string, HostTensor> &inputs,
                      "stage " + std::to_string(a.stage), int64_t(i), -1, steps});
       post(a.stage, a.microbatch);
       if (training) {
+        // What the backward reads: the forward's activations, and the
+        // graph inputs and received values it reads itself.
+        std::map<std::string, HostTensor> keep;
+        for (const BufferDesc &b : art.training[size_t(a.stage)].backward.buffers) {
+          if (b.kind != BufferDesc::Kind::Input || b.name.rfind("grad:", 0) == 0)
+            continue;
+          auto act = activations.find(b.name);
+          keep[b.name] = act != activations.end() ? std::move(act->second) : inputOf(b.name);
+        }
         InFlight &now = keptNow[a.stage];
-        for (const auto &[name, t] : feed)
+        for (const auto &[name, t] : keep)
           now.bytes += t.bytes.size();
         ++now.microbatches;
         InFlight &peak = peakKept[a.stage];
         peak.microbatches = std::max(peak.microbatches, now.microbatches);
         peak.bytes = std::max(peak.bytes, now.bytes);
-        kept[{a.stage, a.microbatch}] = std::move(feed);
-        // The inputs it received are kept with the stage's; the stage's
-        // own results are kept until the later stages' backwards.
+        kept[{a.stage, a.microbatch}] = std::move(keep);
       }
     } else if (a.op == PipelineOp::Backward) {
       receiveGrads(a.stage, a.microbatch, at);
@@ -415,10 +418,6 @@ void PipelineRunner::runActions(const std::map<std::string, HostTensor> &inputs,
         tracer->add({a.str(), "backward", 0, start, hostClockSeconds() - start,
                      "stage " + std::to_string(a.stage), int64_t(i), -1, steps});
       for (auto &[name, t] : results) {
-        if (name == "loss") {
-          loss += double(*static_cast<const float *>(t.data));
-          continue;
-        }
         if (name.rfind("grad:transfer:", 0) != 0)
           continue;
         int id = std::stoi(name.substr(14));
