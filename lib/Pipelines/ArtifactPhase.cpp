@@ -204,7 +204,12 @@ LogicalResult shardflow::emitPipelineArtifact(ModuleOp module, const CompileOpti
     OwningOpRef<ModuleOp> stage;
     std::optional<TrainingStagePrograms> programs;
     if (options.train.enabled) {
-      auto built = buildTrainingStage(module, fn, options, microbatches, counted);
+      bool split = false;
+      for (const auto &list : art.schedule.actions)
+        for (const runtime::PipelineAction &a : list)
+          split |= a.stage == int(k) && (a.op == runtime::PipelineOp::BackwardInput ||
+                                         a.op == runtime::PipelineOp::BackwardWeight);
+      auto built = buildTrainingStage(module, fn, options, microbatches, split, counted);
       if (failed(built))
         return failure();
       programs = std::move(*built);
@@ -258,10 +263,16 @@ LogicalResult shardflow::emitPipelineArtifact(ModuleOp module, const CompileOpti
     art.stages.push_back(std::move(*artifact));
     if (programs) {
       runtime::PipelineStageTraining t;
+      t.splitsBackward = bool(programs->backwardInput);
       for (auto [m, suffix, into] :
-           {std::make_tuple(*programs->backward, ".backward", &t.backward),
-            std::make_tuple(*programs->norm, ".norm", &t.norm),
-            std::make_tuple(*programs->update, ".update", &t.update)}) {
+           {std::make_tuple(programs->backward.get(), ".backward", &t.backward),
+            std::make_tuple(programs->backwardInput.get(), ".backward-input", &t.backwardInput),
+            std::make_tuple(programs->backwardWeight.get(), ".backward-weight",
+                            &t.backwardWeight),
+            std::make_tuple(programs->norm.get(), ".norm", &t.norm),
+            std::make_tuple(programs->update.get(), ".update", &t.update)}) {
+        if (!m)
+          continue;
         auto program = build(m, suffix);
         if (failed(program))
           return failure();

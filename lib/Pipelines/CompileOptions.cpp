@@ -186,17 +186,6 @@ llvm::Expected<runtime::PipelineSchedule> shardflow::pipelineScheduleFor(const C
                                           !o.train.enabled, error);
   if (!schedule)
     return fail(error);
-  if (o.train.enabled)
-    for (const auto &list : schedule->actions)
-      for (const runtime::PipelineAction &a : list)
-        if (a.op == runtime::PipelineOp::BackwardInput ||
-            a.op == runtime::PipelineOp::BackwardWeight)
-          return fail("--pipeline-schedule" +
-                      std::string(p.scheduleFile.empty() ? " " + p.schedule
-                                                         : "-file " + p.scheduleFile) +
-                      " splits the backward into I and W (" + a.str() +
-                      "); pipelined training runs whole backwards (B) today: use gpipe, 1f1b "
-                      "or interleaved-1f1b");
   return std::move(*schedule);
 }
 

@@ -259,6 +259,10 @@ SplitPrograms splitProgram(ModuleOp m, ArrayRef<unsigned> firstResults, StringRe
     auto f = func::FuncOp::create(b, fn.getLoc(), "main", b.getFunctionType(argTypes, {}));
     for (NamedAttribute a : fn->getDiscardableAttrs())
       f->setAttr(a.getName(), a.getValue());
+    // A side with no op at all (the input's backward of the first stage,
+    // which passes nothing back) still runs on the stage's ranks.
+    for (auto mesh : out->getOps<dist::MeshOp>())
+      f->setAttr("rt.world_size", b.getI64IntegerAttr(mesh.getNumRanks()));
     Block *entry = f.addEntryBlock();
     IRMapping map;
     for (auto [i, a] : llvm::enumerate(argList))
@@ -303,7 +307,8 @@ SplitPrograms splitProgram(ModuleOp m, ArrayRef<unsigned> firstResults, StringRe
 
 FailureOr<TrainingStagePrograms>
 shardflow::buildTrainingStage(ModuleOp module, func::FuncOp stageFn, const CompileOptions &options,
-                              int64_t microbatches, llvm::StringSet<> &counted) {
+                              int64_t microbatches, bool splitBackward,
+                              llvm::StringSet<> &counted) {
   MLIRContext *ctx = module.getContext();
   Location loc = stageFn.getLoc();
   // The stage's programs are ordinary training programs over its sub-mesh.
@@ -608,9 +613,22 @@ shardflow::buildTrainingStage(ModuleOp module, func::FuncOp stageFn, const Compi
     out.forward = std::move(split.first);
     out.backward = std::move(split.second);
   }
-  if (failed(runPhases(*out.forward, so, {CompilePhase::RT, CompilePhase::GPU})) ||
-      failed(runPhases(*out.backward, so, {CompilePhase::RT, CompilePhase::GPU})))
-    return failure();
+  // A zero-bubble schedule's backward in two: I, the gradients of what the
+  // stage was passed, and W, the weights' (from what I passes it).
+  if (splitBackward) {
+    func::FuncOp fn = mainOf(*out.backward);
+    SmallVector<unsigned> inputResults;
+    for (unsigned i = 0; i < fn.getNumResults(); ++i)
+      if (!fn.getResultAttr(i, "nn.state"))
+        inputResults.push_back(i);
+    SplitPrograms split = splitProgram(*out.backward, inputResults, "backward");
+    out.backwardInput = std::move(split.first);
+    out.backwardWeight = std::move(split.second);
+  }
+  for (OwningOpRef<ModuleOp> *m :
+       {&out.forward, &out.backward, &out.backwardInput, &out.backwardWeight})
+    if (*m && failed(runPhases(**m, so, {CompilePhase::RT, CompilePhase::GPU})))
+      return failure();
   for (ModuleOp m : {*out.norm, *out.update})
     if (failed(runPhases(m, so,
                          {CompilePhase::Sharded, CompilePhase::Partitioned, CompilePhase::RT,

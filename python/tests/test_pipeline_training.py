@@ -5,23 +5,24 @@ On the real-export test bed's 8-layer GPT-2 (TorchScript: its LM head is a
 transposed copy of the token embedding, tied, on the last stage while the
 embedding is on the first) and Llama (dynamo), under mpirun:
 
-- every whole-backward schedule (GPipe, 1F1B, interleaved 1F1B) at pp=2,
-  and at pp=2 x dp=2 x tp=2 (8 ranks, oversubscribed, megatron), plus
-  pp=4: five steps whose loss and gradient norm are within 1e-5 relative,
+- every schedule (GPipe, 1F1B, interleaved 1F1B, and the zero-bubble
+  ZB-H1 and ZBV, whose backward is split into I and W) at pp=2, and at
+  pp=2 x dp=2 x tp=2 (8 ranks, oversubscribed, megatron), plus a seeded
+  sample at pp=4: five steps whose loss and gradient norm are within 1e-5 relative,
   and whose saved weights are within 1e-5 relative L2 (SGD; 1e-3 AdamW,
   the training tests' tolerance for an update near zero gradients), of
   the same steps unpipelined on one rank;
-- the micro-batches a stage keeps in flight (its inputs, which its
-  backward computes from again) follow each schedule's theory: GPipe
-  holds all M on every stage, 1F1B holds p - s on stage s;
-- the timeline of a traced training step shows the backwards, and the
-  zero-bubble schedules, whose I and W split the backward, are refused.
+- the micro-batches a stage keeps in flight (the activations its backward
+  reads) follow each schedule's theory: GPipe holds all M on every stage,
+  1F1B and ZB-H1 hold p - s on stage s;
+- the timeline of a traced training step shows the backwards (B, or I
+  and W).
 
 The loss of a pipelined step is the mean of its micro-batches' losses (as
 Megatron-LM's and torch.distributed.pipelining's): the data here has no
 ignored labels, where that is the mean over the whole batch too.
 
-About 70 s on 2 cores. The full matrix (every schedule, pp=2 and 4, the
+About 30 s on 2 cores. The full matrix (every schedule, pp=2 and 4, the
 meshes, both models): SHARDFLOW_FULL_TESTS=1.
 """
 from __future__ import annotations
@@ -103,7 +104,7 @@ def _compare(base, other, what, tolerance):
     assert (num / den) ** 0.5 < tolerance, (what, (num / den) ** 0.5)
 
 
-SCHEDULES = ["gpipe", "1f1b", "interleaved-1f1b"]
+SCHEDULES = ["gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zbv"]
 FLAGS = {"sgd": ["--optimizer", "sgd", "--lr", "0.1", "--clip-grad-norm", "1.0"],
          # eps 1e-6: see test_training's sharded runs (GPT-2's key bias).
          "adamw": ["--optimizer", "adamw", "--lr", "0.001", "--eps", "1e-6",
@@ -147,32 +148,32 @@ def test_pipelined_training_equals_unpipelined(tmp_path, name, optimizer, batch,
 
 
 def test_micro_batches_in_flight_follow_the_schedule(tmp_path):
-    """The inputs a stage keeps for its backward, at most: GPipe all M
+    """The activations a stage keeps for its backward, at most: GPipe all M
     micro-batches on every stage; 1F1B p - s on stage s (pp=4, M=8: 4, 3,
-    2, 1), ZB-H1's bound too; the kept bytes count them."""
+    2, 1), and ZB-H1 as 1F1B (a micro-batch held until its W); the kept
+    bytes count them."""
     import re
     export = real_exports.load("gpt2-8l-torchscript")
     data = _data(export, 8)
     np.savez(tmp_path / "data.npz", **data)
     pattern = re.compile(r"stage (\d+) \(pp rank \d+\): at most (\d+) micro-batch\(es\) in "
                          r"flight, ([0-9.]+) kB")
-    expected = {"gpipe": [8, 8, 8, 8], "1f1b": [4, 3, 2, 1]}
+    expected = {"gpipe": [8, 8, 8, 8], "1f1b": [4, 3, 2, 1], "zb-h1": [4, 3, 2, 1]}
     for schedule, want in expected.items():
         _, _, stderr = _train(tmp_path, export, data, FLAGS["sgd"], "pp=4",
                               ["--microbatches", "8", "--pipeline-schedule", schedule],
                               tag=schedule, verbose=True)
         found = {int(s): (int(n), float(mb)) for s, n, mb in pattern.findall(stderr)}
         assert [found[s][0] for s in range(4)] == want, (schedule, stderr)
-        # Every stage after the first keeps one activation per micro-batch
-        # (the residual stream, [rows, 10, 32] f32) plus its token mask.
+        # Stages 1 and 2 (two layers each) keep as much per micro-batch.
         per = found[1][1] / found[1][0]
         assert per > 0 and abs(found[2][1] / found[2][0] - per) < 0.1, found  # printed to 0.1 kB
 
 
-def test_training_timeline_and_refusals(tmp_path):
-    """--trace of a training pipeline has every stage's backwards (B), and
-    python -m shardflow.timeline draws them; I and W schedules and the
-    forward-only flags are refused with what to do instead."""
+def test_training_timeline(tmp_path):
+    """--trace of a training pipeline has every stage's backwards (B, or I
+    and W under zb-h1), and python -m shardflow.timeline draws them;
+    without --data and --steps, shard-run says what to pass."""
     import sys
     from pathlib import Path
     export = real_exports.load("gpt2-8l-torchscript")
@@ -181,34 +182,30 @@ def test_training_timeline_and_refusals(tmp_path):
     shapes = real_exports.shape_flags({k: v[0] for k, v in data.items() if k != "labels"},
                                       tmp_path)
     shard_opt, shard_run = str(toolchain.tool("shard-opt")), str(toolchain.tool("shard-run"))
-    out = subprocess.run([shard_opt, str(export.model), *shapes, "--train", "--mesh", "pp=2",
-                          "--microbatches", "4", "--target", "cpu", "-o",
-                          str(tmp_path / "t.shard")], capture_output=True, text=True,
-                         timeout=600)
-    assert out.returncode == 0, out.stderr
     launcher, env = _mpirun(2)
-    run = subprocess.run([*launcher, shard_run, str(tmp_path / "t.shard"), "--data",
-                          str(tmp_path / "data.npz"), "--steps", "2", "--trace",
-                          str(tmp_path / "trace.json")], capture_output=True, text=True,
-                         timeout=600, env=env)
-    assert run.returncode == 0, run.stderr
-    names = {e["name"] for e in json.loads((tmp_path / "trace.json").read_text())["traceEvents"]
-             if e.get("ph") == "X"}
-    assert {f"{s}{k}{m}" for s in (0, 1) for k in "FB" for m in range(4)} <= names
-    assert "update" in names
     env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
-    plot = subprocess.run([sys.executable, "-m", "shardflow.timeline",
-                           str(tmp_path / "trace.json"), "-o", str(tmp_path / "t.png")],
-                          capture_output=True, text=True, timeout=300, env=env)
-    assert plot.returncode == 0, plot.stderr
-    assert (tmp_path / "t.png").stat().st_size > 0 and "bubble" in plot.stdout
-    # Without --data and --steps, or with an input file: what to pass.
-    run = subprocess.run([*launcher, shard_run, str(tmp_path / "t.shard")],
+    for schedule, kinds in (("1f1b", "FB"), ("zb-h1", "FIW")):
+        artifact = tmp_path / f"{schedule}.shard"
+        out = subprocess.run([shard_opt, str(export.model), *shapes, "--train", "--mesh", "pp=2",
+                              "--microbatches", "4", "--pipeline-schedule", schedule, "--target",
+                              "cpu", "-o", str(artifact)], capture_output=True, text=True,
+                             timeout=600)
+        assert out.returncode == 0, out.stderr
+        trace = tmp_path / f"{schedule}.json"
+        run = subprocess.run([*launcher, shard_run, str(artifact), "--data",
+                              str(tmp_path / "data.npz"), "--steps", "2", "--trace", str(trace)],
+                             capture_output=True, text=True, timeout=600, env=env)
+        assert run.returncode == 0, run.stderr
+        names = {e["name"] for e in json.loads(trace.read_text())["traceEvents"]
+                 if e.get("ph") == "X"}
+        assert {f"{s}{k}{m}" for s in (0, 1) for k in kinds for m in range(4)} <= names
+        assert "update" in names
+        plot = subprocess.run([sys.executable, "-m", "shardflow.timeline", str(trace), "-o",
+                               str(tmp_path / f"{schedule}.png")],
+                              capture_output=True, text=True, timeout=300, env=env)
+        assert plot.returncode == 0, plot.stderr
+        assert (tmp_path / f"{schedule}.png").stat().st_size > 0 and "bubble" in plot.stdout
+    # Without --data and --steps: what to pass.
+    run = subprocess.run([*launcher, shard_run, str(tmp_path / "1f1b.shard")],
                          capture_output=True, text=True, timeout=300, env=env)
     assert run.returncode != 0 and "is a training pipeline: run it with --data" in run.stderr
-    refused = subprocess.run([shard_opt, str(export.model), *shapes, "--train", "--mesh",
-                              "pp=2", "--pipeline-schedule", "zbv", "--target", "cpu", "-o",
-                              str(tmp_path / "z.shard")], capture_output=True, text=True,
-                             timeout=300)
-    assert refused.returncode != 0
-    assert "splits the backward into I and W" in refused.stderr

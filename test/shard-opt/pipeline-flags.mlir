@@ -53,8 +53,6 @@
 // TRAIN-CUDA: --mesh pp=2 --train --target cuda: pipelined training runs on the cpu target
 // RUN: not shard-opt %s --mesh pp=2 --train --loss mse --labels y --dropout on 2>&1 | FileCheck %s --check-prefix=TRAIN-DROPOUT
 // TRAIN-DROPOUT: --mesh pp=2 --train: --dropout on is not built for pipelines yet
-// RUN: not shard-opt %s --mesh pp=2 --train --loss mse --labels y --pipeline-schedule zb-h1 2>&1 | FileCheck %s --check-prefix=TRAIN-ZB
-// TRAIN-ZB: --pipeline-schedule zb-h1 splits the backward into I and W (0I0); pipelined training runs whole backwards (B) today: use gpipe, 1f1b or interleaved-1f1b
 // RUN: not shard-opt %s --mesh pp=2 --pipeline-split blocks:2 2>&1 | FileCheck %s --check-prefix=SPLIT
 // SPLIT: --pipeline-split takes layers:I,J,... (the layer each stage after the first starts at) or nodes:A,B,... (an ONNX node of that layer), got 'blocks:2'
 // RUN: not shard-opt %s --mesh pp=3 --pipeline-schedule interleaved-1f1b --microbatches 4 2>&1 | FileCheck %s --check-prefix=INTER

@@ -38,6 +38,8 @@ struct TrainedWeight {
 /// One stage's programs, compiled through the rt (and gpu) phases.
 struct TrainingStagePrograms {
   mlir::OwningOpRef<mlir::ModuleOp> forward, backward, norm, update;
+  /// With splitBackward: the backward's I and W parts.
+  mlir::OwningOpRef<mlir::ModuleOp> backwardInput, backwardWeight;
   std::vector<TrainedWeight> trained;
   /// The initializers --freeze / --trainable leave alone.
   std::vector<std::string> frozen;
@@ -48,12 +50,14 @@ struct TrainingStagePrograms {
 mlir::OwningOpRef<mlir::ModuleOp> stageModule(mlir::ModuleOp parent, mlir::func::FuncOp fn);
 
 /// Builds and compiles stage function `stageFn` of `module` (the stages
-/// phase's output) as a training stage over `microbatches` micro-batches.
+/// phase's output) as a training stage over `microbatches` micro-batches
+/// (`splitBackward`: with the backward's I and W parts too, for a schedule
+/// that runs them).
 /// `counted`: the accumulators earlier stages' norms count (one several
 /// stages hold is counted by the first); the stage adds its own.
 mlir::FailureOr<TrainingStagePrograms>
 buildTrainingStage(mlir::ModuleOp module, mlir::func::FuncOp stageFn,
-                   const CompileOptions &options, int64_t microbatches,
+                   const CompileOptions &options, int64_t microbatches, bool splitBackward,
                    llvm::StringSet<> &counted);
 
 } // namespace shardflow

@@ -56,10 +56,10 @@ PipelineRunner::PipelineRunner(PipelineArtifact artifact, const DeviceFactory &m
       if (!forward && !art.trains())
         throw RuntimeError("the pipeline's action " + a.str() +
                            " is a backward one, but the artifact holds forward programs only");
-      if (!forward && !whole)
+      if (!forward && !whole && !art.training.at(size_t(a.stage)).splitsBackward)
         throw RuntimeError("the pipeline's action " + a.str() +
-                           " splits the backward (I, W); pipelined training runs whole "
-                           "backwards (B)");
+                           " splits the backward (I, W), but stage " +
+                           std::to_string(a.stage) + " has no I and W programs");
     }
   perStage = art.stageWorldSize();
   pp = world.rank() / perStage;
@@ -121,6 +121,12 @@ PipelineRunner::PipelineRunner(PipelineArtifact artifact, const DeviceFactory &m
                                                  *stageComm, stageSettings, t.update.get());
     t.norm = std::make_unique<ProgramRunner>(programs.norm, makeDevice(*stageComm), *stageComm,
                                              stageSettings, t.update.get());
+    if (programs.splitsBackward) {
+      t.input = std::make_unique<ProgramRunner>(programs.backwardInput, makeDevice(*stageComm),
+                                                *stageComm, stageSettings, t.update.get());
+      t.weight = std::make_unique<ProgramRunner>(programs.backwardWeight, makeDevice(*stageComm),
+                                                 *stageComm, stageSettings, t.update.get());
+    }
     runners[stage] = std::make_unique<ProgramRunner>(art.stages[size_t(stage)],
                                                      makeDevice(*stageComm), *stageComm,
                                                      stageSettings, t.update.get());
@@ -242,8 +248,9 @@ void PipelineRunner::runActions(const std::map<std::string, HostTensor> &inputs,
   // Gradients by (transfer, consumer stage, micro-batch): made here, or
   // received.
   std::map<std::tuple<int, int, int>, HostTensor> grads;
-  // What a stage's forward read, by (stage, micro-batch), until its backward.
-  std::map<std::pair<int, int>, std::map<std::string, HostTensor>> kept;
+  // What a stage's backward reads, by (stage, micro-batch), from its
+  // forward until its backward (or its I), and from its I until its W.
+  std::map<std::pair<int, int>, std::map<std::string, HostTensor>> kept, keptForW;
   std::map<int, InFlight> keptNow;
   std::vector<std::pair<Request, std::string>> sends;
   auto rankOf = [&](int stage) { return s.stageRank[size_t(stage)] * perStage + sub; };
@@ -381,7 +388,24 @@ void PipelineRunner::runActions(const std::map<std::string, HostTensor> &inputs,
         peak.bytes = std::max(peak.bytes, now.bytes);
         kept[{a.stage, a.microbatch}] = std::move(keep);
       }
-    } else if (a.op == PipelineOp::Backward) {
+    } else if (a.op == PipelineOp::BackwardWeight) {
+      // The weights' part of the backward: from what I kept for it.
+      auto keptIt = keptForW.find({a.stage, a.microbatch});
+      if (keptIt == keptForW.end())
+        throw RuntimeError("pipeline " + at + ": the input's backward (I) of micro-batch " +
+                           std::to_string(a.microbatch) + " did not run before");
+      double start = hostClockSeconds();
+      trainers.at(a.stage).weight->run(keptIt->second);
+      if (tracer)
+        tracer->add({a.str(), "backward", 0, start, hostClockSeconds() - start,
+                     "stage " + std::to_string(a.stage), int64_t(i), -1, steps});
+      InFlight &now = keptNow[a.stage];
+      for (const auto &[name, t] : keptIt->second)
+        now.bytes -= t.bytes.size();
+      --now.microbatches;
+      keptForW.erase(keptIt);
+    } else if (a.op == PipelineOp::Backward || a.op == PipelineOp::BackwardInput) {
+      bool whole = a.op == PipelineOp::Backward;
       receiveGrads(a.stage, a.microbatch, at);
       auto keptIt = kept.find({a.stage, a.microbatch});
       if (keptIt == kept.end())
@@ -413,7 +437,13 @@ void PipelineRunner::runActions(const std::map<std::string, HostTensor> &inputs,
         values.erase({int(id), a.microbatch});
       }
       double start = hostClockSeconds();
-      auto results = trainers.at(a.stage).backward->run(feed);
+      Trainer &trainer = trainers.at(a.stage);
+      ProgramRunner &program = whole ? *trainer.backward : *trainer.input;
+      std::map<std::string, HostTensor> programFeed;
+      for (const BufferDesc &b : program.artifact().buffers)
+        if (b.kind == BufferDesc::Kind::Input)
+          programFeed[b.name] = std::move(feed.at(b.name));
+      auto results = program.run(programFeed);
       if (tracer)
         tracer->add({a.str(), "backward", 0, start, hostClockSeconds() - start,
                      "stage " + std::to_string(a.stage), int64_t(i), -1, steps});
@@ -436,7 +466,31 @@ void PipelineRunner::runActions(const std::map<std::string, HostTensor> &inputs,
       for (const auto &[name, t] : feed)
         if (name.rfind("grad:", 0) != 0)
           now.bytes -= t.bytes.size();
-      --now.microbatches;
+      for (const auto &[name, t] : programFeed)
+        if (name.rfind("grad:", 0) != 0)
+          now.bytes -= t.bytes.size();
+      if (whole) {
+        --now.microbatches;
+      } else {
+        // What W reads: I's results for it, and what the forward kept.
+        std::map<std::string, HostTensor> keep;
+        for (const BufferDesc &b : trainer.weight->artifact().buffers) {
+          if (b.kind != BufferDesc::Kind::Input)
+            continue;
+          bool found = false;
+          for (auto &[name, t] : results)
+            if (name == b.name) {
+              keep[b.name] = copyOf(t);
+              found = true;
+            }
+          if (!found) {
+            auto k = programFeed.find(b.name);
+            keep[b.name] = k != programFeed.end() ? k->second : std::move(feed.at(b.name));
+          }
+          now.bytes += keep[b.name].bytes.size();
+        }
+        keptForW[{a.stage, a.microbatch}] = std::move(keep);
+      }
       kept.erase(keptIt);
     } else if (a.op == PipelineOp::RecvF) {
       receive(a.stage, a.microbatch, at);

@@ -98,8 +98,9 @@ private:
   std::string path;
   int lineNo = 0;
   bool training = false;
-  /// The current stage's training programs read so far (3: all).
-  int programsRead = 3;
+  /// The current stage's training programs read so far, by kinds[] (5:
+  /// all).
+  int programsRead = 5;
 };
 
 PipelineArtifact Reader::read() {
@@ -155,7 +156,7 @@ PipelineArtifact Reader::read() {
       int64_t index = toInt(w[1], "stage", 0, int64_t(1) << 20);
       if (index != int64_t(a.stages.size()))
         fail("stage " + w[1] + " where stage " + std::to_string(a.stages.size()) + " comes next");
-      if (training && !a.stages.empty() && programsRead != 3)
+      if (training && !a.stages.empty() && programsRead != 5)
         fail("stage " + w[1] + " before stage " + std::to_string(a.stages.size() - 1) +
              "'s update program");
       a.stages.push_back(section(w[1], w[3], ""));
@@ -164,17 +165,24 @@ PipelineArtifact Reader::read() {
         programsRead = 0;
       }
     } else if (key == "stage" && w.size() == 5 && w[3] == "lines" && training) {
-      static const char *kinds[] = {"backward", "norm", "update"};
-      if (a.stages.empty() || programsRead > 2 ||
+      // backward, [backward-input, backward-weight,] norm, update
+      static const char *kinds[] = {"backward", "backward-input", "backward-weight", "norm",
+                                    "update"};
+      int want = programsRead;
+      if (want == 1 && w[2] != kinds[1])
+        want = 3;
+      if (a.stages.empty() || want > 4 ||
           toInt(w[1], "stage", 0, int64_t(1) << 20) != int64_t(a.stages.size()) - 1 ||
-          w[2] != kinds[programsRead])
+          w[2] != kinds[want])
         fail("'" + line + "' out of order: each stage's forward is followed by its backward, "
-             "norm and update programs");
+             "(backward-input and backward-weight,) norm and update programs");
       PipelineStageTraining *t = &a.training.back();
       Artifact program = section(w[1], w[4], " " + w[2]);
-      (programsRead == 0 ? t->backward : programsRead == 1 ? t->norm : t->update) =
-          std::move(program);
-      ++programsRead;
+      Artifact *into[] = {&t->backward, &t->backwardInput, &t->backwardWeight, &t->norm,
+                          &t->update};
+      *into[want] = std::move(program);
+      t->splitsBackward |= want == 1;
+      programsRead = want + 1;
     } else {
       fail("unexpected line '" + line + "'");
     }
@@ -189,13 +197,18 @@ PipelineArtifact Reader::read() {
   if (a.worldSize % s.ranks != 0)
     fail("world size " + std::to_string(a.worldSize) + " is not a multiple of pp " +
          std::to_string(s.ranks));
-  if (training && (a.stages.empty() || programsRead != 3))
+  if (training && (a.stages.empty() || programsRead != 5))
     fail("a training pipeline without each stage's backward, norm and update programs");
-  for (size_t k = 0; k < a.training.size(); ++k)
-    for (const Artifact *p : {&a.training[k].backward, &a.training[k].norm, &a.training[k].update})
+  for (size_t k = 0; k < a.training.size(); ++k) {
+    const PipelineStageTraining &t = a.training[k];
+    std::vector<const Artifact *> programs{&t.backward, &t.norm, &t.update};
+    if (t.splitsBackward)
+      programs.insert(programs.end(), {&t.backwardInput, &t.backwardWeight});
+    for (const Artifact *p : programs)
       if (p->worldSize != a.stageWorldSize() || p->target != a.target)
         fail("stage " + std::to_string(k) + "'s training programs are compiled for another "
              "target or rank count than its forward");
+  }
   for (size_t k = 0; k < a.stages.size(); ++k) {
     if (a.stages[k].worldSize != a.stageWorldSize())
       fail("stage " + std::to_string(k) + " is compiled for " +
@@ -271,6 +284,10 @@ void writePipelineArtifact(const PipelineArtifact &a, std::ostream &os) {
     section(k, "", a.stages[k]);
     if (k < a.training.size()) {
       section(k, " backward", a.training[k].backward);
+      if (a.training[k].splitsBackward) {
+        section(k, " backward-input", a.training[k].backwardInput);
+        section(k, " backward-weight", a.training[k].backwardWeight);
+      }
       section(k, " norm", a.training[k].norm);
       section(k, " update", a.training[k].update);
     }
@@ -289,7 +306,7 @@ PipelineArtifact readPipelineArtifact(const std::string &path) {
   for (Artifact &stage : a.stages)
     stage.artifactDir = dir;
   for (PipelineStageTraining &t : a.training)
-    for (Artifact *p : {&t.backward, &t.norm, &t.update})
+    for (Artifact *p : {&t.backward, &t.norm, &t.update, &t.backwardInput, &t.backwardWeight})
       p->artifactDir = dir;
   return a;
 }

@@ -23,23 +23,24 @@
 //
 // A training pipeline (PipelineArtifact::training) runs step() instead:
 //
-//   F             keeps what the stage's forward read of micro-batch m (its
-//                 graph inputs and what it was passed: the activations a
-//                 backward computes from again) and runs the forward for
-//                 what later stages need (the last stage's has nothing to
-//                 pass on and waits for its backward);
+//   F             runs the stage's forward on micro-batch m and keeps what
+//                 its backward reads (the activations the forward returns,
+//                 and the graph inputs and received values it reads);
 //   B             receives the gradients of what the stage passed on (from
 //                 every stage that read it, added), runs the backward on
-//                 the kept inputs, which adds the weights' gradients into
+//                 what F kept, which adds the weights' gradients into
 //                 their accumulators, posts the gradients of what the stage
 //                 was passed to the stages that made it (SEND_B), and drops
-//                 the kept inputs; RECV_B receives ahead;
+//                 what F kept; RECV_B receives ahead;
 //   then          an accumulator several stages hold (a weight two stages
 //                 read) is summed across them; each stage's norm program
 //                 gives its squared gradient norm, summed over the pp ranks
 //                 with the loss; each stage's update takes the optimizer
-//                 step with both. I and W (the zero-bubble split) are
-//                 refused at load.
+//                 step with both;
+//   I, W          the zero-bubble split of B: I computes the gradients to
+//                 send back and keeps what W reads (its results, and what
+//                 the forward kept); W adds the weights' gradients into
+//                 their accumulators. A micro-batch is in flight until W.
 //
 // The stage's programs share its state: the update program loads the
 // weights, accumulators and optimizer state, the others read them there
@@ -151,7 +152,7 @@ private:
 
   /// A training stage's other programs; its forward is in `runners`.
   struct Trainer {
-    std::unique_ptr<ProgramRunner> update, backward, norm;
+    std::unique_ptr<ProgramRunner> update, backward, norm, input, weight;
   };
   std::map<int, Trainer> trainers;
   /// The ranks of this rank's position within a stage, one per pp rank.

@@ -26,6 +26,8 @@
 // outputs, and each stage's forward is followed by its other programs:
 //
 //   stage 0 backward lines 2210
+//   stage 0 backward-input lines 1400     (zero-bubble schedules: I and W)
+//   stage 0 backward-weight lines 900
 //   stage 0 norm lines 40
 //   stage 0 update lines 512
 //
@@ -68,6 +70,11 @@ struct PipelineStageTraining {
   /// (the micro-batch's, over M); adds its weights' gradients into their
   /// accumulators.
   Artifact backward;
+  /// With a schedule that splits the backward (zb-h1, zbv): its two parts.
+  /// I returns the gradients of what the stage was passed and what W
+  /// reads of its values (`backward:N`); W adds the weights' gradients.
+  bool splitsBackward = false;
+  Artifact backwardInput, backwardWeight;
   /// The squared 2-norm of the accumulated gradients this stage owns (a
   /// weight several stages read belongs to the first): output `grad_sq`.
   Artifact norm;
