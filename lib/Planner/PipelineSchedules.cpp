@@ -77,7 +77,8 @@ void interleaved(PipelineSchedule &s, int v) {
 // then, an I first (the highest stage's), then an F (the highest stage's:
 // a micro-batch in flight before a new one) while the rank holds fewer
 // than `cap[r]` stage micro-batches, then a W (the oldest).
-void listSchedule(PipelineSchedule &s, const std::vector<int> &cap) {
+void listSchedule(PipelineSchedule &s, const std::vector<int> &cap,
+                  const runtime::PipelineCosts &costs) {
   int p = s.ranks, m = s.microbatches, stages = s.stages(), last = stages - 1;
   constexpr double kNever = std::numeric_limits<double>::infinity();
   std::vector<std::vector<double>> fEnd(stages, std::vector<double>(m, kNever));
@@ -126,7 +127,7 @@ void listSchedule(PipelineSchedule &s, const std::vector<int> &cap) {
     if (bestRank < 0)
       return; // cannot happen with caps of 1 or more; the simulation would say
     const PipelineAction &a = bestAction;
-    double end = bestTime + 1.0;
+    double end = bestTime + costs.of(a);
     now[bestRank] = end;
     if (a.op == PipelineOp::Forward) {
       fEnd[a.stage][a.microbatch] = end;
@@ -168,7 +169,8 @@ std::string pipelineScheduleNames() {
 
 std::optional<PipelineSchedule> buildPipelineSchedule(PipelineScheduleKind kind, int ranks,
                                                       int microbatches, int virtualStages,
-                                                      bool forwardOnly, std::string &error) {
+                                                      bool forwardOnly, std::string &error,
+                                                      const runtime::PipelineCosts &costs) {
   std::string name = pipelineScheduleName(kind);
   if (ranks < 1 || microbatches < 1) {
     error = name + ": " + std::to_string(ranks) + " pp ranks and " +
@@ -225,11 +227,11 @@ std::optional<PipelineSchedule> buildPipelineSchedule(PipelineScheduleKind kind,
     std::vector<int> cap(ranks);
     for (int r = 0; r < ranks; ++r)
       cap[r] = ranks - r;
-    listSchedule(s, cap);
+    listSchedule(s, cap, costs);
     break;
   }
   case PipelineScheduleKind::ZBV:
-    listSchedule(s, std::vector<int>(ranks, 2 * ranks));
+    listSchedule(s, std::vector<int>(ranks, 2 * ranks), costs);
     break;
   }
   if (forwardOnly)

@@ -22,9 +22,9 @@
 //                     micro-batches held per rank (1F1B's first rank's).
 //
 // zb-h1 and zbv are list-scheduled as the zero-bubble paper's schedules
-// are: with F, I and W of equal cost, a rank free at time t runs, of what
-// is ready then, an I first, then an F while under its memory cap, then a
-// W. A forward-only program (inference) keeps each schedule's forwards in
+// are: with F, I and W of equal cost (or the costs given), a rank free at
+// time t runs, of what is ready then, an I first, then an F while under
+// its memory cap, then a W. A forward-only program (inference) keeps each schedule's forwards in
 // their order.
 //
 //===----------------------------------------------------------------------===//
@@ -52,9 +52,15 @@ std::string pipelineScheduleNames();
 /// micro-batches and `virtualStages` stages per rank (interleaved-1f1b:
 /// 2 or more; zbv: 2; the others: 1). std::nullopt with `error` set for a
 /// combination the schedule does not take.
+///
+/// zb-h1 and zbv are list-scheduled with `costs` (each stage's F, I and W;
+/// the default: 1 each): the compiler passes its estimates for a training
+/// step, whose first stage has no input gradient to compute (I costs
+/// nothing there, W the whole backward).
 std::optional<runtime::PipelineSchedule>
 buildPipelineSchedule(PipelineScheduleKind kind, int ranks, int microbatches, int virtualStages,
-                      bool forwardOnly, std::string &error);
+                      bool forwardOnly, std::string &error,
+                      const runtime::PipelineCosts &costs = runtime::PipelineCosts());
 
 /// The schedule a compile asks for: the named one built (`file` empty;
 /// `virtualStages` 0: the schedule's own, 2 for interleaved-1f1b and zbv),

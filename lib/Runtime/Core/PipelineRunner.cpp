@@ -484,8 +484,9 @@ void PipelineRunner::runActions(const std::map<std::string, HostTensor> &inputs,
               found = true;
             }
           if (!found) {
+            // I has run: what it read moves on to W.
             auto k = programFeed.find(b.name);
-            keep[b.name] = k != programFeed.end() ? k->second : std::move(feed.at(b.name));
+            keep[b.name] = std::move(k != programFeed.end() ? k->second : feed.at(b.name));
           }
           now.bytes += keep[b.name].bytes.size();
         }

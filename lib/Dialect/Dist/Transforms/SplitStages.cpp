@@ -293,7 +293,7 @@ struct DistSplitStagesPass : public dist::impl::DistSplitStagesBase<DistSplitSta
       return signalPassFailure();
   }
 
-  LogicalResult outline(Splitter &sp, const runtime::PipelineSchedule &plan) {
+  LogicalResult outline(Splitter &sp, runtime::PipelineSchedule plan) {
     ModuleOp module = getOperation();
     func::FuncOp main = sp.main;
     Block &body = main.getBody().front();
@@ -381,6 +381,7 @@ struct DistSplitStagesPass : public dist::impl::DistSplitStagesBase<DistSplitSta
                << "' has a name pipeline stages use for the values they pass on";
 
     // Build the stage functions.
+    SmallVector<double> stageSeconds;
     b.setInsertionPoint(main);
     auto i64 = [&](int64_t v) { return b.getI64IntegerAttr(v); };
     for (auto [t, stage] : llvm::enumerate(stages)) {
@@ -458,10 +459,37 @@ struct DistSplitStagesPass : public dist::impl::DistSplitStagesBase<DistSplitSta
         bytes += cost.bytes;
       });
       fn->setAttr("dist.estimated_seconds", b.getF64FloatAttr(seconds));
+      stageSeconds.push_back(seconds);
       fn->setAttr("dist.estimated_flops", b.getF64FloatAttr(flops));
       fn->setAttr("dist.estimated_bytes", b.getF64FloatAttr(bytes));
     }
 
+    // A training step's zero-bubble schedule, list-scheduled again with
+    // the stages' estimates: F as estimated, I as long (none on a stage
+    // that is passed no float value: nothing to send back), W the rest of
+    // a backward of twice the forward.
+    auto kind = parsePipelineScheduleKind(schedule.getValue());
+    if (training && scheduleFile.empty() && kind &&
+        (*kind == PipelineScheduleKind::ZBH1 || *kind == PipelineScheduleKind::ZBV)) {
+      runtime::PipelineCosts costs;
+      costs.forward.assign(stageSeconds.begin(), stageSeconds.end());
+      costs.backwardInput.clear();
+      costs.backwardWeight.clear();
+      for (auto [t, stage] : llvm::enumerate(stages)) {
+        bool passedFloat = llvm::any_of(stage.received, [&](int64_t id) {
+          return isFloat(transfers.begin()[id].first.getType());
+        });
+        double f = stageSeconds[t];
+        costs.backwardInput.push_back(passedFloat ? f : 0.0);
+        costs.backwardWeight.push_back(passedFloat ? f : 2 * f);
+      }
+      std::string error;
+      auto timed = buildPipelineSchedule(*kind, int(ranks), int(microbatches),
+                                         int(plan.stages() / ranks), false, error, costs);
+      if (timed && simulatePipeline(runtime::withCommunication(*timed)).ok() &&
+          timed->stageRank == plan.stageRank)
+        plan = std::move(*timed);
+    }
     // The schedule.
     SmallVector<Attribute> actions;
     for (const auto &list : plan.actions) {

@@ -198,7 +198,8 @@ def DistSplitStages : Pass<"dist-split-stages", "::mlir::ModuleOp"> {
            "nodes:A,B,... (the layer holding each ONNX node)">,
     Option<"training", "training", "bool", /*default=*/"false",
            "The stages train: the schedule keeps its backward actions (the "
-           "program is still the forward one, cut before differentiation)">,
+           "program is still the forward one, cut before differentiation), and "
+           "zb-h1 and zbv are list-scheduled with the stages' estimated times">,
   ];
   let dependentDialects = ["::shardflow::nn::NNDialect"];
 }
