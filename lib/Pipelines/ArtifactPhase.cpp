@@ -297,6 +297,22 @@ LogicalResult shardflow::emitPipelineArtifact(ModuleOp module, const CompileOpti
                                       << "' matches no initializer that has a gradient";
     }
   art.worldSize = int(ranks) * art.stages.front().worldSize;
+  if (report) {
+    // What each stage's ranks hold, with the schedule's activations in
+    // flight.
+    for (int k = 0; k < art.schedule.stages(); ++k) {
+      runtime::StageMemory m = runtime::stageMemory(art, k);
+      auto mb = [](size_t bytes) { return double(bytes) * 1e-6; };
+      *report << llvm::format("stage %d memory per rank: weights %.4g MB", k, mb(m.weights));
+      if (art.trains())
+        *report << llvm::format(", trained weights %.4g MB, optimizer state %.4g MB, gradient "
+                                "accumulators %.4g MB, activations %.4g MB a micro-batch x %d "
+                                "in flight (%s)",
+                                mb(m.trained), mb(m.optimizerState), mb(m.accumulators),
+                                mb(m.activations), m.inFlight, art.scheduleName.c_str());
+      *report << llvm::format(", arenas %.4g MB: about %.4g MB\n", mb(m.arenas), mb(m.total()));
+    }
+  }
   std::ostringstream text;
   runtime::writePipelineArtifact(art, text);
   return writeText(text.str(), paths.outputFile, module.getLoc());

@@ -77,6 +77,7 @@ def _train(tmp, export, data, flags, mesh=None, extra=(), tag="base", verbose=Fa
                           "--train", *flags, *mesh_flags, *extra, "--target", "cpu", "-o",
                           str(artifact)], capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr
+    _train.report = out.stderr
     ranks = _ranks(mesh) if mesh else 1
     launcher, env = _mpirun(ranks) if ranks > 1 else ([], None)
     run = subprocess.run([*launcher, str(toolchain.tool("shard-run")), str(artifact), "--data",
@@ -157,14 +158,24 @@ def test_micro_batches_in_flight_follow_the_schedule(tmp_path):
     data = _data(export, 8)
     np.savez(tmp_path / "data.npz", **data)
     pattern = re.compile(r"stage (\d+) \(pp rank \d+\): at most (\d+) micro-batch\(es\) in "
-                         r"flight, ([0-9.]+) kB")
+                         r"flight, ([0-9.]+) kB kept for the backward")
+    predicted = re.compile(r"stage (\d+) memory per rank: .*activations ([0-9.e+-]+) MB a "
+                           r"micro-batch x (\d+) in flight")
     expected = {"gpipe": [8, 8, 8, 8], "1f1b": [4, 3, 2, 1], "zb-h1": [4, 3, 2, 1]}
     for schedule, want in expected.items():
         _, _, stderr = _train(tmp_path, export, data, FLAGS["sgd"], "pp=4",
-                              ["--microbatches", "8", "--pipeline-schedule", schedule],
+                              ["--microbatches", "8", "--pipeline-schedule", schedule,
+                               "--report"],
                               tag=schedule, verbose=True)
         found = {int(s): (int(n), float(mb)) for s, n, mb in pattern.findall(stderr)}
         assert [found[s][0] for s in range(4)] == want, (schedule, stderr)
+        # shard-opt --report predicted both (activations in MB).
+        report = {int(s): (float(mb), int(n))
+                  for s, mb, n in predicted.findall(_train.report)}
+        for s in range(4):
+            assert report[s][1] == found[s][0], (schedule, s, report, found)
+            assert abs(report[s][0] * 1e3 * report[s][1] - found[s][1]) <= 0.1 + 1e-3 * found[s][1], \
+                (schedule, s, report, found)
         # Stages 1 and 2 (two layers each) keep as much per micro-batch.
         per = found[1][1] / found[1][0]
         assert per > 0 and abs(found[2][1] / found[2][0] - per) < 0.1, found  # printed to 0.1 kB

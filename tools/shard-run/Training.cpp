@@ -365,7 +365,7 @@ void shardflow::runtime::trainPipeline(const Options &o, PipelineRunner &runner)
       if (runner.stageRanks().rank() == 0)
         std::fprintf(stderr,
                      "shard-run: stage %d (pp rank %d): at most %d micro-batch(es) in flight, "
-                     "%.1f kB of kept inputs\n",
+                     "%.1f kB kept for the backward\n",
                      stage, runner.ppRank(), peak.microbatches, double(peak.bytes) * 1e-3);
     if (world.rank() == 0 && ran)
       std::fprintf(stderr, "shard-run: %lld step(s), %.3f s each on average (slowest %.3f s), "

@@ -3,7 +3,9 @@
 #include "shardflow/Runtime/Format/PipelineArtifact.h"
 #include "shardflow/Runtime/Format/NpyIO.h"
 
+#include <algorithm>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 namespace shardflow::runtime {
@@ -238,6 +240,49 @@ PipelineArtifact Reader::read() {
 }
 
 } // namespace
+
+StageMemory stageMemory(const PipelineArtifact &a, int stage) {
+  StageMemory m;
+  std::vector<const Artifact *> programs{&a.stages.at(size_t(stage))};
+  if (a.trains()) {
+    const PipelineStageTraining &t = a.training.at(size_t(stage));
+    programs.insert(programs.end(), {&t.backward, &t.norm, &t.update});
+    if (t.splitsBackward)
+      programs.insert(programs.end(), {&t.backwardInput, &t.backwardWeight});
+    for (const BufferDesc &b : t.backward.buffers)
+      if (b.kind == BufferDesc::Kind::Input && b.name.rfind("grad:", 0) != 0)
+        m.activations += b.bytes();
+    // Micro-batches from the stage's forward to its backward (or its W).
+    int live = 0;
+    for (const PipelineAction &act : a.schedule.actions.at(
+             size_t(a.schedule.stageRank.at(size_t(stage)))))
+      if (act.stage == stage) {
+        if (act.op == PipelineOp::Forward)
+          m.inFlight = std::max(m.inFlight, ++live);
+        else if (act.op == PipelineOp::Backward || act.op == PipelineOp::BackwardWeight)
+          --live;
+      }
+  }
+  std::set<std::string> seen;
+  auto endsWith = [](const std::string &s, const std::string &tail) {
+    return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+  };
+  // The update program's state first: its kinds are known there.
+  for (auto it = programs.rbegin(); it != programs.rend(); ++it) {
+    m.arenas += size_t((*it)->arenaBytes);
+    for (const BufferDesc &b : (*it)->buffers) {
+      if (b.kind != BufferDesc::Kind::Weight || !seen.insert(b.name).second)
+        continue;
+      if (b.writable && b.storage == "zeros")
+        (endsWith(b.name, ".grad_acc") ? m.accumulators : m.optimizerState) += b.bytes();
+      else if (b.writable)
+        m.trained += b.bytes();
+      else
+        m.weights += b.bytes();
+    }
+  }
+  return m;
+}
 
 bool isPipelineArtifact(const std::string &path) {
   std::ifstream in(path);

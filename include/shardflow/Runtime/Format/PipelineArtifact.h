@@ -106,6 +106,28 @@ struct PipelineArtifact {
   int stageWorldSize() const { return worldSize / schedule.ranks; }
 };
 
+/// What one rank of a stage holds, in bytes (shard-opt --report's estimate;
+/// shard-run --verbose measures the activations kept).
+struct StageMemory {
+  /// Weights only read (loaded by each program that reads them; counted
+  /// once), trained weights, the optimizer's state (moments, step
+  /// counter) and the gradient accumulators.
+  size_t weights = 0, trained = 0, optimizerState = 0, accumulators = 0;
+  /// What a micro-batch keeps from its forward to its backward (the
+  /// activations the backward reads, and the inputs it reads itself), and
+  /// the most micro-batches the schedule keeps at once.
+  size_t activations = 0;
+  int inFlight = 0;
+  /// Each program's activation arena (each program has its own).
+  size_t arenas = 0;
+
+  size_t total() const {
+    return weights + trained + optimizerState + accumulators + activations * size_t(inFlight) +
+           arenas;
+  }
+};
+StageMemory stageMemory(const PipelineArtifact &artifact, int stage);
+
 /// Whether the file at `path` starts as a pipeline artifact does.
 bool isPipelineArtifact(const std::string &path);
 
