@@ -9,8 +9,8 @@
 // add up to the slice, and inputs bind by name and shape. It must also
 // write back as text that reads again to the same artifact (the compiler
 // writes what shard-run reads). A pipeline artifact (`shardflow-pipeline`)
-// goes to parsePipelineArtifact, and each of its stages is checked as an
-// artifact is.
+// goes to parsePipelineArtifact, and each of its stages (and a training
+// pipeline's other programs) is checked as an artifact is.
 //
 // Built by tools/runtime-fuzz-smoke.sh (clang, runtime-only configuration,
 // -DSHARDFLOW_ENABLE_FUZZER=ON).
@@ -145,6 +145,21 @@ int fuzzPipeline(const std::string &input) {
     FUZZ_CHECK(stage.worldSize == p.stageWorldSize(), "a stage runs on its pp coordinate's ranks");
     checkAccepted(stage);
   }
+  FUZZ_CHECK(!p.trains() || p.training.size() == p.stages.size(),
+             "a training pipeline has every stage's training programs");
+  for (const PipelineStageTraining &t : p.training) {
+    std::vector<const Artifact *> programs{&t.backward, &t.norm, &t.update};
+    if (t.splitsBackward)
+      programs.insert(programs.end(), {&t.backwardInput, &t.backwardWeight});
+    for (const Artifact *program : programs) {
+      FUZZ_CHECK(program->worldSize == p.stageWorldSize(),
+                 "a stage's training program runs on its ranks");
+      checkAccepted(*program);
+    }
+  }
+  for (int k = 0; k < p.schedule.stages(); ++k)
+    FUZZ_CHECK(stageMemory(p, k).inFlight <= p.schedule.microbatches,
+               "a stage keeps at most the step's micro-batches");
   std::ostringstream os;
   writePipelineArtifact(p, os);
   PipelineArtifact again;

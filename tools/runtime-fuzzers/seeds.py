@@ -77,6 +77,9 @@ def artifacts(out: Path, shard_opt: Path | None) -> None:
             "gpt2-cuda-tp2": [tmp / "gpt2.onnx", "--target", "cuda", "--mesh", "tp=2"],
             "gpt2-pp2": [tmp / "gpt2-2l.onnx", "--target", "cpu", "--mesh", "pp=2",
                          "--microbatches", "2", "--pipeline-schedule", "gpipe"],
+            "gpt2-pp2-train": [tmp / "gpt2-2l.onnx", "--target", "cpu", "--mesh", "pp=2",
+                               "--microbatches", "2", "--pipeline-schedule", "zb-h1",
+                               "--train"],
         }
         for name, args in jobs.items():
             cmd = [str(shard_opt), *map(str, args), "-o", str(out / f"{name}.shard")]
