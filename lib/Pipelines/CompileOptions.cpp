@@ -158,8 +158,9 @@ llvm::Error CompileOptions::verifyPipeline() const {
       return fail(pp + " --target cuda: pipelined training runs on the cpu target (CUDA "
                   "stages run forward-only pipelines; their training is not built yet)");
     if (train.dropout == "on")
-      return fail(pp + ": --dropout on is not built for pipelines yet (a stage's backward "
-                  "computes its forward again and must draw the forward's mask)");
+      return fail(pp + ": --dropout on is not built for pipelines yet (its keyed mask "
+                  "is drawn by position in the step's batch, which a micro-batch's program "
+                  "does not know)");
     if (computeType != "f32")
       return fail(pp + ": --dtype " + computeType + " is not built for pipelines yet");
   }

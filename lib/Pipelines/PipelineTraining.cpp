@@ -1,30 +1,35 @@
 //===- PipelineTraining.cpp - a training pipeline's stage programs --------===//
 //
 // See PipelineTraining.h. The stages phase cut the forward program with its
-// loss into @stage_K (one micro-batch's, not yet sharded). Each stage
-// becomes four programs that share its state by name:
+// loss into @stage_K (one micro-batch's, not yet sharded). Each stage is
+// first one training program: the stage seeded (dist-annotate), its
+// embedded initializers made weights, then its objective, the loss over M
+// where the stage computes it plus sum(y * dy) over each float value y it
+// passes on (dy that value's gradient, an input `grad:transfer:K`).
+// nn-differentiate against the weights and the transfers it reads gives
+// the gradients to send back (`grad:transfer:K`), and each weight's
+// gradient is added into its accumulator (state `NAME.grad_acc`; a tied
+// copy's into its source's). Propagated and partitioned, the program is
+// cut (splitProgram) into
 //
-//   backward  the stage seeded (dist-annotate), its embedded initializers
-//             made weights, then its objective: the loss over M where the
-//             stage computes it, plus sum(y * dy) over each float value y
-//             it passes on, dy that value's gradient (an input,
-//             `grad:transfer:K`). nn-differentiate against the weights and
-//             the transfers it reads gives the gradients to send back
-//             (`grad:transfer:K`), and each weight's gradient is added into
-//             its accumulator (state `NAME.grad_acc`). Then propagation.
-//   forward   the seeded forward, cloned before the objective is built,
-//             with every weight's sharding the backward's propagation
-//             chose: both read one buffer per weight.
-//   norm      the sum of squares of the accumulators the stage owns (a
-//             weight several stages read, an embedding and its tied LM
-//             head, belongs to the first).
+//   forward   what the stage passes on and its loss, returning every
+//             activation the rest reads (`activation:N`);
+//   backward  the rest; for a zero-bubble schedule cut again into I (the
+//             gradients sent back, and `backward:N` for W) and W (the
+//             accumulators);
+//
+// and two programs are built beside them:
+//
+//   norm      the sum of squares of the accumulators the stage owns (one
+//             several stages hold, an embedding and its tied LM head, is
+//             the first's);
 //   update    nn-optimizer over the accumulators, with the squared norm of
 //             every stage's gradients as an input; then the accumulators
 //             are zeroed.
 //
-// The norm and update programs are built from the backward's weight and
-// accumulator ops, shardings included, so that all four read the same
-// per-rank buffers.
+// The norm and update programs are built from the training program's
+// weight and accumulator ops, shardings included, so that every program
+// reads the same per-rank buffers.
 //
 //===----------------------------------------------------------------------===//
 

@@ -2,10 +2,11 @@
 //
 // `shard-opt --mesh pp=N --train`: the stages phase cuts the forward program
 // and its loss into stage functions; the artifact phase makes each one the
-// four programs a training stage runs (Runtime/Format/PipelineArtifact.h):
-// its forward, its backward (the forward again, then the gradients of one
-// micro-batch, added into accumulators), the norm of its gradients and its
-// optimizer step. PipelineTraining.cpp says how.
+// programs a training stage runs (Runtime/Format/PipelineArtifact.h): its
+// forward (which returns the activations its backward reads), its
+// backward (the gradients of one micro-batch, added into accumulators; for
+// a zero-bubble schedule also cut into I and W), the norm of its
+// gradients and its optimizer step. PipelineTraining.cpp says how.
 //
 //===----------------------------------------------------------------------===//
 

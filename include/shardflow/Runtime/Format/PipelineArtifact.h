@@ -58,17 +58,18 @@ struct PipelineTensor {
   std::vector<int64_t> shape;
 };
 
-/// A training stage's programs besides its forward (one micro-batch's,
-/// which computes what it passes on and keeps nothing). They share the
-/// stage's state by name: the weights, each trained weight's gradient
-/// accumulator (`NAME.grad_acc`) and the optimizer's state.
+/// A training stage's programs besides its forward (one micro-batch's: it
+/// returns what the stage passes on, on the stage that computes the loss
+/// `loss` (the micro-batch's, over M), and the activations the backward
+/// reads, `activation:N`). They share the stage's state by name: the
+/// weights, each trained weight's gradient accumulator (`NAME.grad_acc`)
+/// and the optimizer's state.
 struct PipelineStageTraining {
-  /// One micro-batch's backward, its forward computed again: reads what
-  /// the forward reads and the gradients of what the stage passes on
-  /// (`grad:transfer:K`); returns the gradients of what it was passed
-  /// (`grad:transfer:K`) and, on the stage that computes the loss, `loss`
-  /// (the micro-batch's, over M); adds its weights' gradients into their
-  /// accumulators.
+  /// One micro-batch's backward: reads the forward's activations, the
+  /// graph inputs and received values it reads itself, and the gradients
+  /// of what the stage passes on (`grad:transfer:K`); returns the
+  /// gradients of what it was passed (`grad:transfer:K`); adds its
+  /// weights' gradients into their accumulators.
   Artifact backward;
   /// With a schedule that splits the backward (zb-h1, zbv): its two parts.
   /// I returns the gradients of what the stage was passed and what W
