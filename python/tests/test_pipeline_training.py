@@ -12,6 +12,8 @@ embedding is on the first) and Llama (dynamo), under mpirun:
   and whose saved weights are within 1e-5 relative L2 (SGD; 1e-3 AdamW,
   the training tests' tolerance for an update near zero gradients), of
   the same steps unpipelined on one rank;
+- the two-layer exports of the other families (Mixtral, Qwen2, Phi-3,
+  Gemma 2, BERT, Mistral) at pp=2 and pp=2 x dp=2 x tp=2, the same way;
 - the micro-batches a stage keeps in flight (the activations its backward
   reads) follow each schedule's theory: GPipe holds all M on every stage,
   1F1B and ZB-H1 hold p - s on stage s;
@@ -46,14 +48,21 @@ def _mpirun(ranks):
     return [shutil.which("mpirun") or "mpirun", "--oversubscribe", "-np", str(ranks)], env
 
 
+ENCODERS = ("bert", "roberta", "distilbert")
+
+
 def _data(export, batch, count=2, seed=0):
     """`count` batches of `batch` rows: the export's inputs repeated, new
-    token ids and labels (none ignored)."""
+    token ids and labels (none ignored; an encoder's: regression targets
+    for its first output)."""
     inputs = export.inputs()
     first = next(iter(export.expected().values()))
     rng = np.random.default_rng(seed)
     data = {k: np.stack([np.concatenate([v] * (batch // v.shape[0]))] * count)
             for k, v in inputs.items()}
+    if export.name.startswith(ENCODERS):
+        data["labels"] = rng.standard_normal((count, batch, *first.shape[1:])).astype(np.float32)
+        return data
     vocab = first.shape[-1]
     data["input_ids"] = rng.integers(0, vocab, data["input_ids"].shape).astype(np.int64)
     data["labels"] = rng.integers(0, vocab, data["input_ids"].shape).astype(np.int64)
@@ -146,6 +155,29 @@ def test_pipelined_training_equals_unpipelined(tmp_path, name, optimizer, batch,
                        ["--microbatches", str(m), "--pipeline-schedule", schedule, *strategy],
                        tag=f"{mesh}-{schedule}-{m}".replace(",", "_").replace("=", ""))
         _compare(base, other, what, 1e-5 if optimizer == "sgd" else 1e-3)
+
+
+ZOO = ["mixtral-dynamo", "qwen2-torchscript", "phi3-dynamo", "gemma2-dynamo", "bert-dynamo",
+       "mistral-torchscript"]
+
+
+@pytest.mark.parametrize("name", ZOO)
+def test_the_zoo_trains_pipelined(tmp_path, name):
+    """Two-layer exports of the other families (Mixtral's experts, Gemma
+    2's soft-capping, BERT with an MSE loss on its hidden states) at pp=2
+    under 1F1B and at pp=2 x dp=2 x tp=2 under GPipe: SGD steps as the
+    unpipelined ones."""
+    export = real_exports.load(name)
+    data = _data(export, 8)
+    np.savez(tmp_path / "data.npz", **data)
+    flags = FLAGS["sgd"] + (["--loss", "mse"] if name.startswith(ENCODERS) else [])
+    base = _train(tmp_path, export, data, flags)
+    for mesh, schedule in (("pp=2", "1f1b"), ("pp=2,dp=2,tp=2", "gpipe")):
+        strategy = ["--strategy", "megatron"] if "tp=" in mesh else []
+        other = _train(tmp_path, export, data, flags, mesh,
+                       ["--microbatches", "2", "--pipeline-schedule", schedule, *strategy],
+                       tag=f"{schedule}-{mesh.count(',')}")
+        _compare(base, other, f"{name} {mesh} {schedule}", 1e-5)
 
 
 def test_micro_batches_in_flight_follow_the_schedule(tmp_path):
