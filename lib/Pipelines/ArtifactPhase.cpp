@@ -310,7 +310,7 @@ LogicalResult shardflow::emitPipelineArtifact(ModuleOp module, const CompileOpti
                                 "in flight (%s)",
                                 mb(m.trained), mb(m.optimizerState), mb(m.accumulators),
                                 mb(m.activations), m.inFlight, art.scheduleName.c_str());
-      *report << llvm::format(", arenas %.4g MB: about %.4g MB\n", mb(m.arenas), mb(m.total()));
+      *report << llvm::format(", arena %.4g MB: about %.4g MB\n", mb(m.arenas), mb(m.total()));
     }
   }
   std::ostringstream text;

@@ -3,6 +3,7 @@
 #include "shardflow/Runtime/Core/PipelineRunner.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <set>
 
@@ -40,9 +41,9 @@ HostTensor copyOf(const Tensor &t) {
 
 } // namespace
 
-PipelineRunner::PipelineRunner(PipelineArtifact artifact, const DeviceFactory &makeDevice,
+PipelineRunner::PipelineRunner(PipelineArtifact artifact, const DeviceFactory &makeStageDevice,
                                Communicator &world, const RunnerSettings &settings)
-    : art(std::move(artifact)), world(world), settings(settings) {
+    : art(std::move(artifact)), world(world), settings(settings), arena(nullptr, std::free) {
   const PipelineSchedule &s = art.schedule;
   if (world.size() != art.worldSize)
     throw RuntimeError("the pipeline artifact was compiled for " + std::to_string(art.worldSize) +
@@ -101,6 +102,28 @@ PipelineRunner::PipelineRunner(PipelineArtifact artifact, const DeviceFactory &m
   // pipeline's spans are its actions.
   RunnerSettings stageSettings = settings;
   stageSettings.trace = false;
+  // One activation arena for every program of this rank: they run one at a
+  // time, and every output kept is copied out of it.
+  size_t arenaBytes = 64;
+  for (int stage : localStages()) {
+    std::vector<const Artifact *> programs{&art.stages[size_t(stage)]};
+    if (art.trains()) {
+      const PipelineStageTraining &t = art.training[size_t(stage)];
+      programs.insert(programs.end(), {&t.backward, &t.norm, &t.update, &t.backwardInput,
+                                       &t.backwardWeight});
+    }
+    for (const Artifact *p : programs)
+      arenaBytes = std::max(arenaBytes, size_t((p->arenaBytes + 63) / 64 * 64));
+  }
+  arena.reset(static_cast<uint8_t *>(std::aligned_alloc(64, arenaBytes)));
+  if (!arena)
+    throw RuntimeError("cannot allocate the " + std::to_string(arenaBytes) +
+                       "-byte activation arena");
+  auto makeDevice = [&](Communicator &ranks) {
+    std::unique_ptr<Device> device = makeStageDevice(ranks);
+    device->useArena(arena.get(), arenaBytes);
+    return device;
+  };
   for (int stage : localStages()) {
     if (!art.trains()) {
       runners[stage] = std::make_unique<ProgramRunner>(art.stages[size_t(stage)],

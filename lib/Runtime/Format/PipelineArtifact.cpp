@@ -269,7 +269,7 @@ StageMemory stageMemory(const PipelineArtifact &a, int stage) {
   };
   // The update program's state first: its kinds are known there.
   for (auto it = programs.rbegin(); it != programs.rend(); ++it) {
-    m.arenas += size_t((*it)->arenaBytes);
+    m.arenas = std::max(m.arenas, size_t((*it)->arenaBytes));
     for (const BufferDesc &b : (*it)->buffers) {
       if (b.kind != BufferDesc::Kind::Weight || !seen.insert(b.name).second)
         continue;

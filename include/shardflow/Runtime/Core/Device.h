@@ -127,6 +127,14 @@ public:
   /// has checked that each has this program's type and per-rank shape.
   virtual void shareState(std::map<std::string, Tensor> shared);
 
+  /// Before load(): run the program's activation arena in `memory` (64-byte
+  /// aligned, `bytes` long, outliving the device) when it is large enough,
+  /// instead of an arena of its own: programs that run one after another
+  /// on a rank and keep nothing in their arenas between runs (a pipeline
+  /// stage's, whose runner copies every output it keeps) share one. A
+  /// device that cannot (CUDA) keeps its own.
+  virtual void useArena(void *memory, size_t bytes) {}
+
   /// Allocates the program's memory and loads this rank's weights and the
   /// constants. `art` outlives the device.
   virtual void load(const Artifact &art) = 0;

@@ -42,7 +42,10 @@
 //                 the forward kept); W adds the weights' gradients into
 //                 their accumulators. A micro-batch is in flight until W.
 //
-// The stage's programs share its state: the update program loads the
+// The programs of a rank share one activation arena (Device::useArena),
+// as large as the largest's: they run one at a time, and the runner
+// copies out every output it keeps. The stage's programs share its
+// state: the update program loads the
 // weights, accumulators and optimizer state, the others read them there
 // (ProgramRunner's stateOwner). Training runs on the CPU device (an
 // accumulator summed across stages is added in host memory).
@@ -60,6 +63,7 @@
 #include "shardflow/Runtime/Core/ProgramRunner.h"
 #include "shardflow/Runtime/Format/PipelineArtifact.h"
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -166,6 +170,8 @@ private:
   };
   std::vector<Shared> shared;
   std::map<int, InFlight> peakKept;
+  /// The activation arena every program of this rank runs in (CPU).
+  std::unique_ptr<uint8_t, void (*)(void *)> arena;
 };
 
 } // namespace shardflow::runtime

@@ -119,7 +119,8 @@ struct StageMemory {
   /// the most micro-batches the schedule keeps at once.
   size_t activations = 0;
   int inFlight = 0;
-  /// Each program's activation arena (each program has its own).
+  /// The activation arena the stage's programs share (the largest's; the
+  /// stages of one rank share it too).
   size_t arenas = 0;
 
   size_t total() const {

@@ -30,6 +30,10 @@ public:
   const char *name() const override { return "CPU"; }
 
   void shareState(std::map<std::string, Tensor> state) override { shared = std::move(state); }
+  void useArena(void *memory, size_t bytes) override {
+    sharedArena = memory;
+    sharedArenaBytes = bytes;
+  }
 
   void load(const Artifact &artifact) override {
     art = &artifact;
@@ -38,16 +42,23 @@ public:
                          "'; the CPU device runs cpu artifacts only (cuda artifacts run on "
                          "the CUDA device)");
     size_t bytes = size_t((art->arenaBytes + 63) / 64 * 64);
-    arena.reset(static_cast<uint8_t *>(std::aligned_alloc(64, bytes ? bytes : 64)));
-    if (!arena)
-      throw RuntimeError("cannot allocate the " + std::to_string(bytes) + "-byte activation arena");
+    uint8_t *base = nullptr;
+    if (sharedArena && sharedArenaBytes >= size_t(art->arenaBytes)) {
+      base = static_cast<uint8_t *>(sharedArena);
+    } else {
+      arena.reset(static_cast<uint8_t *>(std::aligned_alloc(64, bytes ? bytes : 64)));
+      if (!arena)
+        throw RuntimeError("cannot allocate the " + std::to_string(bytes) +
+                           "-byte activation arena");
+      base = arena.get();
+    }
     cpu::setGemmThreads(settings.threads);
     pointers.assign(art->buffers.size(), nullptr);
     for (size_t i = 0; i < art->buffers.size(); ++i) {
       const BufferDesc &b = art->buffers[i];
       switch (b.kind) {
       case BufferDesc::Kind::Arena:
-        pointers[i] = arena.get() + b.offset;
+        pointers[i] = base + b.offset;
         break;
       case BufferDesc::Kind::Constant:
         pointers[i] = const_cast<uint8_t *>(b.data.data());
@@ -259,6 +270,9 @@ private:
   Communicator &world;
   const Artifact *art = nullptr;
   std::unique_ptr<uint8_t, void (*)(void *)> arena;
+  /// An arena other programs of the rank use too (useArena), or null.
+  void *sharedArena = nullptr;
+  size_t sharedArenaBytes = 0;
   std::vector<void *> pointers; // per buffer, once bound
   /// Weights and state another device holds (shareState).
   std::map<std::string, Tensor> shared;
