@@ -141,16 +141,7 @@ Value scalarF32(OpBuilder &b, Location loc, double v) {
 }
 
 Value sumOfSquares(OpBuilder &b, Location loc, Value x) {
-  Value sq = nn::MulOp::create(b, loc, x, x);
-  SmallVector<int64_t> axes;
-  for (int64_t d = 0; d < typeOf(x).getRank(); ++d)
-    axes.push_back(d);
-  if (axes.empty())
-    return sq;
-  return nn::ReduceSumOp::create(b, loc, ValueRange{sq},
-                                 {b.getNamedAttr("axes", b.getDenseI64ArrayAttr(axes)),
-                                  b.getNamedAttr("keepdims", b.getBoolAttr(false))})
-      ->getResult(0);
+  return nn::sumAll(b, loc, nn::MulOp::create(b, loc, x, x));
 }
 
 DictionaryAttr named(Builder &b, StringRef name, bool state = false) {
@@ -380,16 +371,7 @@ shardflow::buildTrainingStage(ModuleOp module, func::FuncOp stageFn, const Compi
       if (failed(main.insertArgument(at, y.getType(), named(b, name), loc)))
         return stageFn.emitError("cannot add the gradient argument '") << name << "'";
       Value dy = main.getArgument(at);
-      Value prod = nn::MulOp::create(b, loc, y, dy);
-      SmallVector<int64_t> axes;
-      for (int64_t d = 0; d < typeOf(y).getRank(); ++d)
-        axes.push_back(d);
-      Value term = prod;
-      if (!axes.empty())
-        term = nn::ReduceSumOp::create(b, loc, ValueRange{prod},
-                                       {b.getNamedAttr("axes", b.getDenseI64ArrayAttr(axes)),
-                                        b.getNamedAttr("keepdims", b.getBoolAttr(false))})
-                   ->getResult(0);
+      Value term = nn::sumAll(b, loc, nn::MulOp::create(b, loc, y, dy));
       if (!typeOf(term).getElementType().isF32())
         return stageFn.emitError("stage ") << stageFn->getAttr("dist.stage")
                                            << " passes on a value of " << y.getType()

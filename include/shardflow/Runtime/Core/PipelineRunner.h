@@ -145,6 +145,9 @@ private:
   RunnerSettings settings;
   int pp = 0, sub = 0, perStage = 1;
   std::unique_ptr<Communicator> stageComm, messages;
+  /// The activation arena every program of this rank runs in (CPU); before
+  /// the runners, which outlive it otherwise.
+  std::unique_ptr<uint8_t, void (*)(void *)> arena;
   /// The stages of this rank, by stage number.
   std::map<int, std::unique_ptr<ProgramRunner>> runners;
   /// The schedule with its sends and receives.
@@ -170,8 +173,6 @@ private:
   };
   std::vector<Shared> shared;
   std::map<int, InFlight> peakKept;
-  /// The activation arena every program of this rank runs in (CPU).
-  std::unique_ptr<uint8_t, void (*)(void *)> arena;
 };
 
 } // namespace shardflow::runtime

@@ -58,17 +58,7 @@ struct Arith {
   /// x · c for a compile-time factor, in x's element type.
   Value scale(Value x, double c) { return mul(x, constant(c, typeOf(x).getElementType())); }
   /// The sum of every element of x, as a scalar.
-  Value sumAll(Value x) {
-    SmallVector<int64_t> axes;
-    for (int64_t d = 0; d < typeOf(x).getRank(); ++d)
-      axes.push_back(d);
-    if (axes.empty())
-      return x;
-    return nn::ReduceSumOp::create(b, loc, ValueRange{x},
-                                   {b.getNamedAttr("axes", b.getDenseI64ArrayAttr(axes)),
-                                    b.getNamedAttr("keepdims", b.getBoolAttr(false))})
-        ->getResult(0);
-  }
+  Value sumAll(Value x) { return nn::sumAll(b, loc, x); }
   /// A scalar f32 in x's element type (x is f32 today: weights train in
   /// f32).
   Value like(Value scalar, Value x) {
@@ -535,6 +525,19 @@ FailureOr<Value> shardflow::nn::initializerAsWeight(func::FuncOp fn, StringRef n
   if (!found)
     return fn.emitError("no initializer '") << name << "' in @" << fn.getName();
   return found;
+}
+
+Value shardflow::nn::sumAll(OpBuilder &b, Location loc, Value x) {
+  auto type = cast<RankedTensorType>(x.getType());
+  SmallVector<int64_t> axes;
+  for (int64_t d = 0; d < type.getRank(); ++d)
+    axes.push_back(d);
+  if (axes.empty())
+    return x;
+  return nn::ReduceSumOp::create(b, loc, ValueRange{x},
+                                 {b.getNamedAttr("axes", b.getDenseI64ArrayAttr(axes)),
+                                  b.getNamedAttr("keepdims", b.getBoolAttr(false))})
+      ->getResult(0);
 }
 
 Value shardflow::nn::stepCounter(func::FuncOp fn) {

@@ -10,6 +10,7 @@
 #define SHARDFLOW_DIALECT_NN_AUTODIFF_TRAINING_H
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -24,6 +25,10 @@ void printTrainingReport(mlir::ModuleOp module, llvm::raw_ostream &os);
 /// the top of `fn` when it has none yet. nn-optimizer advances it;
 /// nn-keyed-dropout keys its masks by it.
 mlir::Value stepCounter(mlir::func::FuncOp fn);
+
+/// The sum of every element of `x`, as a scalar of its element type (x
+/// itself when it is one).
+mlir::Value sumAll(mlir::OpBuilder &b, mlir::Location loc, mlir::Value x);
 
 /// Initializer `name` of `fn` as one state tensor: its nn.weight, or, for
 /// an initializer embedded in the model as `nn.constant`s (a bias, a norm's
